@@ -1,0 +1,36 @@
+#include "graph/dtype.h"
+
+#include <array>
+
+#include "absl/strings/ascii.h"
+
+namespace doppler::graph {
+namespace {
+constexpr std::array<DTypeInfo, 8> kInfos = {{
+    {"f32", 1, 4},
+    {"f16", 1, 2},
+    {"bf16", 1, 2},
+    {"i32", 1, 4},
+    {"q8_0", 32, 34},
+    {"q4_k", 256, 144},
+    {"q5_k", 256, 176},
+    {"q6_k", 256, 210},
+}};
+}  // namespace
+
+const DTypeInfo& Info(DType t) { return kInfos[static_cast<size_t>(t)]; }
+
+std::optional<DType> ParseDType(std::string_view name) {
+  std::string lower = absl::AsciiStrToLower(name);
+  for (size_t i = 0; i < kInfos.size(); ++i) {
+    if (kInfos[i].name == lower) return static_cast<DType>(i);
+  }
+  return std::nullopt;
+}
+
+size_t ByteSize(DType t, int64_t n) {
+  const DTypeInfo& info = Info(t);
+  return static_cast<size_t>(n / info.block_elems) * static_cast<size_t>(info.block_bytes);
+}
+
+}  // namespace doppler::graph

@@ -1,0 +1,38 @@
+// Element types of tensors, including llama.cpp's block-quantized formats.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace doppler::graph {
+
+enum class DType : uint8_t {
+  kF32,
+  kF16,
+  kBF16,
+  kI32,
+  // Block formats: a row of K values is K / block_elems blocks of block_bytes each.
+  kQ8_0,
+  kQ4_K,
+  kQ5_K,
+  kQ6_K,
+};
+
+struct DTypeInfo {
+  std::string_view name;
+  int block_elems;  // values per block (1 for plain types)
+  int block_bytes;  // bytes per block
+};
+
+const DTypeInfo& Info(DType t);
+inline std::string_view Name(DType t) { return Info(t).name; }
+inline bool IsBlockFormat(DType t) { return Info(t).block_elems > 1; }
+inline bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+std::optional<DType> ParseDType(std::string_view name);  // accepts "f32", "F32", "q4_k", "Q4_K"...
+
+// Bytes taken by n values (n must be a multiple of the block size for block formats).
+size_t ByteSize(DType t, int64_t n);
+
+}  // namespace doppler::graph
