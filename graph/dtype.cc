@@ -21,9 +21,9 @@ constexpr std::array<DTypeInfo, 8> kInfos = {{
 const DTypeInfo& Info(DType t) { return kInfos[static_cast<size_t>(t)]; }
 
 std::optional<DType> ParseDType(std::string_view name) {
-  std::string lower = absl::AsciiStrToLower(name);
+  std::string lower = absl::AsciiStrToLower(std::string(name));
   for (size_t i = 0; i < kInfos.size(); ++i) {
-    if (kInfos[i].name == lower) return static_cast<DType>(i);
+    if (lower == kInfos[i].name) return static_cast<DType>(i);
   }
   return std::nullopt;
 }

@@ -21,13 +21,13 @@ enum class DType : uint8_t {
 };
 
 struct DTypeInfo {
-  std::string_view name;
+  const char* name;
   int block_elems;  // values per block (1 for plain types)
   int block_bytes;  // bytes per block
 };
 
 const DTypeInfo& Info(DType t);
-inline std::string_view Name(DType t) { return Info(t).name; }
+inline const char* Name(DType t) { return Info(t).name; }
 inline bool IsBlockFormat(DType t) { return Info(t).block_elems > 1; }
 inline bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 std::optional<DType> ParseDType(std::string_view name);  // accepts "f32", "F32", "q4_k", "Q4_K"...

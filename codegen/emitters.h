@@ -1,0 +1,33 @@
+// One emitter per kernel family. Each returns the kernel of one node; kernel.cc picks the family.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "codegen/kernel.h"
+
+namespace doppler::codegen {
+
+struct EmitContext {
+  const graph::Graph& g;
+  const graph::Node& node;
+  const TargetCaps& caps;
+  int64_t tokens;  // the plan's token bucket
+
+  const graph::Node& input(int i) const { return g.node(node.inputs[static_cast<size_t>(i)]); }
+  // Rows of a [rows, cols] value, resolved for the bucket.
+  int64_t rows(const graph::Node& n) const { return n.type.shape[0].Resolve(tokens); }
+};
+
+absl::StatusOr<Kernel> EmitEmbedding(const EmitContext& c);
+absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c);
+absl::StatusOr<Kernel> EmitElementwise(const EmitContext& c);  // add, mul, silu
+absl::StatusOr<Kernel> EmitRmsNorm(const EmitContext& c);
+absl::StatusOr<Kernel> EmitRope(const EmitContext& c);
+absl::StatusOr<Kernel> EmitCacheWrite(const EmitContext& c);
+absl::StatusOr<Kernel> EmitAttention(const EmitContext& c);
+absl::StatusOr<Kernel> EmitLastRow(const EmitContext& c);
+absl::StatusOr<Kernel> EmitArgmax(const EmitContext& c);
+
+// ceil(a / b)
+inline uint32_t CeilDiv(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+}  // namespace doppler::codegen

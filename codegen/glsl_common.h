@@ -1,0 +1,41 @@
+// Pieces of GLSL shared by the emitters: the shader header, typed buffer declarations with a
+// load function per element type, and workgroup reductions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "graph/dtype.h"
+
+namespace doppler::codegen {
+
+// "#version 460", extensions, the workgroup size and the step-parameter block (binding 0).
+std::string ShaderHeader(uint32_t workgroup_size);
+
+// Declares buffer `name` at `binding` holding elements of `dtype`, and a function
+// `float load_<name>(uint i)` returning element i as float. f16/bf16 are packed two per uint,
+// so no 16-bit storage feature is needed. `readonly` adds the qualifier.
+std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType dtype, bool readonly);
+
+// Declares an int buffer `name` at `binding`.
+std::string IntBuffer(uint32_t binding, const std::string& name, bool readonly);
+
+// Shared-memory reductions over the workgroup: `float wg_sum(float)` and `float wg_max(float)`.
+// Every invocation of the workgroup must call them (they contain barriers).
+std::string WorkgroupReductions(uint32_t workgroup_size);
+
+// Replaces every "{{KEY}}" in `tmpl` by its value.
+std::string Fill(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& values);
+
+// Rows of a [rows, cols] value as a GLSL expression: "step.n_tokens" when rows is T.
+std::string RowsExpr(bool rows_are_tokens, int64_t static_rows);
+
+}  // namespace doppler::codegen
+
+namespace doppler::codegen {
+// A float constant as a GLSL literal that round-trips exactly to the same float32.
+std::string FloatLiteral(double v);
+}  // namespace doppler::codegen

@@ -1,0 +1,43 @@
+#include "codegen/kernel.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "codegen/emitters.h"
+
+namespace doppler::codegen {
+
+absl::StatusOr<Kernel> EmitKernel(const graph::Graph& g, const graph::Node& node, const TargetCaps& caps,
+                                  int64_t tokens) {
+  using graph::OpKind;
+  EmitContext c{g, node, caps, tokens};
+  switch (node.kind) {
+    case OpKind::kEmbedding:
+      return EmitEmbedding(c);
+    case OpKind::kMatMul:
+      return EmitMatMul(c);
+    case OpKind::kAdd:
+    case OpKind::kMul:
+    case OpKind::kSilu:
+      return EmitElementwise(c);
+    case OpKind::kRmsNorm:
+      return EmitRmsNorm(c);
+    case OpKind::kRope:
+      return EmitRope(c);
+    case OpKind::kCacheWrite:
+      return EmitCacheWrite(c);
+    case OpKind::kAttention:
+      return EmitAttention(c);
+    case OpKind::kLastRow:
+      return EmitLastRow(c);
+    case OpKind::kArgmax:
+      return EmitArgmax(c);
+    case OpKind::kInput:
+    case OpKind::kParam:
+    case OpKind::kConst:
+    case OpKind::kState:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("no kernel for ", graph::OpName(node.kind), " node '", node.label, "'"));
+}
+
+}  // namespace doppler::codegen

@@ -1,0 +1,49 @@
+// A kernel is the GLSL compute shader generated for one node, with how to bind and dispatch it.
+//
+// Binding convention, shared with the scheduler: binding 0 is the step-parameter block
+// (token count and position of the step, written by the host before each submit), bindings
+// 1..n are the node's values listed in `args`, in order.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+
+namespace doppler::codegen {
+
+// What the target device offers that changes the generated code.
+struct TargetCaps {
+  uint32_t subgroup_size = 32;
+  uint32_t max_shared_memory = 16384;
+  uint32_t max_workgroup_invocations = 128;
+};
+
+struct KernelArg {
+  graph::ValueId value;
+  bool written;  // the kernel writes this buffer
+};
+
+struct Kernel {
+  std::string family;   // e.g. "matmul"
+  std::string variant;  // the specialisation chosen, e.g. "gemv.f16.rows4", printed in verbose mode and profiles
+  std::string glsl;
+  std::vector<KernelArg> args;
+  std::array<uint32_t, 3> groups{1, 1, 1};  // workgroups dispatched for the plan's token bucket
+};
+
+// The kernel for a compute node; `tokens` is the token bucket of the plan (the largest T a step
+// may have). Source nodes (inputs, params, consts, states) have no kernel.
+absl::StatusOr<Kernel> EmitKernel(const graph::Graph& g, const graph::Node& node, const TargetCaps& caps,
+                                  int64_t tokens);
+
+// The layout of the step-parameter block at binding 0, as the host writes it.
+struct StepParams {
+  uint32_t n_tokens;  // tokens in this step (<= the plan's bucket)
+  uint32_t pos;       // absolute position of the step's first token
+};
+
+}  // namespace doppler::codegen

@@ -1,0 +1,95 @@
+#include "graph/builder.h"
+
+#include "absl/strings/str_cat.h"
+#include "graph/type_inference.h"
+#include "graph/verifier.h"
+
+namespace doppler::graph {
+
+std::string GraphBuilder::Label(std::string_view name) const {
+  return scope_.empty() ? std::string(name) : absl::StrCat(scope_, ".", std::string(name));
+}
+
+ValueId GraphBuilder::Source(OpKind kind, const std::string& name, TensorType type) {
+  if (!status_.ok()) return -1;
+  return graph_.AddNode(kind, {}, Attrs{{"name", name}}, std::move(type), name);
+}
+
+ValueId GraphBuilder::Compute(OpKind kind, std::vector<ValueId> inputs, Attrs attrs, std::string_view label) {
+  if (!status_.ok()) return -1;
+  for (ValueId id : inputs) {
+    if (id < 0 || id >= graph_.size()) {
+      status_ = absl::InvalidArgumentError(absl::StrCat(Label(label), ": input value ", id, " does not exist"));
+      return -1;
+    }
+  }
+  absl::StatusOr<TensorType> type = InferType(graph_, kind, inputs, attrs);
+  if (!type.ok()) {
+    status_ = absl::InvalidArgumentError(absl::StrCat(Label(label), ": ", type.status().message()));
+    return -1;
+  }
+  return graph_.AddNode(kind, std::move(inputs), std::move(attrs), *std::move(type), Label(label));
+}
+
+ValueId GraphBuilder::Input(const std::string& name, TensorType type) {
+  return Source(OpKind::kInput, name, std::move(type));
+}
+ValueId GraphBuilder::Param(const std::string& name, TensorType type) {
+  return Source(OpKind::kParam, name, std::move(type));
+}
+ValueId GraphBuilder::State(const std::string& name, TensorType type) {
+  return Source(OpKind::kState, name, std::move(type));
+}
+ValueId GraphBuilder::Const(const std::string& name, TensorType type, std::shared_ptr<const std::vector<float>> data) {
+  if (status_.ok() && static_cast<int64_t>(data->size()) != NumElements(type.shape, 0)) {
+    status_ = absl::InvalidArgumentError(
+        absl::StrCat("const ", name, ": ", data->size(), " values for shape ", ToString(type.shape)));
+  }
+  ValueId id = Source(OpKind::kConst, name, std::move(type));
+  if (id >= 0) graph_.SetConstData(name, std::move(data));
+  return id;
+}
+
+ValueId GraphBuilder::Embedding(ValueId table, ValueId ids, std::string_view label) {
+  return Compute(OpKind::kEmbedding, {table, ids}, {}, label);
+}
+ValueId GraphBuilder::MatMul(ValueId x, ValueId w, std::string_view label) {
+  return Compute(OpKind::kMatMul, {x, w}, {}, label);
+}
+ValueId GraphBuilder::Add(ValueId a, ValueId b, std::string_view label) {
+  return Compute(OpKind::kAdd, {a, b}, {}, label);
+}
+ValueId GraphBuilder::Mul(ValueId a, ValueId b, std::string_view label) {
+  return Compute(OpKind::kMul, {a, b}, {}, label);
+}
+ValueId GraphBuilder::Silu(ValueId x, std::string_view label) { return Compute(OpKind::kSilu, {x}, {}, label); }
+ValueId GraphBuilder::RmsNorm(ValueId x, ValueId w, double eps, double weight_offset, std::string_view label) {
+  return Compute(OpKind::kRmsNorm, {x, w}, {{"eps", eps}, {"weight_offset", weight_offset}}, label);
+}
+ValueId GraphBuilder::Rope(ValueId x, ValueId table, int64_t heads, int64_t head_dim, const std::string& style,
+                           std::string_view label) {
+  return Compute(OpKind::kRope, {x, table}, {{"heads", heads}, {"head_dim", head_dim}, {"style", style}}, label);
+}
+ValueId GraphBuilder::CacheWrite(ValueId state, ValueId x, std::string_view label) {
+  return Compute(OpKind::kCacheWrite, {state, x}, {}, label);
+}
+ValueId GraphBuilder::Attention(ValueId q, ValueId k_cache, ValueId v_cache, int64_t heads, int64_t kv_heads,
+                                int64_t head_dim, double scale, int64_t window, std::string_view label) {
+  return Compute(OpKind::kAttention, {q, k_cache, v_cache},
+                 {{"heads", heads}, {"kv_heads", kv_heads}, {"head_dim", head_dim}, {"scale", scale}, {"window", window}},
+                 label);
+}
+ValueId GraphBuilder::LastRow(ValueId x, std::string_view label) { return Compute(OpKind::kLastRow, {x}, {}, label); }
+ValueId GraphBuilder::Argmax(ValueId x, std::string_view label) { return Compute(OpKind::kArgmax, {x}, {}, label); }
+
+void GraphBuilder::Output(const std::string& name, ValueId id) {
+  if (status_.ok()) graph_.SetOutput(name, id);
+}
+
+absl::StatusOr<Graph> GraphBuilder::Finish() && {
+  if (!status_.ok()) return status_;
+  if (absl::Status s = Verify(graph_); !s.ok()) return s;
+  return std::move(graph_);
+}
+
+}  // namespace doppler::graph

@@ -1,0 +1,60 @@
+// GraphBuilder: typed construction of graphs, one method per op.
+//
+// Errors are sticky: the first failing op is remembered, later calls are no-ops returning -1,
+// and Finish() reports it. A model declaration can therefore read as straight-line code.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+
+namespace doppler::graph {
+
+class GraphBuilder {
+ public:
+  GraphBuilder() = default;
+
+  // Labels of nodes added from now on start with this prefix, e.g. "layers.3".
+  void SetScope(std::string scope) { scope_ = std::move(scope); }
+
+  ValueId Input(const std::string& name, TensorType type);
+  ValueId Param(const std::string& name, TensorType type);
+  ValueId Const(const std::string& name, TensorType type, std::shared_ptr<const std::vector<float>> data);
+  ValueId State(const std::string& name, TensorType type);
+
+  ValueId Embedding(ValueId table, ValueId ids, std::string_view label = "embedding");
+  ValueId MatMul(ValueId x, ValueId w, std::string_view label = "matmul");
+  ValueId Add(ValueId a, ValueId b, std::string_view label = "add");
+  ValueId Mul(ValueId a, ValueId b, std::string_view label = "mul");
+  ValueId Silu(ValueId x, std::string_view label = "silu");
+  ValueId RmsNorm(ValueId x, ValueId w, double eps, double weight_offset, std::string_view label = "rms_norm");
+  ValueId Rope(ValueId x, ValueId table, int64_t heads, int64_t head_dim, const std::string& style,
+               std::string_view label = "rope");
+  ValueId CacheWrite(ValueId state, ValueId x, std::string_view label = "cache_write");
+  ValueId Attention(ValueId q, ValueId k_cache, ValueId v_cache, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                    double scale, int64_t window, std::string_view label = "attention");
+  ValueId LastRow(ValueId x, std::string_view label = "last_row");
+  ValueId Argmax(ValueId x, std::string_view label = "argmax");
+
+  void Output(const std::string& name, ValueId id);
+
+  const Graph& graph() const { return graph_; }
+  const absl::Status& status() const { return status_; }
+  // The built graph, verified; or the first error met while building.
+  absl::StatusOr<Graph> Finish() &&;
+
+ private:
+  ValueId Source(OpKind kind, const std::string& name, TensorType type);
+  ValueId Compute(OpKind kind, std::vector<ValueId> inputs, Attrs attrs, std::string_view label);
+  std::string Label(std::string_view name) const;
+
+  Graph graph_;
+  std::string scope_;
+  absl::Status status_;
+};
+
+}  // namespace doppler::graph

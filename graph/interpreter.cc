@@ -1,0 +1,277 @@
+#include "graph/interpreter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "graph/half.h"
+
+namespace doppler::graph {
+
+Tensor Tensor::F32(std::vector<int64_t> shape, std::vector<float> data) {
+  Tensor t;
+  t.dtype = DType::kF32;
+  t.shape = std::move(shape);
+  t.f = std::move(data);
+  return t;
+}
+
+Tensor Tensor::I32(std::vector<int64_t> shape, std::vector<int32_t> data) {
+  Tensor t;
+  t.dtype = DType::kI32;
+  t.shape = std::move(shape);
+  t.i = std::move(data);
+  return t;
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+using TensorPtr = std::shared_ptr<Tensor>;
+
+absl::Status OpError(const Node& n, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(OpName(n.kind), " '", n.label, "': ", what));
+}
+
+TensorPtr NewF32(std::vector<int64_t> shape) {
+  auto t = std::make_shared<Tensor>();
+  t->shape = std::move(shape);
+  t->f.assign(static_cast<size_t>(t->numel()), 0.0f);
+  return t;
+}
+
+// Values written to state are stored in the state's dtype: round through it.
+float StoreAs(DType dtype, float v) { return dtype == DType::kF16 ? HalfToFloat(FloatToHalf(v)) : v; }
+
+TensorPtr MatMul(const Tensor& x, const Tensor& w) {
+  const int64_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
+  TensorPtr out = NewF32({m, n});
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = &x.f[static_cast<size_t>(r * k)];
+    for (int64_t c = 0; c < n; ++c) {
+      const float* wr = &w.f[static_cast<size_t>(c * k)];
+      double acc = 0.0;
+      for (int64_t i = 0; i < k; ++i) acc += static_cast<double>(xr[i]) * wr[i];
+      out->f[static_cast<size_t>(r * n + c)] = static_cast<float>(acc);
+    }
+  }
+  return out;
+}
+
+TensorPtr RmsNorm(const Tensor& x, const Tensor& w, double eps, double weight_offset) {
+  const int64_t m = x.shape[0], d = x.shape[1];
+  TensorPtr out = NewF32(x.shape);
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = &x.f[static_cast<size_t>(r * d)];
+    double ss = 0.0;
+    for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps));
+    for (int64_t i = 0; i < d; ++i) {
+      out->f[static_cast<size_t>(r * d + i)] = xr[i] * inv * static_cast<float>(w.f[static_cast<size_t>(i)] + weight_offset);
+    }
+  }
+  return out;
+}
+
+// Rotates pairs of each head: (i, i + d/2) for "neox" (rotate-half), (2i, 2i + 1) for "interleaved".
+absl::StatusOr<TensorPtr> Rope(const Node& n, const Tensor& x, const Tensor& table, int64_t pos) {
+  const int64_t tokens = x.shape[0], width = x.shape[1];
+  const int64_t heads = n.attrs.Int("heads"), d = n.attrs.Int("head_dim"), half = d / 2;
+  const bool neox = n.attrs.Str("style") == "neox";
+  if (pos + tokens > table.shape[0]) {
+    return OpError(n, absl::StrCat("position ", pos + tokens - 1, " is past the rope table (", table.shape[0], ")"));
+  }
+  TensorPtr out = NewF32(x.shape);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* tab = &table.f[static_cast<size_t>((pos + t) * half * 2)];
+    for (int64_t h = 0; h < heads; ++h) {
+      const size_t base = static_cast<size_t>(t * width + h * d);
+      for (int64_t i = 0; i < half; ++i) {
+        const size_t a = base + static_cast<size_t>(neox ? i : 2 * i);
+        const size_t b = base + static_cast<size_t>(neox ? i + half : 2 * i + 1);
+        const float c = tab[2 * i], s = tab[2 * i + 1];
+        out->f[a] = x.f[a] * c - x.f[b] * s;
+        out->f[b] = x.f[b] * c + x.f[a] * s;
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<TensorPtr> CacheWrite(const Node& n, TensorPtr state, const Tensor& x, int64_t pos) {
+  const int64_t tokens = x.shape[0], width = x.shape[1], capacity = state->shape[0];
+  if (pos + tokens > capacity) {
+    return OpError(n, absl::StrCat("positions up to ", pos + tokens, " exceed the cache capacity ", capacity));
+  }
+  for (int64_t i = 0; i < tokens * width; ++i) {
+    state->f[static_cast<size_t>(pos * width + i)] = StoreAs(n.type.dtype, x.f[static_cast<size_t>(i)]);
+  }
+  return state;
+}
+
+// Causal attention: the query at absolute position p sees keys j with p - window < j <= p
+// (all j <= p when window is 0), softmax in double, GQA by head groups.
+TensorPtr Attention(const Node& n, const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos) {
+  const int64_t tokens = q.shape[0];
+  const int64_t heads = n.attrs.Int("heads"), kv_heads = n.attrs.Int("kv_heads"), d = n.attrs.Int("head_dim");
+  const int64_t window = n.attrs.Int("window"), group = heads / kv_heads;
+  const double scale = n.attrs.Float("scale");
+  const int64_t kv_width = kv_heads * d;
+  TensorPtr out = NewF32(q.shape);
+  std::vector<double> scores;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t p = pos + t;
+    const int64_t first = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* qh = &q.f[static_cast<size_t>(t * heads * d + h * d)];
+      const int64_t kvh = h / group;
+      scores.assign(static_cast<size_t>(p - first + 1), 0.0);
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t j = first; j <= p; ++j) {
+        const float* kj = &k.f[static_cast<size_t>(j * kv_width + kvh * d)];
+        double dot = 0.0;
+        for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(qh[i]) * kj[i];
+        scores[static_cast<size_t>(j - first)] = dot * scale;
+        mx = std::max(mx, dot * scale);
+      }
+      double sum = 0.0;
+      for (double& s : scores) sum += (s = std::exp(s - mx));
+      float* oh = &out->f[static_cast<size_t>(t * heads * d + h * d)];
+      for (int64_t i = 0; i < d; ++i) {
+        double acc = 0.0;
+        for (int64_t j = first; j <= p; ++j) {
+          acc += scores[static_cast<size_t>(j - first)] * v.f[static_cast<size_t>(j * kv_width + kvh * d + i)];
+        }
+        oh[i] = static_cast<float>(acc / sum);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const Node& n,
+                                                          const std::map<std::string, Tensor>& inputs,
+                                                          int64_t tokens, int64_t pos) {
+  auto in = [&](int i) -> const Tensor& { return *values_[static_cast<size_t>(n.inputs[static_cast<size_t>(i)])]; };
+  const std::string& name = n.attrs.Str("name");
+  switch (n.kind) {
+    case OpKind::kInput: {
+      auto it = inputs.find(name);
+      if (it == inputs.end()) return OpError(n, absl::StrCat("no value given for input ", name));
+      if (it->second.shape != Resolve(n.type.shape, tokens) || it->second.dtype != n.type.dtype) {
+        return OpError(n, absl::StrCat("input ", name, " does not have type ", ToString(n.type)));
+      }
+      return std::make_shared<Tensor>(it->second);
+    }
+    case OpKind::kParam: {
+      auto& cached = param_cache_[name];
+      if (!cached) {
+        absl::StatusOr<std::vector<float>> data = params_.Float32(n);
+        if (!data.ok()) return data.status();
+        std::vector<int64_t> shape = Resolve(n.type.shape, tokens);
+        Tensor t = Tensor::F32(shape, *std::move(data));
+        if (static_cast<int64_t>(t.f.size()) != t.numel()) {
+          return OpError(n, absl::StrCat("weight ", name, " has ", t.f.size(), " values, expected ", t.numel()));
+        }
+        cached = std::make_shared<Tensor>(std::move(t));
+      }
+      return cached;
+    }
+    case OpKind::kConst:
+      return std::make_shared<Tensor>(Tensor::F32(Resolve(n.type.shape, tokens), *g.const_data(name)));
+    case OpKind::kState: {
+      auto& state = states_[name];
+      if (!state) {
+        state = NewF32(Resolve(n.type.shape, tokens));
+      }
+      return state;
+    }
+    case OpKind::kEmbedding: {
+      const Tensor& table = in(0);
+      const Tensor& ids = in(1);
+      const int64_t rows = table.shape[0], d = table.shape[1];
+      TensorPtr out = NewF32({tokens, d});
+      for (int64_t t = 0; t < tokens; ++t) {
+        const int32_t id = ids.i[static_cast<size_t>(t)];
+        if (id < 0 || id >= rows) return OpError(n, absl::StrCat("token id ", id, " is outside [0, ", rows, ")"));
+        std::copy_n(&table.f[static_cast<size_t>(id * d)], d, &out->f[static_cast<size_t>(t * d)]);
+      }
+      return out;
+    }
+    case OpKind::kMatMul:
+      return MatMul(in(0), in(1));
+    case OpKind::kAdd:
+    case OpKind::kMul: {
+      TensorPtr out = NewF32(in(0).shape);
+      const bool add = n.kind == OpKind::kAdd;
+      for (size_t i = 0; i < out->f.size(); ++i) out->f[i] = add ? in(0).f[i] + in(1).f[i] : in(0).f[i] * in(1).f[i];
+      return out;
+    }
+    case OpKind::kSilu: {
+      TensorPtr out = NewF32(in(0).shape);
+      for (size_t i = 0; i < out->f.size(); ++i) {
+        const float x = in(0).f[i];
+        out->f[i] = x / (1.0f + std::exp(-x));
+      }
+      return out;
+    }
+    case OpKind::kRmsNorm:
+      return RmsNorm(in(0), in(1), n.attrs.Float("eps"), n.attrs.Float("weight_offset"));
+    case OpKind::kRope:
+      return Rope(n, in(0), in(1), pos);
+    case OpKind::kCacheWrite:
+      return CacheWrite(n, values_[static_cast<size_t>(n.inputs[0])], in(1), pos);
+    case OpKind::kAttention:
+      return Attention(n, in(0), in(1), in(2), pos);
+    case OpKind::kLastRow: {
+      const Tensor& x = in(0);
+      const int64_t d = x.shape[1];
+      return std::make_shared<Tensor>(
+          Tensor::F32({1, d}, std::vector<float>(x.f.end() - d, x.f.end())));
+    }
+    case OpKind::kArgmax: {
+      const Tensor& x = in(0);
+      const int64_t rows = x.shape[0], cols = x.shape[1];
+      auto out = std::make_shared<Tensor>(Tensor::I32({rows}, std::vector<int32_t>(static_cast<size_t>(rows))));
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row = &x.f[static_cast<size_t>(r * cols)];
+        out->i[static_cast<size_t>(r)] = static_cast<int32_t>(std::max_element(row, row + cols) - row);
+      }
+      return out;
+    }
+  }
+  return OpError(n, "unknown op");
+}
+
+absl::StatusOr<std::map<std::string, Tensor>> Interpreter::Run(const Graph& g,
+                                                              const std::map<std::string, Tensor>& inputs,
+                                                              int64_t pos) {
+  // The step's token count comes from the input whose first dimension is T.
+  int64_t tokens = -1;
+  for (const Node& n : g.nodes()) {
+    if (n.kind != OpKind::kInput || n.type.shape.empty() || !n.type.shape[0].tokens) continue;
+    auto it = inputs.find(n.attrs.Str("name"));
+    if (it != inputs.end() && !it->second.shape.empty()) tokens = it->second.shape[0];
+  }
+  if (tokens <= 0) return absl::InvalidArgumentError("interpreter: no input gives the step's token count");
+  values_.assign(static_cast<size_t>(g.size()), nullptr);
+  for (const Node& n : g.nodes()) {
+    absl::StatusOr<TensorPtr> v = Eval(g, n, inputs, tokens, pos);
+    if (!v.ok()) return v.status();
+    values_[static_cast<size_t>(n.id)] = *std::move(v);
+  }
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, id] : g.outputs()) out[name] = *values_[static_cast<size_t>(id)];
+  return out;
+}
+
+}  // namespace doppler::graph

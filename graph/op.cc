@@ -1,0 +1,62 @@
+#include "graph/op.h"
+
+#include <array>
+
+namespace doppler::graph {
+namespace {
+
+using A = AttrType;
+
+const std::vector<OpDef>& Defs() {
+  static const std::vector<OpDef> defs = {
+      {OpKind::kInput, "input", 0, {{"name", A::kString}}},
+      {OpKind::kParam, "param", 0, {{"name", A::kString}}},
+      {OpKind::kConst, "const", 0, {{"name", A::kString}}},
+      {OpKind::kState, "state", 0, {{"name", A::kString}}},
+      {OpKind::kEmbedding, "embedding", 2, {}},
+      {OpKind::kMatMul, "matmul", 2, {}},
+      {OpKind::kAdd, "add", 2, {}},
+      {OpKind::kMul, "mul", 2, {}},
+      {OpKind::kSilu, "silu", 1, {}},
+      {OpKind::kRmsNorm, "rms_norm", 2, {{"eps", A::kFloat}, {"weight_offset", A::kFloat}}},
+      {OpKind::kRope, "rope", 2, {{"heads", A::kInt}, {"head_dim", A::kInt}, {"style", A::kString}}},
+      {OpKind::kCacheWrite, "cache_write", 2, {}},
+      {OpKind::kAttention,
+       "attention",
+       3,
+       {{"heads", A::kInt}, {"kv_heads", A::kInt}, {"head_dim", A::kInt}, {"scale", A::kFloat}, {"window", A::kInt}}},
+      {OpKind::kLastRow, "last_row", 1, {}},
+      {OpKind::kArgmax, "argmax", 1, {}},
+  };
+  return defs;
+}
+
+}  // namespace
+
+const OpDef& GetOpDef(OpKind kind) { return Defs()[static_cast<size_t>(kind)]; }
+const char* OpName(OpKind kind) { return GetOpDef(kind).name; }
+
+int64_t Attrs::Int(std::string_view name) const {
+  auto it = values_.find(std::string(name));
+  if (it == values_.end()) return 0;
+  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return *v;
+  return 0;
+}
+
+double Attrs::Float(std::string_view name) const {
+  auto it = values_.find(std::string(name));
+  if (it == values_.end()) return 0.0;
+  if (const double* v = std::get_if<double>(&it->second)) return *v;
+  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return static_cast<double>(*v);
+  return 0.0;
+}
+
+const std::string& Attrs::Str(std::string_view name) const {
+  static const std::string empty;
+  auto it = values_.find(std::string(name));
+  if (it == values_.end()) return empty;
+  if (const std::string* v = std::get_if<std::string>(&it->second)) return *v;
+  return empty;
+}
+
+}  // namespace doppler::graph

@@ -1,0 +1,15 @@
+// Output type of a compute op from its inputs and attributes; the builder uses it to type new
+// nodes and the verifier to re-check every node after a pass.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+
+namespace doppler::graph {
+
+absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vector<ValueId>& inputs,
+                                     const Attrs& attrs);
+
+}  // namespace doppler::graph

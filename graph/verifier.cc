@@ -1,0 +1,70 @@
+#include "graph/verifier.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "graph/type_inference.h"
+
+namespace doppler::graph {
+namespace {
+
+bool IsSource(OpKind k) {
+  return k == OpKind::kInput || k == OpKind::kParam || k == OpKind::kConst || k == OpKind::kState;
+}
+
+absl::Status NodeError(const Node& n, const std::string& what) {
+  return absl::FailedPreconditionError(absl::StrCat("node %", n.id, " (", OpName(n.kind), " '", n.label, "'): ", what));
+}
+
+absl::Status CheckAttrs(const Node& n) {
+  for (const auto& [name, type] : GetOpDef(n.kind).attrs) {
+    auto it = n.attrs.values().find(std::string(name));
+    if (it == n.attrs.values().end()) return NodeError(n, absl::StrCat("missing attribute ", name));
+    bool ok = (type == AttrType::kInt && std::holds_alternative<int64_t>(it->second)) ||
+              (type == AttrType::kFloat && std::holds_alternative<double>(it->second)) ||
+              (type == AttrType::kString && std::holds_alternative<std::string>(it->second));
+    if (!ok) return NodeError(n, absl::StrCat("attribute ", name, " has the wrong type"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Verify(const Graph& g) {
+  std::set<std::pair<OpKind, std::string>> names;
+  for (int i = 0; i < g.size(); ++i) {
+    const Node& n = g.node(i);
+    if (n.id != i) return NodeError(n, absl::StrCat("id does not match its position ", i));
+    const OpDef& def = GetOpDef(n.kind);
+    if (static_cast<int>(n.inputs.size()) != def.num_inputs) {
+      return NodeError(n, absl::StrCat("has ", n.inputs.size(), " inputs, expected ", def.num_inputs));
+    }
+    for (ValueId in : n.inputs) {
+      if (in < 0 || in >= i) return NodeError(n, absl::StrCat("input %", in, " is not defined before it"));
+    }
+    if (absl::Status s = CheckAttrs(n); !s.ok()) return s;
+    if (IsSource(n.kind)) {
+      if (!names.insert({n.kind, n.attrs.Str("name")}).second) {
+        return NodeError(n, absl::StrCat("duplicate ", OpName(n.kind), " name '", n.attrs.Str("name"), "'"));
+      }
+      if (n.kind == OpKind::kConst) {
+        const std::vector<float>* data = g.const_data(n.attrs.Str("name"));
+        if (data == nullptr || static_cast<int64_t>(data->size()) != NumElements(n.type.shape, 0)) {
+          return NodeError(n, "const data missing or of the wrong size");
+        }
+      }
+      continue;
+    }
+    absl::StatusOr<TensorType> inferred = InferType(g, n.kind, n.inputs, n.attrs);
+    if (!inferred.ok()) return NodeError(n, std::string(inferred.status().message()));
+    if (*inferred != n.type) {
+      return NodeError(n, absl::StrCat("type ", ToString(n.type), " differs from the inferred ", ToString(*inferred)));
+    }
+  }
+  for (const auto& [name, id] : g.outputs()) {
+    if (id < 0 || id >= g.size()) return absl::FailedPreconditionError(absl::StrCat("output ", name, " is dangling"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace doppler::graph

@@ -1,0 +1,26 @@
+#include "models/architecture.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace doppler::models {
+
+const std::vector<Architecture>& Architectures() {
+  static const std::vector<Architecture> archs = {
+      {"LlamaForCausalLM", BuildLlama},
+  };
+  return archs;
+}
+
+absl::StatusOr<graph::Graph> BuildModelGraph(const ModelConfig& config, const BuildOptions& options) {
+  if (options.context <= 0) return absl::InvalidArgumentError("context size must be positive");
+  for (const Architecture& a : Architectures()) {
+    if (config.architecture == a.hf_name) return a.build(config, options);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unsupported architecture '", config.architecture, "'; supported: ",
+      absl::StrJoin(Architectures(), ", ", [](std::string* out, const Architecture& a) { out->append(a.hf_name); })));
+}
+
+}  // namespace doppler::models

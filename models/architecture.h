@@ -1,0 +1,40 @@
+// Model families: each declares its graph from a ModelConfig. The registry maps the HF
+// `architectures` name to the family's builder.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+#include "models/hf_config.h"
+
+namespace doppler::models {
+
+struct BuildOptions {
+  int64_t context = 2048;                          // KV-cache capacity, in positions
+  graph::DType weight_dtype = graph::DType::kF16;  // storage type of matrices and embeddings
+  graph::DType kv_dtype = graph::DType::kF16;      // storage type of the KV cache
+  bool logits_all_tokens = false;                  // logits for every token of a step, not only the last
+};
+
+// Graph of one step of the model: input "ids" i32[T]; outputs "logits" (f32[T, V] or f32[1, V])
+// and "next_token" (i32[1], the argmax of the last token's logits).
+using GraphBuildFn = absl::StatusOr<graph::Graph> (*)(const ModelConfig&, const BuildOptions&);
+
+struct Architecture {
+  const char* hf_name;  // the `architectures` value in config.json, e.g. "LlamaForCausalLM"
+  GraphBuildFn build;
+};
+
+const std::vector<Architecture>& Architectures();
+
+// Builds the step graph for config.architecture; an unknown one is an error naming the
+// supported ones.
+absl::StatusOr<graph::Graph> BuildModelGraph(const ModelConfig& config, const BuildOptions& options);
+
+// Family builders, registered in architecture.cc.
+absl::StatusOr<graph::Graph> BuildLlama(const ModelConfig& config, const BuildOptions& options);
+
+}  // namespace doppler::models

@@ -1,0 +1,98 @@
+#include "models/weights.h"
+
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/half.h"
+
+namespace doppler::models {
+namespace {
+
+using graph::DType;
+
+float LoadFloat(DType dtype, const uint8_t* p) {
+  switch (dtype) {
+    case DType::kF32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case DType::kF16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return graph::HalfToFloat(h);
+    }
+    case DType::kBF16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return graph::BF16ToFloat(h);
+    }
+    default:
+      return 0.0f;
+  }
+}
+
+void StoreFloat(DType dtype, float v, uint8_t* p) {
+  switch (dtype) {
+    case DType::kF32:
+      std::memcpy(p, &v, 4);
+      break;
+    case DType::kF16: {
+      uint16_t h = graph::FloatToHalf(v);
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case DType::kBF16: {
+      uint16_t h = graph::FloatToBF16(v);
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, const graph::Node& param) {
+  const std::string& name = param.attrs.Str("name");
+  absl::StatusOr<TensorView> t = store.Get(name);
+  if (!t.ok()) return t.status();
+  const std::vector<int64_t> want = graph::Resolve(param.type.shape, 0);
+  if (t->shape != want) {
+    return absl::InvalidArgumentError(absl::StrCat(t->file, ": tensor '", name, "' has shape [",
+                                                   absl::StrJoin(t->shape, ", "), "] but the config implies [",
+                                                   absl::StrJoin(want, ", "), "]"));
+  }
+  const DType to = param.type.dtype;
+  if (!graph::IsFloat(t->dtype) || !graph::IsFloat(to)) {
+    return absl::UnimplementedError(absl::StrCat(t->file, ": tensor '", name, "': conversion from ",
+                                                 graph::Name(t->dtype), " to ", graph::Name(to), " is not supported"));
+  }
+  const int64_t n = graph::NumElements(param.type.shape, 0);
+  if (t->dtype == to) return std::vector<uint8_t>(t->data, t->data + t->nbytes);
+  std::vector<uint8_t> out(graph::ByteSize(to, n));
+  const size_t in_size = static_cast<size_t>(graph::Info(t->dtype).block_bytes);
+  const size_t out_size = static_cast<size_t>(graph::Info(to).block_bytes);
+  for (int64_t i = 0; i < n; ++i) {
+    StoreFloat(to, LoadFloat(t->dtype, t->data + static_cast<size_t>(i) * in_size), &out[static_cast<size_t>(i) * out_size]);
+  }
+  return out;
+}
+
+std::vector<float> DecodeFloats(DType dtype, const std::vector<uint8_t>& bytes) {
+  const size_t size = static_cast<size_t>(graph::Info(dtype).block_bytes);
+  std::vector<float> out(bytes.size() / size);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = LoadFloat(dtype, &bytes[i * size]);
+  return out;
+}
+
+absl::StatusOr<std::vector<float>> StoreParamSource::Float32(const graph::Node& param) const {
+  absl::StatusOr<std::vector<uint8_t>> bytes = MaterializeParam(store_, param);
+  if (!bytes.ok()) return bytes.status();
+  return DecodeFloats(param.type.dtype, *bytes);
+}
+
+}  // namespace doppler::models

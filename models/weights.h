@@ -1,0 +1,32 @@
+// Turning stored tensors into the bytes a Param node asks for (its dtype and shape), and the
+// interpreter's view of the same weights.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+#include "graph/interpreter.h"
+#include "models/weight_store.h"
+
+namespace doppler::models {
+
+// The tensor named by `param` converted to param's dtype, after checking it exists and has
+// param's shape. Errors name the tensor, the file and both shapes.
+absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, const graph::Node& param);
+
+// Decodes bytes of a float dtype (f32, f16, bf16) to float32.
+std::vector<float> DecodeFloats(graph::DType dtype, const std::vector<uint8_t>& bytes);
+
+// Weights for the interpreter: exactly the values the GPU sees (stored dtype decoded to f32).
+class StoreParamSource : public graph::ParamSource {
+ public:
+  explicit StoreParamSource(const WeightStore& store) : store_(store) {}
+  absl::StatusOr<std::vector<float>> Float32(const graph::Node& param) const override;
+
+ private:
+  const WeightStore& store_;
+};
+
+}  // namespace doppler::models
