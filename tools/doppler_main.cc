@@ -1,1 +1,46 @@
-int main() { return 0; }
+// doppler: the command line. Dispatches to a subcommand and prints its error, if any, once.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tools/commands.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: doppler <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  run       generate tokens greedily from prompt token ids\n"
+    "  logits    write the float32 logits of a prompt and of decode steps to a file\n"
+    "  devices   list Vulkan devices and their features\n"
+    "\n"
+    "doppler <command> --help shows the options of a command.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
+      std::string(argv[1]) == "help") {
+    std::printf("%s", kUsage);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  absl::StatusOr<int> rc;
+  if (command == "run") {
+    rc = doppler::cli::RunCommand(args);
+  } else if (command == "logits") {
+    rc = doppler::cli::LogitsCommand(args);
+  } else if (command == "devices") {
+    rc = doppler::cli::DevicesCommand(args);
+  } else {
+    std::fprintf(stderr, "doppler: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+    return 2;
+  }
+  if (!rc.ok()) {
+    std::fprintf(stderr, "doppler %s: error: %s\n", command.c_str(), std::string(rc.status().message()).c_str());
+    return 1;
+  }
+  return *rc;
+}

@@ -1,0 +1,72 @@
+// A plan is one step of a graph (for a token bucket) compiled for the device: a buffer for every
+// value, a pipeline and a descriptor set for every compute node, and one command buffer recorded
+// once at build time. Run() writes the step parameters (token count, position) into a small
+// host-visible block and replays that command buffer: nothing is re-recorded per step.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend_vk/context.h"
+#include "backend_vk/pipeline_cache.h"
+#include "codegen/kernel.h"
+#include "graph/graph.h"
+
+namespace doppler::vk {
+
+// What the scheduler recorded for one compute node.
+struct PlannedDispatch {
+  graph::ValueId node;
+  std::string family, variant;
+  std::array<uint32_t, 3> groups;
+  bool barrier_before;  // a barrier precedes it: it reads or overwrites what an earlier dispatch wrote
+};
+
+struct PlanStats {
+  int dispatches = 0;
+  int barriers = 0;
+  uint64_t activation_bytes = 0;  // bytes of the buffers the plan owns
+};
+
+class Plan {
+ public:
+  // `external` gives the buffers of values that live outside the plan: every param, const and
+  // state, and the inputs and outputs the caller shares between plans. The output of a
+  // cache_write is its state's buffer. Every other value gets a device-local buffer of its own.
+  static absl::StatusOr<std::unique_ptr<Plan>> Build(Context& ctx, PipelineCache& pipelines, const graph::Graph& g,
+                                                     int64_t tokens, const codegen::TargetCaps& caps,
+                                                     const std::map<graph::ValueId, Buffer*>& external,
+                                                     const std::string& name);
+
+  // Runs one step of n_tokens (<= the bucket) tokens at absolute positions pos, pos+1, ...
+  absl::Status Run(uint32_t n_tokens, uint32_t pos);
+
+  Buffer* buffer(graph::ValueId id) const { return buffers_[static_cast<size_t>(id)]; }
+  int64_t tokens() const { return tokens_; }
+  const std::vector<PlannedDispatch>& dispatches() const { return dispatches_; }
+  const PlanStats& stats() const { return stats_; }
+  int record_count() const { return record_count_; }
+
+ private:
+  Plan(Context& ctx) : ctx_(ctx) {}
+  absl::Status Record(const std::vector<codegen::Kernel>& kernels,
+                      const std::vector<const ComputePipeline*>& pipelines, const std::vector<VkDescriptorSet>& sets);
+
+  Context& ctx_;
+  std::string name_;
+  int64_t tokens_ = 0;
+  std::vector<Buffer*> buffers_;                  // by value id
+  std::vector<std::unique_ptr<Buffer>> owned_;    // activations
+  std::unique_ptr<Buffer> step_params_;
+  std::unique_ptr<DescriptorAllocator> descriptors_;
+  std::unique_ptr<CommandBuffer> cmd_;
+  std::vector<PlannedDispatch> dispatches_;
+  PlanStats stats_;
+  int record_count_ = 0;
+};
+
+}  // namespace doppler::vk

@@ -1,0 +1,219 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "graph/printer.h"
+#include "models/hf_config.h"
+#include "models/safetensors.h"
+#include "models/weights.h"
+
+namespace doppler::runtime {
+namespace {
+
+constexpr int64_t kDefaultMaxContext = 4096;
+
+void Progress(bool on, const std::string& what, size_t done, size_t total) {
+  if (!on) return;
+  std::fprintf(stderr, "\r%s %zu/%zu", what.c_str(), done, total);
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+Engine::~Engine() = default;
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+  std::unique_ptr<Engine> e(new Engine());
+  e->options_ = options;
+  absl::StatusOr<models::ModelConfig> config = models::ReadHfConfig(options.model_dir / "config.json");
+  if (!config.ok()) return config.status();
+  e->config_ = *std::move(config);
+  absl::StatusOr<std::unique_ptr<models::WeightStore>> store = models::OpenSafetensors(options.model_dir);
+  if (!store.ok()) return store.status();
+  e->store_ = *std::move(store);
+
+  if (e->options_.context <= 0) {
+    const int64_t max_pos = e->config_.max_position_embeddings;
+    e->options_.context = max_pos > 0 ? std::min(kDefaultMaxContext, max_pos) : kDefaultMaxContext;
+  }
+  e->options_.prefill_chunk = std::clamp<int64_t>(e->options_.prefill_chunk, 1, e->options_.context);
+  e->build_.context = e->options_.context;
+  e->build_.weight_dtype = options.weight_dtype;
+  // An f32 model keeps an f32 cache so that it computes like the reference; otherwise f16.
+  e->build_.kv_dtype = options.weight_dtype == graph::DType::kF32 ? graph::DType::kF32 : graph::DType::kF16;
+  absl::StatusOr<graph::Graph> g = models::BuildModelGraph(e->config_, e->build_);
+  if (!g.ok()) return g.status();
+  e->graph_ = *std::move(g);
+
+  vk::ContextOptions vo;
+  vo.validation = options.validation;
+  vo.device_index = options.device_index;
+  absl::StatusOr<std::unique_ptr<vk::Context>> ctx = vk::Context::Create(vo);
+  if (!ctx.ok()) return ctx.status();
+  e->ctx_ = *std::move(ctx);
+  const vk::DeviceInfo& info = e->ctx_->info();
+  e->caps_.subgroup_size = info.subgroup_size;
+  e->caps_.max_shared_memory = info.max_shared_memory;
+  e->caps_.max_workgroup_invocations = info.max_workgroup_invocations;
+  e->pipelines_ = std::make_unique<vk::PipelineCache>(*e->ctx_);
+
+  if (absl::Status s = e->Load(); !s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<vk::Plan>> decode = e->BuildPlan(e->graph_, 1, e->token_.get(), "decode");
+  if (!decode.ok()) return decode.status();
+  e->decode_ = *std::move(decode);
+  absl::StatusOr<std::unique_ptr<vk::Plan>> prefill =
+      e->BuildPlan(e->graph_, e->options_.prefill_chunk, e->prompt_.get(), "prefill");
+  if (!prefill.ok()) return prefill.status();
+  e->prefill_ = *std::move(prefill);
+  return e;
+}
+
+// Uploads every param and const and zeroes every state, once, shared by all plans.
+absl::Status Engine::Load() {
+  using graph::OpKind;
+  std::vector<const graph::Node*> sources;
+  for (const graph::Node& n : graph_.nodes()) {
+    if (n.kind == OpKind::kParam || n.kind == OpKind::kConst || n.kind == OpKind::kState) sources.push_back(&n);
+  }
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const graph::Node& n = *sources[i];
+    const std::string& name = n.attrs.Str("name");
+    const size_t bytes = graph::ByteSize(n.type.dtype, graph::NumElements(n.type.shape, 0));
+    absl::StatusOr<std::unique_ptr<vk::Buffer>> buf = ctx_->CreateBuffer(bytes, vk::BufferKind::kDeviceLocal, name);
+    if (!buf.ok()) return buf.status();
+    if (n.kind == OpKind::kParam) {
+      absl::StatusOr<std::vector<uint8_t>> data = models::MaterializeParam(*store_, n);
+      if (!data.ok()) return data.status();
+      if (absl::Status s = ctx_->Upload(**buf, 0, data->data(), data->size()); !s.ok()) return s;
+    } else if (n.kind == OpKind::kConst) {
+      if (absl::Status s = ctx_->Upload(**buf, 0, graph_.const_data(name)->data(), bytes); !s.ok()) return s;
+    } else if (absl::Status s = ctx_->Fill(**buf, 0); !s.ok()) {
+      return s;
+    }
+    resources_[name] = *std::move(buf);
+    Progress(options_.progress, "loading weights", i + 1, sources.size());
+  }
+  absl::StatusOr<std::unique_ptr<vk::Buffer>> token = ctx_->CreateBuffer(16, vk::BufferKind::kHostVisible, "token");
+  if (!token.ok()) return token.status();
+  token_ = *std::move(token);
+  absl::StatusOr<std::unique_ptr<vk::Buffer>> prompt = ctx_->CreateBuffer(
+      static_cast<size_t>(options_.prefill_chunk) * sizeof(int32_t), vk::BufferKind::kHostVisible, "prompt");
+  if (!prompt.ok()) return prompt.status();
+  prompt_ = *std::move(prompt);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<vk::Plan>> Engine::BuildPlan(const graph::Graph& g, int64_t tokens, vk::Buffer* ids,
+                                                            const std::string& name) {
+  std::map<graph::ValueId, vk::Buffer*> external;
+  for (const graph::Node& n : g.nodes()) {
+    if (n.kind == graph::OpKind::kInput) external[n.id] = ids;
+    auto it = resources_.find(n.attrs.Str("name"));
+    if (it != resources_.end() && n.kind != graph::OpKind::kInput) external[n.id] = it->second.get();
+  }
+  external[*g.output("next_token")] = token_.get();
+  absl::StatusOr<std::unique_ptr<vk::Plan>> plan =
+      vk::Plan::Build(*ctx_, *pipelines_, g, tokens, caps_, external, name);
+  if (!plan.ok()) return plan.status();
+  if (options_.verbose) {
+    std::fprintf(stderr, "plan %s (T=%lld): %d dispatches, %d barriers\n", name.c_str(),
+                 static_cast<long long>(tokens), (*plan)->stats().dispatches, (*plan)->stats().barriers);
+    for (const vk::PlannedDispatch& d : (*plan)->dispatches()) {
+      std::fprintf(stderr, "  %-48s %s.%s\n", g.node(d.node).label.c_str(), d.family.c_str(), d.variant.c_str());
+    }
+  }
+  return plan;
+}
+
+absl::Status Engine::CheckIds(std::span<const int32_t> ids) const {
+  if (ids.empty()) return absl::InvalidArgumentError("no token ids to feed");
+  for (int32_t id : ids) {
+    if (id < 0 || id >= config_.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", id, " is outside the vocabulary [0, ", config_.vocab_size, ")"));
+    }
+  }
+  if (position_ + static_cast<int64_t>(ids.size()) > options_.context) {
+    return absl::OutOfRangeError(absl::StrCat(position_ + static_cast<int64_t>(ids.size()),
+                                              " tokens exceed the context size ", options_.context,
+                                              " (raise it with --ctx)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int32_t> Engine::ReadToken() const {
+  int32_t id;
+  std::memcpy(&id, token_->mapped(), sizeof(id));
+  return id;
+}
+
+absl::StatusOr<int32_t> Engine::Prefill(std::span<const int32_t> ids) {
+  if (absl::Status s = CheckIds(ids); !s.ok()) return s;
+  for (size_t start = 0; start < ids.size(); start += static_cast<size_t>(options_.prefill_chunk)) {
+    const size_t n = std::min(ids.size() - start, static_cast<size_t>(options_.prefill_chunk));
+    std::memcpy(prompt_->mapped(), ids.data() + start, n * sizeof(int32_t));
+    if (absl::Status s = prefill_->Run(static_cast<uint32_t>(n), static_cast<uint32_t>(position_)); !s.ok()) return s;
+    position_ += static_cast<int64_t>(n);
+  }
+  return ReadToken();
+}
+
+absl::StatusOr<int32_t> Engine::DecodeNext() {
+  if (position_ + 1 > options_.context) {
+    return absl::OutOfRangeError(absl::StrCat("the context of ", options_.context, " tokens is full"));
+  }
+  if (absl::Status s = decode_->Run(1, static_cast<uint32_t>(position_)); !s.ok()) return s;
+  ++position_;
+  return ReadToken();
+}
+
+absl::StatusOr<std::vector<float>> Engine::PrefillLogits(std::span<const int32_t> ids) {
+  if (absl::Status s = CheckIds(ids); !s.ok()) return s;
+  if (!logits_) {
+    models::BuildOptions all = build_;
+    all.logits_all_tokens = true;
+    absl::StatusOr<graph::Graph> g = models::BuildModelGraph(config_, all);
+    if (!g.ok()) return g.status();
+    absl::StatusOr<std::unique_ptr<vk::Plan>> plan = BuildPlan(*g, options_.prefill_chunk, prompt_.get(), "logits");
+    if (!plan.ok()) return plan.status();
+    logits_ = *std::move(plan);
+    logits_output_ = *g->output("logits");
+  }
+  const size_t vocab = static_cast<size_t>(config_.vocab_size);
+  std::vector<float> out(ids.size() * vocab);
+  for (size_t start = 0; start < ids.size(); start += static_cast<size_t>(options_.prefill_chunk)) {
+    const size_t n = std::min(ids.size() - start, static_cast<size_t>(options_.prefill_chunk));
+    std::memcpy(prompt_->mapped(), ids.data() + start, n * sizeof(int32_t));
+    if (absl::Status s = logits_->Run(static_cast<uint32_t>(n), static_cast<uint32_t>(position_)); !s.ok()) return s;
+    if (absl::Status s = ctx_->Download(*logits_->buffer(logits_output_), 0, &out[start * vocab],
+                                        n * vocab * sizeof(float));
+        !s.ok()) {
+      return s;
+    }
+    position_ += static_cast<int64_t>(n);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<float>> Engine::DecodeLogits(int32_t id) {
+  const int32_t ids[] = {id};
+  if (absl::Status s = CheckIds(ids); !s.ok()) return s;
+  std::memcpy(token_->mapped(), &id, sizeof(id));
+  if (absl::Status s = decode_->Run(1, static_cast<uint32_t>(position_)); !s.ok()) return s;
+  ++position_;
+  std::vector<float> out(static_cast<size_t>(config_.vocab_size));
+  if (absl::Status s = ctx_->Download(*decode_->buffer(*graph_.output("logits")), 0, out.data(),
+                                      out.size() * sizeof(float));
+      !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
+}  // namespace doppler::runtime

@@ -1,0 +1,88 @@
+// The generation engine: loads a model onto the device, compiles its step plans once, and runs
+// prefill and decode by replaying them.
+//
+// Plans: "prefill" (a chunk of up to prefill_chunk tokens, logits of the last token only),
+// "decode" (one token), and, built on first use, "logits" (a chunk with logits for every token).
+// The next token is chosen on the GPU (argmax) and written straight into the decode plan's input,
+// so a decode step costs one submit and a 4-byte read.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend_vk/context.h"
+#include "backend_vk/pipeline_cache.h"
+#include "backend_vk/plan.h"
+#include "graph/graph.h"
+#include "models/architecture.h"
+#include "models/weight_store.h"
+
+namespace doppler::runtime {
+
+struct EngineOptions {
+  std::filesystem::path model_dir;
+  graph::DType weight_dtype = graph::DType::kF16;  // f16 (default), bf16 or f32
+  int64_t context = 0;                             // 0: min(4096, the model's max_position_embeddings)
+  int64_t prefill_chunk = 256;                     // tokens per prefill step
+  std::optional<int> device_index;
+  bool validation = false;
+  bool verbose = false;   // print the kernel variant chosen for every node
+  bool progress = false;  // a progress line on stderr while weights load and kernels compile
+};
+
+class Engine {
+ public:
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  ~Engine();
+
+  // Feeds `ids` at the current position (in chunks) and returns the greedy next token.
+  absl::StatusOr<int32_t> Prefill(std::span<const int32_t> ids);
+  // Feeds the token the last step produced and returns the next one.
+  absl::StatusOr<int32_t> DecodeNext();
+
+  // Logits of every token of `ids` fed at the current position: [ids.size(), vocab].
+  absl::StatusOr<std::vector<float>> PrefillLogits(std::span<const int32_t> ids);
+  // Feeds `id` as one decode step and returns its logits [vocab].
+  absl::StatusOr<std::vector<float>> DecodeLogits(int32_t id);
+
+  // Starts a new sequence (the KV cache is overwritten from position 0).
+  void Reset() { position_ = 0; }
+
+  int64_t position() const { return position_; }
+  int64_t context() const { return options_.context; }
+  const models::ModelConfig& config() const { return config_; }
+  const vk::Context& device() const { return *ctx_; }
+  const vk::Plan& decode_plan() const { return *decode_; }
+  const vk::Plan& prefill_plan() const { return *prefill_; }
+
+ private:
+  Engine() = default;
+  absl::Status Load();
+  absl::StatusOr<std::unique_ptr<vk::Plan>> BuildPlan(const graph::Graph& g, int64_t tokens, vk::Buffer* ids,
+                                                      const std::string& name);
+  absl::Status CheckIds(std::span<const int32_t> ids) const;
+  absl::StatusOr<int32_t> ReadToken() const;
+
+  EngineOptions options_;
+  models::ModelConfig config_;
+  std::unique_ptr<models::WeightStore> store_;
+  std::unique_ptr<vk::Context> ctx_;
+  std::unique_ptr<vk::PipelineCache> pipelines_;
+  codegen::TargetCaps caps_;
+  models::BuildOptions build_;
+  graph::Graph graph_;  // the step graph; the plans differ only in their token bucket
+  // Params, consts and states by name: shared by every plan.
+  std::map<std::string, std::unique_ptr<vk::Buffer>> resources_;
+  std::unique_ptr<vk::Buffer> token_;   // the next token: argmax writes it, decode reads it
+  std::unique_ptr<vk::Buffer> prompt_;  // a prefill chunk's ids
+  std::unique_ptr<vk::Plan> decode_, prefill_, logits_;
+  graph::ValueId logits_output_ = -1;  // the logits value of the logits plan's graph
+  int64_t position_ = 0;
+};
+
+}  // namespace doppler::runtime

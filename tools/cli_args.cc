@@ -1,0 +1,110 @@
+#include "tools/cli_args.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace doppler::cli {
+namespace {
+
+const OptionSpec* Find(const CommandSpec& spec, const std::string& name, bool is_short) {
+  for (const OptionSpec& o : spec.options) {
+    if ((is_short ? o.short_name : o.name) == name) return &o;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string ParsedArgs::Get(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it != values_.end()) return it->second;
+  for (const OptionSpec& o : spec_->options) {
+    if (o.name == name) return o.default_value;
+  }
+  return "";
+}
+
+absl::StatusOr<int64_t> ParsedArgs::GetInt(const std::string& name) const {
+  int64_t v;
+  const std::string s = Get(name);
+  if (!absl::SimpleAtoi(s, &v)) return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", s, "' is not an integer"));
+  return v;
+}
+
+absl::StatusOr<double> ParsedArgs::GetFloat(const std::string& name) const {
+  double v;
+  const std::string s = Get(name);
+  if (!absl::SimpleAtod(s, &v)) return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", s, "' is not a number"));
+  return v;
+}
+
+absl::StatusOr<std::vector<int32_t>> ParsedArgs::GetIntList(const std::string& name) const {
+  std::vector<int32_t> out;
+  const std::string s = Get(name);
+  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipWhitespace())) {
+    int32_t v;
+    if (!absl::SimpleAtoi(part, &v)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", std::string(part), "' is not an integer id"));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+absl::StatusOr<ParsedArgs> Parse(const CommandSpec& spec, const std::vector<std::string>& args) {
+  ParsedArgs parsed;
+  parsed.spec_ = &spec;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      parsed.values_["help"] = "1";
+      continue;
+    }
+    bool is_short = arg.size() >= 2 && arg[0] == '-' && arg[1] != '-';
+    bool is_long = arg.rfind("--", 0) == 0 && arg.size() > 2;
+    if (!is_short && !is_long) {
+      return absl::InvalidArgumentError(absl::StrCat("doppler ", spec.name, ": unexpected argument '", arg, "'"));
+    }
+    std::string name = arg.substr(is_long ? 2 : 1);
+    std::optional<std::string> inline_value;
+    if (size_t eq = name.find('='); is_long && eq != std::string::npos) {
+      inline_value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    const OptionSpec* o = Find(spec, name, is_short);
+    if (o == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("doppler ", spec.name, ": unknown option '", arg, "' (see doppler ", spec.name, " --help)"));
+    }
+    if (o->value_name.empty()) {
+      if (inline_value) return absl::InvalidArgumentError(absl::StrCat("--", o->name, " takes no value"));
+      parsed.values_[o->name] = "1";
+      continue;
+    }
+    if (inline_value) {
+      parsed.values_[o->name] = *inline_value;
+    } else if (i + 1 < args.size()) {
+      parsed.values_[o->name] = args[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("--", o->name, " needs a value (", o->value_name, ")"));
+    }
+  }
+  return parsed;
+}
+
+std::string Usage(const CommandSpec& spec) {
+  std::string s = absl::StrCat("usage: doppler ", spec.name, " [options]\n\n", spec.summary, "\n\noptions:\n");
+  for (const OptionSpec& o : spec.options) {
+    std::string left = absl::StrCat("  ", o.short_name.empty() ? "" : absl::StrCat("-", o.short_name, ", "), "--",
+                                    o.name, o.value_name.empty() ? "" : absl::StrCat(" ", o.value_name));
+    if (left.size() < 28) left.resize(28, ' ');
+    absl::StrAppend(&s, left, " ", o.help, o.default_value.empty() ? "" : absl::StrCat(" (default: ", o.default_value, ")"),
+                    "\n");
+  }
+  absl::StrAppend(&s, "  -h, --help                   this help\n");
+  return s;
+}
+
+}  // namespace doppler::cli

@@ -1,0 +1,51 @@
+// A small command-line parser for the doppler subcommands: declared options, generated --help,
+// and one clear error for an unknown option, a missing value or a malformed number.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace doppler::cli {
+
+struct OptionSpec {
+  std::string name;         // long name without dashes, e.g. "model"
+  std::string short_name;   // e.g. "n" for -n, or empty
+  std::string value_name;   // e.g. "DIR"; empty for a flag without value
+  std::string help;
+  std::string default_value;  // shown in --help; empty when none
+};
+
+struct CommandSpec {
+  std::string name;
+  std::string summary;
+  std::vector<OptionSpec> options;
+};
+
+class ParsedArgs {
+ public:
+  bool Has(const std::string& name) const { return values_.count(name) > 0; }
+  // The option's value, or its declared default.
+  std::string Get(const std::string& name) const;
+  absl::StatusOr<int64_t> GetInt(const std::string& name) const;
+  absl::StatusOr<double> GetFloat(const std::string& name) const;
+  // A comma-separated list of integers, e.g. "1,2,3".
+  absl::StatusOr<std::vector<int32_t>> GetIntList(const std::string& name) const;
+
+ private:
+  friend absl::StatusOr<ParsedArgs> Parse(const CommandSpec&, const std::vector<std::string>&);
+  const CommandSpec* spec_ = nullptr;
+  std::map<std::string, std::string> values_;
+};
+
+// Parses the arguments after the subcommand name. "--help" yields a ParsedArgs with "help" set.
+absl::StatusOr<ParsedArgs> Parse(const CommandSpec& spec, const std::vector<std::string>& args);
+
+// Usage text: summary and one line per option.
+std::string Usage(const CommandSpec& spec);
+
+}  // namespace doppler::cli
