@@ -82,11 +82,35 @@ absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, 
   return out;
 }
 
-std::vector<float> DecodeFloats(DType dtype, const std::vector<uint8_t>& bytes) {
+std::vector<float> DecodeFloats(DType dtype, std::span<const uint8_t> bytes) {
   const size_t size = static_cast<size_t>(graph::Info(dtype).block_bytes);
   std::vector<float> out(bytes.size() / size);
   for (size_t i = 0; i < out.size(); ++i) out[i] = LoadFloat(dtype, &bytes[i * size]);
   return out;
+}
+
+absl::StatusOr<std::vector<float>> ToFloat32(const TensorView& t) {
+  int64_t count = 1;
+  for (int64_t d : t.shape) {
+    if (d < 0 || (d != 0 && count > INT64_MAX / d)) {
+      return absl::InvalidArgumentError(absl::StrCat(t.file, ": tensor '", t.name, "' has an invalid shape [",
+                                                     absl::StrJoin(t.shape, ", "), "]"));
+    }
+    count *= d;
+  }
+  if (!graph::IsFloat(t.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(t.file, ": tensor '", t.name, "' has dtype ",
+                                                   std::string(graph::Name(t.dtype)),
+                                                   "; only f32, f16 and bf16 convert to float32"));
+  }
+  const size_t elem = t.dtype == graph::DType::kF32 ? 4 : 2;
+  if (t.nbytes / elem != static_cast<uint64_t>(count) || t.nbytes % elem != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(t.file, ": tensor '", t.name, "' holds ", t.nbytes,
+                                                   " bytes but shape [", absl::StrJoin(t.shape, ", "),
+                                                   "] of ", std::string(graph::Name(t.dtype)), " needs ",
+                                                   static_cast<uint64_t>(count) * elem));
+  }
+  return DecodeFloats(t.dtype, std::span<const uint8_t>(t.data, t.nbytes));
 }
 
 absl::StatusOr<std::vector<float>> StoreParamSource::Float32(const graph::Node& param) const {

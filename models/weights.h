@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -17,7 +18,11 @@ namespace doppler::models {
 absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, const graph::Node& param);
 
 // Decodes bytes of a float dtype (f32, f16, bf16) to float32.
-std::vector<float> DecodeFloats(graph::DType dtype, const std::vector<uint8_t>& bytes);
+std::vector<float> DecodeFloats(graph::DType dtype, std::span<const uint8_t> bytes);
+
+// Expands an F32/F16/BF16 tensor to float32 (row-major). Fails, naming the file and tensor, for
+// other dtypes or when nbytes disagrees with the shape.
+absl::StatusOr<std::vector<float>> ToFloat32(const TensorView& t);
 
 // Weights for the interpreter: exactly the values the GPU sees (stored dtype decoded to f32).
 class StoreParamSource : public graph::ParamSource {

@@ -1,0 +1,298 @@
+#include "models/safetensors.h"
+
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "models/mapped_file.h"
+#include "nlohmann/json.hpp"
+
+namespace doppler::models {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// A header larger than this is not a real checkpoint; refusing it bounds the JSON parse.
+constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
+
+// One tensor's header entry. The dtype stays a string so unsupported dtypes fail only in Get().
+struct Entry {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // relative to the data section
+};
+
+struct ParsedFile {
+  MappedFile map;
+  std::string path;
+  const uint8_t* data = nullptr;  // start of the data section (just after the header)
+  uint64_t data_size = 0;
+  std::map<std::string, Entry, std::less<>> entries;
+};
+
+absl::Status Bad(const std::string& file, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(file, ": ", what));
+}
+
+// Element size of every dtype the safetensors format defines; 0 for strings it does not know.
+uint64_t ElementSize(std::string_view dtype) {
+  static const std::map<std::string_view, uint64_t> kSizes = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2},
+      {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},    {"U32", 4},     {"F32", 4},
+      {"I64", 8},  {"U64", 8}, {"F64", 8}};
+  auto it = kSizes.find(dtype);
+  return it == kSizes.end() ? 0 : it->second;
+}
+
+std::optional<graph::DType> LoadableDType(std::string_view dtype) {
+  if (dtype == "F32") return graph::DType::kF32;
+  if (dtype == "F16") return graph::DType::kF16;
+  if (dtype == "BF16") return graph::DType::kBF16;
+  return std::nullopt;
+}
+
+// A JSON integer >= 0 that fits in uint64 (nlohmann stores negatives as number_integer).
+std::optional<uint64_t> AsU64(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
+  return std::nullopt;
+}
+
+std::string ShapeStr(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+
+absl::StatusOr<Entry> ParseEntry(const std::string& file, const std::string& name, const json& v,
+                                 uint64_t data_size) {
+  const std::string t = absl::StrCat("tensor '", name, "'");
+  if (!v.is_object()) return Bad(file, absl::StrCat(t, ": header entry is not a JSON object"));
+  for (const char* key : {"dtype", "shape", "data_offsets"}) {
+    if (!v.contains(key)) return Bad(file, absl::StrCat(t, ": header entry has no '", key, "'"));
+  }
+  Entry e;
+  if (!v["dtype"].is_string()) return Bad(file, absl::StrCat(t, ": 'dtype' is not a string"));
+  e.dtype = v["dtype"].get<std::string>();
+
+  const json& shape = v["shape"];
+  if (!shape.is_array()) return Bad(file, absl::StrCat(t, ": 'shape' is not an array"));
+  uint64_t count = 1;
+  bool overflow = false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (!shape[i].is_number_integer()) {
+      return Bad(file, absl::StrCat(t, ": shape element ", i, " is not an integer: ", shape[i].dump()));
+    }
+    std::optional<uint64_t> d = AsU64(shape[i]);
+    if (!d) return Bad(file, absl::StrCat(t, ": shape element ", i, " is negative (", shape[i].dump(), ")"));
+    if (*d > static_cast<uint64_t>(INT64_MAX)) {
+      return Bad(file, absl::StrCat(t, ": shape element ", i, " is too large (", *d, ")"));
+    }
+    e.shape.push_back(static_cast<int64_t>(*d));
+    overflow = overflow || __builtin_mul_overflow(count, *d, &count);
+  }
+
+  const json& offs = v["data_offsets"];
+  std::optional<uint64_t> begin, end;
+  if (offs.is_array() && offs.size() == 2) {
+    begin = AsU64(offs[0]);
+    end = AsU64(offs[1]);
+  }
+  if (!begin || !end) {
+    return Bad(file, absl::StrCat(t, ": 'data_offsets' must be two non-negative integers, got ", offs.dump()));
+  }
+  e.begin = *begin;
+  e.end = *end;
+  const std::string offs_str = absl::StrCat("data_offsets [", e.begin, ", ", e.end, "]");
+  if (e.begin > e.end) return Bad(file, absl::StrCat(t, ": ", offs_str, " end before they begin"));
+  if (e.end > data_size) {
+    return Bad(file, absl::StrCat(t, ": ", offs_str, " exceed the data section (", data_size,
+                                  " bytes): file truncated?"));
+  }
+
+  const uint64_t elem = ElementSize(e.dtype);
+  uint64_t bytes = 0;
+  if (overflow || (elem != 0 && __builtin_mul_overflow(count, elem, &bytes))) {
+    return Bad(file, absl::StrCat(t, ": shape ", ShapeStr(e.shape), " has too many elements (the size overflows 64 bits)"));
+  }
+  // An unknown dtype string cannot be size-checked; Get() reports it if the tensor is used.
+  if (elem != 0 && bytes != e.end - e.begin) {
+    return Bad(file, absl::StrCat(t, ": shape ", ShapeStr(e.shape), " of ", e.dtype, " needs ", bytes,
+                                  " bytes but ", offs_str, " span ", e.end - e.begin, " bytes"));
+  }
+  return e;
+}
+
+absl::StatusOr<std::unique_ptr<ParsedFile>> ParseFile(const fs::path& path) {
+  auto pf = std::make_unique<ParsedFile>();
+  pf->path = path.string();
+  absl::StatusOr<MappedFile> map = MappedFile::Open(path);
+  if (!map.ok()) return map.status();
+  pf->map = *std::move(map);
+  const std::string& file = pf->path;
+  const uint64_t size = pf->map.size();
+  if (size < 8) {
+    return Bad(file, absl::StrCat("file is ", size, " bytes, too short for the 8-byte header length: truncated or not safetensors?"));
+  }
+  uint64_t n = 0;  // little-endian u64, assembled bytewise so host endianness does not matter
+  for (int i = 7; i >= 0; --i) n = (n << 8) | pf->map.data()[i];
+  if (n > size - 8) {
+    return Bad(file, absl::StrCat("header length ", n, " exceeds the file size (", size,
+                                  " bytes): file truncated or not safetensors?"));
+  }
+  if (n > kMaxHeaderBytes) {
+    return Bad(file, absl::StrCat("header length ", n, " exceeds the ", kMaxHeaderBytes, "-byte limit"));
+  }
+  const char* hdr = reinterpret_cast<const char*>(pf->map.data() + 8);
+  json header;
+  try {
+    header = json::parse(hdr, hdr + n);
+  } catch (const json::exception& ex) {
+    return Bad(file, absl::StrCat("header is not valid JSON: ", ex.what()));
+  }
+  if (!header.is_object()) return Bad(file, "header is not a JSON object");
+  pf->data = pf->map.data() + 8 + n;
+  pf->data_size = size - 8 - n;
+  for (const auto& [name, value] : header.items()) {
+    if (name == "__metadata__") continue;  // free-form string map, nothing we need
+    absl::StatusOr<Entry> e = ParseEntry(file, name, value, pf->data_size);
+    if (!e.ok()) return e.status();
+    pf->entries.emplace(name, *std::move(e));
+  }
+  return pf;
+}
+
+class SafetensorsStore : public WeightStore {
+ public:
+  SafetensorsStore(std::string describe, std::string searched)
+      : describe_(std::move(describe)), searched_(std::move(searched)) {}
+
+  // Takes ownership of a parsed file; returns it for indexing.
+  const ParsedFile* Own(std::unique_ptr<ParsedFile> f) {
+    files_.push_back(std::move(f));
+    return files_.back().get();
+  }
+  void Add(const std::string& name, const ParsedFile* f, const Entry* e) { tensors_[name] = {f, e}; }
+
+  bool Has(std::string_view name) const override { return tensors_.find(name) != tensors_.end(); }
+
+  absl::StatusOr<TensorView> Get(std::string_view name) const override {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) {
+      return absl::NotFoundError(absl::StrCat("tensor '", std::string(name), "' not found in ", searched_));
+    }
+    const auto& [f, e] = it->second;
+    std::optional<graph::DType> dt = LoadableDType(e->dtype);
+    if (!dt) {
+      return absl::InvalidArgumentError(absl::StrCat(f->path, ": tensor '", std::string(name), "' has dtype ", e->dtype,
+                                                     ", which doppler cannot load (supported: F32, F16, BF16)"));
+    }
+    return TensorView{std::string(name), *dt, e->shape, f->data + e->begin, e->end - e->begin, f->path};
+  }
+
+  std::vector<std::string> Names() const override {
+    std::vector<std::string> names;
+    names.reserve(tensors_.size());
+    for (const auto& [name, unused] : tensors_) names.push_back(name);
+    return names;  // std::map keeps them sorted
+  }
+
+  std::string Describe() const override { return describe_; }
+
+ private:
+  std::string describe_, searched_;
+  std::vector<std::unique_ptr<ParsedFile>> files_;
+  std::map<std::string, std::pair<const ParsedFile*, const Entry*>, std::less<>> tensors_;
+};
+
+// A shard name from the index must stay inside the model directory.
+bool IsSafeShardName(const std::string& name) {
+  const fs::path p(name);
+  if (name.empty() || p.is_absolute()) return false;
+  for (const fs::path& part : p) {
+    if (part == "..") return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<WeightStore>> OpenSharded(const fs::path& dir, const fs::path& index_path) {
+  const std::string index = index_path.string();
+  std::ifstream in(index_path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(index, ": cannot open"));
+  std::stringstream text;
+  text << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(text.str());
+  } catch (const json::exception& ex) {
+    return Bad(index, absl::StrCat("not valid JSON: ", ex.what()));
+  }
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+    return Bad(index, "key 'weight_map' is missing or not an object");
+  }
+  const json& weight_map = j["weight_map"];
+  if (weight_map.empty()) return Bad(index, "'weight_map' lists no tensors");
+
+  std::map<std::string, const ParsedFile*> shards;  // shard file name -> parsed shard
+  auto store = std::make_unique<SafetensorsStore>(dir.string(), index);
+  for (const auto& [name, value] : weight_map.items()) {
+    if (!value.is_string()) {
+      return Bad(index, absl::StrCat("weight_map['", name, "'] is not a string (a shard file name)"));
+    }
+    const std::string shard = value.get<std::string>();
+    if (!IsSafeShardName(shard)) {
+      return Bad(index, absl::StrCat("weight_map['", name, "'] names shard '", shard, "', which is not a file inside ",
+                                     dir.string()));
+    }
+    auto it = shards.find(shard);
+    if (it == shards.end()) {
+      absl::StatusOr<std::unique_ptr<ParsedFile>> pf = ParseFile(dir / shard);
+      if (!pf.ok()) {
+        return absl::Status(pf.status().code(), absl::StrCat(index, ": shard '", shard, "' (holding tensor '", name,
+                                                             "') cannot be read: ", pf.status().message()));
+      }
+      it = shards.emplace(shard, store->Own(*std::move(pf))).first;
+    }
+    const ParsedFile* f = it->second;
+    auto e = f->entries.find(name);
+    if (e == f->entries.end()) {
+      return Bad(index, absl::StrCat("weight_map puts tensor '", name, "' in shard '", shard,
+                                     "', which does not contain it"));
+    }
+    // Tensors a shard holds but the index does not list are ignored: the index is authoritative.
+    store->Add(name, f, &e->second);
+  }
+  return store;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WeightStore>> OpenSafetensorsFile(const fs::path& file) {
+  absl::StatusOr<std::unique_ptr<ParsedFile>> pf = ParseFile(file);
+  if (!pf.ok()) return pf.status();
+  auto store = std::make_unique<SafetensorsStore>(file.string(), file.string());
+  const ParsedFile* f = store->Own(*std::move(pf));
+  for (const auto& [name, entry] : f->entries) store->Add(name, f, &entry);
+  return store;
+}
+
+absl::StatusOr<std::unique_ptr<WeightStore>> OpenSafetensors(const fs::path& model_dir) {
+  std::error_code ec;
+  if (!fs::is_directory(model_dir, ec)) {
+    return absl::NotFoundError(absl::StrCat(model_dir.string(), ": not a directory"));
+  }
+  const fs::path index = model_dir / "model.safetensors.index.json";
+  if (fs::exists(index, ec)) return OpenSharded(model_dir, index);
+  const fs::path single = model_dir / "model.safetensors";
+  if (fs::exists(single, ec)) return OpenSafetensorsFile(single);
+  return absl::NotFoundError(absl::StrCat(model_dir.string(),
+                                          ": neither model.safetensors nor model.safetensors.index.json is there"));
+}
+
+}  // namespace doppler::models

@@ -1,0 +1,22 @@
+// Reader for HF safetensors checkpoints: one model.safetensors, or shards listed by
+// model.safetensors.index.json. Every header is validated before any offset is trusted.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "models/weight_store.h"
+
+namespace doppler::models {
+
+// Opens model_dir/model.safetensors.index.json (and every shard it names) if present, else
+// model_dir/model.safetensors. Neither present -> NotFound naming the directory.
+// Tensors of dtypes other than F32/F16/BF16 are listed, but Get() on them fails, so a
+// checkpoint with an unused integer buffer still opens.
+absl::StatusOr<std::unique_ptr<WeightStore>> OpenSafetensors(const std::filesystem::path& model_dir);
+
+// Opens one .safetensors file on its own (any file name).
+absl::StatusOr<std::unique_ptr<WeightStore>> OpenSafetensorsFile(const std::filesystem::path& file);
+
+}  // namespace doppler::models

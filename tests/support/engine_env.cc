@@ -1,0 +1,16 @@
+#include "tests/support/engine_env.h"
+
+namespace doppler::test {
+
+absl::StatusOr<std::unique_ptr<runtime::Engine>> FixtureEngine(const std::filesystem::path& dir, graph::DType dtype,
+                                                               int64_t context, int64_t prefill_chunk) {
+  runtime::EngineOptions o;
+  o.model_dir = dir;
+  o.weight_dtype = dtype;
+  o.context = context;
+  o.prefill_chunk = prefill_chunk;
+  o.validation = true;
+  return runtime::Engine::Create(o);
+}
+
+}  // namespace doppler::test

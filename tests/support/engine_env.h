@@ -1,0 +1,15 @@
+// Creating engines on fixture models for tests: validation on, a small context.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "runtime/engine.h"
+
+namespace doppler::test {
+
+absl::StatusOr<std::unique_ptr<runtime::Engine>> FixtureEngine(const std::filesystem::path& dir, graph::DType dtype,
+                                                               int64_t context = 64, int64_t prefill_chunk = 32);
+
+}  // namespace doppler::test
