@@ -71,14 +71,14 @@ absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, 
     return absl::UnimplementedError(absl::StrCat(t->file, ": tensor '", name, "': conversion from ",
                                                  graph::Name(t->dtype), " to ", graph::Name(to), " is not supported"));
   }
-  const int64_t n = graph::NumElements(param.type.shape, 0);
   if (t->dtype == to) return std::vector<uint8_t>(t->data, t->data + t->nbytes);
-  std::vector<uint8_t> out(graph::ByteSize(to, n));
-  const size_t in_size = static_cast<size_t>(graph::Info(t->dtype).block_bytes);
-  const size_t out_size = static_cast<size_t>(graph::Info(to).block_bytes);
-  for (int64_t i = 0; i < n; ++i) {
-    StoreFloat(to, LoadFloat(t->dtype, t->data + static_cast<size_t>(i) * in_size), &out[static_cast<size_t>(i) * out_size]);
-  }
+  return EncodeFloats(to, DecodeFloats(t->dtype, std::span<const uint8_t>(t->data, t->nbytes)));
+}
+
+std::vector<uint8_t> EncodeFloats(DType dtype, std::span<const float> values) {
+  const size_t size = static_cast<size_t>(graph::Info(dtype).block_bytes);
+  std::vector<uint8_t> out(values.size() * size);
+  for (size_t i = 0; i < values.size(); ++i) StoreFloat(dtype, values[i], &out[i * size]);
   return out;
 }
 

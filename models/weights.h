@@ -17,6 +17,9 @@ namespace doppler::models {
 // param's shape. Errors name the tensor, the file and both shapes.
 absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, const graph::Node& param);
 
+// Encodes float32 values as a float dtype (f32, f16, bf16), rounding to nearest even.
+std::vector<uint8_t> EncodeFloats(graph::DType dtype, std::span<const float> values);
+
 // Decodes bytes of a float dtype (f32, f16, bf16) to float32.
 std::vector<float> DecodeFloats(graph::DType dtype, std::span<const uint8_t> bytes);
 

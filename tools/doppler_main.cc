@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
   } else if (command == "devices") {
     rc = doppler::cli::DevicesCommand(args);
   } else {
-    std::fprintf(stderr, "doppler: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+    std::fprintf(stderr, "doppler: unknown command '%s' (commands: run, logits, devices; see doppler --help)\n",
+                 command.c_str());
     return 2;
   }
   if (!rc.ok()) {

@@ -1,0 +1,122 @@
+// The doppler command line, run as a user would: outputs, help, and one-line errors with a
+// non-zero exit.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/reference.h"
+
+namespace doppler {
+namespace {
+
+struct Result {
+  int exit_code;
+  std::string out, err;
+};
+
+std::string Slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Result Doppler(const std::string& args) {
+  static int counter = 0;
+  const std::filesystem::path dir = test::MakeTempDir("cli" + std::to_string(counter++));
+  const std::string cmd = std::string(DOPPLER_BINARY_PATH) + " " + args + " >" + (dir / "out").string() + " 2>" +
+                          (dir / "err").string() + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(dir / "out"), Slurp(dir / "err")};
+}
+
+std::string Ids(const std::vector<int32_t>& ids) { return absl::StrJoin(ids, ","); }
+
+std::string Model(const std::string& name) { return (test::FixturesDir() / "hf" / name).string(); }
+
+int Lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(Cli, RunPrintsTheGreedyTokens) {
+  auto ref = test::LoadHfReference("llama_tied");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  Result r = Doppler("run --model " + Model("llama_tied") + " --prompt-ids " + Ids(ref->input_ids) + " -n 16 --dtype f32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, absl::StrJoin(ref->greedy_tokens, " ") + "\n");
+  EXPECT_NE(r.err.find("generated: 16 tokens"), std::string::npos) << r.err;
+}
+
+TEST(Cli, LogitsWritesPromptAndDecodeRows) {
+  auto ref = test::LoadHfReference("llama");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const std::filesystem::path out = test::MakeTempDir("logits") / "logits.bin";
+  Result r = Doppler("logits --model " + Model("llama") + " --dtype f32 --ids " + Ids(ref->input_ids) +
+                     " --decode-ids " + Ids(ref->greedy_tokens) + " --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string bytes = Slurp(out);
+  const int64_t vocab = 512, rows = 24 + 16;
+  ASSERT_EQ(bytes.size(), static_cast<size_t>(rows * vocab * 4));
+  std::vector<float> logits(static_cast<size_t>(rows * vocab));
+  std::memcpy(logits.data(), bytes.data(), bytes.size());
+  std::vector<float> prefill(logits.begin(), logits.begin() + 24 * vocab);
+  std::vector<float> decode(logits.begin() + 24 * vocab, logits.end());
+  EXPECT_LE(test::WorstRowError(prefill, ref->prefill_logits.data.data(), 24, vocab), 1e-4);
+  EXPECT_LE(test::WorstRowError(decode, ref->decode_logits.data.data(), 16, vocab), 1e-4);
+}
+
+TEST(Cli, DevicesListsAtLeastOneDevice) {
+  Result r = Doppler("devices");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("subgroup"), std::string::npos) << r.out;
+}
+
+TEST(Cli, HelpTellsTheOptions) {
+  Result top = Doppler("--help");
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_NE(top.out.find("logits"), std::string::npos);
+  for (const char* cmd : {"run", "logits", "devices"}) {
+    Result r = Doppler(std::string(cmd) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_NE(r.out.find(std::string("usage: doppler ") + cmd), std::string::npos) << r.out;
+  }
+}
+
+struct BadCase {
+  std::string args;
+  std::string message;
+};
+
+class CliErrors : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(CliErrors, OneLineErrorAndNonZeroExit) {
+  std::string args = GetParam().args;
+  const std::string model = Model("llama");
+  for (size_t at; (at = args.find("MODEL")) != std::string::npos;) args.replace(at, 5, model);
+  Result r = Doppler(args);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find(GetParam().message), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CliErrors,
+    ::testing::Values(BadCase{"run --prompt-ids 1,2", "--model DIR is required"},
+                      BadCase{"run --model /no/such/dir --prompt-ids 1,2", "/no/such/dir"},
+                      BadCase{"run --model MODEL --prompt-ids 1,x", "'x' is not an integer id"},
+                      BadCase{"run --model MODEL --prompt-ids 1,2 --frobnicate", "unknown option '--frobnicate'"},
+                      BadCase{"run --model MODEL --prompt-ids 1,2 -n", "-n needs a value"},
+                      BadCase{"run --model MODEL --prompt-ids 1,2 --temperature 0.8", "only 0 (greedy decoding)"},
+                      BadCase{"run --model MODEL --prompt-ids 1,2,3,4,5,6,7,8 -n 10 --ctx 16", "exceeds the context size 16"},
+                      BadCase{"run --model MODEL --prompt-ids 1,9999", "token id 9999 is outside the vocabulary"},
+                      BadCase{"run --model MODEL --prompt-ids 1 --dtype q9", "'q9' is not one of f16, bf16, f32"},
+                      BadCase{"logits --model MODEL --ids 1,2", "--out FILE is required"},
+                      BadCase{"frobnicate", "unknown command 'frobnicate'"}));
+
+}  // namespace
+}  // namespace doppler

@@ -1,0 +1,118 @@
+// How the engine drives the device, and how it refuses bad input.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+
+#include "nlohmann/json.hpp"
+
+#include "models/architecture.h"
+#include "tests/support/engine_env.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/reference.h"
+
+namespace doppler {
+namespace {
+
+std::filesystem::path Fixture(const std::string& name) { return test::FixturesDir() / "hf" / name; }
+
+TEST(EngineBehaviour, DecodeRecordsOnceAndSubmitsOncePerToken) {
+  auto engine = test::FixtureEngine(Fixture("llama"), graph::DType::kF32);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  runtime::Engine& e = **engine;
+  absl::StatusOr<test::HfReference> ref = test::LoadHfReference("llama");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  ASSERT_TRUE(e.Prefill(ref->input_ids).ok());
+  const uint64_t submits_before = e.device().submit_count();
+  constexpr int kTokens = 12;
+  for (int i = 0; i < kTokens; ++i) ASSERT_TRUE(e.DecodeNext().ok());
+  EXPECT_EQ(e.device().submit_count() - submits_before, static_cast<uint64_t>(kTokens));
+  EXPECT_EQ(e.decode_plan().record_count(), 1);
+  EXPECT_EQ(e.prefill_plan().record_count(), 1);
+  EXPECT_EQ(e.position(), static_cast<int64_t>(ref->input_ids.size()) + kTokens);
+}
+
+TEST(EngineBehaviour, IndependentDispatchesShareABarrier) {
+  auto engine = test::FixtureEngine(Fixture("llama"), graph::DType::kF32);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const vk::PlanStats& s = (*engine)->decode_plan().stats();
+  // q, k and v projections read the same normalised input and write different buffers: one
+  // barrier before the first of them, none between them.
+  EXPECT_LT(s.barriers, s.dispatches);
+  int unbarriered = 0;
+  for (const vk::PlannedDispatch& d : (*engine)->decode_plan().dispatches()) unbarriered += d.barrier_before ? 0 : 1;
+  EXPECT_GE(unbarriered, 3 * (*engine)->config().num_layers);
+}
+
+TEST(EngineBehaviour, PromptLongerThanTheContextIsAnError) {
+  auto engine = test::FixtureEngine(Fixture("llama"), graph::DType::kF16, /*context=*/16, /*prefill_chunk=*/8);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<int32_t> ids(17, 5);
+  absl::StatusOr<int32_t> t = (*engine)->Prefill(ids);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("exceed the context size 16"), std::string::npos) << t.status();
+  ids.resize(16);
+  ASSERT_TRUE((*engine)->Prefill(ids).ok());
+  absl::StatusOr<int32_t> next = (*engine)->DecodeNext();
+  ASSERT_FALSE(next.ok());
+  EXPECT_NE(next.status().message().find("context of 16 tokens is full"), std::string::npos) << next.status();
+}
+
+TEST(EngineBehaviour, TokenIdsOutsideTheVocabularyAreAnError) {
+  auto engine = test::FixtureEngine(Fixture("llama"), graph::DType::kF16);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<int32_t> ids = {1, 512};
+  absl::StatusOr<int32_t> t = (*engine)->Prefill(ids);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("token id 512 is outside the vocabulary [0, 512)"), std::string::npos);
+}
+
+// A copy of a fixture directory whose config.json is edited by `edit`.
+std::filesystem::path EditedFixture(const std::string& name, const std::string& tag,
+                                    const std::function<void(nlohmann::json&)>& edit) {
+  std::filesystem::path dir = test::MakeTempDir(tag);
+  std::filesystem::copy(Fixture(name), dir, std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  std::ifstream in(dir / "config.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  in.close();
+  edit(j);
+  std::ofstream(dir / "config.json") << j.dump(2);
+  return dir;
+}
+
+TEST(EngineBehaviour, UnknownArchitectureNamesTheSupportedOnes) {
+  auto dir = EditedFixture("llama", "unknown_arch", [](nlohmann::json& j) { j["architectures"] = {"FooForCausalLM"}; });
+  auto engine = test::FixtureEngine(dir, graph::DType::kF16);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("unsupported architecture 'FooForCausalLM'; supported: LlamaForCausalLM"),
+            std::string::npos)
+      << engine.status();
+}
+
+TEST(EngineBehaviour, ShapeThatContradictsTheConfigNamesTheTensor) {
+  auto dir = EditedFixture("llama", "bad_shape", [](nlohmann::json& j) { j["intermediate_size"] = 300; });
+  auto engine = test::FixtureEngine(dir, graph::DType::kF16);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("model.layers.0.mlp.gate_proj.weight' has shape [256, 128] but the config "
+                                           "implies [300, 128]"),
+            std::string::npos)
+      << engine.status();
+}
+
+TEST(EngineBehaviour, MissingTensorIsNamed) {
+  // Untying the embeddings makes the model ask for lm_head.weight, which the tied checkpoint lacks.
+  auto dir = EditedFixture("llama_tied", "missing", [](nlohmann::json& j) { j["tie_word_embeddings"] = false; });
+  auto engine = test::FixtureEngine(dir, graph::DType::kF16);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("lm_head.weight"), std::string::npos) << engine.status();
+  EXPECT_NE(engine.status().message().find("model.safetensors"), std::string::npos) << engine.status();
+}
+
+TEST(EngineBehaviour, MissingModelDirectoryIsAnError) {
+  auto engine = test::FixtureEngine("/nonexistent/model", graph::DType::kF16);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("/nonexistent/model"), std::string::npos) << engine.status();
+}
+
+}  // namespace
+}  // namespace doppler

@@ -1,0 +1,115 @@
+#include "tests/support/gpu_runner.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "models/weights.h"
+
+namespace doppler::test {
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+RandomParams::RandomParams(const graph::Graph& g, uint32_t seed) {
+  for (const graph::Node& n : g.nodes()) {
+    if (n.kind != graph::OpKind::kParam) continue;
+    const std::string& name = n.attrs.Str("name");
+    std::vector<float> v = RandomFloats(static_cast<size_t>(graph::NumElements(n.type.shape, 0)), seed++);
+    bytes_[name] = models::EncodeFloats(n.type.dtype, v);
+    values_[name] = models::DecodeFloats(n.type.dtype, bytes_[name]);
+  }
+}
+
+absl::StatusOr<std::vector<float>> RandomParams::Float32(const graph::Node& param) const {
+  auto it = values_.find(param.attrs.Str("name"));
+  if (it == values_.end()) return absl::NotFoundError(absl::StrCat("no random values for ", param.attrs.Str("name")));
+  return it->second;
+}
+
+absl::StatusOr<std::unique_ptr<GpuRunner>> GpuRunner::Create(vk::Context& ctx, const graph::Graph& g, int64_t bucket,
+                                                             const RandomParams& params) {
+  std::unique_ptr<GpuRunner> r(new GpuRunner(ctx, g));
+  std::map<graph::ValueId, vk::Buffer*> external;
+  for (const graph::Node& n : g.nodes()) {
+    using graph::OpKind;
+    if (n.kind != OpKind::kParam && n.kind != OpKind::kConst && n.kind != OpKind::kState && n.kind != OpKind::kInput) {
+      continue;
+    }
+    const size_t bytes = std::max<size_t>(16, graph::ByteSize(n.type.dtype, graph::NumElements(n.type.shape, bucket)));
+    const vk::BufferKind kind = n.kind == OpKind::kInput ? vk::BufferKind::kHostVisible : vk::BufferKind::kDeviceLocal;
+    absl::StatusOr<std::unique_ptr<vk::Buffer>> b = ctx.CreateBuffer(bytes, kind, n.label);
+    if (!b.ok()) return b.status();
+    absl::Status s;
+    if (n.kind == OpKind::kParam) {
+      const std::vector<uint8_t>& data = params.bytes(n.attrs.Str("name"));
+      s = ctx.Upload(**b, 0, data.data(), data.size());
+    } else if (n.kind == OpKind::kConst) {
+      const std::vector<float>& data = *g.const_data(n.attrs.Str("name"));
+      s = ctx.Upload(**b, 0, data.data(), data.size() * sizeof(float));
+    } else if (n.kind == OpKind::kState) {
+      s = ctx.Fill(**b, 0);
+    }
+    if (!s.ok()) return s;
+    external[n.id] = b->get();
+    r->buffers_[n.id] = *std::move(b);
+  }
+  codegen::TargetCaps caps;
+  caps.subgroup_size = ctx.info().subgroup_size;
+  caps.max_shared_memory = ctx.info().max_shared_memory;
+  caps.max_workgroup_invocations = ctx.info().max_workgroup_invocations;
+  absl::StatusOr<std::unique_ptr<vk::Plan>> plan = vk::Plan::Build(ctx, r->pipelines_, g, bucket, caps, external, "test");
+  if (!plan.ok()) return plan.status();
+  r->plan_ = *std::move(plan);
+  return r;
+}
+
+absl::StatusOr<std::map<std::string, graph::Tensor>> GpuRunner::Run(
+    const std::map<std::string, graph::Tensor>& inputs, uint32_t pos) {
+  uint32_t tokens = 0;
+  for (const graph::Node& n : g_.nodes()) {
+    if (n.kind != graph::OpKind::kInput) continue;
+    const graph::Tensor& t = inputs.at(n.attrs.Str("name"));
+    tokens = static_cast<uint32_t>(t.shape[0]);
+    const void* src = t.dtype == graph::DType::kI32 ? static_cast<const void*>(t.i.data()) : t.f.data();
+    std::memcpy(buffers_.at(n.id)->mapped(), src, static_cast<size_t>(t.numel()) * 4);
+  }
+  if (absl::Status s = plan_->Run(tokens, pos); !s.ok()) return s;
+  std::map<std::string, graph::Tensor> out;
+  for (const auto& [name, id] : g_.outputs()) {
+    const graph::Node& n = g_.node(id);
+    graph::Tensor t;
+    t.dtype = n.type.dtype;
+    t.shape = graph::Resolve(n.type.shape, tokens);
+    const size_t count = static_cast<size_t>(t.numel());
+    void* dst;
+    if (t.dtype == graph::DType::kI32) {
+      t.i.resize(count);
+      dst = t.i.data();
+    } else {
+      t.f.resize(count);
+      dst = t.f.data();
+    }
+    if (absl::Status s = ctx_.Download(*plan_->buffer(id), 0, dst, count * 4); !s.ok()) return s;
+    out[name] = std::move(t);
+  }
+  return out;
+}
+
+double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0.0, scale = 1e-30;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+  }
+  return a.size() == b.size() ? diff / scale : 1e30;
+}
+
+}  // namespace doppler::test
