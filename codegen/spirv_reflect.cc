@@ -1,0 +1,97 @@
+// Reflection of compute SPIR-V with SPIRV-Cross.
+//
+// Why the C++ API and not spvc_*: Debian 12's static libspirv-cross-c.a is built with the HLSL, MSL
+// and C++ backends, so it cannot link against only the core/glsl/reflect libraries the build names.
+// The C++ API lives entirely in libspirv-cross-core. It reports malformed input by throwing
+// spirv_cross::CompilerError; this file is the one place that catches, turning it into a Status.
+#include <algorithm>
+#include <exception>
+#include <tuple>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "codegen/shader_compiler.h"
+#include "spirv_cross/spirv_cross.hpp"
+
+namespace doppler::codegen {
+namespace {
+
+absl::Status ReflectOrThrow(CompiledShader& shader) {
+  spirv_cross::Compiler compiler(shader.spirv);
+
+  bool has_compute = false;
+  for (const spirv_cross::EntryPoint& ep : compiler.get_entry_points_and_stages()) {
+    has_compute |= ep.execution_model == spv::ExecutionModelGLCompute;
+  }
+  if (!has_compute) return absl::InvalidArgumentError("SPIR-V has no GLCompute entry point");
+
+  const spirv_cross::ShaderResources res = compiler.get_shader_resources();
+  auto unsupported = [](const char* what, const auto& list) -> absl::Status {
+    if (list.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("shader declares ", what, " (", list[0].name,
+                     "); the Vulkan backend binds storage and uniform buffers only"));
+  };
+  for (const absl::Status& s : {unsupported("storage images", res.storage_images),
+                                unsupported("sampled images", res.sampled_images),
+                                unsupported("separate images", res.separate_images),
+                                unsupported("separate samplers", res.separate_samplers),
+                                unsupported("atomic counters", res.atomic_counters),
+                                unsupported("acceleration structures", res.acceleration_structures),
+                                unsupported("subpass inputs", res.subpass_inputs)}) {
+    if (!s.ok()) return s;
+  }
+
+  shader.bindings.clear();
+  auto add = [&](const spirv_cross::Resource& r, BindingInfo::Kind kind) {
+    BindingInfo b;
+    b.set = compiler.get_decoration(r.id, spv::DecorationDescriptorSet);
+    b.binding = compiler.get_decoration(r.id, spv::DecorationBinding);
+    b.kind = kind;
+    const std::string& instance = compiler.get_name(r.id);
+    b.name = instance.empty() ? r.name : instance;
+    // glslang puts NonWritable on each member of a `readonly` block; SPIRV-Cross folds member and
+    // variable decorations into the block flags.
+    b.read_only = kind == BindingInfo::Kind::kUniformBuffer ||
+                  compiler.get_buffer_block_flags(r.id).get(spv::DecorationNonWritable);
+    shader.bindings.push_back(std::move(b));
+  };
+  for (const auto& r : res.storage_buffers) add(r, BindingInfo::Kind::kStorageBuffer);
+  for (const auto& r : res.uniform_buffers) add(r, BindingInfo::Kind::kUniformBuffer);
+  std::sort(shader.bindings.begin(), shader.bindings.end(),
+            [](const BindingInfo& a, const BindingInfo& b) {
+              return std::tie(a.set, a.binding) < std::tie(b.set, b.binding);
+            });
+  for (size_t i = 1; i < shader.bindings.size(); ++i) {
+    const BindingInfo& a = shader.bindings[i - 1];
+    const BindingInfo& b = shader.bindings[i];
+    if (a.set == b.set && a.binding == b.binding) {
+      return absl::InvalidArgumentError(absl::StrCat("bindings ", a.name, " and ", b.name,
+                                                     " share set ", a.set, " binding ", a.binding));
+    }
+  }
+
+  shader.push_constant_bytes = 0;
+  for (const auto& r : res.push_constant_buffers) {
+    const spirv_cross::SPIRType& type = compiler.get_type(r.base_type_id);
+    shader.push_constant_bytes = static_cast<uint32_t>(compiler.get_declared_struct_size(type));
+  }
+
+  for (uint32_t i = 0; i < 3; ++i) {
+    shader.local_size[i] = compiler.get_execution_mode_argument(spv::ExecutionModeLocalSize, i);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ReflectComputeShader(CompiledShader& shader) {
+  if (shader.spirv.empty()) return absl::InvalidArgumentError("empty SPIR-V");
+  try {
+    return ReflectOrThrow(shader);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("SPIRV-Cross rejected the SPIR-V: ", e.what()));
+  }
+}
+
+}  // namespace doppler::codegen
