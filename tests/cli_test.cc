@@ -27,10 +27,17 @@ std::string Slurp(const std::filesystem::path& p) {
   return ss.str();
 }
 
+// The binary under test: $DOPPLER_BINARY when set (a build carried to another machine), else the
+// one this test binary was built with.
+std::string Binary() {
+  const char* env = std::getenv("DOPPLER_BINARY");
+  return env != nullptr ? env : DOPPLER_BINARY_PATH;
+}
+
 Result Doppler(const std::string& args) {
   static int counter = 0;
   const std::filesystem::path dir = test::MakeTempDir("cli" + std::to_string(counter++));
-  const std::string cmd = std::string(DOPPLER_BINARY_PATH) + " " + args + " >" + (dir / "out").string() + " 2>" +
+  const std::string cmd = Binary() + " " + args + " >" + (dir / "out").string() + " 2>" +
                           (dir / "err").string() + " </dev/null";
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(dir / "out"), Slurp(dir / "err")};
