@@ -17,6 +17,14 @@ bool LivesOutside(OpKind k) {
 
 }  // namespace
 
+codegen::TargetCaps TargetCapsOf(const DeviceInfo& info) {
+  codegen::TargetCaps caps;
+  caps.subgroup_size = info.subgroup_size;
+  caps.max_shared_memory = info.max_shared_memory;
+  caps.max_workgroup_invocations = info.max_workgroup_invocations;
+  return caps;
+}
+
 absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& pipelines, const graph::Graph& g,
                                                   int64_t tokens, const codegen::TargetCaps& caps,
                                                   const std::map<graph::ValueId, Buffer*>& external,

@@ -18,6 +18,9 @@
 
 namespace doppler::vk {
 
+// What the code generator needs to know of a device.
+codegen::TargetCaps TargetCapsOf(const DeviceInfo& info);
+
 // What the scheduler recorded for one compute node.
 struct PlannedDispatch {
   graph::ValueId node;

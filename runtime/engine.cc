@@ -57,10 +57,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   absl::StatusOr<std::unique_ptr<vk::Context>> ctx = vk::Context::Create(vo);
   if (!ctx.ok()) return ctx.status();
   e->ctx_ = *std::move(ctx);
-  const vk::DeviceInfo& info = e->ctx_->info();
-  e->caps_.subgroup_size = info.subgroup_size;
-  e->caps_.max_shared_memory = info.max_shared_memory;
-  e->caps_.max_workgroup_invocations = info.max_workgroup_invocations;
+  e->caps_ = vk::TargetCapsOf(e->ctx_->info());
   e->pipelines_ = std::make_unique<vk::PipelineCache>(*e->ctx_);
 
   if (absl::Status s = e->Load(); !s.ok()) return s;
@@ -76,29 +73,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
 
 // Uploads every param and const and zeroes every state, once, shared by all plans.
 absl::Status Engine::Load() {
-  using graph::OpKind;
-  std::vector<const graph::Node*> sources;
-  for (const graph::Node& n : graph_.nodes()) {
-    if (n.kind == OpKind::kParam || n.kind == OpKind::kConst || n.kind == OpKind::kState) sources.push_back(&n);
-  }
-  for (size_t i = 0; i < sources.size(); ++i) {
-    const graph::Node& n = *sources[i];
-    const std::string& name = n.attrs.Str("name");
-    const size_t bytes = graph::ByteSize(n.type.dtype, graph::NumElements(n.type.shape, 0));
-    absl::StatusOr<std::unique_ptr<vk::Buffer>> buf = ctx_->CreateBuffer(bytes, vk::BufferKind::kDeviceLocal, name);
-    if (!buf.ok()) return buf.status();
-    if (n.kind == OpKind::kParam) {
-      absl::StatusOr<std::vector<uint8_t>> data = models::MaterializeParam(*store_, n);
-      if (!data.ok()) return data.status();
-      if (absl::Status s = ctx_->Upload(**buf, 0, data->data(), data->size()); !s.ok()) return s;
-    } else if (n.kind == OpKind::kConst) {
-      if (absl::Status s = ctx_->Upload(**buf, 0, graph_.const_data(name)->data(), bytes); !s.ok()) return s;
-    } else if (absl::Status s = ctx_->Fill(**buf, 0); !s.ok()) {
-      return s;
-    }
-    resources_[name] = *std::move(buf);
-    Progress(options_.progress, "loading weights", i + 1, sources.size());
-  }
+  const models::WeightStore& store = *store_;
+  absl::Status s = CreateResources(
+      *ctx_, graph_, [&](const graph::Node& n) { return models::MaterializeParam(store, n); }, resources_,
+      [&](size_t done, size_t total) { Progress(options_.progress, "loading weights", done, total); });
+  if (!s.ok()) return s;
   absl::StatusOr<std::unique_ptr<vk::Buffer>> token = ctx_->CreateBuffer(16, vk::BufferKind::kHostVisible, "token");
   if (!token.ok()) return token.status();
   token_ = *std::move(token);
@@ -111,11 +90,9 @@ absl::Status Engine::Load() {
 
 absl::StatusOr<std::unique_ptr<vk::Plan>> Engine::BuildPlan(const graph::Graph& g, int64_t tokens, vk::Buffer* ids,
                                                             const std::string& name) {
-  std::map<graph::ValueId, vk::Buffer*> external;
+  std::map<graph::ValueId, vk::Buffer*> external = BindResources(g, resources_);
   for (const graph::Node& n : g.nodes()) {
     if (n.kind == graph::OpKind::kInput) external[n.id] = ids;
-    auto it = resources_.find(n.attrs.Str("name"));
-    if (it != resources_.end() && n.kind != graph::OpKind::kInput) external[n.id] = it->second.get();
   }
   external[*g.output("next_token")] = token_.get();
   absl::StatusOr<std::unique_ptr<vk::Plan>> plan =

@@ -21,6 +21,7 @@
 #include "graph/graph.h"
 #include "models/architecture.h"
 #include "models/weight_store.h"
+#include "runtime/resources.h"
 
 namespace doppler::runtime {
 
@@ -77,7 +78,7 @@ class Engine {
   models::BuildOptions build_;
   graph::Graph graph_;  // the step graph; the plans differ only in their token bucket
   // Params, consts and states by name: shared by every plan.
-  std::map<std::string, std::unique_ptr<vk::Buffer>> resources_;
+  Resources resources_;
   std::unique_ptr<vk::Buffer> token_;   // the next token: argmax writes it, decode reads it
   std::unique_ptr<vk::Buffer> prompt_;  // a prefill chunk's ids
   std::unique_ptr<vk::Plan> decode_, prefill_, logits_;

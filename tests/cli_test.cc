@@ -98,6 +98,8 @@ struct BadCase {
   std::string message;
 };
 
+void PrintTo(const BadCase& c, std::ostream* os) { *os << "doppler " << c.args; }
+
 class CliErrors : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(CliErrors, OneLineErrorAndNonZeroExit) {
@@ -123,7 +125,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"run --model MODEL --prompt-ids 1,9999", "token id 9999 is outside the vocabulary"},
                       BadCase{"run --model MODEL --prompt-ids 1 --dtype q9", "'q9' is not one of f16, bf16, f32"},
                       BadCase{"logits --model MODEL --ids 1,2", "--out FILE is required"},
-                      BadCase{"frobnicate", "unknown command 'frobnicate'"}));
+                      BadCase{"frobnicate", "unknown command 'frobnicate'"}),
+    [](const ::testing::TestParamInfo<BadCase>& info) { return "case" + std::to_string(info.index); });
 
 }  // namespace
 }  // namespace doppler

@@ -20,6 +20,8 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   return info.param.model + "_" + graph::Name(info.param.dtype) + "_chunk" + std::to_string(info.param.prefill_chunk);
 }
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " " << graph::Name(c.dtype); }
+
 class EngineFixtureTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(EngineFixtureTest, LogitsAndGreedyTokensMatchTransformers) {

@@ -64,12 +64,17 @@ TEST_P(EmbeddingKernelTest, GathersRows) {
   ASSERT_TRUE(g.ok()) << g.status();
   Compare(*g, 8, {{{{"ids", Tensor::I32({5}, {36, 0, 17, 17, 3})}}, 0}, {{{"ids", Tensor::I32({8}, {1, 2, 3, 4, 5, 6, 7, 8})}}, 0}}, 0.0);
 }
-INSTANTIATE_TEST_SUITE_P(Dtypes, EmbeddingKernelTest, ::testing::Values(DType::kF32, DType::kF16, DType::kBF16));
+INSTANTIATE_TEST_SUITE_P(Dtypes, EmbeddingKernelTest, ::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(graph::Name(i.param)); });
 
 struct MatMulCase {
   int64_t tokens, bucket, k, n;
   DType dtype;
 };
+
+void PrintTo(const MatMulCase& c, std::ostream* os) {
+  *os << c.tokens << " tokens, k " << c.k << ", n " << c.n << ", " << graph::Name(c.dtype);
+}
 
 class MatMulKernelTest : public KernelTest, public ::testing::WithParamInterface<MatMulCase> {};
 
@@ -87,7 +92,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatMulKernelTest,
                                            MatMulCase{1, 1, 130, 5, DType::kBF16},
                                            MatMulCase{13, 16, 131, 67, DType::kF32},
                                            MatMulCase{13, 16, 200, 9, DType::kF16},
-                                           MatMulCase{3, 20, 1000, 3, DType::kF16}));
+                                           MatMulCase{3, 20, 1000, 3, DType::kF16}),
+                         [](const ::testing::TestParamInfo<MatMulCase>& i) {
+                           const MatMulCase& c = i.param;
+                           return "t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) + "_n" +
+                                  std::to_string(c.n) + "_" + graph::Name(c.dtype);
+                         });
 
 TEST_F(KernelTest, MatMulOnAStaticRow) {
   GraphBuilder b;
@@ -122,7 +132,8 @@ TEST_P(RmsNormKernelTest, NormalisesRows) {
   ASSERT_TRUE(g.ok()) << g.status();
   Compare(*g, 4, {{{{"x", RandomRows(3, 333, 9)}}, 0}}, 1e-5);
 }
-INSTANTIATE_TEST_SUITE_P(WeightOffsets, RmsNormKernelTest, ::testing::Values(0.0, 1.0));
+INSTANTIATE_TEST_SUITE_P(WeightOffsets, RmsNormKernelTest, ::testing::Values(0.0, 1.0),
+                         [](const ::testing::TestParamInfo<double>& i) { return "offset" + std::to_string(i.index); });
 
 class RopeKernelTest : public KernelTest, public ::testing::WithParamInterface<std::string> {};
 
@@ -144,6 +155,11 @@ struct AttentionCase {
   int64_t heads, kv_heads, head_dim, window;
   DType cache;
 };
+
+void PrintTo(const AttentionCase& c, std::ostream* os) {
+  *os << c.heads << "/" << c.kv_heads << " heads, head_dim " << c.head_dim << ", window " << c.window << ", "
+      << graph::Name(c.cache) << " cache";
+}
 
 class AttentionKernelTest : public KernelTest, public ::testing::WithParamInterface<AttentionCase> {};
 
@@ -173,7 +189,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernelTest,
                          ::testing::Values(AttentionCase{6, 2, 20, 0, DType::kF32}, AttentionCase{6, 2, 20, 0, DType::kF16},
                                            AttentionCase{4, 1, 72, 0, DType::kF16},
                                            AttentionCase{3, 3, 18, 5, DType::kF32},
-                                           AttentionCase{4, 2, 8, 67, DType::kF16}));
+                                           AttentionCase{4, 2, 8, 67, DType::kF16}),
+                         [](const ::testing::TestParamInfo<AttentionCase>& i) {
+                           const AttentionCase& c = i.param;
+                           return "h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) + "_d" +
+                                  std::to_string(c.head_dim) + "_w" + std::to_string(c.window) + "_" +
+                                  graph::Name(c.cache);
+                         });
 
 TEST_F(KernelTest, ArgmaxTakesTheFirstMaximum) {
   GraphBuilder b;

@@ -37,34 +37,19 @@ absl::StatusOr<std::vector<float>> RandomParams::Float32(const graph::Node& para
 absl::StatusOr<std::unique_ptr<GpuRunner>> GpuRunner::Create(vk::Context& ctx, const graph::Graph& g, int64_t bucket,
                                                              const RandomParams& params) {
   std::unique_ptr<GpuRunner> r(new GpuRunner(ctx, g));
-  std::map<graph::ValueId, vk::Buffer*> external;
+  absl::Status s = runtime::CreateResources(
+      ctx, g, [&](const graph::Node& n) { return params.bytes(n.attrs.Str("name")); }, r->resources_);
+  if (!s.ok()) return s;
+  std::map<graph::ValueId, vk::Buffer*> external = runtime::BindResources(g, r->resources_);
   for (const graph::Node& n : g.nodes()) {
-    using graph::OpKind;
-    if (n.kind != OpKind::kParam && n.kind != OpKind::kConst && n.kind != OpKind::kState && n.kind != OpKind::kInput) {
-      continue;
-    }
-    const size_t bytes = std::max<size_t>(16, graph::ByteSize(n.type.dtype, graph::NumElements(n.type.shape, bucket)));
-    const vk::BufferKind kind = n.kind == OpKind::kInput ? vk::BufferKind::kHostVisible : vk::BufferKind::kDeviceLocal;
-    absl::StatusOr<std::unique_ptr<vk::Buffer>> b = ctx.CreateBuffer(bytes, kind, n.label);
+    if (n.kind != graph::OpKind::kInput) continue;
+    const size_t bytes = graph::ByteSize(n.type.dtype, graph::NumElements(n.type.shape, bucket));
+    absl::StatusOr<std::unique_ptr<vk::Buffer>> b = ctx.CreateBuffer(bytes, vk::BufferKind::kHostVisible, n.label);
     if (!b.ok()) return b.status();
-    absl::Status s;
-    if (n.kind == OpKind::kParam) {
-      const std::vector<uint8_t>& data = params.bytes(n.attrs.Str("name"));
-      s = ctx.Upload(**b, 0, data.data(), data.size());
-    } else if (n.kind == OpKind::kConst) {
-      const std::vector<float>& data = *g.const_data(n.attrs.Str("name"));
-      s = ctx.Upload(**b, 0, data.data(), data.size() * sizeof(float));
-    } else if (n.kind == OpKind::kState) {
-      s = ctx.Fill(**b, 0);
-    }
-    if (!s.ok()) return s;
     external[n.id] = b->get();
-    r->buffers_[n.id] = *std::move(b);
+    r->inputs_[n.id] = *std::move(b);
   }
-  codegen::TargetCaps caps;
-  caps.subgroup_size = ctx.info().subgroup_size;
-  caps.max_shared_memory = ctx.info().max_shared_memory;
-  caps.max_workgroup_invocations = ctx.info().max_workgroup_invocations;
+  const codegen::TargetCaps caps = vk::TargetCapsOf(ctx.info());
   absl::StatusOr<std::unique_ptr<vk::Plan>> plan = vk::Plan::Build(ctx, r->pipelines_, g, bucket, caps, external, "test");
   if (!plan.ok()) return plan.status();
   r->plan_ = *std::move(plan);
@@ -79,7 +64,7 @@ absl::StatusOr<std::map<std::string, graph::Tensor>> GpuRunner::Run(
     const graph::Tensor& t = inputs.at(n.attrs.Str("name"));
     tokens = static_cast<uint32_t>(t.shape[0]);
     const void* src = t.dtype == graph::DType::kI32 ? static_cast<const void*>(t.i.data()) : t.f.data();
-    std::memcpy(buffers_.at(n.id)->mapped(), src, static_cast<size_t>(t.numel()) * 4);
+    std::memcpy(inputs_.at(n.id)->mapped(), src, static_cast<size_t>(t.numel()) * 4);
   }
   if (absl::Status s = plan_->Run(tokens, pos); !s.ok()) return s;
   std::map<std::string, graph::Tensor> out;

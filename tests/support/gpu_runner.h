@@ -13,6 +13,7 @@
 #include "backend_vk/pipeline_cache.h"
 #include "backend_vk/plan.h"
 #include "graph/interpreter.h"
+#include "runtime/resources.h"
 
 namespace doppler::test {
 
@@ -46,7 +47,8 @@ class GpuRunner {
   vk::Context& ctx_;
   const graph::Graph& g_;
   vk::PipelineCache pipelines_;
-  std::map<graph::ValueId, std::unique_ptr<vk::Buffer>> buffers_;  // sources and host inputs
+  runtime::Resources resources_;                                   // params, consts, states
+  std::map<graph::ValueId, std::unique_ptr<vk::Buffer>> inputs_;  // host-visible step inputs
   std::unique_ptr<vk::Plan> plan_;
 };
 

@@ -1,0 +1,31 @@
+// Device buffers for what a graph reads but no step writes from scratch: params (weights), consts
+// and states (the KV cache). They are created once and shared, by name, by every plan of a model.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend_vk/context.h"
+#include "graph/graph.h"
+
+namespace doppler::runtime {
+
+using Resources = std::map<std::string, std::unique_ptr<vk::Buffer>>;
+
+// The bytes of a param in its graph dtype.
+using ParamBytesFn = std::function<absl::StatusOr<std::vector<uint8_t>>(const graph::Node& param)>;
+
+// Creates a device-local buffer for every param (filled by `param_bytes`), const (filled from the
+// graph) and state (zeroed) of `g` not yet in `resources`. `progress(done, total)` follows along.
+absl::Status CreateResources(vk::Context& ctx, const graph::Graph& g, const ParamBytesFn& param_bytes,
+                             Resources& resources, const std::function<void(size_t, size_t)>& progress = {});
+
+// The buffers a plan of `g` takes from `resources`: every param, const and state, by name.
+std::map<graph::ValueId, vk::Buffer*> BindResources(const graph::Graph& g, const Resources& resources);
+
+}  // namespace doppler::runtime
