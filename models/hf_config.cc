@@ -1,14 +1,13 @@
 #include "models/hf_config.h"
 
 #include <cmath>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "models/json_file.h"
 
 namespace doppler::models {
 namespace {
@@ -286,17 +285,9 @@ absl::StatusOr<ModelConfig> ParseHfConfig(const json& j, const std::string& sour
 
 absl::StatusOr<ModelConfig> ReadHfConfig(const std::filesystem::path& config_json) {
   const std::string source = config_json.string();
-  std::ifstream in(config_json, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(source, ": cannot open"));
-  std::stringstream text;
-  text << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(text.str());
-  } catch (const json::exception& ex) {
-    return Bad(source, absl::StrCat("not valid JSON: ", ex.what()));
-  }
-  return ParseHfConfig(j, source);
+  absl::StatusOr<json> j = ReadJsonFile(config_json);
+  if (!j.ok()) return j.status();
+  return ParseHfConfig(*j, source);
 }
 
 std::vector<float> RopeInvFreq(const RopeConfig& rope, int rotary_dim) {

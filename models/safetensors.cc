@@ -1,11 +1,9 @@
 #include "models/safetensors.h"
 
 #include <cstdint>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "models/json_file.h"
 #include "models/mapped_file.h"
 #include "nlohmann/json.hpp"
 
@@ -223,16 +222,9 @@ bool IsSafeShardName(const std::string& name) {
 
 absl::StatusOr<std::unique_ptr<WeightStore>> OpenSharded(const fs::path& dir, const fs::path& index_path) {
   const std::string index = index_path.string();
-  std::ifstream in(index_path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(index, ": cannot open"));
-  std::stringstream text;
-  text << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(text.str());
-  } catch (const json::exception& ex) {
-    return Bad(index, absl::StrCat("not valid JSON: ", ex.what()));
-  }
+  absl::StatusOr<json> parsed = ReadJsonFile(index_path);
+  if (!parsed.ok()) return parsed.status();
+  const json& j = *parsed;
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
     return Bad(index, "key 'weight_map' is missing or not an object");
   }

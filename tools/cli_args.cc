@@ -1,5 +1,7 @@
 #include "tools/cli_args.h"
 
+#include <cstdio>
+
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -94,6 +96,16 @@ absl::StatusOr<ParsedArgs> Parse(const CommandSpec& spec, const std::vector<std:
   return parsed;
 }
 
+absl::StatusOr<std::optional<ParsedArgs>> ParseOrHelp(const CommandSpec& spec, const std::vector<std::string>& args) {
+  absl::StatusOr<ParsedArgs> parsed = Parse(spec, args);
+  if (!parsed.ok()) return parsed.status();
+  if (parsed->Has("help")) {
+    std::printf("%s", Usage(spec).c_str());
+    return std::nullopt;
+  }
+  return *std::move(parsed);
+}
+
 std::string Usage(const CommandSpec& spec) {
   std::string s = absl::StrCat("usage: doppler ", spec.name, " [options]\n\n", spec.summary, "\n\noptions:\n");
   for (const OptionSpec& o : spec.options) {
@@ -103,7 +115,7 @@ std::string Usage(const CommandSpec& spec) {
     absl::StrAppend(&s, left, " ", o.help, o.default_value.empty() ? "" : absl::StrCat(" (default: ", o.default_value, ")"),
                     "\n");
   }
-  absl::StrAppend(&s, "  -h, --help                   this help\n");
+  absl::StrAppend(&s, "  -h, --help                  this help\n");
   return s;
 }
 

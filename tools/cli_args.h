@@ -45,6 +45,9 @@ class ParsedArgs {
 // Parses the arguments after the subcommand name. "--help" yields a ParsedArgs with "help" set.
 absl::StatusOr<ParsedArgs> Parse(const CommandSpec& spec, const std::vector<std::string>& args);
 
+// Parses like Parse; on --help prints the usage and returns nullopt (the command then exits 0).
+absl::StatusOr<std::optional<ParsedArgs>> ParseOrHelp(const CommandSpec& spec, const std::vector<std::string>& args);
+
 // Usage text: summary and one line per option.
 std::string Usage(const CommandSpec& spec);
 

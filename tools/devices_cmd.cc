@@ -9,12 +9,10 @@ namespace doppler::cli {
 
 absl::StatusOr<int> DevicesCommand(const std::vector<std::string>& argv) {
   const CommandSpec spec{"devices", "List the Vulkan devices and their probed features; --device N picks one.", {}};
-  absl::StatusOr<ParsedArgs> args = Parse(spec, argv);
-  if (!args.ok()) return args.status();
-  if (args->Has("help")) {
-    std::printf("%s", Usage(spec).c_str());
-    return 0;
-  }
+  absl::StatusOr<std::optional<ParsedArgs>> parsed = ParseOrHelp(spec, argv);
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->has_value()) return 0;
+  const ParsedArgs* args = &**parsed;
   absl::StatusOr<std::vector<vk::DeviceInfo>> devices = vk::EnumerateDevices();
   if (!devices.ok()) return devices.status();
   if (devices->empty()) {

@@ -25,12 +25,10 @@ CommandSpec Spec() {
 
 absl::StatusOr<int> LogitsCommand(const std::vector<std::string>& argv) {
   const CommandSpec spec = Spec();
-  absl::StatusOr<ParsedArgs> args = Parse(spec, argv);
-  if (!args.ok()) return args.status();
-  if (args->Has("help")) {
-    std::printf("%s", Usage(spec).c_str());
-    return 0;
-  }
+  absl::StatusOr<std::optional<ParsedArgs>> parsed = ParseOrHelp(spec, argv);
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->has_value()) return 0;
+  const ParsedArgs* args = &**parsed;
   if (!args->Has("ids")) return absl::InvalidArgumentError("--ids is required");
   if (!args->Has("out")) return absl::InvalidArgumentError("--out FILE is required");
   absl::StatusOr<std::vector<int32_t>> ids = args->GetIntList("ids");
