@@ -8,6 +8,7 @@ packages=(
   libvulkan-dev vulkan-validationlayers mesa-vulkan-drivers vulkan-tools
   glslang-dev glslang-tools glslc spirv-tools spirv-cross libspirv-cross-c-shared-dev
   nlohmann-json3-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libpcre2-dev
 )
 
 missing=()
