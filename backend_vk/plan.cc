@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
       return absl::InvalidArgumentError(absl::StrCat("plan ", name, ": no buffer given for ", graph::OpName(n.kind),
                                                      " '", n.attrs.Str("name"), "'"));
     }
-    if (n.kind == OpKind::kCacheWrite) {
+    if (graph::GetOpDef(n.kind).updates_input0) {
       plan->buffers_[id] = plan->buffers_[static_cast<size_t>(n.inputs[0])];
       continue;
     }

@@ -38,8 +38,9 @@ struct PlanStats {
 class Plan {
  public:
   // `external` gives the buffers of values that live outside the plan: every param, const and
-  // state, and the inputs and outputs the caller shares between plans. The output of a
-  // cache_write is its state's buffer. Every other value gets a device-local buffer of its own.
+  // state, and the inputs and outputs the caller shares between plans. The output of an op that
+  // updates a state in place (cache_write, record_tokens) is that state's buffer. Every other value
+  // gets a device-local buffer of its own.
   static absl::StatusOr<std::unique_ptr<Plan>> Build(Context& ctx, PipelineCache& pipelines, const graph::Graph& g,
                                                      int64_t tokens, const codegen::TargetCaps& caps,
                                                      const std::map<graph::ValueId, Buffer*>& external,

@@ -25,10 +25,11 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
                         FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, true),
                         FloatBuffer(4, "vc", cache_dtype, true), WorkgroupReductions(kWorkgroup), Fill(R"(
 const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u, QW = {{QW}}u;
-const uint WINDOW = {{WINDOW}}u;
+const uint WINDOW = {{WINDOW}}u, CAP = {{CAP}}u;  // key j lives in cache row j % CAP (a ring)
 const uint DIMS_PER_INVOCATION = (HD + WG - 1u) / WG;
 shared float s_q[HD];
 shared float s_p[WG];
+shared uint s_row[WG];  // cache offset of each key of the chunk
 
 void main() {
   uint lid = gl_LocalInvocationID.x;
@@ -50,9 +51,10 @@ void main() {
   for (uint chunk = first; chunk <= p; chunk += WG) {
     uint j = chunk + lid;
     float score = -3.0e38;
+    uint row = (j % CAP) * KVW + kv_base;
     if (j <= p) {
       score = 0.0;
-      for (uint d = 0; d < HD; ++d) score += s_q[d] * load_kc(j * KVW + kv_base + d);
+      for (uint d = 0; d < HD; ++d) score += s_q[d] * load_kc(row + d);
     }
     float new_max = max(run_max, wg_max(score));
     float e = j <= p ? exp(score - new_max) : 0.0;
@@ -60,13 +62,14 @@ void main() {
     run_sum = run_sum * alpha + wg_sum(e);
     run_max = new_max;
     s_p[lid] = e;
+    s_row[lid] = row;
     barrier();
     uint count = min(WG, p + 1u - chunk);
     [[unroll]] for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) {
       uint d = lid + i * WG;
       if (d < HD) {
         float a = acc[i] * alpha;
-        for (uint jj = 0; jj < count; ++jj) a += s_p[jj] * load_vc((chunk + jj) * KVW + kv_base + d);
+        for (uint jj = 0; jj < count; ++jj) a += s_p[jj] * load_vc(s_row[jj] + d);
         acc[i] = a;
       }
     }
@@ -84,6 +87,7 @@ void main() {
                                                                                         {"KVW", absl::StrCat(kv_heads * head_dim)},
                                                                                         {"QW", absl::StrCat(heads * head_dim)},
                                                                                         {"WINDOW", absl::StrCat(window)},
+                                                                                        {"CAP", absl::StrCat(c.input(1).type.shape[0].value)},
                                                                                         {"SCALE", FloatLiteral(c.node.attrs.Float("scale"))}}));
   k.args = {{c.node.id, true}, {c.node.inputs[0], false}, {c.node.inputs[1], false}, {c.node.inputs[2], false}};
   k.groups = {static_cast<uint32_t>(heads), static_cast<uint32_t>(c.tokens), 1};

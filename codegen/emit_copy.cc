@@ -57,13 +57,15 @@ void main() {
   return k;
 }
 
+// Position p goes to row p % C of a cache of C rows (a ring, as the interpreter defines it).
 absl::StatusOr<Kernel> EmitCacheWrite(const EmitContext& c) {
   const graph::Node& state = c.input(0);
-  const int64_t width = state.type.shape[1].value;
+  const int64_t width = state.type.shape[1].value, capacity = state.type.shape[0].value;
   Kernel k;
   k.family = "cache_write";
   k.args = {{c.node.inputs[0], true}, {c.node.inputs[1], false}};
-  const std::vector<std::pair<std::string, std::string>> values = {{"W", absl::StrCat(width)}};
+  const std::vector<std::pair<std::string, std::string>> values = {{"W", absl::StrCat(width)},
+                                                                   {"C", absl::StrCat(capacity)}};
   if (state.type.dtype == graph::DType::kF16) {
     if (width % 2 != 0) return absl::InvalidArgumentError("cache_write: f16 cache rows must have an even width");
     k.variant = "f16";
@@ -77,7 +79,7 @@ void main() {
   uint t = gl_WorkGroupID.y;
   if (t >= step.n_tokens || i >= {{W}}u / 2u) return;
   uint s = t * {{W}}u + 2u * i;
-  cache[((step.pos + t) * {{W}}u) / 2u + i] = packHalf2x16(vec2(src[s], src[s + 1u]));
+  cache[(((step.pos + t) % {{C}}u) * {{W}}u) / 2u + i] = packHalf2x16(vec2(src[s], src[s + 1u]));
 }
 )",
                                                                                values));
@@ -90,7 +92,7 @@ void main() {
   uint i = gl_GlobalInvocationID.x;
   uint t = gl_WorkGroupID.y;
   if (t >= step.n_tokens || i >= {{W}}u) return;
-  cache[(step.pos + t) * {{W}}u + i] = src[t * {{W}}u + i];
+  cache[((step.pos + t) % {{C}}u) * {{W}}u + i] = src[t * {{W}}u + i];
 }
 )",
                                                                                values));

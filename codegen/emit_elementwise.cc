@@ -1,4 +1,5 @@
-// Elementwise ops on [rows, cols] f32 values: add, mul, silu. One invocation per element.
+// Elementwise ops on [rows, cols] f32 values: add, mul (b of the same shape, or a [cols] vector
+// broadcast over the rows), silu, gelu_tanh, scale. One invocation per element.
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
@@ -8,15 +9,21 @@ namespace doppler::codegen {
 namespace {
 constexpr uint32_t kWorkgroup = 64;
 
-// The value of element i, as GLSL over the input buffers a (and b).
-std::string Expression(graph::OpKind kind) {
-  switch (kind) {
+// The value of element i (in column col), as GLSL over the input buffers a (and b); `bi` indexes b.
+std::string Expression(const graph::Node& n, const std::string& bi) {
+  switch (n.kind) {
     case graph::OpKind::kAdd:
-      return "a[i] + b[i]";
+      return absl::StrCat("a[i] + b[", bi, "]");
     case graph::OpKind::kMul:
-      return "a[i] * b[i]";
+      return absl::StrCat("a[i] * b[", bi, "]");
     case graph::OpKind::kSilu:
       return "a[i] / (1.0 + exp(-a[i]))";
+    case graph::OpKind::kGeluTanh:
+      // tanh's argument is clamped where tanh is ±1 in float32 anyway: some drivers compute tanh
+      // as a ratio of exponentials that overflows to NaN.
+      return "0.5 * a[i] * (1.0 + tanh(clamp(0.7978845608 * (a[i] + 0.044715 * a[i] * a[i] * a[i]), -15.0, 15.0)))";
+    case graph::OpKind::kScale:
+      return absl::StrCat("a[i] * ", FloatLiteral(n.attrs.Float("factor")));
     default:
       return "";
   }
@@ -28,9 +35,12 @@ absl::StatusOr<Kernel> EmitElementwise(const EmitContext& c) {
   if (shape.size() != 2) return absl::InvalidArgumentError("elementwise ops take [rows, cols] values");
   const int64_t cols = shape[1].value;
   const bool binary = c.node.inputs.size() == 2;
+  const bool broadcast = binary && c.input(1).type.shape.size() == 1;  // b is a [cols] vector
+  const std::string expr = Expression(c.node, broadcast ? "col" : "i");
+  if (expr.empty()) return absl::InvalidArgumentError(absl::StrCat("no elementwise kernel for ", graph::OpName(c.node.kind)));
   Kernel k;
   k.family = "elementwise";
-  k.variant = std::string(graph::OpName(c.node.kind));
+  k.variant = absl::StrCat(graph::OpName(c.node.kind), broadcast ? ".row_broadcast" : "");
   k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), FloatBuffer(1, "y", graph::DType::kF32, false),
                         FloatBuffer(2, "a", graph::DType::kF32, true),
                         binary ? FloatBuffer(3, "b", graph::DType::kF32, true) : "", Fill(R"(
@@ -44,7 +54,7 @@ void main() {
 )",
                                                                                           {{"ROWS", RowsExpr(shape[0].tokens, c.rows(c.node))},
                                                                                            {"COLS", absl::StrCat(cols)},
-                                                                                           {"EXPR", Expression(c.node.kind)}}));
+                                                                                           {"EXPR", expr}}));
   k.args = {{c.node.id, true}};
   for (graph::ValueId in : c.node.inputs) k.args.push_back({in, false});
   k.groups = {CeilDiv(cols, kWorkgroup), static_cast<uint32_t>(c.rows(c.node)), 1};

@@ -19,13 +19,16 @@ struct EmitContext {
 
 absl::StatusOr<Kernel> EmitEmbedding(const EmitContext& c);
 absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c);
-absl::StatusOr<Kernel> EmitElementwise(const EmitContext& c);  // add, mul, silu
+absl::StatusOr<Kernel> EmitElementwise(const EmitContext& c);  // add, mul (with row broadcast), silu, gelu_tanh, scale
 absl::StatusOr<Kernel> EmitRmsNorm(const EmitContext& c);
 absl::StatusOr<Kernel> EmitRope(const EmitContext& c);
 absl::StatusOr<Kernel> EmitCacheWrite(const EmitContext& c);
 absl::StatusOr<Kernel> EmitAttention(const EmitContext& c);
 absl::StatusOr<Kernel> EmitLastRow(const EmitContext& c);
 absl::StatusOr<Kernel> EmitArgmax(const EmitContext& c);
+absl::StatusOr<Kernel> EmitRecordTokens(const EmitContext& c);
+absl::StatusOr<Kernel> EmitRepeatPenalty(const EmitContext& c);
+absl::StatusOr<Kernel> EmitSample(const EmitContext& c);
 
 // ceil(a / b)
 inline uint32_t CeilDiv(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }

@@ -18,6 +18,8 @@ absl::StatusOr<Kernel> EmitKernel(const graph::Graph& g, const graph::Node& node
     case OpKind::kAdd:
     case OpKind::kMul:
     case OpKind::kSilu:
+    case OpKind::kGeluTanh:
+    case OpKind::kScale:
       return EmitElementwise(c);
     case OpKind::kRmsNorm:
       return EmitRmsNorm(c);
@@ -31,6 +33,12 @@ absl::StatusOr<Kernel> EmitKernel(const graph::Graph& g, const graph::Node& node
       return EmitLastRow(c);
     case OpKind::kArgmax:
       return EmitArgmax(c);
+    case OpKind::kRecordTokens:
+      return EmitRecordTokens(c);
+    case OpKind::kRepeatPenalty:
+      return EmitRepeatPenalty(c);
+    case OpKind::kSample:
+      return EmitSample(c);
     case OpKind::kInput:
     case OpKind::kParam:
     case OpKind::kConst:

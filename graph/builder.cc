@@ -37,6 +37,21 @@ ValueId GraphBuilder::Input(const std::string& name, TensorType type) {
 ValueId GraphBuilder::Param(const std::string& name, TensorType type) {
   return Source(OpKind::kParam, name, std::move(type));
 }
+ValueId GraphBuilder::ParamRows(const std::string& name, TensorType type, const std::string& source,
+                                int64_t source_rows, int64_t row_offset) {
+  ValueId id = Source(OpKind::kParam, name, std::move(type));
+  if (id < 0) return id;
+  Node& n = graph_.mutable_node(id);
+  if (n.type.shape.size() != 2 || row_offset < 0 || row_offset + n.type.shape[0].value > source_rows) {
+    status_ = absl::InvalidArgumentError(absl::StrCat("param ", name, ": ", ToString(n.type), " at row ", row_offset,
+                                                      " does not fit in the ", source_rows, " rows of ", source));
+    return -1;
+  }
+  n.attrs.Set("source", source);
+  n.attrs.Set("source_rows", source_rows);
+  n.attrs.Set("row_offset", row_offset);
+  return id;
+}
 ValueId GraphBuilder::State(const std::string& name, TensorType type) {
   return Source(OpKind::kState, name, std::move(type));
 }
@@ -63,8 +78,16 @@ ValueId GraphBuilder::Mul(ValueId a, ValueId b, std::string_view label) {
   return Compute(OpKind::kMul, {a, b}, {}, label);
 }
 ValueId GraphBuilder::Silu(ValueId x, std::string_view label) { return Compute(OpKind::kSilu, {x}, {}, label); }
+ValueId GraphBuilder::GeluTanh(ValueId x, std::string_view label) { return Compute(OpKind::kGeluTanh, {x}, {}, label); }
+ValueId GraphBuilder::Scale(ValueId x, double factor, std::string_view label) {
+  return Compute(OpKind::kScale, {x}, {{"factor", factor}}, label);
+}
 ValueId GraphBuilder::RmsNorm(ValueId x, ValueId w, double eps, double weight_offset, std::string_view label) {
   return Compute(OpKind::kRmsNorm, {x, w}, {{"eps", eps}, {"weight_offset", weight_offset}}, label);
+}
+ValueId GraphBuilder::GroupRmsNorm(ValueId x, ValueId w, int64_t group, double eps, double weight_offset,
+                                   std::string_view label) {
+  return Compute(OpKind::kRmsNorm, {x, w}, {{"eps", eps}, {"weight_offset", weight_offset}, {"group", group}}, label);
 }
 ValueId GraphBuilder::Rope(ValueId x, ValueId table, int64_t heads, int64_t head_dim, const std::string& style,
                            std::string_view label) {
@@ -81,6 +104,19 @@ ValueId GraphBuilder::Attention(ValueId q, ValueId k_cache, ValueId v_cache, int
 }
 ValueId GraphBuilder::LastRow(ValueId x, std::string_view label) { return Compute(OpKind::kLastRow, {x}, {}, label); }
 ValueId GraphBuilder::Argmax(ValueId x, std::string_view label) { return Compute(OpKind::kArgmax, {x}, {}, label); }
+
+ValueId GraphBuilder::RecordTokens(ValueId history, ValueId ids, std::string_view label) {
+  return Compute(OpKind::kRecordTokens, {history, ids}, {}, label);
+}
+ValueId GraphBuilder::RepeatPenalty(ValueId logits, ValueId history, double penalty, std::string_view label) {
+  return Compute(OpKind::kRepeatPenalty, {logits, history}, {{"penalty", penalty}}, label);
+}
+ValueId GraphBuilder::Sample(ValueId logits, double temperature, int64_t top_k, double top_p, double min_p,
+                             int64_t seed, std::string_view label) {
+  return Compute(OpKind::kSample, {logits},
+                 {{"temperature", temperature}, {"top_k", top_k}, {"top_p", top_p}, {"min_p", min_p}, {"seed", seed}},
+                 label);
+}
 
 void GraphBuilder::Output(const std::string& name, ValueId id) {
   if (status_.ok()) graph_.SetOutput(name, id);

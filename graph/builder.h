@@ -17,12 +17,18 @@ namespace doppler::graph {
 class GraphBuilder {
  public:
   GraphBuilder() = default;
+  // Continues a built graph: new nodes are appended after its nodes.
+  explicit GraphBuilder(Graph g) : graph_(std::move(g)) {}
 
   // Labels of nodes added from now on start with this prefix, e.g. "layers.3".
   void SetScope(std::string scope) { scope_ = std::move(scope); }
 
   ValueId Input(const std::string& name, TensorType type);
   ValueId Param(const std::string& name, TensorType type);
+  // A [rows, cols] param whose values are rows row_offset.. of the stored tensor `source`, which
+  // is [source_rows, cols] (a fused checkpoint tensor); `name` must still be unique.
+  ValueId ParamRows(const std::string& name, TensorType type, const std::string& source, int64_t source_rows,
+                    int64_t row_offset);
   ValueId Const(const std::string& name, TensorType type, std::shared_ptr<const std::vector<float>> data);
   ValueId State(const std::string& name, TensorType type);
 
@@ -31,7 +37,12 @@ class GraphBuilder {
   ValueId Add(ValueId a, ValueId b, std::string_view label = "add");
   ValueId Mul(ValueId a, ValueId b, std::string_view label = "mul");
   ValueId Silu(ValueId x, std::string_view label = "silu");
+  ValueId GeluTanh(ValueId x, std::string_view label = "gelu_tanh");
+  ValueId Scale(ValueId x, double factor, std::string_view label = "scale");
   ValueId RmsNorm(ValueId x, ValueId w, double eps, double weight_offset, std::string_view label = "rms_norm");
+  // RMSNorm of each group of `group` consecutive values (e.g. each head), with a weight [group].
+  ValueId GroupRmsNorm(ValueId x, ValueId w, int64_t group, double eps, double weight_offset,
+                       std::string_view label = "rms_norm");
   ValueId Rope(ValueId x, ValueId table, int64_t heads, int64_t head_dim, const std::string& style,
                std::string_view label = "rope");
   ValueId CacheWrite(ValueId state, ValueId x, std::string_view label = "cache_write");
@@ -39,6 +50,10 @@ class GraphBuilder {
                     double scale, int64_t window, std::string_view label = "attention");
   ValueId LastRow(ValueId x, std::string_view label = "last_row");
   ValueId Argmax(ValueId x, std::string_view label = "argmax");
+  ValueId RecordTokens(ValueId history, ValueId ids, std::string_view label = "record_tokens");
+  ValueId RepeatPenalty(ValueId logits, ValueId history, double penalty, std::string_view label = "repeat_penalty");
+  ValueId Sample(ValueId logits, double temperature, int64_t top_k, double top_p, double min_p, int64_t seed,
+                 std::string_view label = "sample");
 
   void Output(const std::string& name, ValueId id);
 

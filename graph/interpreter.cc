@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "graph/half.h"
+#include "graph/sampling.h"
 
 namespace doppler::graph {
 
@@ -65,8 +66,10 @@ TensorPtr MatMul(const Tensor& x, const Tensor& w) {
   return out;
 }
 
-TensorPtr RmsNorm(const Tensor& x, const Tensor& w, double eps, double weight_offset) {
-  const int64_t m = x.shape[0], d = x.shape[1];
+// Each row is cut into groups of `group` consecutive values (group = the width: the whole row),
+// each normalised on its own with the same weight w[group].
+TensorPtr RmsNorm(const Tensor& x, const Tensor& w, int64_t group, double eps, double weight_offset) {
+  const int64_t m = x.shape[0] * (x.shape[1] / group), d = group;
   TensorPtr out = NewF32(x.shape);
   for (int64_t r = 0; r < m; ++r) {
     const float* xr = &x.f[static_cast<size_t>(r * d)];
@@ -105,25 +108,38 @@ absl::StatusOr<TensorPtr> Rope(const Node& n, const Tensor& x, const Tensor& tab
   return out;
 }
 
+// A cache of C rows is a ring: position p lives in row p % C, so it holds the last C positions
+// written. A cache with a row per position of the context never wraps.
 absl::StatusOr<TensorPtr> CacheWrite(const Node& n, TensorPtr state, const Tensor& x, int64_t pos) {
   const int64_t tokens = x.shape[0], width = x.shape[1], capacity = state->shape[0];
-  if (pos + tokens > capacity) {
-    return OpError(n, absl::StrCat("positions up to ", pos + tokens, " exceed the cache capacity ", capacity));
+  if (tokens > capacity) {
+    return OpError(n, absl::StrCat("a step of ", tokens, " tokens does not fit the cache's ", capacity, " rows"));
   }
-  for (int64_t i = 0; i < tokens * width; ++i) {
-    state->f[static_cast<size_t>(pos * width + i)] = StoreAs(n.type.dtype, x.f[static_cast<size_t>(i)]);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t row = (pos + t) % capacity;
+    for (int64_t i = 0; i < width; ++i) {
+      state->f[static_cast<size_t>(row * width + i)] = StoreAs(n.type.dtype, x.f[static_cast<size_t>(t * width + i)]);
+    }
   }
   return state;
 }
 
 // Causal attention: the query at absolute position p sees keys j with p - window < j <= p
-// (all j <= p when window is 0), softmax in double, GQA by head groups.
-TensorPtr Attention(const Node& n, const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos) {
+// (all j <= p when window is 0), softmax in double, GQA by head groups. Key j is read from row
+// j % C of the caches, which hold positions up to pos + T - 1 (the step's own keys are written
+// first): a key the step needs that the ring has already overwritten (j <= pos + T - 1 - C) is an
+// error, as is, for a cache of the whole context, a position past its end.
+absl::StatusOr<TensorPtr> Attention(const Node& n, const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos) {
   const int64_t tokens = q.shape[0];
   const int64_t heads = n.attrs.Int("heads"), kv_heads = n.attrs.Int("kv_heads"), d = n.attrs.Int("head_dim");
   const int64_t window = n.attrs.Int("window"), group = heads / kv_heads;
   const double scale = n.attrs.Float("scale");
-  const int64_t kv_width = kv_heads * d;
+  const int64_t kv_width = kv_heads * d, capacity = k.shape[0];
+  const int64_t oldest_needed = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+  if (oldest_needed <= pos + tokens - 1 - capacity) {
+    return OpError(n, absl::StrCat("positions up to ", pos + tokens, " need key ", oldest_needed,
+                                   ", which a cache of ", capacity, " rows no longer holds"));
+  }
   TensorPtr out = NewF32(q.shape);
   std::vector<double> scores;
   for (int64_t t = 0; t < tokens; ++t) {
@@ -135,7 +151,7 @@ TensorPtr Attention(const Node& n, const Tensor& q, const Tensor& k, const Tenso
       scores.assign(static_cast<size_t>(p - first + 1), 0.0);
       double mx = -std::numeric_limits<double>::infinity();
       for (int64_t j = first; j <= p; ++j) {
-        const float* kj = &k.f[static_cast<size_t>(j * kv_width + kvh * d)];
+        const float* kj = &k.f[static_cast<size_t>((j % capacity) * kv_width + kvh * d)];
         double dot = 0.0;
         for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(qh[i]) * kj[i];
         scores[static_cast<size_t>(j - first)] = dot * scale;
@@ -147,7 +163,7 @@ TensorPtr Attention(const Node& n, const Tensor& q, const Tensor& k, const Tenso
       for (int64_t i = 0; i < d; ++i) {
         double acc = 0.0;
         for (int64_t j = first; j <= p; ++j) {
-          acc += scores[static_cast<size_t>(j - first)] * v.f[static_cast<size_t>(j * kv_width + kvh * d + i)];
+          acc += scores[static_cast<size_t>(j - first)] * v.f[static_cast<size_t>((j % capacity) * kv_width + kvh * d + i)];
         }
         oh[i] = static_cast<float>(acc / sum);
       }
@@ -191,7 +207,10 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
     case OpKind::kState: {
       auto& state = states_[name];
       if (!state) {
-        state = NewF32(Resolve(n.type.shape, tokens));
+        const std::vector<int64_t> shape = Resolve(n.type.shape, tokens);
+        state = n.type.dtype == DType::kI32
+                    ? std::make_shared<Tensor>(Tensor::I32(shape, std::vector<int32_t>(static_cast<size_t>(shape[0]))))
+                    : NewF32(shape);
       }
       return state;
     }
@@ -211,9 +230,28 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
       return MatMul(in(0), in(1));
     case OpKind::kAdd:
     case OpKind::kMul: {
-      TensorPtr out = NewF32(in(0).shape);
+      // b is a's shape, or a vector of a's row width repeated for every row (index i % width).
+      const Tensor& a = in(0);
+      const Tensor& b = in(1);
+      TensorPtr out = NewF32(a.shape);
       const bool add = n.kind == OpKind::kAdd;
-      for (size_t i = 0; i < out->f.size(); ++i) out->f[i] = add ? in(0).f[i] + in(1).f[i] : in(0).f[i] * in(1).f[i];
+      const size_t bn = b.f.size();
+      for (size_t i = 0; i < out->f.size(); ++i) out->f[i] = add ? a.f[i] + b.f[i % bn] : a.f[i] * b.f[i % bn];
+      return out;
+    }
+    case OpKind::kGeluTanh: {
+      TensorPtr out = NewF32(in(0).shape);
+      const float k = static_cast<float>(std::sqrt(2.0 / M_PI));
+      for (size_t i = 0; i < out->f.size(); ++i) {
+        const float x = in(0).f[i];
+        out->f[i] = 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+      }
+      return out;
+    }
+    case OpKind::kScale: {
+      TensorPtr out = NewF32(in(0).shape);
+      const float factor = static_cast<float>(n.attrs.Float("factor"));
+      for (size_t i = 0; i < out->f.size(); ++i) out->f[i] = in(0).f[i] * factor;
       return out;
     }
     case OpKind::kSilu: {
@@ -225,7 +263,8 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
       return out;
     }
     case OpKind::kRmsNorm:
-      return RmsNorm(in(0), in(1), n.attrs.Float("eps"), n.attrs.Float("weight_offset"));
+      return RmsNorm(in(0), in(1), n.attrs.Has("group") ? n.attrs.Int("group") : in(0).shape[1], n.attrs.Float("eps"),
+                     n.attrs.Float("weight_offset"));
     case OpKind::kRope:
       return Rope(n, in(0), in(1), pos);
     case OpKind::kCacheWrite:
@@ -237,6 +276,33 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
       const int64_t d = x.shape[1];
       return std::make_shared<Tensor>(
           Tensor::F32({1, d}, std::vector<float>(x.f.end() - d, x.f.end())));
+    }
+    case OpKind::kRecordTokens: {
+      TensorPtr history = values_[static_cast<size_t>(n.inputs[0])];
+      const int64_t ring = history->shape[0];
+      for (int64_t t = 0; t < tokens; ++t) history->i[static_cast<size_t>((pos + t) % ring)] = in(1).i[static_cast<size_t>(t)];
+      return history;
+    }
+    case OpKind::kRepeatPenalty: {
+      // The tokens of positions max(0, p + 1 - R) .. p, p being the step's last position.
+      const Tensor& history = in(1);
+      const int64_t ring = history.shape[0], last = pos + tokens - 1;
+      auto out = std::make_shared<Tensor>(in(0));
+      std::vector<bool> seen(out->f.size(), false);
+      for (int64_t q = std::max<int64_t>(0, last + 1 - ring); q <= last; ++q) {
+        const int32_t id = history.i[static_cast<size_t>(q % ring)];
+        if (id < 0 || id >= static_cast<int32_t>(out->f.size()) || seen[static_cast<size_t>(id)]) continue;
+        seen[static_cast<size_t>(id)] = true;
+        out->f[static_cast<size_t>(id)] = Penalize(out->f[static_cast<size_t>(id)], static_cast<float>(n.attrs.Float("penalty")));
+      }
+      return out;
+    }
+    case OpKind::kSample: {
+      const Tensor& x = in(0);
+      SampleParams p{n.attrs.Float("temperature"), n.attrs.Int("top_k"), n.attrs.Float("top_p"),
+                     n.attrs.Float("min_p"), static_cast<uint32_t>(n.attrs.Int("seed"))};
+      return std::make_shared<Tensor>(
+          Tensor::I32({1}, {SampleToken(x.f.data(), x.shape[1], p, static_cast<uint32_t>(pos + tokens - 1))}));
     }
     case OpKind::kArgmax: {
       const Tensor& x = in(0);

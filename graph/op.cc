@@ -20,13 +20,21 @@ const std::vector<OpDef>& Defs() {
       {OpKind::kSilu, "silu", 1, {}},
       {OpKind::kRmsNorm, "rms_norm", 2, {{"eps", A::kFloat}, {"weight_offset", A::kFloat}}},
       {OpKind::kRope, "rope", 2, {{"heads", A::kInt}, {"head_dim", A::kInt}, {"style", A::kString}}},
-      {OpKind::kCacheWrite, "cache_write", 2, {}},
+      {OpKind::kCacheWrite, "cache_write", 2, {}, /*updates_input0=*/true},
       {OpKind::kAttention,
        "attention",
        3,
        {{"heads", A::kInt}, {"kv_heads", A::kInt}, {"head_dim", A::kInt}, {"scale", A::kFloat}, {"window", A::kInt}}},
       {OpKind::kLastRow, "last_row", 1, {}},
       {OpKind::kArgmax, "argmax", 1, {}},
+      {OpKind::kRecordTokens, "record_tokens", 2, {}, /*updates_input0=*/true},
+      {OpKind::kRepeatPenalty, "repeat_penalty", 2, {{"penalty", A::kFloat}}},
+      {OpKind::kSample,
+       "sample",
+       1,
+       {{"temperature", A::kFloat}, {"top_k", A::kInt}, {"top_p", A::kFloat}, {"min_p", A::kFloat}, {"seed", A::kInt}}},
+      {OpKind::kGeluTanh, "gelu_tanh", 1, {}},
+      {OpKind::kScale, "scale", 1, {{"factor", A::kFloat}}},
   };
   return defs;
 }

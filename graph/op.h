@@ -14,22 +14,35 @@ namespace doppler::graph {
 enum class OpKind : uint8_t {
   // Sources.
   kInput,  // runtime input, attr name: token ids i32[T]
-  kParam,  // weight tensor, attr name (tensor name in the weight store)
+  kParam,  // weight tensor, attr name (tensor name in the weight store); optional attrs source,
+           // source_rows, row_offset: the param is rows row_offset.. of the stored [source_rows, cols]
+           // tensor `source` (a fused checkpoint tensor), `name` then only identifies it
   kConst,  // constant computed when the graph is built (e.g. rope cos/sin tables), attr name
   kState,  // persistent buffer that outlives a step (KV cache), attr name
   // Compute.
   kEmbedding,   // (table[V, D], ids i32[T]) -> f32[T, D]: row gather
   kMatMul,      // (x[T, K], w[N, K]) -> f32[T, N]: x · wᵀ
-  kAdd,         // (a, b) -> a + b, same shape
-  kMul,         // (a, b) -> a * b, same shape
+  kAdd,         // (a[R, C], b) -> a + b; b is [R, C], or a vector [C] broadcast over the rows (a bias)
+  kMul,         // (a[R, C], b) -> a * b; b as for add
   kSilu,        // x -> x * sigmoid(x)
-  kRmsNorm,     // (x[T, D], w[D]) -> x / sqrt(mean(x²) + eps) * (w + weight_offset); attrs eps, weight_offset
+  kRmsNorm,     // (x[T, D], w[G]) -> x / sqrt(mean(x²) + eps) * (w + weight_offset) over each group of G
+                // consecutive values of a row; attrs eps, weight_offset, optional group G (absent: G = D;
+                // G = head_dim normalises each head)
   kRope,        // (x[T, H*d], table[P, d/2, 2]) -> rotated x at positions pos..pos+T-1; attrs heads, head_dim, style
-  kCacheWrite,  // (state[C, W], x[T, W]) -> state with rows pos..pos+T-1 replaced by x
-  kAttention,   // (q[T, H*d], k[C, Hkv*d], v[C, Hkv*d]) -> f32[T, H*d]: causal softmax(q·kᵀ·scale)·v;
-                // attrs heads, kv_heads, head_dim, scale, window (0 = unlimited)
+  kCacheWrite,  // (state[C, W], x[T, W]) -> state with x[t] in row (pos + t) % C: a cache of C rows
+                // is a ring holding the last C positions (a cache of the whole context never wraps)
+  kAttention,   // (q[T, H*d], k[C, Hkv*d], v[C, Hkv*d]) -> f32[T, H*d]: causal softmax(q·kᵀ·scale)·v,
+                // key j read from row j % C; attrs heads, kv_heads, head_dim, scale, window (0 = unlimited)
   kLastRow,     // x[T, D] -> x[T-1 : T, D] for the step's actual T
   kArgmax,      // x[R, N] -> i32[R]: index of the first maximum of each row
+  kRecordTokens,   // (history i32[R], ids i32[T]) -> history with ids[t] at row (pos + t) % R
+  kRepeatPenalty,  // (logits[1, V], history i32[R]) -> logits with every token of the last R positions
+                   // penalised (x > 0 ? x / penalty : x * penalty); attr penalty
+  kSample,         // logits[1, V] -> i32[1]: temperature, top-k, top-p, min-p, then a draw with the
+                   // counter-based generator keyed by (seed, position); attrs temperature, top_k, top_p,
+                   // min_p, seed. Temperature 0 is argmax.
+  kGeluTanh,  // x -> 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x³))) (gelu_pytorch_tanh)
+  kScale,     // x -> x * factor, factor rounded to float32; attr factor
 };
 
 const char* OpName(OpKind kind);
@@ -62,6 +75,8 @@ struct OpDef {
   const char* name;
   int num_inputs;
   std::vector<std::pair<const char*, AttrType>> attrs;  // required attributes
+  // The op updates its first input (a state) in place and returns it: its output is that buffer.
+  bool updates_input0 = false;
 };
 
 const OpDef& GetOpDef(OpKind kind);

@@ -1,5 +1,7 @@
 #include "graph/type_inference.h"
 
+#include <cmath>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -54,19 +56,31 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
     }
     case OpKind::kAdd:
     case OpKind::kMul: {
-      if (in[0].shape != in[1].shape || !IsF32(in[0]) || !IsF32(in[1])) {
-        return Error(kind, absl::StrCat("operands must be f32 of one shape, got ", ToString(in[0]), " and ",
-                                        ToString(in[1])));
+      // b has a's shape, or is a vector of a's row width (broadcast over the rows).
+      const bool row_vector = in[0].shape.size() == 2 && in[1].shape.size() == 1 && in[1].shape[0] == in[0].shape[1];
+      if ((in[0].shape != in[1].shape && !row_vector) || !IsF32(in[0]) || !IsF32(in[1])) {
+        return Error(kind, absl::StrCat("operands must be f32 of one shape (or a [rows, cols] and a [cols] vector), got ",
+                                        ToString(in[0]), " and ", ToString(in[1])));
       }
       return in[0];
     }
     case OpKind::kSilu:
+    case OpKind::kGeluTanh:
       if (!IsF32(in[0])) return Error(kind, "x must be f32");
+      return in[0];
+    case OpKind::kScale:
+      if (!IsF32(in[0])) return Error(kind, "x must be f32");
+      if (!std::isfinite(static_cast<float>(attrs.Float("factor")))) return Error(kind, "factor must be a finite float32");
       return in[0];
     case OpKind::kRmsNorm: {
       if (auto s = ExpectMatrix(kind, "x", in[0]); !s.ok()) return s;
-      if (in[1].shape.size() != 1 || in[1].shape[0] != in[0].shape[1] || !IsFloat(in[1].dtype)) {
-        return Error(kind, absl::StrCat("weight must be a float vector of ", ToString(in[0].shape), "'s width, got ",
+      const int64_t width = in[0].shape[1].value;
+      const int64_t group = attrs.Has("group") ? attrs.Int("group") : width;
+      if (group <= 0 || width % group != 0) {
+        return Error(kind, absl::StrCat("group ", group, " must be a positive divisor of the width ", width));
+      }
+      if (in[1].shape.size() != 1 || in[1].shape[0] != Dim::Static(group) || !IsFloat(in[1].dtype)) {
+        return Error(kind, absl::StrCat("weight must be a float vector of the group size ", group, ", got ",
                                         ToString(in[1])));
       }
       return in[0];
@@ -116,6 +130,26 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
     case OpKind::kLastRow: {
       if (auto s = ExpectMatrix(kind, "x", in[0]); !s.ok()) return s;
       return TensorType{in[0].dtype, {Dim::Static(1), in[0].shape[1]}};
+    }
+    case OpKind::kRecordTokens: {
+      if (in[0].dtype != DType::kI32 || in[0].shape.size() != 1 || in[0].shape[0].tokens ||
+          in[1].dtype != DType::kI32 || in[1].shape.size() != 1 || !in[1].shape[0].tokens) {
+        return Error(kind, absl::StrCat("needs a history i32[R] and ids i32[T], got ", ToString(in[0]), " and ",
+                                        ToString(in[1])));
+      }
+      return in[0];
+    }
+    case OpKind::kRepeatPenalty:
+    case OpKind::kSample: {
+      if (!IsF32(in[0]) || in[0].shape.size() != 2 || in[0].shape[0] != Dim::Static(1)) {
+        return Error(kind, absl::StrCat("logits must be f32[1, V], got ", ToString(in[0])));
+      }
+      if (kind == OpKind::kSample) return TensorType{DType::kI32, {Dim::Static(1)}};
+      if (in[1].dtype != DType::kI32 || in[1].shape.size() != 1) {
+        return Error(kind, absl::StrCat("history must be i32[R], got ", ToString(in[1])));
+      }
+      if (attrs.Float("penalty") <= 0.0) return Error(kind, "penalty must be positive");
+      return in[0];
     }
     case OpKind::kArgmax: {
       if (auto s = ExpectMatrix(kind, "x", in[0]); !s.ok()) return s;

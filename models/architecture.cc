@@ -8,7 +8,8 @@ namespace doppler::models {
 
 const std::vector<Architecture>& Architectures() {
   static const std::vector<Architecture> archs = {
-      {"LlamaForCausalLM", BuildLlama},
+      {"LlamaForCausalLM", BuildLlama},   {"MistralForCausalLM", BuildMistral}, {"Qwen2ForCausalLM", BuildQwen2},
+      {"Qwen3ForCausalLM", BuildQwen3},   {"Phi3ForCausalLM", BuildPhi3},       {"Gemma3ForCausalLM", BuildGemma3},
   };
   return archs;
 }

@@ -17,10 +17,13 @@ struct BuildOptions {
   graph::DType weight_dtype = graph::DType::kF16;  // storage type of matrices and embeddings
   graph::DType kv_dtype = graph::DType::kF16;      // storage type of the KV cache
   bool logits_all_tokens = false;                  // logits for every token of a step, not only the last
+  // The most tokens one step may hold (the engine's prefill chunk). Sliding-window layers size
+  // their ring-buffer KV cache from it; 0 (unknown) gives them a cache of the whole context.
+  int64_t max_step_tokens = 0;
 };
 
-// Graph of one step of the model: input "ids" i32[T]; outputs "logits" (f32[T, V] or f32[1, V])
-// and "next_token" (i32[1], the argmax of the last token's logits).
+// Graph of one step of the model: input "ids" i32[T]; output "logits" (f32[T, V], or f32[1, V]
+// for the last token only). How the next token is chosen is the runtime's (runtime/token_choice.h).
 using GraphBuildFn = absl::StatusOr<graph::Graph> (*)(const ModelConfig&, const BuildOptions&);
 
 struct Architecture {
@@ -36,5 +39,10 @@ absl::StatusOr<graph::Graph> BuildModelGraph(const ModelConfig& config, const Bu
 
 // Family builders, registered in architecture.cc.
 absl::StatusOr<graph::Graph> BuildLlama(const ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildMistral(const ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildQwen2(const ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildQwen3(const ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildPhi3(const ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildGemma3(const ModelConfig& config, const BuildOptions& options);
 
 }  // namespace doppler::models

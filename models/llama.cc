@@ -1,7 +1,6 @@
 // The Llama family (Llama 2/3, TinyLlama, stories*): pre-norm decoder, GQA, rope (with llama3
-// scaling), SiLU-gated MLP, tied or untied LM head.
-#include <cmath>
-
+// scaling), SiLU-gated MLP, tied or untied LM head: the standard decoder itself, plus the q/k/v/o
+// biases of configs with attention_bias.
 #include "absl/strings/str_cat.h"
 #include "models/architecture.h"
 #include "models/blocks.h"
@@ -9,30 +8,22 @@
 namespace doppler::models {
 
 absl::StatusOr<graph::Graph> BuildLlama(const ModelConfig& c, const BuildOptions& o) {
-  using graph::Dim;
-  using graph::DType;
-  GraphBuilder b;
-  const int64_t hidden = c.hidden_size;
-  ValueId ids = b.Input("ids", graph::TensorType{DType::kI32, {Dim::Tokens()}});
-  ValueId embed = Matrix(b, "model.embed_tokens.weight", c.vocab_size, hidden, o);
-  ValueId rope = RopeTable(b, "rope", c.rope, c.head_dim, o.context);
-  ValueId h = b.Embedding(embed, ids, "embed_tokens");
-  for (int l = 0; l < c.num_layers; ++l) {
-    const std::string p = absl::StrCat("model.layers.", l, ".");
-    b.SetScope(absl::StrCat("layers.", l));
-    AttentionSpec attn{c.num_heads, c.num_kv_heads, c.head_dim, 1.0 / std::sqrt(static_cast<double>(c.head_dim)), 0,
-                       p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
-                       p + "self_attn.v_proj.weight", p + "self_attn.o_proj.weight"};
-    ValueId x = b.RmsNorm(h, Vector(b, p + "input_layernorm.weight", hidden), c.rms_norm_eps, 0.0, "input_norm");
-    h = b.Add(h, AttentionBlock(b, attn, x, hidden, rope, l, o), "attn.residual");
-    x = b.RmsNorm(h, Vector(b, p + "post_attention_layernorm.weight", hidden), c.rms_norm_eps, 0.0, "post_attn_norm");
-    h = b.Add(h, GatedMlp(b, x, hidden, c.intermediate_size, p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight",
-                          p + "mlp.down_proj.weight", o),
-              "mlp.residual");
+  absl::StatusOr<DecoderSpec> d = StandardDecoder(c);
+  if (!d.ok()) return d.status();
+  absl::StatusOr<bool> mlp_bias = ConfigBool(c, "mlp_bias", false);
+  if (!mlp_bias.ok()) return mlp_bias.status();
+  if (*mlp_bias) return absl::UnimplementedError("Llama: mlp_bias is not supported");
+  if (c.attention_bias) {
+    for (size_t l = 0; l < d->layers.size(); ++l) {
+      const std::string p = absl::StrCat("model.layers.", l, ".self_attn.");
+      AttentionSpec& a = d->layers[l].attn;
+      a.q_bias = p + "q_proj.bias";
+      a.k_bias = p + "k_proj.bias";
+      a.v_bias = p + "v_proj.bias";
+      a.o_bias = p + "o_proj.bias";
+    }
   }
-  ValueId lm_head = c.tie_word_embeddings ? embed : Matrix(b, "lm_head.weight", c.vocab_size, hidden, o);
-  LmHead(b, h, Vector(b, "model.norm.weight", hidden), c.rms_norm_eps, 0.0, lm_head, o);
-  return std::move(b).Finish();
+  return BuildDecoder(c, *d, o);
 }
 
 }  // namespace doppler::models

@@ -57,22 +57,48 @@ void StoreFloat(DType dtype, float v, uint8_t* p) {
 }  // namespace
 
 absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, const graph::Node& param) {
-  const std::string& name = param.attrs.Str("name");
+  // A param with a "source" is rows [row_offset, row_offset + rows) of that checkpoint tensor,
+  // which must be [source_rows, cols] (e.g. Phi-3's fused qkv_proj).
+  const bool slice = param.attrs.Has("source");
+  const std::string& name = slice ? param.attrs.Str("source") : param.attrs.Str("name");
   absl::StatusOr<TensorView> t = store.Get(name);
   if (!t.ok()) return t.status();
-  const std::vector<int64_t> want = graph::Resolve(param.type.shape, 0);
+  std::vector<int64_t> want = graph::Resolve(param.type.shape, 0);
+  const std::vector<int64_t> param_shape = want;
+  if (slice) want[0] = param.attrs.Int("source_rows");
   if (t->shape != want) {
+    std::string what = absl::StrCat("[", absl::StrJoin(want, ", "), "]");
+    if (slice) {
+      absl::StrAppend(&what, " (rows ", param.attrs.Int("row_offset"), "..",
+                      param.attrs.Int("row_offset") + param_shape[0] - 1, " of it for ", param.attrs.Str("name"), ")");
+    }
     return absl::InvalidArgumentError(absl::StrCat(t->file, ": tensor '", name, "' has shape [",
-                                                   absl::StrJoin(t->shape, ", "), "] but the config implies [",
-                                                   absl::StrJoin(want, ", "), "]"));
+                                                   absl::StrJoin(t->shape, ", "), "] but the config implies ", what));
   }
   const DType to = param.type.dtype;
   if (!graph::IsFloat(t->dtype) || !graph::IsFloat(to)) {
     return absl::UnimplementedError(absl::StrCat(t->file, ": tensor '", name, "': conversion from ",
                                                  graph::Name(t->dtype), " to ", graph::Name(to), " is not supported"));
   }
-  if (t->dtype == to) return std::vector<uint8_t>(t->data, t->data + t->nbytes);
-  return EncodeFloats(to, DecodeFloats(t->dtype, std::span<const uint8_t>(t->data, t->nbytes)));
+  const uint8_t* data = t->data;
+  size_t nbytes = t->nbytes;
+  if (slice) {
+    const int64_t offset = param.attrs.Int("row_offset"), rows = param_shape[0];
+    if (offset < 0 || offset + rows > want[0]) {
+      return absl::InvalidArgumentError(absl::StrCat(t->file, ": tensor '", name, "': rows ", offset, "..",
+                                                     offset + rows - 1, " are outside its ", want[0], " rows"));
+    }
+    const size_t row_bytes = graph::ByteSize(t->dtype, want[1]);
+    if (nbytes != row_bytes * static_cast<size_t>(want[0])) {
+      return absl::InvalidArgumentError(absl::StrCat(t->file, ": tensor '", name, "' holds ", nbytes,
+                                                     " bytes, not the ", row_bytes * static_cast<size_t>(want[0]),
+                                                     " its shape needs"));
+    }
+    data += row_bytes * static_cast<size_t>(offset);
+    nbytes = row_bytes * static_cast<size_t>(rows);
+  }
+  if (t->dtype == to) return std::vector<uint8_t>(data, data + nbytes);
+  return EncodeFloats(to, DecodeFloats(t->dtype, std::span<const uint8_t>(data, nbytes)));
 }
 
 std::vector<uint8_t> EncodeFloats(DType dtype, std::span<const float> values) {

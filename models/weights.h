@@ -14,7 +14,9 @@
 namespace doppler::models {
 
 // The tensor named by `param` converted to param's dtype, after checking it exists and has
-// param's shape. Errors name the tensor, the file and both shapes.
+// param's shape. Errors name the tensor, the file and both shapes. A param with attrs `source`,
+// `source_rows` and `row_offset` is rows [row_offset, row_offset + rows) of the tensor `source`,
+// which must have shape [source_rows, cols] (a fused checkpoint tensor, e.g. Phi-3's qkv_proj).
 absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, const graph::Node& param);
 
 // Encodes float32 values as a float dtype (f32, f16, bf16), rounding to nearest even.

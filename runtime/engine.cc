@@ -44,10 +44,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   }
   e->options_.prefill_chunk = std::clamp<int64_t>(e->options_.prefill_chunk, 1, e->options_.context);
   e->build_.context = e->options_.context;
+  e->build_.max_step_tokens = e->options_.prefill_chunk;  // sizes the sliding-window ring caches
   e->build_.weight_dtype = options.weight_dtype;
   // An f32 model keeps an f32 cache so that it computes like the reference; otherwise f16.
   e->build_.kv_dtype = options.weight_dtype == graph::DType::kF32 ? graph::DType::kF32 : graph::DType::kF16;
   absl::StatusOr<graph::Graph> g = models::BuildModelGraph(e->config_, e->build_);
+  if (!g.ok()) return g.status();
+  g = AppendTokenChoice(*std::move(g), options.sampling);
   if (!g.ok()) return g.status();
   e->graph_ = *std::move(g);
 
@@ -156,6 +159,8 @@ absl::StatusOr<std::vector<float>> Engine::PrefillLogits(std::span<const int32_t
     models::BuildOptions all = build_;
     all.logits_all_tokens = true;
     absl::StatusOr<graph::Graph> g = models::BuildModelGraph(config_, all);
+    if (!g.ok()) return g.status();
+    g = AppendTokenChoice(*std::move(g), SamplingOptions{});  // logits are read, the token is greedy
     if (!g.ok()) return g.status();
     absl::StatusOr<std::unique_ptr<vk::Plan>> plan = BuildPlan(*g, options_.prefill_chunk, prompt_.get(), "logits");
     if (!plan.ok()) return plan.status();

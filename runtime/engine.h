@@ -22,6 +22,7 @@
 #include "models/architecture.h"
 #include "models/weight_store.h"
 #include "runtime/resources.h"
+#include "runtime/token_choice.h"
 
 namespace doppler::runtime {
 
@@ -34,6 +35,7 @@ struct EngineOptions {
   bool validation = false;
   bool verbose = false;   // print the kernel variant chosen for every node
   bool progress = false;  // a progress line on stderr while weights load and kernels compile
+  SamplingOptions sampling;  // how prefill and decode choose the next token (default: greedy)
 };
 
 class Engine {
@@ -41,7 +43,7 @@ class Engine {
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
   ~Engine();
 
-  // Feeds `ids` at the current position (in chunks) and returns the greedy next token.
+  // Feeds `ids` at the current position (in chunks) and returns the next token.
   absl::StatusOr<int32_t> Prefill(std::span<const int32_t> ids);
   // Feeds the token the last step produced and returns the next one.
   absl::StatusOr<int32_t> DecodeNext();

@@ -52,10 +52,38 @@ int Lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), 
 TEST(Cli, RunPrintsTheGreedyTokens) {
   auto ref = test::LoadHfReference("llama_tied");
   ASSERT_TRUE(ref.ok()) << ref.status();
-  Result r = Doppler("run --model " + Model("llama_tied") + " --prompt-ids " + Ids(ref->input_ids) + " -n 16 --dtype f32");
+  Result r = Doppler("run --model " + Model("llama_tied") + " --prompt-ids " + Ids(ref->input_ids) + " -n 16 --dtype f32 --temperature 0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, absl::StrJoin(ref->greedy_tokens, " ") + "\n");
-  EXPECT_NE(r.err.find("generated: 16 tokens"), std::string::npos) << r.err;
+}
+
+TEST(Cli, RunStreamsTextWithTheModelsTokenizer) {
+  const std::filesystem::path s = test::FixturesDir() / "stories260K";
+  Result r = Doppler("run --model " + (s / "hf").string() + " --tokenizer " + (s / "tok512.bin").string() +
+                     " -p 'Once upon a time' --temperature 0 -n 20 --dtype f32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Once upon a time, there was a little girl named Lily. She loved to play outsid\n");
+  EXPECT_NE(r.err.find("generated: 20 tokens"), std::string::npos) << r.err;
+  // Sampling: the same seed gives the same text.
+  const std::string sampled = "run --model " + (s / "hf").string() + " --tokenizer " + (s / "tok512.bin").string() +
+                              " -p 'Once upon a time' -n 30 --seed 11 --temperature 1.0 --top-k 20";
+  Result a = Doppler(sampled), b = Doppler(sampled);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.err.find("seed 11"), std::string::npos) << a.err;
+}
+
+TEST(Cli, PerplexityPrintsRunningAndFinalValues) {
+  const std::filesystem::path s = test::FixturesDir() / "stories260K";
+  const std::filesystem::path text = test::MakeTempDir("ppl") / "text.txt";
+  std::ofstream(text) << "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+                         "park. One day, she saw a big, red ball. She wanted to play with it, but it was too high. "
+                         "Lily's mom said, \"Lily, let's go to the park.\" Lily was sad and didn't know what to do.";
+  Result r = Doppler("perplexity --model " + (s / "hf").string() + " --tokenizer " + (s / "tok512.bin").string() +
+                     " --file " + text.string() + " --ctx 32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[1] "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("perplexity: "), std::string::npos) << r.out;
 }
 
 TEST(Cli, LogitsWritesPromptAndDecodeRows) {
@@ -120,8 +148,11 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"run --model MODEL --prompt-ids 1,x", "'x' is not an integer id"},
                       BadCase{"run --model MODEL --prompt-ids 1,2 --frobnicate", "unknown option '--frobnicate'"},
                       BadCase{"run --model MODEL --prompt-ids 1,2 -n", "-n needs a value"},
-                      BadCase{"run --model MODEL --prompt-ids 1,2 --temperature 0.8", "only 0 (greedy decoding)"},
-                      BadCase{"run --model MODEL --prompt-ids 1,2,3,4,5,6,7,8 -n 10 --ctx 16", "exceeds the context size 16"},
+                      BadCase{"run --model MODEL --prompt-ids 1,2 --top-p 1.5", "--top-p must be in (0, 1]"},
+                      BadCase{"run --model MODEL -p hello", "no tokenizer.json in"},
+                      BadCase{"run --model MODEL", "give exactly one of -p TEXT, --prompt-ids IDS, --chat"},
+                      BadCase{"run --model MODEL --prompt-ids 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17 --ctx 16",
+                              "more than the context size 16"},
                       BadCase{"run --model MODEL --prompt-ids 1,9999", "token id 9999 is outside the vocabulary"},
                       BadCase{"run --model MODEL --prompt-ids 1 --dtype q9", "'q9' is not one of f16, bf16, f32"},
                       BadCase{"logits --model MODEL --ids 1,2", "--out FILE is required"},

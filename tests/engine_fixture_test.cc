@@ -74,14 +74,24 @@ TEST_P(EngineFixtureTest, LogitsAndGreedyTokensMatchTransformers) {
   EXPECT_EQ(e.device().validation_messages(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Llama, EngineFixtureTest,
+// A prefill chunk of 7 is smaller than the sliding windows (gemma3 8, mistral 12) and the prompt:
+// the ring-buffer caches of the sliding layers (window + 6 rows) wrap within the prompt, across
+// prefill steps, and again during decode.
+INSTANTIATE_TEST_SUITE_P(Fixtures, EngineFixtureTest,
                          ::testing::Values(Case{"llama", graph::DType::kF32, 32}, Case{"llama", graph::DType::kF32, 7},
                                            Case{"llama_tied", graph::DType::kF32, 32},
                                            Case{"llama_q", graph::DType::kF32, 32},
                                            Case{"llama", graph::DType::kF16, 32},
                                            Case{"llama_tied", graph::DType::kF16, 32},
                                            Case{"llama_q", graph::DType::kF16, 32},
-                                           Case{"llama", graph::DType::kBF16, 32}),
+                                           Case{"llama", graph::DType::kBF16, 32},
+                                           Case{"gemma3", graph::DType::kF32, 32}, Case{"gemma3", graph::DType::kF32, 7},
+                                           Case{"qwen2", graph::DType::kF32, 32}, Case{"qwen3", graph::DType::kF32, 32},
+                                           Case{"mistral", graph::DType::kF32, 32},
+                                           Case{"mistral", graph::DType::kF32, 7}, Case{"phi3", graph::DType::kF32, 32},
+                                           Case{"gemma3", graph::DType::kF16, 32}, Case{"gemma3", graph::DType::kF16, 7},
+                                           Case{"qwen2", graph::DType::kF16, 32}, Case{"qwen3", graph::DType::kF16, 32},
+                                           Case{"mistral", graph::DType::kF16, 7}, Case{"phi3", graph::DType::kF16, 32}),
                          CaseName);
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "graph/builder.h"
 #include "tests/support/gpu_runner.h"
 #include "tests/support/vk_test_env.h"
@@ -210,6 +211,147 @@ TEST_F(KernelTest, ArgmaxTakesTheFirstMaximum) {
   xs.f[2 * 1000 + 258] = 5.0f;
   xs.f[6 * 1000 + 0] = 5.0f;    // the last row: the first column
   Compare(*g, 9, {{{{"x", xs}}, 0}}, 0.0);
+}
+
+TEST_F(KernelTest, GeluTanhScaleAndRowBroadcast) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(101));
+  ValueId bias = b.Param("bias", {DType::kF32, {Dim::Static(101)}});
+  b.Output("gelu_tanh", b.GeluTanh(x));
+  b.Output("scale", b.Scale(x, std::sqrt(128.0)));
+  b.Output("add_bias", b.Add(x, bias));
+  b.Output("mul_row", b.Mul(x, bias));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  Tensor xs = RandomRows(9, 101, 60);
+  for (float& v : xs.f) v *= 12.0f;  // gelu's tails, where tanh saturates
+  xs.f[3] = 60.0f;
+  xs.f[4] = -60.0f;
+  Compare(*g, 12, {{{{"x", xs}}, 0}, {{{"x", RandomRows(1, 101, 61)}}, 5}}, 2e-6);
+}
+
+TEST_F(KernelTest, ElementwiseRejectsMismatchedOperands) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(10));
+  b.Add(x, b.Param("bias", {DType::kF32, {Dim::Static(9)}}), "bad_bias");
+  EXPECT_NE(b.status().message().find("bad_bias"), std::string::npos) << b.status();
+}
+
+struct GroupNormCase {
+  int64_t groups, group;
+  double offset;
+};
+
+class GroupRmsNormKernelTest : public KernelTest, public ::testing::WithParamInterface<GroupNormCase> {};
+
+// Per-head RMSNorm: each group of `group` values of a row is normalised on its own, with one
+// weight vector [group] shared by the groups.
+TEST_P(GroupRmsNormKernelTest, NormalisesEachGroup) {
+  const GroupNormCase& c = GetParam();
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(c.groups * c.group));
+  b.Output("y", b.GroupRmsNorm(x, b.Param("w", {DType::kF32, {Dim::Static(c.group)}}), c.group, 1e-6, c.offset));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  Tensor xs = RandomRows(5, c.groups * c.group, 70);
+  for (int64_t i = 0; i < c.group; ++i) xs.f[static_cast<size_t>(c.group + i)] *= 100.0f;  // one loud group
+  Compare(*g, 7, {{{{"x", xs}}, 0}, {{{"x", RandomRows(1, c.groups * c.group, 71)}}, 9}}, 1e-5);
+}
+INSTANTIATE_TEST_SUITE_P(Groups, GroupRmsNormKernelTest,
+                         ::testing::Values(GroupNormCase{3, 48, 0.0}, GroupNormCase{1, 64, 1.0},
+                                           GroupNormCase{5, 7, 1.0}, GroupNormCase{2, 130, 0.0}),
+                         [](const ::testing::TestParamInfo<GroupNormCase>& i) {
+                           return absl::StrCat("g", i.param.groups, "x", i.param.group, "_off",
+                                               static_cast<int>(i.param.offset));
+                         });
+
+TEST(GroupRmsNorm, TypeChecksTheGroup) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(96));
+  b.GroupRmsNorm(x, b.Param("w", {DType::kF32, {Dim::Static(40)}}), 40, 1e-6, 0.0, "bad_group");
+  EXPECT_NE(b.status().message().find("group 40 must be a positive divisor of the width 96"), std::string::npos)
+      << b.status();
+  GraphBuilder b2;
+  ValueId x2 = b2.Input("x", Rows(96));
+  b2.GroupRmsNorm(x2, b2.Param("w", {DType::kF32, {Dim::Static(96)}}), 48, 1e-6, 0.0, "bad_weight");
+  EXPECT_NE(b2.status().message().find("weight must be a float vector of the group size 48"), std::string::npos)
+      << b2.status();
+}
+
+struct RingCase {
+  int64_t heads, kv_heads, head_dim, window, bucket;
+  DType cache;
+};
+
+void PrintTo(const RingCase& c, std::ostream* os) {
+  *os << c.heads << "/" << c.kv_heads << " heads, head_dim " << c.head_dim << ", window " << c.window << ", bucket "
+      << c.bucket << ", " << graph::Name(c.cache) << " cache";
+}
+
+class RingCacheKernelTest : public KernelTest, public ::testing::WithParamInterface<RingCase> {};
+
+// A sliding-window cache of window + bucket - 1 rows is a ring: steps of up to `bucket` tokens
+// whose positions wrap around the capacity several times, full steps and single tokens, with
+// the caches' contents (f32) and the attention output compared with the interpreter's.
+TEST_P(RingCacheKernelTest, WindowedAttentionOverAWrappingCache) {
+  const RingCase& c = GetParam();
+  const int64_t capacity = c.window + c.bucket - 1, kv_width = c.kv_heads * c.head_dim, q_width = c.heads * c.head_dim;
+  GraphBuilder b;
+  ValueId q = b.Input("q", Rows(q_width));
+  ValueId k = b.Input("k", Rows(kv_width));
+  ValueId v = b.Input("v", Rows(kv_width));
+  TensorType cache{c.cache, {Dim::Static(capacity), Dim::Static(kv_width)}};
+  ValueId kc = b.CacheWrite(b.State("k_cache", cache), k);
+  ValueId vc = b.CacheWrite(b.State("v_cache", cache), v);
+  b.Output("o", b.Attention(q, kc, vc, c.heads, c.kv_heads, c.head_dim, 1.0 / std::sqrt(c.head_dim), c.window));
+  if (c.cache == DType::kF32) {
+    b.Output("k_cache", kc);
+    b.Output("v_cache", vc);
+  }
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::vector<std::pair<std::map<std::string, Tensor>, uint32_t>> steps;
+  uint32_t pos = 0, seed = 80;
+  // Full buckets, partial ones and single tokens, until the positions wrap 3 times.
+  const std::vector<int64_t> pattern = {c.bucket, 1, c.bucket - 1, c.bucket, 2, 1, c.bucket, 3};
+  for (size_t i = 0; pos <= 3 * capacity; ++i) {
+    const int64_t tokens = std::max<int64_t>(1, std::min(pattern[i % pattern.size()], c.bucket));
+    steps.push_back({{{"q", RandomRows(tokens, q_width, seed)},
+                      {"k", RandomRows(tokens, kv_width, seed + 1)},
+                      {"v", RandomRows(tokens, kv_width, seed + 2)}},
+                     pos});
+    pos += static_cast<uint32_t>(tokens);
+    seed += 3;
+  }
+  Compare(*g, c.bucket, steps, 2e-5);
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, RingCacheKernelTest,
+                         ::testing::Values(RingCase{4, 2, 20, 5, 4, DType::kF32}, RingCase{4, 1, 64, 8, 7, DType::kF16},
+                                           RingCase{3, 3, 18, 3, 1, DType::kF32},
+                                           RingCase{6, 2, 10, 70, 9, DType::kF16}),
+                         [](const ::testing::TestParamInfo<RingCase>& i) {
+                           const RingCase& c = i.param;
+                           return absl::StrCat("h", c.heads, "_kv", c.kv_heads, "_d", c.head_dim, "_w", c.window, "_b",
+                                               c.bucket, "_", graph::Name(c.cache));
+                         });
+
+// The interpreter refuses a step that needs a key the ring has already overwritten (here a full
+// causal attention over a cache smaller than the positions).
+TEST(RingCache, InterpreterRejectsOverwrittenKeys) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(4));
+  TensorType cache{DType::kF32, {Dim::Static(6), Dim::Static(4)}};
+  ValueId kc = b.CacheWrite(b.State("k_cache", cache), x);
+  ValueId vc = b.CacheWrite(b.State("v_cache", cache), x);
+  b.Output("o", b.Attention(x, kc, vc, 1, 1, 4, 0.5, 0));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  test::RandomParams params(*g, 1);
+  graph::Interpreter interp(params);
+  ASSERT_TRUE(interp.Run(*g, {{"x", RandomRows(6, 4, 90)}}, 0).ok());
+  auto past = interp.Run(*g, {{"x", RandomRows(1, 4, 91)}}, 6);
+  ASSERT_FALSE(past.ok());
+  EXPECT_NE(past.status().message().find("no longer holds"), std::string::npos) << past.status();
 }
 
 }  // namespace

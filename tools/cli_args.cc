@@ -21,11 +21,16 @@ const OptionSpec* Find(const CommandSpec& spec, const std::string& name, bool is
 
 std::string ParsedArgs::Get(const std::string& name) const {
   auto it = values_.find(name);
-  if (it != values_.end()) return it->second;
+  if (it != values_.end()) return it->second.back();
   for (const OptionSpec& o : spec_->options) {
     if (o.name == name) return o.default_value;
   }
   return "";
+}
+
+std::vector<std::string> ParsedArgs::GetAll(const std::string& name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
 absl::StatusOr<int64_t> ParsedArgs::GetInt(const std::string& name) const {
@@ -61,7 +66,7 @@ absl::StatusOr<ParsedArgs> Parse(const CommandSpec& spec, const std::vector<std:
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i];
     if (arg == "--help" || arg == "-h") {
-      parsed.values_["help"] = "1";
+      parsed.values_["help"].push_back("1");
       continue;
     }
     bool is_short = arg.size() >= 2 && arg[0] == '-' && arg[1] != '-';
@@ -82,13 +87,13 @@ absl::StatusOr<ParsedArgs> Parse(const CommandSpec& spec, const std::vector<std:
     }
     if (o->value_name.empty()) {
       if (inline_value) return absl::InvalidArgumentError(absl::StrCat("--", o->name, " takes no value"));
-      parsed.values_[o->name] = "1";
+      parsed.values_[o->name].push_back("1");
       continue;
     }
     if (inline_value) {
-      parsed.values_[o->name] = *inline_value;
+      parsed.values_[o->name].push_back(*inline_value);
     } else if (i + 1 < args.size()) {
-      parsed.values_[o->name] = args[++i];
+      parsed.values_[o->name].push_back(args[++i]);
     } else {
       return absl::InvalidArgumentError(absl::StrCat("--", o->name, " needs a value (", o->value_name, ")"));
     }

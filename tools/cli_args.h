@@ -29,8 +29,10 @@ struct CommandSpec {
 class ParsedArgs {
  public:
   bool Has(const std::string& name) const { return values_.count(name) > 0; }
-  // The option's value, or its declared default.
+  // The option's (last) value, or its declared default.
   std::string Get(const std::string& name) const;
+  // Every value a repeatable option was given, in order.
+  std::vector<std::string> GetAll(const std::string& name) const;
   absl::StatusOr<int64_t> GetInt(const std::string& name) const;
   absl::StatusOr<double> GetFloat(const std::string& name) const;
   // A comma-separated list of integers, e.g. "1,2,3".
@@ -39,7 +41,7 @@ class ParsedArgs {
  private:
   friend absl::StatusOr<ParsedArgs> Parse(const CommandSpec&, const std::vector<std::string>&);
   const CommandSpec* spec_ = nullptr;
-  std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> values_;
 };
 
 // Parses the arguments after the subcommand name. "--help" yields a ParsedArgs with "help" set.

@@ -2,7 +2,11 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <random>
+
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace doppler::cli {
@@ -10,6 +14,7 @@ namespace doppler::cli {
 std::vector<OptionSpec> EngineOptionSpecs() {
   return {
       {"model", "m", "DIR", "HF model directory (config.json + *.safetensors)", ""},
+      {"tokenizer", "", "FILE", "tokenizer.json or a llama2.c tokenizer.bin (default: MODEL/tokenizer.json)", ""},
       {"dtype", "", "TYPE", "weight storage type on the GPU: f16, bf16 or f32 (f32 also keeps an f32 KV cache)",
        "f16"},
       {"ctx", "c", "N", "context size in tokens (default: the model's, at most 4096)", ""},
@@ -41,6 +46,65 @@ absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& a
   o.verbose = args.Has("verbose");
   o.progress = isatty(STDERR_FILENO) != 0;
   return o;
+}
+
+absl::StatusOr<std::unique_ptr<models::Tokenizer>> OpenTokenizer(const ParsedArgs& args) {
+  if (args.Has("tokenizer")) {
+    const std::filesystem::path file = args.Get("tokenizer");
+    if (absl::EndsWith(file.string(), ".json")) return models::LoadHfTokenizer(file.parent_path());
+    return models::LoadLlama2cTokenizer(file);
+  }
+  const std::filesystem::path dir = args.Get("model");
+  if (!std::filesystem::exists(dir / "tokenizer.json")) {
+    return absl::NotFoundError(absl::StrCat("no tokenizer.json in ", dir.string(),
+                                            ": name one with --tokenizer FILE, or give --prompt-ids"));
+  }
+  return models::LoadHfTokenizer(dir);
+}
+
+std::vector<OptionSpec> SamplingOptionSpecs() {
+  return {
+      {"temperature", "t", "T", "sampling temperature; 0 is greedy", "0.8"},
+      {"top-k", "", "K", "keep the K most likely tokens (0: off)", "40"},
+      {"top-p", "", "P", "keep the most likely tokens holding probability P (1: off)", "0.95"},
+      {"min-p", "", "P", "drop tokens less likely than P times the most likely one (0: off)", "0.05"},
+      {"repeat-penalty", "", "X", "penalise tokens of the last --repeat-last-n positions (1: off)", "1.0"},
+      {"repeat-last-n", "", "N", "positions the repeat penalty looks back over", "64"},
+      {"seed", "s", "N", "random seed: the same seed gives the same text (default: random)", ""},
+  };
+}
+
+absl::StatusOr<runtime::SamplingOptions> SamplingOptionsFromArgs(const ParsedArgs& args) {
+  runtime::SamplingOptions s;
+  absl::StatusOr<double> t = args.GetFloat("temperature");
+  absl::StatusOr<int64_t> k = args.GetInt("top-k");
+  absl::StatusOr<double> p = args.GetFloat("top-p");
+  absl::StatusOr<double> min_p = args.GetFloat("min-p");
+  absl::StatusOr<double> penalty = args.GetFloat("repeat-penalty");
+  absl::StatusOr<int64_t> last_n = args.GetInt("repeat-last-n");
+  for (const absl::Status& st : {t.status(), k.status(), p.status(), min_p.status(), penalty.status(), last_n.status()}) {
+    if (!st.ok()) return st;
+  }
+  if (*t < 0) return absl::InvalidArgumentError("--temperature must be >= 0");
+  if (*k < 0) return absl::InvalidArgumentError("--top-k must be >= 0");
+  if (*p <= 0 || *p > 1) return absl::InvalidArgumentError("--top-p must be in (0, 1]");
+  if (*min_p < 0 || *min_p >= 1) return absl::InvalidArgumentError("--min-p must be in [0, 1)");
+  if (*penalty <= 0) return absl::InvalidArgumentError("--repeat-penalty must be positive");
+  if (*last_n <= 0) return absl::InvalidArgumentError("--repeat-last-n must be positive");
+  s.temperature = *t;
+  s.top_k = *k;
+  s.top_p = *p;
+  s.min_p = *min_p;
+  s.repeat_penalty = *penalty;
+  s.repeat_last_n = *last_n;
+  if (args.Has("seed")) {
+    absl::StatusOr<int64_t> seed = args.GetInt("seed");
+    if (!seed.ok()) return seed.status();
+    s.seed = static_cast<uint32_t>(*seed);
+  } else {
+    s.seed = std::random_device{}();
+  }
+  return s;
 }
 
 }  // namespace doppler::cli

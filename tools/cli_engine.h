@@ -1,16 +1,27 @@
-// Options shared by the commands that load a model, and turning them into EngineOptions.
+// Options shared by the commands that load a model, and turning them into EngineOptions, a
+// tokenizer and sampling settings.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "models/tokenizer/tokenizer.h"
 #include "runtime/engine.h"
 #include "tools/cli_args.h"
 
 namespace doppler::cli {
 
-// --model, --dtype, --ctx, --device, --verbose.
+// --model, --tokenizer, --dtype, --ctx, --device, --verbose.
 std::vector<OptionSpec> EngineOptionSpecs();
 absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& args);
+
+// --tokenizer FILE (tokenizer.json, or a llama2.c tokenizer.bin), else MODEL/tokenizer.json.
+absl::StatusOr<std::unique_ptr<models::Tokenizer>> OpenTokenizer(const ParsedArgs& args);
+
+// --temperature, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed.
+std::vector<OptionSpec> SamplingOptionSpecs();
+// The seed, when not given, is drawn at random (the run summary reports it).
+absl::StatusOr<runtime::SamplingOptions> SamplingOptionsFromArgs(const ParsedArgs& args);
 
 }  // namespace doppler::cli

@@ -12,5 +12,6 @@ namespace doppler::cli {
 absl::StatusOr<int> RunCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> LogitsCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> DevicesCommand(const std::vector<std::string>& args);
+absl::StatusOr<int> PerplexityCommand(const std::vector<std::string>& args);
 
 }  // namespace doppler::cli

@@ -11,9 +11,10 @@ constexpr char kUsage[] =
     "usage: doppler <command> [options]\n"
     "\n"
     "commands:\n"
-    "  run       generate tokens greedily from prompt token ids\n"
-    "  logits    write the float32 logits of a prompt and of decode steps to a file\n"
-    "  devices   list Vulkan devices and their features\n"
+    "  run         generate text (or token ids), or chat\n"
+    "  logits      write the float32 logits of a prompt and of decode steps to a file\n"
+    "  perplexity  perplexity of a text file\n"
+    "  devices     list Vulkan devices and their features\n"
     "\n"
     "doppler <command> --help shows the options of a command.\n";
 
@@ -32,10 +33,12 @@ int main(int argc, char** argv) {
     rc = doppler::cli::RunCommand(args);
   } else if (command == "logits") {
     rc = doppler::cli::LogitsCommand(args);
+  } else if (command == "perplexity") {
+    rc = doppler::cli::PerplexityCommand(args);
   } else if (command == "devices") {
     rc = doppler::cli::DevicesCommand(args);
   } else {
-    std::fprintf(stderr, "doppler: unknown command '%s' (commands: run, logits, devices; see doppler --help)\n",
+    std::fprintf(stderr, "doppler: unknown command '%s' (commands: run, logits, perplexity, devices; see doppler --help)\n",
                  command.c_str());
     return 2;
   }

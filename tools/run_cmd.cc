@@ -1,9 +1,12 @@
-// doppler run: greedy generation from prompt token ids.
-#include <chrono>
+// doppler run: generation from a text prompt (streamed), from token ids, or as a chat.
 #include <cstdio>
+#include <iostream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "models/chat_format.h"
+#include "runtime/generator.h"
 #include "tools/cli_engine.h"
 #include "tools/commands.h"
 
@@ -12,13 +15,77 @@ namespace {
 
 CommandSpec Spec() {
   CommandSpec spec{"run",
-                   "Generate tokens greedily from a prompt given as token ids; prints the generated ids.\n"
-                   "Text prompts and sampling (temperature > 0) are not supported yet.",
+                   "Generate text from a prompt (-p), from prompt token ids (--prompt-ids), or chat (--chat).\n"
+                   "The prompt is echoed, then the generation streams as it is produced; a summary goes to stderr.",
                    EngineOptionSpecs()};
-  spec.options.push_back({"prompt-ids", "", "IDS", "prompt token ids, comma-separated (e.g. 1,2,3)", ""});
-  spec.options.push_back({"n", "n", "N", "number of tokens to generate", "32"});
-  spec.options.push_back({"temperature", "t", "T", "sampling temperature; only 0 (greedy) is supported", "0"});
+  const std::vector<OptionSpec> more = {
+      {"prompt", "p", "TEXT", "the prompt", ""},
+      {"prompt-ids", "", "IDS", "the prompt as token ids, comma-separated (prints ids when there is no tokenizer)", ""},
+      {"chat", "", "", "interactive chat in the model's chat format; the KV cache is kept across turns", ""},
+      {"system", "", "TEXT", "system prompt for --chat", ""},
+      {"n", "n", "N", "maximum tokens to generate (per turn with --chat)", "256"},
+      {"stop", "", "STR", "stop before this text (repeatable)", ""},
+      {"ignore-eos", "", "", "keep generating after an end-of-sequence token", ""},
+      {"no-bos", "", "", "do not start the prompt with the BOS token", ""},
+  };
+  spec.options.insert(spec.options.end(), more.begin(), more.end());
+  for (const OptionSpec& o : SamplingOptionSpecs()) spec.options.push_back(o);
   return spec;
+}
+
+void PrintSummary(const runtime::GenerationResult& r, const runtime::SamplingOptions& s) {
+  const double prefill_rate = r.prefill_seconds > 0 ? static_cast<double>(r.prompt_tokens) / r.prefill_seconds : 0;
+  const size_t decoded = r.tokens.empty() ? 0 : r.tokens.size() - 1;  // the first token comes from prefill
+  const double decode_rate = r.decode_seconds > 0 ? static_cast<double>(decoded) / r.decode_seconds : 0;
+  std::fprintf(stderr, "prompt: %lld tokens, %.1f tok/s; generated: %zu tokens, %.1f tok/s; stop: %s%s\n",
+               static_cast<long long>(r.prompt_tokens), prefill_rate, r.tokens.size(), decode_rate,
+               runtime::StopReasonName(r.reason),
+               s.temperature > 0 ? absl::StrCat("; seed ", s.seed).c_str() : "");
+}
+
+void Print(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+// Prompt ids from -p (encoded, with BOS unless --no-bos) or --prompt-ids.
+absl::StatusOr<std::vector<int32_t>> PromptIds(const ParsedArgs& args, const models::Tokenizer* tok) {
+  if (args.Has("prompt-ids")) return args.GetIntList("prompt-ids");
+  absl::StatusOr<std::vector<int32_t>> ids = tok->Encode(args.Get("prompt"), /*add_special=*/!args.Has("no-bos"));
+  if (!ids.ok()) return ids.status();
+  // Some tokenizers (Llama 3's) do not add the BOS their model expects.
+  if (!args.Has("no-bos") && tok->bos_id() && (ids->empty() || ids->front() != *tok->bos_id())) {
+    ids->insert(ids->begin(), *tok->bos_id());
+  }
+  return ids;
+}
+
+absl::StatusOr<int> Chat(runtime::Engine& engine, const models::Tokenizer& tok, const ParsedArgs& args,
+                         const runtime::GenerationOptions& limits, const runtime::SamplingOptions& sampling) {
+  absl::StatusOr<models::ChatFormat> format = models::RecognizeChatTemplate(tok.chat_template());
+  if (!format.ok()) return format.status();
+  std::vector<int32_t> end_of_turn_ids;
+  absl::StatusOr<std::vector<int32_t>> eot = tok.Encode(format->end_of_turn, false);
+  if (!eot.ok()) return eot.status();
+  runtime::GenerationOptions turn_limits = limits;
+  turn_limits.stop.push_back(format->end_of_turn);
+  std::fprintf(stderr, "chat (%s format); an empty line or end of input quits\n", format->name.c_str());
+  bool first = true;
+  std::string line;
+  while (std::fprintf(stderr, "> "), std::getline(std::cin, line) && !line.empty()) {
+    std::string text = format->UserTurn(line, args.Get("system"), first);
+    absl::StatusOr<std::vector<int32_t>> ids = tok.Encode(text, false);
+    if (!ids.ok()) return ids.status();
+    // The previous reply's end is fed with this turn: its closing tokens were chosen, not fed.
+    if (first && tok.bos_id() && !args.Has("no-bos")) ids->insert(ids->begin(), *tok.bos_id());
+    if (!first) ids->insert(ids->begin(), eot->begin(), eot->end());
+    absl::StatusOr<runtime::GenerationResult> r = runtime::Generate(engine, tok, *ids, turn_limits, Print);
+    if (!r.ok()) return r.status();
+    Print("\n");
+    PrintSummary(*r, sampling);
+    first = false;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -28,51 +95,61 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv) {
   absl::StatusOr<std::optional<ParsedArgs>> parsed = ParseOrHelp(spec, argv);
   if (!parsed.ok()) return parsed.status();
   if (!parsed->has_value()) return 0;
-  const ParsedArgs* args = &**parsed;
-  absl::StatusOr<double> temperature = args->GetFloat("temperature");
-  if (!temperature.ok()) return temperature.status();
-  if (*temperature != 0.0) {
-    return absl::UnimplementedError("--temperature: only 0 (greedy decoding) is supported in this version");
-  }
-  if (!args->Has("prompt-ids")) return absl::InvalidArgumentError("--prompt-ids is required");
-  absl::StatusOr<std::vector<int32_t>> prompt = args->GetIntList("prompt-ids");
-  if (!prompt.ok()) return prompt.status();
-  if (prompt->empty()) return absl::InvalidArgumentError("--prompt-ids is empty");
-  absl::StatusOr<int64_t> n = args->GetInt("n");
+  const ParsedArgs& args = **parsed;
+  const int modes = args.Has("prompt") + args.Has("prompt-ids") + args.Has("chat");
+  if (modes != 1) return absl::InvalidArgumentError("give exactly one of -p TEXT, --prompt-ids IDS, --chat");
+  absl::StatusOr<int64_t> n = args.GetInt("n");
   if (!n.ok()) return n.status();
   if (*n < 0) return absl::InvalidArgumentError("-n must be >= 0");
-  absl::StatusOr<runtime::EngineOptions> options = EngineOptionsFromArgs(*args);
+  absl::StatusOr<runtime::SamplingOptions> sampling = SamplingOptionsFromArgs(args);
+  if (!sampling.ok()) return sampling.status();
+  absl::StatusOr<runtime::EngineOptions> options = EngineOptionsFromArgs(args);
   if (!options.ok()) return options.status();
+  options->sampling = *sampling;
+  // Token ids in, token ids out when there is no tokenizer to turn them into text.
+  std::unique_ptr<models::Tokenizer> tokenizer;
+  if (!args.Has("prompt-ids") || args.Has("tokenizer") || std::filesystem::exists(options->model_dir / "tokenizer.json")) {
+    absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = OpenTokenizer(args);
+    if (!tok.ok()) return tok.status();
+    tokenizer = *std::move(tok);
+  }
+  absl::StatusOr<std::vector<int32_t>> prompt;
+  if (!args.Has("chat")) {
+    prompt = PromptIds(args, tokenizer.get());
+    if (!prompt.ok()) return prompt.status();
+    if (prompt->empty()) return absl::InvalidArgumentError("the prompt is empty");
+  }
   absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(*options);
   if (!engine.ok()) return engine.status();
   runtime::Engine& e = **engine;
-  if (static_cast<int64_t>(prompt->size()) + *n > e.context()) {
-    return absl::OutOfRangeError(absl::StrCat("prompt (", prompt->size(), " tokens) + -n ", *n,
-                                              " exceeds the context size ", e.context(), " (raise it with --ctx)"));
-  }
-  if (*n == 0) return 0;
+  runtime::GenerationOptions limits;
+  limits.max_tokens = *n;
+  limits.stop = args.GetAll("stop");
+  limits.ignore_eos = args.Has("ignore-eos");
+  if (tokenizer && args.Has("chat")) return Chat(e, *tokenizer, args, limits, *sampling);
 
-  using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
-  absl::StatusOr<int32_t> token = e.Prefill(*prompt);
-  if (!token.ok()) return token.status();
-  const auto t1 = Clock::now();
-  std::printf("%d", *token);
-  std::fflush(stdout);
-  for (int64_t i = 1; i < *n; ++i) {
-    token = e.DecodeNext();
-    if (!token.ok()) return token.status();
-    std::printf(" %d", *token);
-    std::fflush(stdout);
+  if (static_cast<int64_t>(prompt->size()) > e.context()) {
+    return absl::OutOfRangeError(absl::StrCat("the prompt has ", prompt->size(), " tokens, more than the context size ",
+                                              e.context(), " (raise it with --ctx)"));
   }
-  std::printf("\n");
-  std::fflush(stdout);
-  const auto t2 = Clock::now();
-  const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
-  const double decode_s = std::chrono::duration<double>(t2 - t1).count();
-  std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s; generated: %lld tokens, %.1f tok/s\n", prompt->size(),
-               static_cast<double>(prompt->size()) / prefill_s, static_cast<long long>(*n),
-               *n > 1 ? static_cast<double>(*n - 1) / decode_s : 0.0);
+  if (!tokenizer) {  // ids in, ids out
+    if (*n == 0) return 0;
+    absl::StatusOr<int32_t> token = e.Prefill(*prompt);
+    if (!token.ok()) return token.status();
+    std::vector<int32_t> out = {*token};
+    while (static_cast<int64_t>(out.size()) < *n && e.position() < e.context()) {
+      token = e.DecodeNext();
+      if (!token.ok()) return token.status();
+      out.push_back(*token);
+    }
+    Print(absl::StrCat(absl::StrJoin(out, " "), "\n"));
+    return 0;
+  }
+  limits.echo_prompt = true;
+  absl::StatusOr<runtime::GenerationResult> r = runtime::Generate(e, *tokenizer, *prompt, limits, Print);
+  if (!r.ok()) return r.status();
+  Print("\n");
+  PrintSummary(*r, *sampling);
   return 0;
 }
 

@@ -1,0 +1,31 @@
+// Chat formats of the supported families. doppler does not run Jinja: it recognises a model's
+// chat template (tokenizer_config.json's chat_template) by the markers it uses and maps it to a
+// built-in formatter that writes the same text for user/assistant turns and a system prompt.
+// A template it does not recognise is an error naming the supported formats.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace doppler::models {
+
+struct ChatFormat {
+  std::string name;           // "chatml", "llama3", "gemma", "mistral", "phi3"
+  std::string system_prefix;  // wraps a system prompt: prefix + text + system_suffix
+  std::string system_suffix;
+  std::string user_prefix;    // a user turn and the header of the reply that follows it
+  std::string user_suffix;
+  std::string end_of_turn;    // the text that closes an assistant reply
+  bool system_in_first_user = false;  // no system role: the system prompt opens the first user turn
+
+  // The text of one user turn (with a system prompt on the first turn) up to where the
+  // assistant's reply starts.
+  std::string UserTurn(const std::string& message, const std::string& system, bool first) const;
+};
+
+absl::StatusOr<ChatFormat> RecognizeChatTemplate(const std::string& jinja_template);
+std::vector<std::string> SupportedChatFormats();
+
+}  // namespace doppler::models

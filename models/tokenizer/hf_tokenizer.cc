@@ -1,0 +1,193 @@
+// LoadHfTokenizer: tokenizer.json (+ tokenizer_config.json) assembled into HF's pipeline:
+// added tokens -> normalizer -> pre-tokenizer -> BPE -> post-processor, and the decoder back.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "models/json_file.h"
+#include "models/tokenizer/added_tokens.h"
+#include "models/tokenizer/bpe_model.h"
+#include "models/tokenizer/hf_decoder.h"
+#include "models/tokenizer/json_fields.h"
+#include "models/tokenizer/normalizer.h"
+#include "models/tokenizer/post_processor.h"
+#include "models/tokenizer/pre_tokenizer.h"
+#include "models/tokenizer/token_table.h"
+#include "models/tokenizer/tokenizer.h"
+#include "models/tokenizer/tokenizer_config.h"
+#include "models/tokenizer/utf8.h"
+
+namespace doppler::models {
+namespace {
+
+struct HfParts {
+  BpeModel model;
+  std::vector<AddedToken> added;
+  Normalizer normalizer;
+  PreTokenizer pre_tokenizer;
+  HfDecoder decoder;
+  SpecialTokenTemplate special_template;
+  TokenTable table;
+  std::optional<int32_t> bos;
+  std::vector<int32_t> eos;
+  std::string chat_template;
+};
+
+std::vector<AddedToken> WithNormalized(const std::vector<AddedToken>& tokens, bool normalized) {
+  std::vector<AddedToken> out;
+  for (const AddedToken& token : tokens) {
+    if (token.normalized == normalized) out.push_back(token);
+  }
+  return out;
+}
+
+class HfTokenizer final : public Tokenizer {
+ public:
+  explicit HfTokenizer(HfParts parts)
+      : parts_(std::move(parts)),
+        raw_matcher_(WithNormalized(parts_.added, false)),
+        normalized_matcher_(WithNormalized(parts_.added, true)) {}
+
+  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool add_special) const override {
+    if (!IsValidUtf8(text)) return absl::InvalidArgumentError("text to encode is not valid UTF-8");
+    std::vector<int32_t> ids;
+    if (add_special) ids = parts_.special_template.prefix;
+    // Added tokens are found in the raw text first (those marked "normalized" after normalizing).
+    for (const AddedTokenMatcher::Piece& raw : raw_matcher_.Split(text)) {
+      if (raw.id >= 0) {
+        ids.push_back(raw.id);
+        continue;
+      }
+      absl::StatusOr<std::string> normalized = parts_.normalizer.Apply(raw.text);
+      if (!normalized.ok()) return normalized.status();
+      for (const AddedTokenMatcher::Piece& piece : normalized_matcher_.Split(*normalized)) {
+        if (piece.id >= 0) {
+          ids.push_back(piece.id);
+          continue;
+        }
+        const bool at_input_start = raw.text.data() == text.data() && piece.text.data() == normalized->data();
+        absl::StatusOr<std::vector<std::string>> words = parts_.pre_tokenizer.Split(piece.text, at_input_start);
+        if (!words.ok()) return words.status();
+        for (const std::string& word : *words) parts_.model.Tokenize(word, ids);
+      }
+    }
+    if (add_special) ids.insert(ids.end(), parts_.special_template.suffix.begin(), parts_.special_template.suffix.end());
+    return ids;
+  }
+
+  std::string TokenBytes(int32_t id) const override {
+    const std::string* token = parts_.table.Find(id);
+    return token == nullptr ? std::string() : parts_.decoder.PieceBytes(*token);
+  }
+
+  std::unique_ptr<DecodeSession> StartDecode(bool skip_special) const override {
+    return parts_.decoder.Start(parts_.table, skip_special);
+  }
+
+  int32_t vocab_size() const override { return parts_.table.size(); }
+  std::optional<int32_t> bos_id() const override { return parts_.bos; }
+  std::vector<int32_t> eos_ids() const override { return parts_.eos; }
+  bool IsSpecial(int32_t id) const override { return parts_.table.IsSpecial(id); }
+  absl::Status SetExtraEos(std::span<const int32_t> ids) override {
+    return AppendEosIds(ids, vocab_size(), parts_.eos);
+  }
+  std::string chat_template() const override { return parts_.chat_template; }
+
+ private:
+  HfParts parts_;
+  AddedTokenMatcher raw_matcher_;
+  AddedTokenMatcher normalized_matcher_;
+};
+
+// A token's id by content: added tokens first (they take precedence in HF), then the vocabulary.
+std::optional<int32_t> FindToken(const HfParts& parts, const std::string& content) {
+  for (const AddedToken& token : parts.added) {
+    if (token.content == content) return token.id;
+  }
+  return parts.model.Find(content);
+}
+
+// tokenizer_config.json's BOS/EOS, and its add_bos_token / add_eos_token, which (as transformers
+// does) replace the post-processor's choice for that end of the sequence.
+absl::Status ApplyConfig(const TokenizerConfig& config, const std::string& config_where, HfParts& parts) {
+  for (auto [name, token] : {std::pair{"bos_token", &config.bos_token}, std::pair{"eos_token", &config.eos_token}}) {
+    if (!token->has_value()) continue;
+    std::optional<int32_t> id = FindToken(parts, **token);
+    if (!id) return JsonError(config_where, absl::StrCat(name, " \"", **token, "\" is not in tokenizer.json"));
+    if (std::string(name) == "bos_token") {
+      parts.bos = *id;
+    } else {
+      parts.eos = {*id};
+    }
+  }
+  if (config.add_bos_token.has_value()) {
+    if (*config.add_bos_token && !parts.bos) return JsonError(config_where, "add_bos_token is true but there is no bos_token");
+    parts.special_template.prefix.clear();
+    if (*config.add_bos_token) parts.special_template.prefix.push_back(*parts.bos);
+  }
+  if (config.add_eos_token.has_value()) {
+    if (*config.add_eos_token && parts.eos.empty()) {
+      return JsonError(config_where, "add_eos_token is true but there is no eos_token");
+    }
+    parts.special_template.suffix.clear();
+    if (*config.add_eos_token) parts.special_template.suffix.push_back(parts.eos.front());
+  }
+  parts.chat_template = config.chat_template;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<HfParts> ParseTokenizerJson(const nlohmann::json& json, const std::string& where) {
+  if (!json.is_object()) return JsonError(where, "expected a JSON object");
+  auto field = [&](const char* key) -> const nlohmann::json& {
+    static const nlohmann::json kNull;
+    auto it = json.find(key);
+    return it == json.end() ? kNull : *it;
+  };
+  auto at = [&](const char* key) { return absl::StrCat(where, ": ", key); };
+  if (field("model").is_null()) return JsonError(where, "missing \"model\"");
+  absl::StatusOr<BpeModel> model = BpeModel::FromJson(field("model"), at("model"));
+  if (!model.ok()) return model.status();
+  absl::StatusOr<std::vector<AddedToken>> added = ParseAddedTokens(field("added_tokens"), at("added_tokens"));
+  if (!added.ok()) return added.status();
+  absl::StatusOr<Normalizer> normalizer = Normalizer::FromJson(field("normalizer"), at("normalizer"));
+  if (!normalizer.ok()) return normalizer.status();
+  absl::StatusOr<PreTokenizer> pre_tokenizer = PreTokenizer::FromJson(field("pre_tokenizer"), at("pre_tokenizer"));
+  if (!pre_tokenizer.ok()) return pre_tokenizer.status();
+  absl::StatusOr<HfDecoder> decoder = HfDecoder::FromJson(field("decoder"), at("decoder"));
+  if (!decoder.ok()) return decoder.status();
+  absl::StatusOr<SpecialTokenTemplate> special_template =
+      ParsePostProcessor(field("post_processor"), at("post_processor"));
+  if (!special_template.ok()) return special_template.status();
+
+  HfParts parts{*std::move(model), *std::move(added), *std::move(normalizer), *std::move(pre_tokenizer),
+                *std::move(decoder), *std::move(special_template), {}, std::nullopt, {}, {}};
+  for (auto [token, id] : parts.model.Entries()) parts.table.Set(id, std::string(token), false);
+  for (const AddedToken& token : parts.added) parts.table.Set(token.id, token.content, token.special);
+  return parts;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadHfTokenizer(const std::filesystem::path& model_dir) {
+  const std::filesystem::path path = model_dir / "tokenizer.json";
+  const std::string where = path.string();
+  absl::StatusOr<nlohmann::json> json = ReadJsonFile(path);
+  if (!json.ok()) return json.status();
+  absl::StatusOr<TokenizerConfig> config = ReadTokenizerConfig(model_dir);
+  if (!config.ok()) return config.status();
+  // The parsers check what they read; this catch only keeps an overlooked nlohmann exception
+  // from escaping.
+  try {
+    absl::StatusOr<HfParts> parts = ParseTokenizerJson(*json, where);
+    if (!parts.ok()) return parts.status();
+    const std::string config_where = (model_dir / "tokenizer_config.json").string();
+    if (absl::Status status = ApplyConfig(*config, config_where, *parts); !status.ok()) return status;
+    return std::make_unique<HfTokenizer>(*std::move(parts));
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": malformed: ", e.what()));
+  }
+}
+
+}  // namespace doppler::models

@@ -1,0 +1,83 @@
+#include "runtime/generator.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "models/tokenizer/stream_decoder.h"
+#include "runtime/stop_matcher.h"
+
+namespace doppler::runtime {
+
+const char* StopReasonName(StopReason r) {
+  switch (r) {
+    case StopReason::kMaxTokens:
+      return "token limit";
+    case StopReason::kEndOfSequence:
+      return "end of sequence";
+    case StopReason::kStopString:
+      return "stop string";
+    case StopReason::kContextFull:
+      return "context full";
+  }
+  return "?";
+}
+
+absl::StatusOr<GenerationResult> Generate(Engine& engine, const models::Tokenizer& tokenizer,
+                                          std::span<const int32_t> prompt, const GenerationOptions& options,
+                                          const std::function<void(const std::string&)>& emit) {
+  using Clock = std::chrono::steady_clock;
+  GenerationResult r;
+  r.prompt_tokens = static_cast<int64_t>(prompt.size());
+  if (options.max_tokens <= 0) return r;
+  const std::vector<int32_t> eos = tokenizer.eos_ids();
+  models::StreamDecoder decoder(tokenizer);
+  StopMatcher stops(options.stop);
+  auto show = [&](const std::string& text) {
+    if (text.empty()) return;
+    r.text += text;
+    emit(text);
+  };
+
+  if (options.echo_prompt) {
+    std::string echoed;
+    for (int32_t id : prompt) echoed += decoder.Push(id);
+    r.text += echoed;
+    emit(echoed);
+  }
+  const auto t0 = Clock::now();
+  absl::StatusOr<int32_t> token = engine.Prefill(prompt);
+  if (!token.ok()) return token.status();
+  const auto t1 = Clock::now();
+  r.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
+  while (true) {
+    r.pending_token = *token;
+    if (!options.ignore_eos && std::find(eos.begin(), eos.end(), *token) != eos.end()) {
+      r.reason = StopReason::kEndOfSequence;
+      break;
+    }
+    r.tokens.push_back(*token);
+    show(stops.Push(decoder.Push(*token)));
+    if (stops.stopped()) {
+      r.reason = StopReason::kStopString;
+      break;
+    }
+    if (static_cast<int64_t>(r.tokens.size()) >= options.max_tokens) {
+      r.reason = StopReason::kMaxTokens;
+      break;
+    }
+    if (engine.position() >= engine.context()) {
+      r.reason = StopReason::kContextFull;
+      break;
+    }
+    token = engine.DecodeNext();
+    if (!token.ok()) return token.status();
+  }
+  if (!stops.stopped()) {
+    show(stops.Push(decoder.Flush()));
+    show(stops.Flush());
+  }
+  r.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
+  return r;
+}
+
+}  // namespace doppler::runtime

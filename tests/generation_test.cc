@@ -1,0 +1,146 @@
+// Text generation: streaming against run.c's output, stop strings, perplexity against run.c's
+// logits, and chat formats recognised from real templates.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "models/chat_format.h"
+#include "models/json_file.h"
+#include "models/tokenizer/tokenizer.h"
+#include "runtime/generator.h"
+#include "runtime/perplexity.h"
+#include "runtime/stop_matcher.h"
+#include "tests/support/engine_env.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/npy.h"
+
+namespace doppler {
+namespace {
+
+std::filesystem::path Stories() { return test::FixturesDir() / "stories260K"; }
+
+struct Golden {
+  std::string prompt, stdout_text;
+  std::vector<int32_t> prompt_ids, generated_ids, sequence_ids;
+  std::string logits_file;
+};
+
+std::vector<Golden> LoadGolden() {
+  absl::StatusOr<nlohmann::json> j = models::ReadJsonFile(Stories() / "runc_golden.json");
+  std::vector<Golden> out;
+  if (!j.ok()) return out;
+  for (const auto& c : (*j)["cases"]) {
+    out.push_back({c["prompt"], c["stdout"], c["prompt_ids"], c["generated_ids"], c["sequence_ids"], c["logits_file"]});
+  }
+  return out;
+}
+
+TEST(StopMatcher, HoldsBackPossibleStopsAndCutsAtTheFirst) {
+  runtime::StopMatcher m({"\n\nUser:", "END"});
+  EXPECT_EQ(m.Push("Hello"), "Hello");
+  EXPECT_EQ(m.Push(" world\n"), " world");  // "\n" may start "\n\nUser:"
+  EXPECT_EQ(m.Push("\nUs"), "");
+  EXPECT_EQ(m.Push("ed"), "\n\nUsed");        // not a stop after all
+  EXPECT_EQ(m.Push(" it EN"), " it ");
+  EXPECT_EQ(m.Push("D and more"), "");
+  EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.Push("later"), "");
+  runtime::StopMatcher none({});
+  EXPECT_EQ(none.Push("abc"), "abc");
+  EXPECT_EQ(none.Flush(), "");
+}
+
+TEST(ChatFormat, RecognisesTheFixtureTemplates) {
+  for (const auto& [name, format] : {std::pair<std::string, std::string>{"llama3", "llama3"}, {"qwen3", "chatml"}}) {
+    absl::StatusOr<nlohmann::json> config =
+        models::ReadJsonFile(test::FixturesDir() / "tokenizers" / name / "tokenizer_config.json");
+    ASSERT_TRUE(config.ok()) << config.status();
+    absl::StatusOr<models::ChatFormat> f = models::RecognizeChatTemplate((*config)["chat_template"]);
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_EQ(f->name, format);
+  }
+  absl::StatusOr<models::ChatFormat> chatml = models::RecognizeChatTemplate("{{ '<|im_start|>' + m }}");
+  ASSERT_TRUE(chatml.ok());
+  EXPECT_EQ(chatml->UserTurn("Hi", "Be brief.", true),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(chatml->UserTurn("More", "Be brief.", false), "<|im_start|>user\nMore<|im_end|>\n<|im_start|>assistant\n");
+  absl::StatusOr<models::ChatFormat> unknown = models::RecognizeChatTemplate("{{ message['content'] }}");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("supported formats: chatml, llama3"), std::string::npos);
+}
+
+class StreamedGeneration : public ::testing::TestWithParam<int> {};
+
+// The streamed text (prompt echoed, then the generation) is run.c's stdout without its final "\n".
+TEST_P(StreamedGeneration, TextEqualsRunC) {
+  const std::vector<Golden> golden = LoadGolden();
+  ASSERT_EQ(golden.size(), 4u);
+  const Golden& g = golden[static_cast<size_t>(GetParam())];
+  absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = models::LoadLlama2cTokenizer(Stories() / "tok512.bin");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  absl::StatusOr<std::vector<int32_t>> ids = (*tok)->Encode(g.prompt, true);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  EXPECT_EQ(*ids, g.prompt_ids);
+  auto engine = test::FixtureEngine(Stories() / "hf", graph::DType::kF32, 256, 64);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  runtime::GenerationOptions options;
+  options.max_tokens = static_cast<int64_t>(g.generated_ids.size());
+  options.echo_prompt = true;
+  std::string streamed;
+  absl::StatusOr<runtime::GenerationResult> r =
+      runtime::Generate(**engine, **tok, *ids, options, [&](const std::string& s) { streamed += s; });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->tokens, g.generated_ids);
+  EXPECT_EQ(streamed + "\n", g.stdout_text);
+  EXPECT_EQ(r->reason, runtime::StopReason::kMaxTokens);
+}
+
+INSTANTIATE_TEST_SUITE_P(RunCGolden, StreamedGeneration, ::testing::Range(0, 4));
+
+TEST(Generation, StopStringEndsGenerationBeforeIt) {
+  const Golden g = LoadGolden()[1];
+  absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = models::LoadLlama2cTokenizer(Stories() / "tok512.bin");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  auto engine = test::FixtureEngine(Stories() / "hf", graph::DType::kF32, 256, 64);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  runtime::GenerationOptions options;
+  options.max_tokens = 100;
+  options.stop = {"Lily"};
+  std::string streamed;
+  absl::StatusOr<runtime::GenerationResult> r =
+      runtime::Generate(**engine, **tok, g.prompt_ids, options, [&](const std::string& s) { streamed += s; });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->reason, runtime::StopReason::kStopString);
+  // run.c's continuation of "Once upon a time" reads ", there was a little girl named Lily."
+  EXPECT_EQ(streamed, ", there was a little girl named ");
+}
+
+// Perplexity of run.c's own 128-token sequence, scored from run.c's logits in the test.
+TEST(Perplexity, MatchesRunCLogits) {
+  const Golden g = LoadGolden()[0];
+  absl::StatusOr<test::NpyArray> logits = test::ReadNpy(Stories() / g.logits_file);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  const int64_t window = 128, vocab = 512;
+  double nll = 0.0;
+  int count = 0;
+  for (int64_t j = window / 2; j + 1 < window; ++j) {
+    const float* row = &logits->data[static_cast<size_t>(j * vocab)];
+    double z = 0.0;
+    for (int64_t v = 0; v < vocab; ++v) z += std::exp(static_cast<double>(row[v]));
+    nll += std::log(z) - row[g.sequence_ids[static_cast<size_t>(j + 1)]];
+    ++count;
+  }
+  const double want = std::exp(nll / count);
+  auto engine = test::FixtureEngine(Stories() / "hf", graph::DType::kF32, window, window);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<int32_t> tokens(g.sequence_ids.begin(), g.sequence_ids.begin() + window);
+  absl::StatusOr<runtime::PerplexityResult> r = runtime::Perplexity(**engine, tokens, window, 1, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->scored_tokens, count);
+  EXPECT_NEAR(r->perplexity, want, 1e-4 * want);
+  std::printf("perplexity %.6f (run.c logits: %.6f)\n", r->perplexity, want);
+}
+
+}  // namespace
+}  // namespace doppler
