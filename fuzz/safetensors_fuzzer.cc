@@ -1,0 +1,24 @@
+// libFuzzer target for the safetensors reader: open, then read every tensor it lists.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "fuzz/fuzz_file.h"
+#include "models/safetensors.h"
+#include "models/weights.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace doppler;
+  static fuzz::FuzzFile file;
+  // The exact bytes (every truncation path), then zero-padded (headers reach the tensor code).
+  for (size_t min_size : {size_t{0}, fuzz::kPaddedSize}) {
+    absl::StatusOr<std::unique_ptr<models::WeightStore>> store =
+        models::OpenSafetensorsFile(file.Write(data, size, min_size));
+    if (!store.ok()) continue;
+    for (const std::string& name : (*store)->Names()) {
+      absl::StatusOr<models::TensorView> t = (*store)->Get(name);
+      if (t.ok() && t->nbytes <= 4 * fuzz::kMaxDecodedValues) (void)models::ToFloat32(*t);
+    }
+  }
+  return 0;
+}

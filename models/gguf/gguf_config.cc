@@ -1,0 +1,190 @@
+// GGUF metadata -> the equivalent HF config.json -> ParseHfConfig, so both formats share one set
+// of checks and defaults.
+#include "models/gguf/gguf_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "models/quant/quant.h"
+#include "nlohmann/json.hpp"
+
+namespace doppler::models {
+namespace {
+
+using nlohmann::json;
+
+struct Arch {
+  const char* gguf;  // general.architecture
+  const char* hf;    // config.json "architectures"
+  const char* model_type;
+};
+constexpr Arch kArchs[] = {{"llama", "LlamaForCausalLM", "llama"},
+                           {"qwen2", "Qwen2ForCausalLM", "qwen2"},
+                           {"qwen3", "Qwen3ForCausalLM", "qwen3"}};
+
+// Llama 3 checkpoints all use these; GGUF does not store them (see RecoverLlama3Rope).
+constexpr float kLlama3LowFreqFactor = 1.0f, kLlama3HighFreqFactor = 4.0f;
+
+absl::Status Bad(const GgufFile& f, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(f.path(), ": ", what));
+}
+
+// An optional key: absent -> nullopt; present with another type -> error.
+absl::StatusOr<std::optional<int64_t>> OptInt(const GgufFile& f, const std::string& key) {
+  if (f.Find(key) == nullptr) return std::optional<int64_t>();
+  absl::StatusOr<int64_t> v = f.GetInt(key);
+  if (!v.ok()) return v.status();
+  return std::optional<int64_t>(*v);
+}
+
+absl::StatusOr<std::optional<double>> OptFloat(const GgufFile& f, const std::string& key) {
+  if (f.Find(key) == nullptr) return std::optional<double>();
+  absl::StatusOr<double> v = f.GetFloat(key);
+  if (!v.ok()) return v.status();
+  return std::optional<double>(*v);
+}
+
+// llama.cpp keeps Llama 3's RoPE scaling as a tensor of per-frequency divisors r_i
+// (inv_freq_i / r_i is used), not as parameters. With wavelength w_i = 2*pi / inv_freq_i,
+// Llama 3 scaling gives r_i = 1 for w_i < orig/high, r_i = factor for w_i > orig/low, and in
+// between 1/r_i = (1 - s)/factor + s with s = (orig/w_i - low) / (high - low). So factor is the
+// largest divisor, and any in-between divisor gives orig = w_i * (low + s * (high - low)) for
+// the standard low = 1, high = 4. The recovered parameters are accepted only if they reproduce
+// every divisor, so a file made another way is an error rather than a silently wrong rope.
+absl::StatusOr<json> RecoverLlama3Rope(const GgufFile& f, float theta, int rotary_dim, const std::string& arch) {
+  absl::StatusOr<TensorView> t = f.Get("rope_freqs.weight");
+  if (!t.ok()) return t.status();
+  const int64_t n = rotary_dim / 2;
+  if (t->shape != std::vector<int64_t>{n} || !graph::IsFloat(t->dtype)) {
+    return Bad(f, absl::StrCat("rope_freqs.weight must be a float vector of ", n, " values (half the rotary dims)"));
+  }
+  std::vector<float> r(n);
+  if (absl::Status st = DequantizeRow(t->dtype, t->data, n, r.data()); !st.ok()) return st;
+  if (std::all_of(r.begin(), r.end(), [](float x) { return x == 1.0f; })) {
+    return json{{"rope_type", "default"}, {"rope_theta", theta}};  // divisors that change nothing
+  }
+  const float factor = r.back();
+  const std::vector<float> base = RopeInvFreq(RopeConfig{theta, {}}, rotary_dim);
+  std::optional<double> orig;
+  for (int64_t i = 0; i < n && !orig; ++i) {
+    if (!(r[i] > 1.0f && r[i] < factor)) continue;
+    const double w = 2 * M_PI / base[i];
+    const double s = (1.0 / r[i] - 1.0 / factor) / (1.0 - 1.0 / factor);
+    orig = std::round(w * (kLlama3LowFreqFactor + s * (kLlama3HighFreqFactor - kLlama3LowFreqFactor)));
+  }
+  if (!orig) {  // no divisor in the transition band: only the metadata can say
+    absl::StatusOr<std::optional<int64_t>> ctx = OptInt(f, absl::StrCat(arch, ".rope.scaling.original_context_length"));
+    if (!ctx.ok()) return ctx.status();
+    if (*ctx) orig = static_cast<double>(**ctx);
+  }
+  RopeConfig rope{theta, RopeScaling{"llama3", factor, kLlama3LowFreqFactor, kLlama3HighFreqFactor, 0}};
+  if (orig && *orig >= 1 && *orig <= 1e9) rope.scaling.original_max_position_embeddings = static_cast<int>(*orig);
+  const std::vector<float> scaled =
+      rope.scaling.original_max_position_embeddings > 0 ? RopeInvFreq(rope, rotary_dim) : std::vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (scaled.empty() || !(std::fabs(base[i] / scaled[i] - r[i]) <= 1e-4f * r[i])) {
+      return Bad(f, absl::StrCat("rope_freqs.weight is not Llama 3 RoPE scaling with low_freq_factor 1 and "
+                                 "high_freq_factor 4 (divisor ", i, " is ", r[i], "), which is the only kind doppler reads"));
+    }
+  }
+  return json{{"rope_type", "llama3"},
+              {"rope_theta", theta},
+              {"factor", factor},
+              {"low_freq_factor", kLlama3LowFreqFactor},
+              {"high_freq_factor", kLlama3HighFreqFactor},
+              {"original_max_position_embeddings", rope.scaling.original_max_position_embeddings}};
+}
+
+// The rope_parameters object: plain, linear (rope.scaling.type), or Llama 3 (rope_freqs).
+absl::StatusOr<json> RopeParameters(const GgufFile& f, const std::string& arch, int head_dim) {
+  absl::StatusOr<std::optional<double>> base = OptFloat(f, absl::StrCat(arch, ".rope.freq_base"));
+  if (!base.ok()) return base.status();
+  const float theta = static_cast<float>(base->value_or(10000.0));
+  absl::StatusOr<std::optional<int64_t>> dims = OptInt(f, absl::StrCat(arch, ".rope.dimension_count"));
+  if (!dims.ok()) return dims.status();
+  if (*dims && **dims != head_dim) {
+    return Bad(f, absl::StrCat(arch, ".rope.dimension_count is ", **dims, " but the head size is ", head_dim,
+                               ": partial rotary embeddings are not supported"));
+  }
+  std::string type = "none";
+  if (f.Find(absl::StrCat(arch, ".rope.scaling.type")) != nullptr) {
+    absl::StatusOr<std::string> t = f.GetString(absl::StrCat(arch, ".rope.scaling.type"));
+    if (!t.ok()) return t.status();
+    type = *t;
+  }
+  if (f.Has("rope_freqs.weight")) {
+    if (type != "none") return Bad(f, absl::StrCat("both rope_freqs.weight and ", type, " rope scaling are given"));
+    return RecoverLlama3Rope(f, theta, head_dim, arch);
+  }
+  if (type == "none") return json{{"rope_type", "default"}, {"rope_theta", theta}};
+  if (type != "linear") return Bad(f, absl::StrCat("rope scaling type '", type, "' is not supported (none, linear)"));
+  absl::StatusOr<double> factor = f.GetFloat(absl::StrCat(arch, ".rope.scaling.factor"));
+  if (!factor.ok()) return factor.status();
+  return json{{"rope_type", "linear"}, {"rope_theta", theta}, {"factor", *factor}};
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
+  absl::StatusOr<std::string> arch_name = f.GetString("general.architecture");
+  if (!arch_name.ok()) return arch_name.status();
+  const Arch* arch = nullptr;
+  for (const Arch& a : kArchs) {
+    if (*arch_name == a.gguf) arch = &a;
+  }
+  if (arch == nullptr) {
+    return Bad(f, absl::StrCat("architecture '", *arch_name, "' is not supported (supported: llama, qwen2, qwen3)"));
+  }
+  const std::string p = absl::StrCat(*arch_name, ".");
+  json j = {{"architectures", {arch->hf}}, {"model_type", arch->model_type}, {"hidden_act", "silu"}};
+  // Required hyperparameters, then optional ones (ParseHfConfig checks ranges and defaults).
+  for (auto [gguf_key, hf_key] : {std::pair{"block_count", "num_hidden_layers"}, std::pair{"embedding_length", "hidden_size"},
+                                  std::pair{"feed_forward_length", "intermediate_size"},
+                                  std::pair{"attention.head_count", "num_attention_heads"}}) {
+    absl::StatusOr<int64_t> v = f.GetInt(p + gguf_key);
+    if (!v.ok()) return v.status();
+    j[hf_key] = *v;
+  }
+  for (auto [gguf_key, hf_key] : {std::pair{"attention.head_count_kv", "num_key_value_heads"},
+                                  std::pair{"attention.key_length", "head_dim"},
+                                  std::pair{"context_length", "max_position_embeddings"}, std::pair{"vocab_size", "vocab_size"}}) {
+    absl::StatusOr<std::optional<int64_t>> v = OptInt(f, p + gguf_key);
+    if (!v.ok()) return v.status();
+    if (*v) j[hf_key] = **v;
+  }
+  if (!j.contains("vocab_size")) {  // older files: the tokenizer's vocabulary is the embedding's
+    absl::StatusOr<uint64_t> n = f.GetArrayLength("tokenizer.ggml.tokens");
+    if (!n.ok()) return Bad(f, absl::StrCat("neither ", p, "vocab_size nor tokenizer.ggml.tokens gives the vocabulary size"));
+    j["vocab_size"] = *n;
+  }
+  absl::StatusOr<double> eps = f.GetFloat(p + "attention.layer_norm_rms_epsilon");
+  if (!eps.ok()) return eps.status();
+  j["rms_norm_eps"] = *eps;
+  for (auto [gguf_key, hf_key] : {std::pair{"tokenizer.ggml.bos_token_id", "bos_token_id"},
+                                  std::pair{"tokenizer.ggml.eos_token_id", "eos_token_id"}}) {
+    absl::StatusOr<std::optional<int64_t>> v = OptInt(f, gguf_key);
+    if (!v.ok()) return v.status();
+    if (*v) j[hf_key] = **v;
+  }
+  j["tie_word_embeddings"] = !f.Has("output.weight");
+  j["attention_bias"] = f.Has("blk.0.attn_q.bias");
+
+  // The head size is needed to check the rope; a bad value is reported by ParseHfConfig below.
+  const int64_t heads = j["num_attention_heads"].get<int64_t>();
+  const int64_t head_dim = j.contains("head_dim") ? j["head_dim"].get<int64_t>()
+                           : heads > 0            ? j["hidden_size"].get<int64_t>() / heads
+                                                  : 0;
+  if (head_dim > 0 && head_dim <= (1 << 20)) {
+    absl::StatusOr<json> rope = RopeParameters(f, *arch_name, static_cast<int>(head_dim));
+    if (!rope.ok()) return rope.status();
+    j["rope_parameters"] = *std::move(rope);
+  }
+  return ParseHfConfig(j, absl::StrCat(f.path(), " (GGUF metadata)"));
+}
+
+}  // namespace doppler::models

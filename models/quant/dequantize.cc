@@ -1,0 +1,100 @@
+// Block decoders. Each computes in float32 in exactly ggml's order (the scale product first,
+// then the multiply by the quant, then the min subtraction) so results match bit for bit.
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "graph/half.h"
+#include "models/quant/k_scales.h"
+#include "models/quant/quant.h"
+
+namespace doppler::models {
+namespace {
+
+using graph::DType;
+using graph::HalfToFloat;
+using quant_internal::UnpackScaleMin;
+
+uint16_t U16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+
+// f16 d, int8 q[32].
+void DecodeQ8_0(const uint8_t* b, float* y) {
+  const float d = HalfToFloat(U16(b));
+  for (int i = 0; i < 32; ++i) y[i] = d * static_cast<float>(static_cast<int8_t>(b[2 + i]));
+}
+
+// f16 d, f16 dmin, scales[12], then (Q5_K only) qh[32], then qs[128]. Values 64c..64c+31 are
+// the low nibbles of qs[32c..], values 64c+32.. the high nibbles; Q5_K adds bit 2c (resp.
+// 2c+1) of qh[l] as the fifth bit.
+void DecodeQ4KorQ5K(const uint8_t* b, bool five_bits, float* y) {
+  const float d = HalfToFloat(U16(b));
+  const float dmin = HalfToFloat(U16(b + 2));
+  const uint8_t* scales = b + 4;
+  const uint8_t* qh = b + 16;
+  const uint8_t* qs = five_bits ? b + 48 : b + 16;
+  for (int c = 0; c < 4; ++c) {
+    for (int half = 0; half < 2; ++half) {
+      const int j = 2 * c + half;  // sub-block
+      int sc, m;
+      UnpackScaleMin(scales, j, &sc, &m);
+      const float dl = d * static_cast<float>(sc);
+      const float ml = dmin * static_cast<float>(m);
+      for (int l = 0; l < 32; ++l) {
+        int q = half == 0 ? (qs[32 * c + l] & 0xF) : (qs[32 * c + l] >> 4);
+        if (five_bits && ((qh[l] >> j) & 1)) q += 16;
+        y[32 * j + l] = dl * static_cast<float>(q) - ml;
+      }
+    }
+  }
+}
+
+// ql[128], qh[64], int8 scales[16], f16 d. In half n, for l < 32: ql[64n + l] holds values
+// l (low nibble) and l+64 (high), ql[64n + 32 + l] values l+32 and l+96; qh[32n + l] holds
+// the top two bits of l, l+32, l+64, l+96 in bit pairs 0, 2, 4, 6. Quants are offset by 32.
+void DecodeQ6K(const uint8_t* b, float* y) {
+  const uint8_t* ql = b;
+  const uint8_t* qh = b + 128;
+  const int8_t* scales = reinterpret_cast<const int8_t*>(b + 192);
+  const float d = HalfToFloat(U16(b + 208));
+  for (int n = 0; n < 2; ++n) {
+    const uint8_t* l4 = ql + 64 * n;
+    const uint8_t* h2 = qh + 32 * n;
+    for (int l = 0; l < 32; ++l) {
+      const int q[4] = {(l4[l] & 0xF) | ((h2[l] & 3) << 4), (l4[l + 32] & 0xF) | (((h2[l] >> 2) & 3) << 4),
+                        (l4[l] >> 4) | (((h2[l] >> 4) & 3) << 4), (l4[l + 32] >> 4) | (((h2[l] >> 6) & 3) << 4)};
+      for (int k = 0; k < 4; ++k) {
+        const int i = 128 * n + 32 * k + l;
+        y[i] = (d * static_cast<float>(scales[i / 16])) * static_cast<float>(q[k] - 32);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status DequantizeRow(DType dtype, const uint8_t* blocks, int64_t n, float* out) {
+  const graph::DTypeInfo& info = graph::Info(dtype);
+  if (n < 0 || n % info.block_elems != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot dequantize ", n, " values of ", info.name, ": not a multiple of its block of ",
+                     info.block_elems));
+  }
+  const int64_t nblocks = n / info.block_elems;
+  for (int64_t i = 0; i < nblocks; ++i) {
+    const uint8_t* b = blocks + i * info.block_bytes;
+    float* y = out + i * info.block_elems;
+    switch (dtype) {
+      case DType::kF32: std::memcpy(y, b, 4); break;
+      case DType::kF16: *y = HalfToFloat(U16(b)); break;
+      case DType::kBF16: *y = graph::BF16ToFloat(U16(b)); break;
+      case DType::kQ8_0: DecodeQ8_0(b, y); break;
+      case DType::kQ4_K: DecodeQ4KorQ5K(b, false, y); break;
+      case DType::kQ5_K: DecodeQ4KorQ5K(b, true, y); break;
+      case DType::kQ6_K: DecodeQ6K(b, y); break;
+      default:
+        return absl::InvalidArgumentError(absl::StrCat("cannot dequantize ", info.name, ": not a float or block format"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace doppler::models
