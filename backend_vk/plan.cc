@@ -5,14 +5,34 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "graph/layout.h"
 
 namespace doppler::vk {
 namespace {
 
 using graph::OpKind;
 
+// Values the caller provides: weights (kConcatRows ones are fused at load), states and inputs.
 bool LivesOutside(OpKind k) {
-  return k == OpKind::kParam || k == OpKind::kConst || k == OpKind::kState || k == OpKind::kInput;
+  return k == OpKind::kParam || k == OpKind::kConst || k == OpKind::kState || k == OpKind::kInput ||
+         k == OpKind::kConcatRows;
+}
+
+// The bytes a dispatch touches through one binding.
+struct Range {
+  VkBuffer buffer;
+  size_t begin, end;
+};
+
+Range RangeOf(const Slice& s) {
+  return {s.buffer->handle(), s.offset, s.bytes == 0 ? s.buffer->size() : s.offset + s.bytes};
+}
+
+bool Overlaps(const std::vector<Range>& ranges, const Range& r) {
+  for (const Range& o : ranges) {
+    if (o.buffer == r.buffer && o.begin < r.end && r.begin < o.end) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -32,13 +52,13 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
   std::unique_ptr<Plan> plan(new Plan(ctx));
   plan->name_ = name;
   plan->tokens_ = tokens;
-  plan->buffers_.assign(static_cast<size_t>(g.size()), nullptr);
+  plan->slices_.assign(static_cast<size_t>(g.size()), Slice{});
 
-  // Buffers: external ones, aliases, then the plan's own activations.
+  // Buffers: external ones, aliases and views, then the plan's own activations.
   for (const graph::Node& n : g.nodes()) {
     const size_t id = static_cast<size_t>(n.id);
     if (auto it = external.find(n.id); it != external.end()) {
-      plan->buffers_[id] = it->second;
+      plan->slices_[id] = Slice{it->second, 0, 0};
       continue;
     }
     if (LivesOutside(n.kind)) {
@@ -46,15 +66,23 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
                                                      " '", n.attrs.Str("name"), "'"));
     }
     if (graph::GetOpDef(n.kind).updates_input0) {
-      plan->buffers_[id] = plan->buffers_[static_cast<size_t>(n.inputs[0])];
+      plan->slices_[id] = plan->slices_[static_cast<size_t>(n.inputs[0])];
       continue;
     }
-    const size_t bytes = std::max<size_t>(16, graph::ByteSize(n.type.dtype, graph::NumElements(n.type.shape, tokens)));
+    if (n.kind == OpKind::kPart) {
+      const graph::Node& parent = g.node(n.inputs[0]);
+      const graph::PartRange r = graph::SplitLayout(graph::SplitWidths(parent), parent.type.shape[0].Resolve(tokens),
+                                                    parent.type.dtype)[static_cast<size_t>(n.attrs.Int("index"))];
+      const Slice& p = plan->slices_[static_cast<size_t>(parent.id)];
+      plan->slices_[id] = Slice{p.buffer, p.offset + r.offset, r.bytes};
+      continue;
+    }
+    const size_t bytes = std::max<size_t>(16, graph::ValueBytes(n, tokens));
     absl::StatusOr<std::unique_ptr<Buffer>> b =
         ctx.CreateBuffer(bytes, BufferKind::kDeviceLocal, absl::StrCat(name, ".", n.label));
     if (!b.ok()) return b.status();
     plan->stats_.activation_bytes += bytes;
-    plan->buffers_[id] = b->get();
+    plan->slices_[id] = Slice{b->get(), 0, bytes};
     plan->owned_.push_back(*std::move(b));
   }
   absl::StatusOr<std::unique_ptr<Buffer>> step =
@@ -70,14 +98,15 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
   std::vector<const ComputePipeline*> pipes;
   std::vector<VkDescriptorSet> sets;
   for (const graph::Node& n : g.nodes()) {
-    if (LivesOutside(n.kind)) continue;
+    if (LivesOutside(n.kind) || n.kind == OpKind::kPart) continue;  // no kernel
     absl::StatusOr<codegen::Kernel> k = codegen::EmitKernel(g, n, caps, tokens);
     if (!k.ok()) return k.status();
     absl::StatusOr<const ComputePipeline*> p = pipelines.Get(k->glsl, absl::StrCat(k->family, ".", k->variant));
     if (!p.ok()) return p.status();
     std::vector<BufferBinding> bindings = {{0, plan->step_params_.get()}};
     for (size_t i = 0; i < k->args.size(); ++i) {
-      bindings.push_back({static_cast<uint32_t>(i + 1), plan->buffers_[static_cast<size_t>(k->args[i].value)]});
+      const Slice& s = plan->slices_[static_cast<size_t>(k->args[i].value)];
+      bindings.push_back({static_cast<uint32_t>(i + 1), s.buffer, s.offset, s.bytes == 0 ? VK_WHOLE_SIZE : s.bytes});
     }
     absl::StatusOr<VkDescriptorSet> set = plan->descriptors_->Allocate(**p, bindings, n.label);
     if (!set.ok()) return set.status();
@@ -90,9 +119,9 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
   return plan;
 }
 
-// Records every dispatch in graph order with a barrier only where a dispatch reads or writes a
-// buffer that an earlier dispatch since the last barrier wrote (read-after-write,
-// write-after-write), or writes a buffer read since then (write-after-read).
+// Records every dispatch in graph order with a barrier only where a dispatch reads or writes bytes
+// that an earlier dispatch since the last barrier wrote (read-after-write, write-after-write), or
+// writes bytes read since then (write-after-read).
 absl::Status Plan::Record(const std::vector<codegen::Kernel>& kernels,
                           const std::vector<const ComputePipeline*>& pipelines,
                           const std::vector<VkDescriptorSet>& sets) {
@@ -100,12 +129,12 @@ absl::Status Plan::Record(const std::vector<codegen::Kernel>& kernels,
   if (!cmd.ok()) return cmd.status();
   cmd_ = *std::move(cmd);
   if (absl::Status s = cmd_->Begin(); !s.ok()) return s;
-  std::set<VkBuffer> written, read;
+  std::vector<Range> written, read;
   for (size_t i = 0; i < kernels.size(); ++i) {
     bool hazard = false;
     for (const codegen::KernelArg& a : kernels[i].args) {
-      VkBuffer b = buffers_[static_cast<size_t>(a.value)]->handle();
-      hazard |= written.count(b) > 0 || (a.written && read.count(b) > 0);
+      const Range r = RangeOf(slices_[static_cast<size_t>(a.value)]);
+      hazard |= Overlaps(written, r) || (a.written && Overlaps(read, r));
     }
     if (hazard) {
       cmd_->ComputeBarrier();
@@ -115,7 +144,7 @@ absl::Status Plan::Record(const std::vector<codegen::Kernel>& kernels,
     }
     dispatches_[i].barrier_before = hazard;
     for (const codegen::KernelArg& a : kernels[i].args) {
-      (a.written ? written : read).insert(buffers_[static_cast<size_t>(a.value)]->handle());
+      (a.written ? written : read).push_back(RangeOf(slices_[static_cast<size_t>(a.value)]));
     }
     cmd_->BindPipeline(*pipelines[i]);
     cmd_->BindDescriptorSet(sets[i]);

@@ -21,6 +21,13 @@ namespace doppler::vk {
 // What the code generator needs to know of a device.
 codegen::TargetCaps TargetCapsOf(const DeviceInfo& info);
 
+// Where a value lives: a range of a buffer (a part of a split value is a range of its parent's).
+struct Slice {
+  Buffer* buffer = nullptr;
+  size_t offset = 0;
+  size_t bytes = 0;  // 0: to the end of the buffer
+};
+
 // What the scheduler recorded for one compute node.
 struct PlannedDispatch {
   graph::ValueId node;
@@ -37,10 +44,11 @@ struct PlanStats {
 
 class Plan {
  public:
-  // `external` gives the buffers of values that live outside the plan: every param, const and
-  // state, and the inputs and outputs the caller shares between plans. The output of an op that
-  // updates a state in place (cache_write, record_tokens) is that state's buffer. Every other value
-  // gets a device-local buffer of its own.
+  // `external` gives the buffers of values that live outside the plan: every param, const,
+  // concat_rows (weights fused at load) and state, and the inputs and outputs the caller shares
+  // between plans. The output of an op that updates a state in place (cache_write, record_tokens)
+  // is that state's buffer; a part is a range of its split parent. Every other value gets a
+  // device-local buffer of its own.
   static absl::StatusOr<std::unique_ptr<Plan>> Build(Context& ctx, PipelineCache& pipelines, const graph::Graph& g,
                                                      int64_t tokens, const codegen::TargetCaps& caps,
                                                      const std::map<graph::ValueId, Buffer*>& external,
@@ -49,7 +57,7 @@ class Plan {
   // Runs one step of n_tokens (<= the bucket) tokens at absolute positions pos, pos+1, ...
   absl::Status Run(uint32_t n_tokens, uint32_t pos);
 
-  Buffer* buffer(graph::ValueId id) const { return buffers_[static_cast<size_t>(id)]; }
+  const Slice& slice(graph::ValueId id) const { return slices_[static_cast<size_t>(id)]; }
   int64_t tokens() const { return tokens_; }
   const std::vector<PlannedDispatch>& dispatches() const { return dispatches_; }
   const PlanStats& stats() const { return stats_; }
@@ -63,7 +71,7 @@ class Plan {
   Context& ctx_;
   std::string name_;
   int64_t tokens_ = 0;
-  std::vector<Buffer*> buffers_;                  // by value id
+  std::vector<Slice> slices_;                     // by value id
   std::vector<std::unique_ptr<Buffer>> owned_;    // activations
   std::unique_ptr<Buffer> step_params_;
   std::unique_ptr<DescriptorAllocator> descriptors_;

@@ -39,6 +39,8 @@ absl::StatusOr<Kernel> EmitKernel(const graph::Graph& g, const graph::Node& node
       return EmitRepeatPenalty(c);
     case OpKind::kSample:
       return EmitSample(c);
+    case OpKind::kPart:        // a view of its parent's buffer
+    case OpKind::kConcatRows:  // materialised at load
     case OpKind::kInput:
     case OpKind::kParam:
     case OpKind::kConst:

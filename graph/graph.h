@@ -48,6 +48,17 @@ class Graph {
   // Nodes of a kind with a given name attribute (inputs, params, states are looked up by name).
   std::optional<ValueId> FindNamed(OpKind kind, std::string_view name) const;
 
+  // Rewriting. A pass appends new nodes (inputs may be any existing node), points the uses of the
+  // nodes they replace at them, then calls Sorted(): the graph is valid IR again once re-sorted.
+  void ReplaceAllUses(ValueId from, ValueId to);
+  // Nodes that read `id`.
+  std::vector<ValueId> Users(ValueId id) const;
+  // The nodes listed in `keep` (and nothing else), re-sorted topologically (preferring the
+  // current order) and renumbered; outputs follow their nodes. Every input of a kept node must
+  // be kept.
+  Graph Sorted(const std::vector<bool>& keep) const;
+  Graph Sorted() const { return Sorted(std::vector<bool>(nodes_.size(), true)); }
+
  private:
   std::vector<Node> nodes_;
   std::map<std::string, ValueId> outputs_;

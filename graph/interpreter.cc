@@ -6,7 +6,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "graph/epilogue.h"
 #include "graph/half.h"
+#include "graph/layout.h"
 #include "graph/sampling.h"
 
 namespace doppler::graph {
@@ -172,6 +174,42 @@ absl::StatusOr<TensorPtr> Attention(const Node& n, const Tensor& q, const Tensor
   return out;
 }
 
+// One step of a matmul epilogue (graph/epilogue.h); `extra` is the step's input, if it takes one.
+TensorPtr ApplyEpilogueStep(EpilogueStep s, const Tensor& y, const Tensor* extra) {
+  const int64_t rows = y.shape[0], cols = y.shape[1];
+  if (s == EpilogueStep::kSiluMul || s == EpilogueStep::kGeluTanhMul) {
+    const int64_t n = cols / 2;
+    TensorPtr out = NewF32({rows, n});
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < n; ++c) {
+        const size_t i = static_cast<size_t>(r * cols + c);
+        out->f[static_cast<size_t>(r * n + c)] = Activate(GateActivation(s), y.f[i]) * y.f[i + static_cast<size_t>(n)];
+      }
+    }
+    return out;
+  }
+  auto out = std::make_shared<Tensor>(y);
+  for (size_t i = 0; i < out->f.size(); ++i) {
+    switch (s) {
+      case EpilogueStep::kBias:
+        out->f[i] += extra->f[i % static_cast<size_t>(cols)];
+        break;
+      case EpilogueStep::kAdd:
+        out->f[i] += extra->f[i];
+        break;
+      case EpilogueStep::kSilu:
+        out->f[i] = Activate(Activation::kSilu, out->f[i]);
+        break;
+      case EpilogueStep::kGeluTanh:
+        out->f[i] = Activate(Activation::kGeluTanh, out->f[i]);
+        break;
+      default:
+        break;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const Node& n,
@@ -226,8 +264,36 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
       }
       return out;
     }
-    case OpKind::kMatMul:
-      return MatMul(in(0), in(1));
+    case OpKind::kMatMul: {
+      TensorPtr y = MatMul(in(0), in(1));
+      absl::StatusOr<std::vector<EpilogueStep>> steps = ParseEpilogue(n.attrs.Str("epilogue"));
+      if (!steps.ok()) return OpError(n, std::string(steps.status().message()));
+      int next = 2;
+      for (EpilogueStep s : *steps) {
+        y = ApplyEpilogueStep(s, *y, s == EpilogueStep::kBias || s == EpilogueStep::kAdd ? &in(next++) : nullptr);
+      }
+      return y;
+    }
+    case OpKind::kPart: {
+      // A split value holds its parts side by side in each row; a part is a column range.
+      const Tensor& x = in(0);
+      const std::vector<int64_t> widths = SplitWidths(g.node(n.inputs[0]));
+      const int64_t index = n.attrs.Int("index"), cols = x.shape[1], rows = x.shape[0];
+      int64_t start = 0;
+      for (int64_t i = 0; i < index; ++i) start += widths[static_cast<size_t>(i)];
+      const int64_t w = widths[static_cast<size_t>(index)];
+      TensorPtr out = NewF32({rows, w});
+      for (int64_t r = 0; r < rows; ++r) {
+        std::copy_n(&x.f[static_cast<size_t>(r * cols + start)], w, &out->f[static_cast<size_t>(r * w)]);
+      }
+      return out;
+    }
+    case OpKind::kConcatRows: {
+      auto out = std::make_shared<Tensor>();
+      out->shape = Resolve(n.type.shape, tokens);
+      for (size_t i = 0; i < n.inputs.size(); ++i) out->f.insert(out->f.end(), in(static_cast<int>(i)).f.begin(), in(static_cast<int>(i)).f.end());
+      return out;
+    }
     case OpKind::kAdd:
     case OpKind::kMul: {
       // b is a's shape, or a vector of a's row width repeated for every row (index i % width).
@@ -239,13 +305,11 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
       for (size_t i = 0; i < out->f.size(); ++i) out->f[i] = add ? a.f[i] + b.f[i % bn] : a.f[i] * b.f[i % bn];
       return out;
     }
+    case OpKind::kSilu:
     case OpKind::kGeluTanh: {
+      const Activation a = n.kind == OpKind::kSilu ? Activation::kSilu : Activation::kGeluTanh;
       TensorPtr out = NewF32(in(0).shape);
-      const float k = static_cast<float>(std::sqrt(2.0 / M_PI));
-      for (size_t i = 0; i < out->f.size(); ++i) {
-        const float x = in(0).f[i];
-        out->f[i] = 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
-      }
+      for (size_t i = 0; i < out->f.size(); ++i) out->f[i] = Activate(a, in(0).f[i]);
       return out;
     }
     case OpKind::kScale: {
@@ -254,17 +318,23 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
       for (size_t i = 0; i < out->f.size(); ++i) out->f[i] = in(0).f[i] * factor;
       return out;
     }
-    case OpKind::kSilu: {
-      TensorPtr out = NewF32(in(0).shape);
-      for (size_t i = 0; i < out->f.size(); ++i) {
-        const float x = in(0).f[i];
-        out->f[i] = x / (1.0f + std::exp(-x));
+    case OpKind::kRmsNorm: {
+      if (n.attrs.Int("residual") == 0) {
+        return RmsNorm(in(0), in(1), n.attrs.Has("group") ? n.attrs.Int("group") : in(0).shape[1],
+                       n.attrs.Float("eps"), n.attrs.Float("weight_offset"));
+      }
+      // [s | norm(s)] with s = x + r, row by row.
+      const int64_t rows = in(0).shape[0], d = in(0).shape[1];
+      Tensor sum = Tensor::F32(in(0).shape, in(0).f);
+      for (size_t i = 0; i < sum.f.size(); ++i) sum.f[i] += in(2).f[i];
+      TensorPtr normed = RmsNorm(sum, in(1), d, n.attrs.Float("eps"), n.attrs.Float("weight_offset"));
+      TensorPtr out = NewF32({rows, 2 * d});
+      for (int64_t r = 0; r < rows; ++r) {
+        std::copy_n(&sum.f[static_cast<size_t>(r * d)], d, &out->f[static_cast<size_t>(r * 2 * d)]);
+        std::copy_n(&normed->f[static_cast<size_t>(r * d)], d, &out->f[static_cast<size_t>(r * 2 * d + d)]);
       }
       return out;
     }
-    case OpKind::kRmsNorm:
-      return RmsNorm(in(0), in(1), n.attrs.Has("group") ? n.attrs.Int("group") : in(0).shape[1], n.attrs.Float("eps"),
-                     n.attrs.Float("weight_offset"));
     case OpKind::kRope:
       return Rope(n, in(0), in(1), pos);
     case OpKind::kCacheWrite:

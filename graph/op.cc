@@ -14,11 +14,11 @@ const std::vector<OpDef>& Defs() {
       {OpKind::kConst, "const", 0, {{"name", A::kString}}},
       {OpKind::kState, "state", 0, {{"name", A::kString}}},
       {OpKind::kEmbedding, "embedding", 2, {}},
-      {OpKind::kMatMul, "matmul", 2, {}},
+      {OpKind::kMatMul, "matmul", 2, {}, false, /*variadic=*/true},
       {OpKind::kAdd, "add", 2, {}},
       {OpKind::kMul, "mul", 2, {}},
       {OpKind::kSilu, "silu", 1, {}},
-      {OpKind::kRmsNorm, "rms_norm", 2, {{"eps", A::kFloat}, {"weight_offset", A::kFloat}}},
+      {OpKind::kRmsNorm, "rms_norm", 2, {{"eps", A::kFloat}, {"weight_offset", A::kFloat}}, false, /*variadic=*/true},
       {OpKind::kRope, "rope", 2, {{"heads", A::kInt}, {"head_dim", A::kInt}, {"style", A::kString}}},
       {OpKind::kCacheWrite, "cache_write", 2, {}, /*updates_input0=*/true},
       {OpKind::kAttention,
@@ -35,6 +35,8 @@ const std::vector<OpDef>& Defs() {
        {{"temperature", A::kFloat}, {"top_k", A::kInt}, {"top_p", A::kFloat}, {"min_p", A::kFloat}, {"seed", A::kInt}}},
       {OpKind::kGeluTanh, "gelu_tanh", 1, {}},
       {OpKind::kScale, "scale", 1, {{"factor", A::kFloat}}},
+      {OpKind::kPart, "part", 1, {{"index", A::kInt}}},
+      {OpKind::kConcatRows, "concat_rows", 2, {{"name", A::kString}}, false, /*variadic=*/true},
   };
   return defs;
 }

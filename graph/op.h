@@ -21,13 +21,15 @@ enum class OpKind : uint8_t {
   kState,  // persistent buffer that outlives a step (KV cache), attr name
   // Compute.
   kEmbedding,   // (table[V, D], ids i32[T]) -> f32[T, D]: row gather
-  kMatMul,      // (x[T, K], w[N, K]) -> f32[T, N]: x · wᵀ
+  kMatMul,      // (x[T, K], w[N, K], extra...) -> f32[T, N]: x · wᵀ, then the optional epilogue chain
+                // (attr epilogue, graph/epilogue.h) consuming the extra inputs; optional attr split
   kAdd,         // (a[R, C], b) -> a + b; b is [R, C], or a vector [C] broadcast over the rows (a bias)
   kMul,         // (a[R, C], b) -> a * b; b as for add
   kSilu,        // x -> x * sigmoid(x)
   kRmsNorm,     // (x[T, D], w[G]) -> x / sqrt(mean(x²) + eps) * (w + weight_offset) over each group of G
                 // consecutive values of a row; attrs eps, weight_offset, optional group G (absent: G = D;
-                // G = head_dim normalises each head)
+                // G = head_dim normalises each head). With attr residual = 1 it takes (x, w, r), normalises
+                // s = x + r and returns [T, 2D] = [s | norm(s)], stored split "D,D" (graph/layout.h)
   kRope,        // (x[T, H*d], table[P, d/2, 2]) -> rotated x at positions pos..pos+T-1; attrs heads, head_dim, style
   kCacheWrite,  // (state[C, W], x[T, W]) -> state with x[t] in row (pos + t) % C: a cache of C rows
                 // is a ring holding the last C positions (a cache of the whole context never wraps)
@@ -43,6 +45,9 @@ enum class OpKind : uint8_t {
                    // min_p, seed. Temperature 0 is argmax.
   kGeluTanh,  // x -> 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x³))) (gelu_pytorch_tanh)
   kScale,     // x -> x * factor, factor rounded to float32; attr factor
+  kPart,        // x (a split value) -> its column group `index`, [rows, w_index]; no kernel: a view
+  kConcatRows,  // (w0, w1, ...) -> the weights' rows stacked: a weight transform done once at load
+                // (inputs are params, consts or concat_rows; all of one dtype and row length)
 };
 
 const char* OpName(OpKind kind);
@@ -77,6 +82,8 @@ struct OpDef {
   std::vector<std::pair<const char*, AttrType>> attrs;  // required attributes
   // The op updates its first input (a state) in place and returns it: its output is that buffer.
   bool updates_input0 = false;
+  // num_inputs is then a minimum: attributes decide how many more inputs the node has.
+  bool variadic = false;
 };
 
 const OpDef& GetOpDef(OpKind kind);

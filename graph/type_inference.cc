@@ -4,6 +4,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "graph/epilogue.h"
+#include "graph/layout.h"
 
 namespace doppler::graph {
 namespace {
@@ -18,6 +20,26 @@ bool IsF32(const TensorType& t) { return t.dtype == DType::kF32; }
 absl::Status ExpectMatrix(OpKind kind, const char* what, const TensorType& t) {
   if (t.shape.size() != 2 || t.shape[1].tokens) {
     return Error(kind, absl::StrCat(what, " must be [rows, static cols], got ", ToString(t)));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> SplitWidthsOf(const Attrs& attrs) {
+  Node n;
+  n.attrs = attrs;
+  return SplitWidths(n);
+}
+
+// A split attribute, when present, divides the output columns into positive widths.
+absl::Status CheckSplit(OpKind kind, const Attrs& attrs, int64_t columns) {
+  if (!attrs.Has("split")) return absl::OkStatus();
+  int64_t sum = 0;
+  for (int64_t w : SplitWidthsOf(attrs)) {
+    if (w <= 0) return Error(kind, absl::StrCat("split \"", attrs.Str("split"), "\" has a width that is not positive"));
+    sum += w;
+  }
+  if (sum != columns) {
+    return Error(kind, absl::StrCat("split \"", attrs.Str("split"), "\" does not add up to ", columns, " columns"));
   }
   return absl::OkStatus();
 }
@@ -52,7 +74,30 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
       if (in[1].shape[1].value % Info(in[1].dtype).block_elems != 0) {
         return Error(kind, absl::StrCat("w ", ToString(in[1]), ": row length is not a whole number of blocks"));
       }
-      return TensorType{DType::kF32, {in[0].shape[0], in[1].shape[0]}};
+      absl::StatusOr<std::vector<EpilogueStep>> steps = ParseEpilogue(attrs.Str("epilogue"));
+      if (!steps.ok()) return Error(kind, std::string(steps.status().message()));
+      int64_t n = in[1].shape[0].value;
+      if (IsGated(*steps)) {
+        if (n % 2 != 0) return Error(kind, "a gated epilogue needs an even number of weight rows [gate | up]");
+        n /= 2;
+      }
+      if (static_cast<int>(in.size()) != 2 + ExtraInputs(*steps)) {
+        return Error(kind, absl::StrCat("epilogue '", attrs.Str("epilogue"), "' takes ", ExtraInputs(*steps),
+                                        " extra inputs, got ", in.size() - 2));
+      }
+      const TensorType out{DType::kF32, {in[0].shape[0], Dim::Static(n)}};
+      size_t next = 2;
+      for (EpilogueStep s : *steps) {
+        if (s == EpilogueStep::kBias && (in[next].shape != Shape{Dim::Static(n)} || !IsFloat(in[next].dtype))) {
+          return Error(kind, absl::StrCat("bias must be a float vector [", n, "], got ", ToString(in[next])));
+        }
+        if (s == EpilogueStep::kAdd && in[next] != out) {
+          return Error(kind, absl::StrCat("the added input must be ", ToString(out), ", got ", ToString(in[next])));
+        }
+        if (s == EpilogueStep::kBias || s == EpilogueStep::kAdd) ++next;
+      }
+      if (absl::Status st = CheckSplit(kind, attrs, n); !st.ok()) return st;
+      return out;
     }
     case OpKind::kAdd:
     case OpKind::kMul: {
@@ -83,7 +128,40 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
         return Error(kind, absl::StrCat("weight must be a float vector of the group size ", group, ", got ",
                                         ToString(in[1])));
       }
-      return in[0];
+      if (attrs.Int("residual") == 0) {
+        if (in.size() != 2) return Error(kind, "takes (x, w), or (x, w, r) with residual = 1");
+        return in[0];
+      }
+      if (in.size() != 3 || in[2] != in[0] || group != width) {
+        return Error(kind, "with residual = 1 it takes (x, w, r), r of x's type, over whole rows");
+      }
+      if (absl::Status st = CheckSplit(kind, attrs, 2 * width); !st.ok()) return st;
+      if (SplitWidthsOf(attrs) != std::vector<int64_t>{width, width}) {
+        return Error(kind, absl::StrCat("with residual = 1 the value is split \"", width, ",", width, "\""));
+      }
+      return TensorType{DType::kF32, {in[0].shape[0], Dim::Static(2 * width)}};
+    }
+    case OpKind::kPart: {
+      const Node& x = g.node(inputs[0]);
+      const std::vector<int64_t> widths = SplitWidths(x);
+      const int64_t index = attrs.Int("index");
+      if (widths.empty()) return Error(kind, "reads a value that is not split");
+      if (index < 0 || index >= static_cast<int64_t>(widths.size())) {
+        return Error(kind, absl::StrCat("index ", index, " of a value split in ", widths.size()));
+      }
+      return TensorType{x.type.dtype, {x.type.shape[0], Dim::Static(widths[static_cast<size_t>(index)])}};
+    }
+    case OpKind::kConcatRows: {
+      int64_t rows = 0;
+      for (const TensorType& t : in) {
+        if (auto s = ExpectMatrix(kind, "input", t); !s.ok()) return s;
+        if (t.shape[0].tokens || t.dtype != in[0].dtype || t.shape[1] != in[0].shape[1]) {
+          return Error(kind, absl::StrCat("inputs must be weights of one dtype and row length, got ", ToString(in[0]),
+                                          " and ", ToString(t)));
+        }
+        rows += t.shape[0].value;
+      }
+      return TensorType{in[0].dtype, {Dim::Static(rows), in[0].shape[1]}};
     }
     case OpKind::kRope: {
       if (auto s = ExpectMatrix(kind, "x", in[0]); !s.ok()) return s;

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "graph/layout.h"
 #include "graph/type_inference.h"
 
 namespace doppler::graph {
@@ -36,8 +37,10 @@ absl::Status Verify(const Graph& g) {
     const Node& n = g.node(i);
     if (n.id != i) return NodeError(n, absl::StrCat("id does not match its position ", i));
     const OpDef& def = GetOpDef(n.kind);
-    if (static_cast<int>(n.inputs.size()) != def.num_inputs) {
-      return NodeError(n, absl::StrCat("has ", n.inputs.size(), " inputs, expected ", def.num_inputs));
+    const int inputs = static_cast<int>(n.inputs.size());
+    if (def.variadic ? inputs < def.num_inputs : inputs != def.num_inputs) {
+      return NodeError(n, absl::StrCat("has ", inputs, " inputs, expected ", def.variadic ? "at least " : "",
+                                       def.num_inputs));
     }
     for (ValueId in : n.inputs) {
       if (in < 0 || in >= i) return NodeError(n, absl::StrCat("input %", in, " is not defined before it"));
@@ -67,6 +70,9 @@ absl::Status Verify(const Graph& g) {
       }
       continue;
     }
+    if (n.attrs.Has("split") && n.kind != OpKind::kMatMul && n.kind != OpKind::kRmsNorm) {
+      return NodeError(n, "only matmul and rms_norm values can be split");
+    }
     absl::StatusOr<TensorType> inferred = InferType(g, n.kind, n.inputs, n.attrs);
     if (!inferred.ok()) return NodeError(n, std::string(inferred.status().message()));
     if (*inferred != n.type) {
@@ -75,6 +81,21 @@ absl::Status Verify(const Graph& g) {
   }
   for (const auto& [name, id] : g.outputs()) {
     if (id < 0 || id >= g.size()) return absl::FailedPreconditionError(absl::StrCat("output ", name, " is dangling"));
+    if (!SplitWidths(g.node(id)).empty()) {
+      return absl::FailedPreconditionError(absl::StrCat("output ", name, " is a split value: output one of its parts"));
+    }
+  }
+  // Split values are read through part nodes only; concat_rows reads weights only.
+  for (const Node& n : g.nodes()) {
+    for (ValueId in : n.inputs) {
+      if (!SplitWidths(g.node(in)).empty() && n.kind != OpKind::kPart) {
+        return NodeError(n, absl::StrCat("reads the split value %", in, " directly: read its parts"));
+      }
+      const OpKind k = g.node(in).kind;
+      if (n.kind == OpKind::kConcatRows && k != OpKind::kParam && k != OpKind::kConst && k != OpKind::kConcatRows) {
+        return NodeError(n, absl::StrCat("input %", in, " is not a weight (a param, const or concat_rows)"));
+      }
+    }
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/printer.h"
+#include "models/gguf/gguf_config.h"
+#include "models/gguf/gguf_file.h"
+#include "models/gguf/hf_names.h"
 #include "models/hf_config.h"
 #include "models/safetensors.h"
 #include "models/weights.h"
@@ -28,15 +31,36 @@ void Progress(bool on, const std::string& what, size_t done, size_t total) {
 
 Engine::~Engine() = default;
 
+bool IsGgufModel(const std::filesystem::path& path) {
+  std::error_code ec;
+  return !std::filesystem::is_directory(path, ec) && std::filesystem::exists(path, ec);
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
-  absl::StatusOr<models::ModelConfig> config = models::ReadHfConfig(options.model_dir / "config.json");
-  if (!config.ok()) return config.status();
-  e->config_ = *std::move(config);
-  absl::StatusOr<std::unique_ptr<models::WeightStore>> store = models::OpenSafetensors(options.model_dir);
-  if (!store.ok()) return store.status();
-  e->store_ = *std::move(store);
+  const bool gguf = IsGgufModel(options.model_path);
+  if (gguf) {
+    if (options.quant != models::QuantScheme::kNone) {
+      return absl::InvalidArgumentError(absl::StrCat(options.model_path.string(), " is a GGUF file: its tensors keep "
+                                                     "their own types; --quant applies to HF checkpoints"));
+    }
+    absl::StatusOr<std::unique_ptr<models::GgufFile>> file = models::GgufFile::Open(options.model_path);
+    if (!file.ok()) return file.status();
+    absl::StatusOr<models::ModelConfig> config = models::ConfigFromGguf(**file);
+    if (!config.ok()) return config.status();
+    e->config_ = *std::move(config);
+    absl::StatusOr<std::unique_ptr<models::WeightStore>> store = models::OpenHfNamedGguf(*std::move(file));
+    if (!store.ok()) return store.status();
+    e->store_ = *std::move(store);
+  } else {
+    absl::StatusOr<models::ModelConfig> config = models::ReadHfConfig(options.model_path / "config.json");
+    if (!config.ok()) return config.status();
+    e->config_ = *std::move(config);
+    absl::StatusOr<std::unique_ptr<models::WeightStore>> store = models::OpenSafetensors(options.model_path);
+    if (!store.ok()) return store.status();
+    e->store_ = *std::move(store);
+  }
 
   if (e->options_.context <= 0) {
     const int64_t max_pos = e->config_.max_position_embeddings;
@@ -46,8 +70,30 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   e->build_.context = e->options_.context;
   e->build_.max_step_tokens = e->options_.prefill_chunk;  // sizes the sliding-window ring caches
   e->build_.weight_dtype = options.weight_dtype;
+  // Each matrix's storage type: a GGUF's own (a missing tensor keeps the default and is reported
+  // when the weights load), or --quant's choice for an HF model.
+  const models::WeightStore* store = e->store_.get();
+  if (gguf) {
+    e->build_.dtype_of = [store](const std::string& tensor, graph::DType default_dtype) {
+      absl::StatusOr<models::TensorView> t = store->Get(tensor);
+      return t.ok() ? t->dtype : default_dtype;
+    };
+  } else if (options.quant != models::QuantScheme::kNone) {
+    const models::QuantScheme quant = options.quant;
+    const int layers = e->config_.num_layers;
+    const bool tied = e->config_.tie_word_embeddings;
+    e->build_.dtype_of = [store, quant, layers, tied](const std::string& tensor, graph::DType default_dtype) {
+      absl::StatusOr<models::TensorView> t = store->Get(tensor);
+      if (!t.ok() || t->shape.size() != 2) return default_dtype;
+      return models::QuantizedDType(quant, tensor, t->shape[1], layers, tied, default_dtype);
+    };
+  }
   // An f32 model keeps an f32 cache so that it computes like the reference; otherwise f16.
-  e->build_.kv_dtype = options.weight_dtype == graph::DType::kF32 ? graph::DType::kF32 : graph::DType::kF16;
+  const bool plain_f32 = !gguf && options.quant == models::QuantScheme::kNone && options.weight_dtype == graph::DType::kF32;
+  e->build_.kv_dtype = options.kv_dtype.value_or(plain_f32 ? graph::DType::kF32 : graph::DType::kF16);
+  if (e->build_.kv_dtype != graph::DType::kF32 && e->build_.kv_dtype != graph::DType::kF16) {
+    return absl::InvalidArgumentError(absl::StrCat("the KV cache can be f16 or f32, not ", graph::Name(e->build_.kv_dtype)));
+  }
   absl::StatusOr<graph::Graph> g = models::BuildModelGraph(e->config_, e->build_);
   if (!g.ok()) return g.status();
   g = AppendTokenChoice(*std::move(g), options.sampling);
@@ -173,7 +219,7 @@ absl::StatusOr<std::vector<float>> Engine::PrefillLogits(std::span<const int32_t
     const size_t n = std::min(ids.size() - start, static_cast<size_t>(options_.prefill_chunk));
     std::memcpy(prompt_->mapped(), ids.data() + start, n * sizeof(int32_t));
     if (absl::Status s = logits_->Run(static_cast<uint32_t>(n), static_cast<uint32_t>(position_)); !s.ok()) return s;
-    if (absl::Status s = ctx_->Download(*logits_->buffer(logits_output_), 0, &out[start * vocab],
+    if (absl::Status s = ctx_->Download(*logits_->slice(logits_output_).buffer, logits_->slice(logits_output_).offset, &out[start * vocab],
                                         n * vocab * sizeof(float));
         !s.ok()) {
       return s;
@@ -190,7 +236,7 @@ absl::StatusOr<std::vector<float>> Engine::DecodeLogits(int32_t id) {
   if (absl::Status s = decode_->Run(1, static_cast<uint32_t>(position_)); !s.ok()) return s;
   ++position_;
   std::vector<float> out(static_cast<size_t>(config_.vocab_size));
-  if (absl::Status s = ctx_->Download(*decode_->buffer(*graph_.output("logits")), 0, out.data(),
+  if (absl::Status s = ctx_->Download(*decode_->slice(*graph_.output("logits")).buffer, decode_->slice(*graph_.output("logits")).offset, out.data(),
                                       out.size() * sizeof(float));
       !s.ok()) {
     return s;

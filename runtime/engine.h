@@ -20,6 +20,7 @@
 #include "backend_vk/plan.h"
 #include "graph/graph.h"
 #include "models/architecture.h"
+#include "models/quant_scheme.h"
 #include "models/weight_store.h"
 #include "runtime/resources.h"
 #include "runtime/token_choice.h"
@@ -27,8 +28,16 @@
 namespace doppler::runtime {
 
 struct EngineOptions {
-  std::filesystem::path model_dir;
-  graph::DType weight_dtype = graph::DType::kF16;  // f16 (default), bf16 or f32
+  // An HF directory (config.json + *.safetensors) or a GGUF file (see IsGgufModel).
+  std::filesystem::path model_path;
+  // HF: the storage type of matrices and embeddings, f16 (default), bf16 or f32. A GGUF keeps each
+  // tensor's own type (Q4_K, Q6_K, Q8_0, F16, ...) whatever this says.
+  graph::DType weight_dtype = graph::DType::kF16;
+  // HF only: quantize matrices at load (q8_0, q4_k_m; models/quant_scheme.h says which gets what).
+  models::QuantScheme quant = models::QuantScheme::kNone;
+  // The KV cache's type; unset: f32 when the weights are plain f32 (an HF model with --dtype f32
+  // and no --quant), else f16.
+  std::optional<graph::DType> kv_dtype;
   int64_t context = 0;                             // 0: min(4096, the model's max_position_embeddings)
   int64_t prefill_chunk = 256;                     // tokens per prefill step
   std::optional<int> device_index;
@@ -37,6 +46,9 @@ struct EngineOptions {
   bool progress = false;  // a progress line on stderr while weights load and kernels compile
   SamplingOptions sampling;  // how prefill and decode choose the next token (default: greedy)
 };
+
+// True when `path` names a file (taken as a GGUF model) rather than a directory (an HF model).
+bool IsGgufModel(const std::filesystem::path& path);
 
 class Engine {
  public:

@@ -1,10 +1,49 @@
 #include "runtime/resources.h"
 
+#include <cstring>
+
 namespace doppler::runtime {
 namespace {
 
 bool IsResource(graph::OpKind k) {
-  return k == graph::OpKind::kParam || k == graph::OpKind::kConst || k == graph::OpKind::kState;
+  return k == graph::OpKind::kParam || k == graph::OpKind::kConst || k == graph::OpKind::kState ||
+         k == graph::OpKind::kConcatRows;
+}
+
+// The bytes of a weight: a param's from the store, a const's from the graph, a concat_rows' by
+// stacking its inputs' rows (a row is whole blocks, so this holds for block formats too).
+absl::StatusOr<std::vector<uint8_t>> WeightBytes(const graph::Graph& g, const graph::Node& n,
+                                                 const ParamBytesFn& param_bytes) {
+  switch (n.kind) {
+    case graph::OpKind::kParam:
+      return param_bytes(n);
+    case graph::OpKind::kConst: {
+      const std::vector<float>& data = *g.const_data(n.attrs.Str("name"));
+      std::vector<uint8_t> bytes(data.size() * sizeof(float));
+      std::memcpy(bytes.data(), data.data(), bytes.size());
+      return bytes;
+    }
+    default: {  // kConcatRows
+      std::vector<uint8_t> bytes;
+      for (graph::ValueId in : n.inputs) {
+        absl::StatusOr<std::vector<uint8_t>> part = WeightBytes(g, g.node(in), param_bytes);
+        if (!part.ok()) return part.status();
+        bytes.insert(bytes.end(), part->begin(), part->end());
+      }
+      return bytes;
+    }
+  }
+}
+
+// A resource some kernel reads (a weight read only by concat_rows needs no buffer of its own).
+bool ReadByKernels(const graph::Graph& g, const graph::Node& n) {
+  for (graph::ValueId u : g.Users(n.id)) {
+    if (g.node(u).kind != graph::OpKind::kConcatRows) return true;
+  }
+  for (const auto& [name, id] : g.outputs()) {
+    if (id == n.id) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -13,7 +52,7 @@ absl::Status CreateResources(vk::Context& ctx, const graph::Graph& g, const Para
                              Resources& resources, const std::function<void(size_t, size_t)>& progress) {
   std::vector<const graph::Node*> todo;
   for (const graph::Node& n : g.nodes()) {
-    if (IsResource(n.kind) && resources.count(n.attrs.Str("name")) == 0) todo.push_back(&n);
+    if (IsResource(n.kind) && resources.count(n.attrs.Str("name")) == 0 && ReadByKernels(g, n)) todo.push_back(&n);
   }
   for (size_t i = 0; i < todo.size(); ++i) {
     const graph::Node& n = *todo[i];
@@ -21,17 +60,13 @@ absl::Status CreateResources(vk::Context& ctx, const graph::Graph& g, const Para
     const size_t bytes = graph::ByteSize(n.type.dtype, graph::NumElements(n.type.shape, 0));
     absl::StatusOr<std::unique_ptr<vk::Buffer>> buf = ctx.CreateBuffer(bytes, vk::BufferKind::kDeviceLocal, name);
     if (!buf.ok()) return buf.status();
-    absl::Status s;
-    if (n.kind == graph::OpKind::kParam) {
-      absl::StatusOr<std::vector<uint8_t>> data = param_bytes(n);
-      if (!data.ok()) return data.status();
-      s = ctx.Upload(**buf, 0, data->data(), data->size());
-    } else if (n.kind == graph::OpKind::kConst) {
-      s = ctx.Upload(**buf, 0, g.const_data(name)->data(), bytes);
+    if (n.kind == graph::OpKind::kState) {
+      if (absl::Status s = ctx.Fill(**buf, 0); !s.ok()) return s;
     } else {
-      s = ctx.Fill(**buf, 0);
+      absl::StatusOr<std::vector<uint8_t>> data = WeightBytes(g, n, param_bytes);
+      if (!data.ok()) return data.status();
+      if (absl::Status s = ctx.Upload(**buf, 0, data->data(), data->size()); !s.ok()) return s;
     }
-    if (!s.ok()) return s;
     resources[name] = *std::move(buf);
     if (progress) progress(i + 1, todo.size());
   }

@@ -21,7 +21,9 @@ using Resources = std::map<std::string, std::unique_ptr<vk::Buffer>>;
 using ParamBytesFn = std::function<absl::StatusOr<std::vector<uint8_t>>(const graph::Node& param)>;
 
 // Creates a device-local buffer for every param (filled by `param_bytes`), const (filled from the
-// graph) and state (zeroed) of `g` not yet in `resources`. `progress(done, total)` follows along.
+// graph), concat_rows (its inputs' rows stacked: weights fused by a pass, materialised once here)
+// and state (zeroed) of `g` not yet in `resources` and read by some kernel. `progress(done,
+// total)` follows along.
 absl::Status CreateResources(vk::Context& ctx, const graph::Graph& g, const ParamBytesFn& param_bytes,
                              Resources& resources, const std::function<void(size_t, size_t)>& progress = {});
 

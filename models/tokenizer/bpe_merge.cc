@@ -38,7 +38,9 @@ void MergeSymbols(std::vector<int32_t>& symbols, MergeLookup lookup) {
   auto consider = [&](size_t left) {
     if (left == kNone || list[left].next == kNone) return;
     const int32_t left_id = list[left].id, right_id = list[list[left].next].id;
-    if (std::optional<MergeStep> step = lookup(left_id, right_id)) heap.push({step->priority, left, left_id, right_id, step->merged});
+    if (std::optional<MergeStep> step = lookup(left_id, right_id)) {
+      heap.push({step->priority, left, left_id, right_id, step->merged});
+    }
   };
   for (size_t i = 0; i + 1 < list.size(); ++i) consider(i);
 

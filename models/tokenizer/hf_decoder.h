@@ -47,7 +47,7 @@ class HfDecoder {
   std::vector<Substitution> substitutions_;
   bool byte_fallback_ = false;
   bool fused_ = false;
-  std::string strip_;     // Strip: the character removed from the start of the text
+  std::string strip_;       // Strip: the character removed from the start of the text
   size_t strip_count_ = 0;  // ... at most this many times
 };
 

@@ -25,6 +25,8 @@ namespace {
 struct HfParts {
   BpeModel model;
   std::vector<AddedToken> added;
+  AddedTokenMatcher raw_matcher;         // tokens matched in the input as written
+  AddedTokenMatcher normalized_matcher;  // "normalized" tokens, matched after normalization
   Normalizer normalizer;
   PreTokenizer pre_tokenizer;
   HfDecoder decoder;
@@ -35,34 +37,23 @@ struct HfParts {
   std::string chat_template;
 };
 
-std::vector<AddedToken> WithNormalized(const std::vector<AddedToken>& tokens, bool normalized) {
-  std::vector<AddedToken> out;
-  for (const AddedToken& token : tokens) {
-    if (token.normalized == normalized) out.push_back(token);
-  }
-  return out;
-}
-
 class HfTokenizer final : public Tokenizer {
  public:
-  explicit HfTokenizer(HfParts parts)
-      : parts_(std::move(parts)),
-        raw_matcher_(WithNormalized(parts_.added, false)),
-        normalized_matcher_(WithNormalized(parts_.added, true)) {}
+  explicit HfTokenizer(HfParts parts) : parts_(std::move(parts)) {}
 
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool add_special) const override {
     if (!IsValidUtf8(text)) return absl::InvalidArgumentError("text to encode is not valid UTF-8");
     std::vector<int32_t> ids;
     if (add_special) ids = parts_.special_template.prefix;
     // Added tokens are found in the raw text first (those marked "normalized" after normalizing).
-    for (const AddedTokenMatcher::Piece& raw : raw_matcher_.Split(text)) {
+    for (const AddedTokenMatcher::Piece& raw : parts_.raw_matcher.Split(text)) {
       if (raw.id >= 0) {
         ids.push_back(raw.id);
         continue;
       }
       absl::StatusOr<std::string> normalized = parts_.normalizer.Apply(raw.text);
       if (!normalized.ok()) return normalized.status();
-      for (const AddedTokenMatcher::Piece& piece : normalized_matcher_.Split(*normalized)) {
+      for (const AddedTokenMatcher::Piece& piece : parts_.normalized_matcher.Split(*normalized)) {
         if (piece.id >= 0) {
           ids.push_back(piece.id);
           continue;
@@ -73,7 +64,9 @@ class HfTokenizer final : public Tokenizer {
         for (const std::string& word : *words) parts_.model.Tokenize(word, ids);
       }
     }
-    if (add_special) ids.insert(ids.end(), parts_.special_template.suffix.begin(), parts_.special_template.suffix.end());
+    if (add_special) {
+      ids.insert(ids.end(), parts_.special_template.suffix.begin(), parts_.special_template.suffix.end());
+    }
     return ids;
   }
 
@@ -97,8 +90,6 @@ class HfTokenizer final : public Tokenizer {
 
  private:
   HfParts parts_;
-  AddedTokenMatcher raw_matcher_;
-  AddedTokenMatcher normalized_matcher_;
 };
 
 // A token's id by content: added tokens first (they take precedence in HF), then the vocabulary.
@@ -112,18 +103,23 @@ std::optional<int32_t> FindToken(const HfParts& parts, const std::string& conten
 // tokenizer_config.json's BOS/EOS, and its add_bos_token / add_eos_token, which (as transformers
 // does) replace the post-processor's choice for that end of the sequence.
 absl::Status ApplyConfig(const TokenizerConfig& config, const std::string& config_where, HfParts& parts) {
-  for (auto [name, token] : {std::pair{"bos_token", &config.bos_token}, std::pair{"eos_token", &config.eos_token}}) {
-    if (!token->has_value()) continue;
-    std::optional<int32_t> id = FindToken(parts, **token);
-    if (!id) return JsonError(config_where, absl::StrCat(name, " \"", **token, "\" is not in tokenizer.json"));
-    if (std::string(name) == "bos_token") {
-      parts.bos = *id;
-    } else {
-      parts.eos = {*id};
-    }
-  }
+  auto resolve = [&](const char* name,
+                     const std::optional<std::string>& content) -> absl::StatusOr<std::optional<int32_t>> {
+    if (!content) return std::nullopt;
+    std::optional<int32_t> id = FindToken(parts, *content);
+    if (!id) return JsonError(config_where, absl::StrCat(name, " \"", *content, "\" is not in tokenizer.json"));
+    return id;
+  };
+  absl::StatusOr<std::optional<int32_t>> bos = resolve("bos_token", config.bos_token);
+  if (!bos.ok()) return bos.status();
+  absl::StatusOr<std::optional<int32_t>> eos = resolve("eos_token", config.eos_token);
+  if (!eos.ok()) return eos.status();
+  parts.bos = *bos;
+  if (*eos) parts.eos = {**eos};
   if (config.add_bos_token.has_value()) {
-    if (*config.add_bos_token && !parts.bos) return JsonError(config_where, "add_bos_token is true but there is no bos_token");
+    if (*config.add_bos_token && !parts.bos) {
+      return JsonError(config_where, "add_bos_token is true but there is no bos_token");
+    }
     parts.special_template.prefix.clear();
     if (*config.add_bos_token) parts.special_template.prefix.push_back(*parts.bos);
   }
@@ -145,24 +141,43 @@ absl::StatusOr<HfParts> ParseTokenizerJson(const nlohmann::json& json, const std
     auto it = json.find(key);
     return it == json.end() ? kNull : *it;
   };
-  auto at = [&](const char* key) { return absl::StrCat(where, ": ", key); };
+  auto where_of = [&](const char* key) { return absl::StrCat(where, ": ", key); };
   if (field("model").is_null()) return JsonError(where, "missing \"model\"");
-  absl::StatusOr<BpeModel> model = BpeModel::FromJson(field("model"), at("model"));
+  absl::StatusOr<BpeModel> model = BpeModel::FromJson(field("model"), where_of("model"));
   if (!model.ok()) return model.status();
-  absl::StatusOr<std::vector<AddedToken>> added = ParseAddedTokens(field("added_tokens"), at("added_tokens"));
+  absl::StatusOr<std::vector<AddedToken>> added = ParseAddedTokens(field("added_tokens"), where_of("added_tokens"));
   if (!added.ok()) return added.status();
-  absl::StatusOr<Normalizer> normalizer = Normalizer::FromJson(field("normalizer"), at("normalizer"));
+  absl::StatusOr<Normalizer> normalizer = Normalizer::FromJson(field("normalizer"), where_of("normalizer"));
   if (!normalizer.ok()) return normalizer.status();
-  absl::StatusOr<PreTokenizer> pre_tokenizer = PreTokenizer::FromJson(field("pre_tokenizer"), at("pre_tokenizer"));
+  absl::StatusOr<PreTokenizer> pre_tokenizer =
+      PreTokenizer::FromJson(field("pre_tokenizer"), where_of("pre_tokenizer"));
   if (!pre_tokenizer.ok()) return pre_tokenizer.status();
-  absl::StatusOr<HfDecoder> decoder = HfDecoder::FromJson(field("decoder"), at("decoder"));
+  absl::StatusOr<HfDecoder> decoder = HfDecoder::FromJson(field("decoder"), where_of("decoder"));
   if (!decoder.ok()) return decoder.status();
   absl::StatusOr<SpecialTokenTemplate> special_template =
-      ParsePostProcessor(field("post_processor"), at("post_processor"));
+      ParsePostProcessor(field("post_processor"), where_of("post_processor"));
   if (!special_template.ok()) return special_template.status();
 
-  HfParts parts{*std::move(model), *std::move(added), *std::move(normalizer), *std::move(pre_tokenizer),
-                *std::move(decoder), *std::move(special_template), {}, std::nullopt, {}, {}};
+  // As in HF, a "normalized" token is looked for in its normalized spelling.
+  std::vector<AddedToken> raw, normalized;
+  for (const AddedToken& token : *added) {
+    if (!token.normalized) {
+      raw.push_back(token);
+      continue;
+    }
+    absl::StatusOr<std::string> content = normalizer->Apply(token.content);
+    if (!content.ok()) return JsonError(where_of("normalizer"), std::string(content.status().message()));
+    normalized.push_back(token);
+    normalized.back().content = *std::move(content);
+  }
+  HfParts parts{.model = *std::move(model),
+                .added = *std::move(added),
+                .raw_matcher = AddedTokenMatcher(raw),
+                .normalized_matcher = AddedTokenMatcher(normalized),
+                .normalizer = *std::move(normalizer),
+                .pre_tokenizer = *std::move(pre_tokenizer),
+                .decoder = *std::move(decoder),
+                .special_template = *std::move(special_template)};
   for (auto [token, id] : parts.model.Entries()) parts.table.Set(id, std::string(token), false);
   for (const AddedToken& token : parts.added) parts.table.Set(token.id, token.content, token.special);
   return parts;

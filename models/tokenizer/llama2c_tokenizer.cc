@@ -31,7 +31,7 @@ class Llama2cTokenizer final : public Tokenizer {
  public:
   Llama2cTokenizer(std::vector<std::string> pieces, std::vector<float> scores)
       : pieces_(std::move(pieces)), scores_(std::move(scores)) {
-    // Like run.c's sorted-vocabulary search, one id per piece; the first wins a tie.
+    // One id per piece; for a repeated piece (which run.c's binary search would pick arbitrarily) the first.
     for (int32_t id = 0; id < static_cast<int32_t>(pieces_.size()); ++id) lookup_.emplace(pieces_[id], id);
   }
 
@@ -79,7 +79,8 @@ class Llama2cTokenizer final : public Tokenizer {
   // their byte, and a lone byte that is neither printable nor whitespace is not printed.
   class Session final : public DecodeSession {
    public:
-    Session(const Llama2cTokenizer& tokenizer, bool skip_special) : tokenizer_(tokenizer), skip_special_(skip_special) {}
+    Session(const Llama2cTokenizer& tokenizer, bool skip_special)
+        : tokenizer_(tokenizer), skip_special_(skip_special) {}
 
     void Push(int32_t id, std::string& out) override {
       const int32_t prev = prev_;
@@ -147,9 +148,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadLlama2cTokenizer(const std::files
     offset += length;
   }
   if (pieces.size() < static_cast<size_t>(kMinVocab)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": ", pieces.size(), " tokens; llama2.c needs at least ", kMinVocab,
-                     " (<unk>, BOS, EOS and the 256 byte tokens)"));
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", pieces.size(), " tokens; llama2.c needs at least ",
+                                                   kMinVocab, " (<unk>, BOS, EOS and the 256 byte tokens)"));
   }
   for (int b = 0; b < 256; ++b) {
     if (ParseByteToken(pieces[kFirstByteToken + b]) != b) {

@@ -20,7 +20,9 @@ absl::Status Normalizer::Add(const nlohmann::json& spec, const std::string& wher
     const auto it = spec.find("normalizers");
     if (it == spec.end() || !it->is_array()) return JsonError(where, "Sequence needs a \"normalizers\" array");
     for (size_t i = 0; i < it->size(); ++i) {
-      if (absl::Status status = Add((*it)[i], absl::StrCat(where, ".normalizers[", i, "]")); !status.ok()) return status;
+      if (absl::Status status = Add((*it)[i], absl::StrCat(where, ".normalizers[", i, "]")); !status.ok()) {
+        return status;
+      }
     }
     return absl::OkStatus();
   }

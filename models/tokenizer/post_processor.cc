@@ -32,7 +32,9 @@ absl::Status AddTemplate(const nlohmann::json& spec, const std::string& where, S
     }
     const nlohmann::json& entry = specials->at(*name);
     const std::string entry_where = absl::StrCat(where, ".special_tokens[\"", *name, "\"]");
-    if (!entry.contains("ids") || !entry.at("ids").is_array()) return JsonError(entry_where, "\"ids\" must be an array");
+    if (!entry.contains("ids") || !entry.at("ids").is_array()) {
+      return JsonError(entry_where, "\"ids\" must be an array");
+    }
     for (const nlohmann::json& value : entry.at("ids")) {
       absl::StatusOr<int32_t> id = IdValue(value, entry_where);
       if (!id.ok()) return id.status();

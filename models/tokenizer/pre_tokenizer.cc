@@ -49,9 +49,11 @@ absl::Status PreTokenizer::Add(const nlohmann::json& spec, const std::string& wh
                                                           {"MergedWithPrevious", Behavior::kMergedWithPrevious},
                                                           {"MergedWithNext", Behavior::kMergedWithNext},
                                                           {"Contiguous", Behavior::kContiguous}};
-    const auto* found = std::find_if(std::begin(behaviors), std::end(behaviors),
-                                     [&](const auto& b) { return *behavior == b.first; });
-    if (found == std::end(behaviors)) return JsonError(where, absl::StrCat("unknown Split behavior \"", *behavior, "\""));
+    const auto* found =
+        std::find_if(std::begin(behaviors), std::end(behaviors), [&](const auto& b) { return *behavior == b.first; });
+    if (found == std::end(behaviors)) {
+      return JsonError(where, absl::StrCat("unknown Split behavior \"", *behavior, "\""));
+    }
     step.behavior = found->second;
     absl::StatusOr<bool> invert = BoolField(spec, "invert", false, where);
     if (!invert.ok()) return invert.status();
@@ -155,8 +157,8 @@ absl::Status PreTokenizer::Apply(const Step& step, const Piece& piece, std::vect
           replaced.text += c;
         }
       }
-      const bool prepend = step.prepend == Step::Prepend::kAlways ||
-                           (step.prepend == Step::Prepend::kFirst && piece.at_input_start);
+      const bool prepend =
+          step.prepend == Step::Prepend::kAlways || (step.prepend == Step::Prepend::kFirst && piece.at_input_start);
       if (prepend && !replaced.text.starts_with(step.replacement)) replaced.text.insert(0, step.replacement);
       if (!step.pattern) {
         out.push_back(std::move(replaced));

@@ -34,9 +34,9 @@ class PreTokenizer {
     enum class Kind { kSplit, kByteLevel, kMetaspace } kind;
     std::optional<Regex> pattern;  // Split; ByteLevel with use_regex (GPT-2's pattern); Metaspace: '▁'
     Behavior behavior = Behavior::kIsolated;
-    bool invert = false;               // Split: the pieces between matches are the delimiters
-    bool add_prefix_space = false;     // ByteLevel
-    std::string replacement;           // Metaspace
+    bool invert = false;            // Split: the pieces between matches are the delimiters
+    bool add_prefix_space = false;  // ByteLevel
+    std::string replacement;        // Metaspace
     enum class Prepend { kAlways, kFirst, kNever } prepend = Prepend::kAlways;  // Metaspace
   };
 

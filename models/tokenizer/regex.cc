@@ -25,8 +25,8 @@ absl::StatusOr<Regex> Regex::Literal(std::string_view text) { return Build(text,
 absl::StatusOr<Regex> Regex::Build(std::string_view pattern, uint32_t options) {
   int error = 0;
   PCRE2_SIZE error_offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                   options, &error, &error_offset, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error,
+                                   &error_offset, nullptr);
   if (code == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("regex /", std::string(pattern), "/ at offset ", error_offset, ": ", Pcre2Message(error)));

@@ -1,7 +1,7 @@
 // A PCRE2 pattern for the regex parts of tokenizer.json (Split pre-tokenizers, Replace
-// normalizers). Compiled for UTF-8 with Unicode properties (UTF + UCP), so \p{L}, \p{N}, \s and
-// (?i) follow Unicode as the Oniguruma engine behind HF tokenizers does. Thread-safe: matching
-// state is per call.
+// normalizers). Regexes are compiled for UTF-8 with Unicode properties (UTF + UCP), so \p{L},
+// \p{N}, \s and (?i) follow Unicode as the Oniguruma engine behind HF tokenizers does; lookahead
+// such as Llama 3's \s+(?!\S) works. Thread-safe: matching state is per call.
 #pragma once
 
 #include <cstddef>

@@ -45,8 +45,8 @@ void Decompose(char32_t cp, std::vector<char32_t>& out) {
     return;
   }
   const auto* end = kDecompositions + kDecompositionsSize;
-  const auto* it = std::lower_bound(kDecompositions, end, cp,
-                                    [](const nfc_data::Decomposition& d, char32_t c) { return d.cp < c; });
+  const auto* it =
+      std::lower_bound(kDecompositions, end, cp, [](const nfc_data::Decomposition& d, char32_t c) { return d.cp < c; });
   if (it == end || it->cp != cp) {
     out.push_back(cp);
     return;

@@ -18,11 +18,16 @@ size_t SequenceLength(unsigned char lead) {
 // overlong forms (E0, F0), surrogates (ED) and code points above U+10FFFF (F4).
 bool IsValidSecondByte(unsigned char lead, unsigned char byte) {
   switch (lead) {
-    case 0xE0: return byte >= 0xA0 && byte <= 0xBF;
-    case 0xED: return byte >= 0x80 && byte <= 0x9F;
-    case 0xF0: return byte >= 0x90 && byte <= 0xBF;
-    case 0xF4: return byte >= 0x80 && byte <= 0x8F;
-    default: return byte >= 0x80 && byte <= 0xBF;
+    case 0xE0:
+      return byte >= 0xA0 && byte <= 0xBF;
+    case 0xED:
+      return byte >= 0x80 && byte <= 0x9F;
+    case 0xF0:
+      return byte >= 0x90 && byte <= 0xBF;
+    case 0xF4:
+      return byte >= 0x80 && byte <= 0x8F;
+    default:
+      return byte >= 0x80 && byte <= 0xBF;
   }
 }
 
@@ -79,8 +84,7 @@ void AppendUtf8(char32_t cp, std::string& out) {
 
 bool IsUnicodeWhitespace(char32_t cp) {
   return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
-         cp == 0x205F || cp == 0x3000;
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 void Utf8Sanitizer::Feed(std::string_view bytes, std::string& out) {
