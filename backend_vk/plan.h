@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "backend_vk/context.h"
 #include "backend_vk/pipeline_cache.h"
+#include "backend_vk/schedule.h"
 #include "codegen/kernel.h"
 #include "graph/graph.h"
 
@@ -39,7 +40,7 @@ struct PlannedDispatch {
 struct PlanStats {
   int dispatches = 0;
   int barriers = 0;
-  uint64_t activation_bytes = 0;  // bytes of the buffers the plan owns
+  uint64_t activation_bytes = 0;  // bytes of the plan's activation arena
 };
 
 class Plan {
@@ -47,12 +48,13 @@ class Plan {
   // `external` gives the buffers of values that live outside the plan: every param, const,
   // concat_rows (weights fused at load) and state, and the inputs and outputs the caller shares
   // between plans. The output of an op that updates a state in place (cache_write, record_tokens)
-  // is that state's buffer; a part is a range of its split parent. Every other value gets a
-  // device-local buffer of its own.
+  // is that state's buffer; a part is a range of its split parent. Every other value is its range
+  // of the plan's one device-local arena, laid out by the memory planner (passes/memory_plan.h):
+  // `arena` gives the arena's size and every such value's offset.
   static absl::StatusOr<std::unique_ptr<Plan>> Build(Context& ctx, PipelineCache& pipelines, const graph::Graph& g,
                                                      int64_t tokens, const codegen::TargetCaps& caps,
                                                      const std::map<graph::ValueId, Buffer*>& external,
-                                                     const std::string& name);
+                                                     const ArenaLayout& arena, const std::string& name);
 
   // Runs one step of n_tokens (<= the bucket) tokens at absolute positions pos, pos+1, ...
   absl::Status Run(uint32_t n_tokens, uint32_t pos);
@@ -66,13 +68,14 @@ class Plan {
  private:
   Plan(Context& ctx) : ctx_(ctx) {}
   absl::Status Record(const std::vector<codegen::Kernel>& kernels,
-                      const std::vector<const ComputePipeline*>& pipelines, const std::vector<VkDescriptorSet>& sets);
+                      const std::vector<const ComputePipeline*>& pipelines, const std::vector<VkDescriptorSet>& sets,
+                      const std::vector<bool>& barriers);
 
   Context& ctx_;
   std::string name_;
   int64_t tokens_ = 0;
   std::vector<Slice> slices_;                     // by value id
-  std::vector<std::unique_ptr<Buffer>> owned_;    // activations
+  std::unique_ptr<Buffer> arena_;                 // activations
   std::unique_ptr<Buffer> step_params_;
   std::unique_ptr<DescriptorAllocator> descriptors_;
   std::unique_ptr<CommandBuffer> cmd_;

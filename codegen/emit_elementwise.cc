@@ -17,11 +17,9 @@ std::string Expression(const graph::Node& n, const std::string& bi) {
     case graph::OpKind::kMul:
       return absl::StrCat("a[i] * b[", bi, "]");
     case graph::OpKind::kSilu:
-      return "a[i] / (1.0 + exp(-a[i]))";
+      return "act_silu(a[i])";  // ActivationGlsl()
     case graph::OpKind::kGeluTanh:
-      // tanh's argument is clamped where tanh is ±1 in float32 anyway: some drivers compute tanh
-      // as a ratio of exponentials that overflows to NaN.
-      return "0.5 * a[i] * (1.0 + tanh(clamp(0.7978845608 * (a[i] + 0.044715 * a[i] * a[i] * a[i]), -15.0, 15.0)))";
+      return "act_gelu_tanh(a[i])";
     case graph::OpKind::kScale:
       return absl::StrCat("a[i] * ", FloatLiteral(n.attrs.Float("factor")));
     default:
@@ -43,7 +41,7 @@ absl::StatusOr<Kernel> EmitElementwise(const EmitContext& c) {
   k.variant = absl::StrCat(graph::OpName(c.node.kind), broadcast ? ".row_broadcast" : "");
   k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), FloatBuffer(1, "y", graph::DType::kF32, false),
                         FloatBuffer(2, "a", graph::DType::kF32, true),
-                        binary ? FloatBuffer(3, "b", graph::DType::kF32, true) : "", Fill(R"(
+                        binary ? FloatBuffer(3, "b", graph::DType::kF32, true) : "", ActivationGlsl(), Fill(R"(
 void main() {
   uint col = gl_GlobalInvocationID.x;
   uint row = gl_WorkGroupID.y;

@@ -5,6 +5,80 @@
 #include "absl/strings/str_replace.h"
 
 namespace doppler::codegen {
+namespace {
+
+// `float load_<name>(uint i)` for a row-major matrix stored in one of llama.cpp's block formats:
+// rows hold whole blocks, so element i is value i % E of block i / E, which starts at byte
+// (i / E) * B (E values in B bytes per block). Bytes are read out of the uint array with shifts
+// (little-endian), f16 fields with unpackHalf2x16 (every f16 field is 2-byte aligned: block
+// sizes and field offsets are even). The arithmetic is models/quant/dequantize.cc's, in the same
+// float32 order, and `precise` keeps the compiler from fusing it into a multiply-add, so the
+// values are bit-identical to the CPU's.
+std::string BlockDecoder(const std::string& name, graph::DType dtype) {
+  std::string body;
+  switch (dtype) {
+    case graph::DType::kQ8_0:  // f16 d, int8 q[32]: d * q
+      body = R"(
+  uint base = (i >> 5) * 34u;
+  int q = bitfieldExtract(int({{N}}_byte(base + 2u + (i & 31u))), 0, 8);
+  precise float y = {{N}}_half(base) * float(q);
+  return y;
+)";
+      break;
+    case graph::DType::kQ4_K:  // f16 d, f16 dmin, scales[12], qs[128]
+    case graph::DType::kQ5_K:  // f16 d, f16 dmin, scales[12], qh[32], qs[128]
+      body = absl::StrCat(R"(
+  uint base = (i >> 8) * )", dtype == graph::DType::kQ4_K ? "144u" : "176u", R"(;
+  uint v = i & 255u, j = v >> 5, c = v >> 6, l = v & 31u;
+  uint sc, m;
+  if (j < 4u) {
+    sc = {{N}}_byte(base + 4u + j) & 63u;
+    m = {{N}}_byte(base + 8u + j) & 63u;
+  } else {
+    uint b = {{N}}_byte(base + 8u + j);
+    sc = (b & 15u) | (({{N}}_byte(base + j) >> 6) << 4);
+    m = (b >> 4) | (({{N}}_byte(base + 4u + j) >> 6) << 4);
+  }
+)",
+                          dtype == graph::DType::kQ4_K ? R"(
+  uint qb = {{N}}_byte(base + 16u + 32u * c + l);
+  uint q = (j & 1u) == 0u ? (qb & 15u) : (qb >> 4);
+)"
+                                                       : R"(
+  uint qb = {{N}}_byte(base + 48u + 32u * c + l);
+  uint q = ((j & 1u) == 0u ? (qb & 15u) : (qb >> 4)) | ((({{N}}_byte(base + 16u + l) >> j) & 1u) << 4);
+)",
+                          R"(
+  precise float dl = {{N}}_half(base) * float(sc);
+  precise float ml = {{N}}_half(base + 2u) * float(m);
+  precise float y = dl * float(q) - ml;
+  return y;
+)");
+      break;
+    case graph::DType::kQ6_K:  // ql[128], qh[64], int8 scales[16], f16 d
+      body = R"(
+  uint base = (i >> 8) * 210u;
+  uint v = i & 255u, n = v >> 7, k = (v >> 5) & 3u, l = v & 31u;
+  uint lo = {{N}}_byte(base + 64u * n + 32u * (k & 1u) + l);
+  uint hi = ({{N}}_byte(base + 128u + 32u * n + l) >> (2u * k)) & 3u;
+  int q = int((k < 2u ? (lo & 15u) : (lo >> 4)) | (hi << 4)) - 32;
+  int s = bitfieldExtract(int({{N}}_byte(base + 192u + (v >> 4))), 0, 8);
+  precise float ds = {{N}}_half(base + 208u) * float(s);
+  precise float y = ds * float(q);
+  return y;
+)";
+      break;
+    default:
+      return absl::StrCat("#error ", graph::Name(dtype), " is not a block format\n");
+  }
+  return Fill(absl::StrCat(R"(uint {{N}}_byte(uint b) { return ({{N}}[b >> 2] >> ((b & 3u) << 3)) & 255u; }
+float {{N}}_half(uint b) { return unpackHalf2x16(({{N}}[b >> 2] >> ((b & 2u) << 3)) & 65535u).x; }
+float load_{{N}}(uint i) {)",
+                           body, "}\n"),
+              {{"N", name}});
+}
+
+}  // namespace
 
 std::string ShaderHeader(uint32_t workgroup_size) {
   return absl::StrCat(R"(#version 460
@@ -28,6 +102,11 @@ std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType 
     case graph::DType::kBF16:
       return absl::StrCat(decl, "uint ", name, "[]; };\nfloat load_", name, "(uint i) { return uintBitsToFloat(((",
                           name, "[i >> 1] >> ((i & 1u) * 16u)) & 0xFFFFu) << 16); }\n");
+    case graph::DType::kQ8_0:
+    case graph::DType::kQ4_K:
+    case graph::DType::kQ5_K:
+    case graph::DType::kQ6_K:
+      return absl::StrCat(decl, "uint ", name, "[]; };\n", BlockDecoder(name, dtype));
     default:
       return absl::StrCat("#error unsupported element type ", graph::Name(dtype), "\n");
   }
@@ -78,4 +157,15 @@ std::string RowsExpr(bool rows_are_tokens, int64_t static_rows) {
 
 namespace doppler::codegen {
 std::string FloatLiteral(double v) { return absl::StrFormat("%.9e", static_cast<float>(v)); }
+
+std::string ActivationGlsl() {
+  // gelu_tanh: tanh's argument is clamped where tanh is ±1 in float32 anyway: some drivers compute
+  // tanh as a ratio of exponentials that overflows to NaN.
+  return R"(
+float act_silu(float v) { return v / (1.0 + exp(-v)); }
+float act_gelu_tanh(float v) {
+  return 0.5 * v * (1.0 + tanh(clamp(0.7978845608 * (v + 0.044715 * v * v * v), -15.0, 15.0)));
+}
+)";
+}
 }  // namespace doppler::codegen

@@ -38,4 +38,8 @@ std::string RowsExpr(bool rows_are_tokens, int64_t static_rows);
 namespace doppler::codegen {
 // A float constant as a GLSL literal that round-trips exactly to the same float32.
 std::string FloatLiteral(double v);
+
+// `float act_silu(float)` and `float act_gelu_tanh(float)`: graph::Activate's formulas, the one
+// GLSL copy every kernel uses (elementwise ops, matmul epilogues).
+std::string ActivationGlsl();
 }  // namespace doppler::codegen

@@ -118,6 +118,36 @@ ValueId GraphBuilder::Sample(ValueId logits, double temperature, int64_t top_k, 
                  label);
 }
 
+ValueId GraphBuilder::MatMulFused(ValueId x, ValueId w, const std::vector<ValueId>& extras,
+                                  const std::string& epilogue, const std::string& split, std::string_view label) {
+  std::vector<ValueId> inputs = {x, w};
+  inputs.insert(inputs.end(), extras.begin(), extras.end());
+  Attrs attrs;
+  if (!epilogue.empty()) attrs.Set("epilogue", epilogue);
+  if (!split.empty()) attrs.Set("split", split);
+  return Compute(OpKind::kMatMul, std::move(inputs), std::move(attrs), label);
+}
+ValueId GraphBuilder::RmsNormResidual(ValueId x, ValueId w, ValueId r, double eps, double weight_offset,
+                                      std::string_view label) {
+  if (!status_.ok()) return -1;
+  if (x < 0 || x >= graph_.size() || graph_.node(x).type.shape.size() != 2) {
+    status_ = absl::InvalidArgumentError(absl::StrCat(Label(label), ": x must be an existing [T, D] value"));
+    return -1;
+  }
+  const int64_t d = graph_.node(x).type.shape[1].value;
+  return Compute(OpKind::kRmsNorm, {x, w, r},
+                 {{"eps", eps}, {"weight_offset", weight_offset}, {"residual", int64_t{1}},
+                  {"split", absl::StrCat(d, ",", d)}},
+                 label);
+}
+ValueId GraphBuilder::Part(ValueId x, int64_t index, std::string_view label) {
+  return Compute(OpKind::kPart, {x}, {{"index", index}}, label);
+}
+ValueId GraphBuilder::ConcatRows(const std::vector<ValueId>& weights, const std::string& name,
+                                 std::string_view label) {
+  return Compute(OpKind::kConcatRows, weights, {{"name", name}}, label);
+}
+
 void GraphBuilder::Output(const std::string& name, ValueId id) {
   if (status_.ok()) graph_.SetOutput(name, id);
 }

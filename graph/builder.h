@@ -55,6 +55,20 @@ class GraphBuilder {
   ValueId Sample(ValueId logits, double temperature, int64_t top_k, double top_p, double min_p, int64_t seed,
                  std::string_view label = "sample");
 
+  // Fused ops (what the fusion passes produce; meanings in graph/op.h and graph/epilogue.h).
+  // A matmul with an epilogue chain (e.g. "silu_mul,add") consuming `extras` in order, its value
+  // optionally split in column groups (split = "w0,w1,...", read through Part).
+  ValueId MatMulFused(ValueId x, ValueId w, const std::vector<ValueId>& extras, const std::string& epilogue,
+                      const std::string& split = "", std::string_view label = "matmul");
+  // rms_norm with residual = 1: s = x + r, value [T, 2D] split "D,D" = [s | norm(s) * (w + offset)].
+  ValueId RmsNormResidual(ValueId x, ValueId w, ValueId r, double eps, double weight_offset,
+                          std::string_view label = "rms_norm");
+  // Column group `index` of a split value.
+  ValueId Part(ValueId x, int64_t index, std::string_view label = "part");
+  // The weights' rows stacked into one weight named `name`, materialised at load.
+  ValueId ConcatRows(const std::vector<ValueId>& weights, const std::string& name,
+                     std::string_view label = "concat_rows");
+
   void Output(const std::string& name, ValueId id);
 
   const Graph& graph() const { return graph_; }

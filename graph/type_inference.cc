@@ -152,16 +152,20 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
       return TensorType{x.type.dtype, {x.type.shape[0], Dim::Static(widths[static_cast<size_t>(index)])}};
     }
     case OpKind::kConcatRows: {
+      // Matrices stacked by rows, or vectors (biases) joined end to end.
       int64_t rows = 0;
+      const size_t rank = in[0].shape.size();
       for (const TensorType& t : in) {
-        if (auto s = ExpectMatrix(kind, "input", t); !s.ok()) return s;
-        if (t.shape[0].tokens || t.dtype != in[0].dtype || t.shape[1] != in[0].shape[1]) {
-          return Error(kind, absl::StrCat("inputs must be weights of one dtype and row length, got ", ToString(in[0]),
-                                          " and ", ToString(t)));
+        if (t.shape.size() != rank || (rank != 1 && rank != 2) || t.shape[0].tokens || t.dtype != in[0].dtype ||
+            (rank == 2 && t.shape[1] != in[0].shape[1])) {
+          return Error(kind, absl::StrCat("inputs must be weights of one dtype and rank (and row length), got ",
+                                          ToString(in[0]), " and ", ToString(t)));
         }
         rows += t.shape[0].value;
       }
-      return TensorType{in[0].dtype, {Dim::Static(rows), in[0].shape[1]}};
+      Shape shape = in[0].shape;
+      shape[0] = Dim::Static(rows);
+      return TensorType{in[0].dtype, shape};
     }
     case OpKind::kRope: {
       if (auto s = ExpectMatrix(kind, "x", in[0]); !s.ok()) return s;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,10 @@ struct BuildOptions {
   // The most tokens one step may hold (the engine's prefill chunk). Sliding-window layers size
   // their ring-buffer KV cache from it; 0 (unknown) gives them a cache of the whole context.
   int64_t max_step_tokens = 0;
+  // When set, the storage type of each matrix (and embedding) by its tensor name, given the
+  // default weight_dtype: a GGUF keeps every tensor's own type (Q4_K_M mixes Q4_K and Q6_K), and
+  // --quant picks a block format per matrix. Vectors (norms, biases) stay f32 regardless.
+  std::function<graph::DType(const std::string& tensor, graph::DType default_dtype)> dtype_of;
 };
 
 // Graph of one step of the model: input "ids" i32[T]; output "logits" (f32[T, V], or f32[1, V]

@@ -28,8 +28,14 @@ ValueId RopeTable(GraphBuilder& b, const std::string& name, const RopeConfig& ro
                  std::move(table));
 }
 
+namespace {
+DType MatrixDType(const std::string& tensor, const BuildOptions& o) {
+  return o.dtype_of ? o.dtype_of(tensor, o.weight_dtype) : o.weight_dtype;
+}
+}  // namespace
+
 ValueId Matrix(GraphBuilder& b, const std::string& name, int64_t rows, int64_t cols, const BuildOptions& o) {
-  return b.Param(name, TensorType{o.weight_dtype, {Dim::Static(rows), Dim::Static(cols)}});
+  return b.Param(name, TensorType{MatrixDType(name, o), {Dim::Static(rows), Dim::Static(cols)}});
 }
 
 ValueId Vector(GraphBuilder& b, const std::string& name, int64_t n) {
@@ -39,7 +45,7 @@ ValueId Vector(GraphBuilder& b, const std::string& name, int64_t n) {
 ValueId MatrixRows(GraphBuilder& b, const std::string& source, int64_t source_rows, int64_t row_offset, int64_t rows,
                    int64_t cols, const BuildOptions& o) {
   return b.ParamRows(absl::StrCat(source, "[", row_offset, ":", row_offset + rows, "]"),
-                     TensorType{o.weight_dtype, {Dim::Static(rows), Dim::Static(cols)}}, source, source_rows,
+                     TensorType{MatrixDType(source, o), {Dim::Static(rows), Dim::Static(cols)}}, source, source_rows,
                      row_offset);
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/half.h"
+#include "models/quant/quant.h"
 
 namespace doppler::models {
 namespace {
@@ -76,17 +77,41 @@ absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, 
                                                    absl::StrJoin(t->shape, ", "), "] but the config implies ", what));
   }
   const DType to = param.type.dtype;
-  if (!graph::IsFloat(t->dtype) || !graph::IsFloat(to)) {
+  // Stored as it is (any format, block formats included), float -> float, float -> block
+  // (quantizing at load, e.g. --quant) and block -> float (dequantizing); block -> another block
+  // would quantize twice and is refused.
+  const bool from_ok = graph::IsFloat(t->dtype) || graph::IsBlockFormat(t->dtype);
+  const bool to_ok = graph::IsFloat(to) || graph::IsBlockFormat(to);
+  if (t->dtype != to && (!from_ok || !to_ok || (graph::IsBlockFormat(t->dtype) && graph::IsBlockFormat(to)))) {
     return absl::UnimplementedError(absl::StrCat(t->file, ": tensor '", name, "': conversion from ",
-                                                 graph::Name(t->dtype), " to ", graph::Name(to), " is not supported"));
+                                                 graph::Name(t->dtype), " to ", graph::Name(to), " is not supported",
+                                                 graph::IsBlockFormat(t->dtype) && graph::IsBlockFormat(to)
+                                                     ? " (re-quantizing a quantized tensor)"
+                                                     : ""));
+  }
+  // Rows of a block format hold whole blocks.
+  const int64_t cols = want.empty() ? 1 : want.back();
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < want.size(); ++i) rows *= want[i];
+  for (DType d : {t->dtype, to}) {
+    if (graph::IsBlockFormat(d) && cols % graph::Info(d).block_elems != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(t->file, ": tensor '", name, "' has rows of ", cols,
+                                                     " values, which ", graph::Name(d), " cannot hold (blocks of ",
+                                                     graph::Info(d).block_elems, ")"));
+    }
+  }
+  if (graph::IsBlockFormat(t->dtype) && t->nbytes != graph::ByteSize(t->dtype, cols) * static_cast<size_t>(rows)) {
+    return absl::InvalidArgumentError(absl::StrCat(t->file, ": tensor '", name, "' holds ", t->nbytes, " bytes, not the ",
+                                                   graph::ByteSize(t->dtype, cols) * static_cast<size_t>(rows),
+                                                   " its shape needs in ", graph::Name(t->dtype)));
   }
   const uint8_t* data = t->data;
   size_t nbytes = t->nbytes;
   if (slice) {
-    const int64_t offset = param.attrs.Int("row_offset"), rows = param_shape[0];
-    if (offset < 0 || offset + rows > want[0]) {
+    const int64_t offset = param.attrs.Int("row_offset"), slice_rows = param_shape[0];
+    if (offset < 0 || offset + slice_rows > want[0]) {
       return absl::InvalidArgumentError(absl::StrCat(t->file, ": tensor '", name, "': rows ", offset, "..",
-                                                     offset + rows - 1, " are outside its ", want[0], " rows"));
+                                                     offset + slice_rows - 1, " are outside its ", want[0], " rows"));
     }
     const size_t row_bytes = graph::ByteSize(t->dtype, want[1]);
     if (nbytes != row_bytes * static_cast<size_t>(want[0])) {
@@ -95,10 +120,19 @@ absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, 
                                                      " its shape needs"));
     }
     data += row_bytes * static_cast<size_t>(offset);
-    nbytes = row_bytes * static_cast<size_t>(rows);
+    nbytes = row_bytes * static_cast<size_t>(slice_rows);
+    rows = slice_rows;
   }
   if (t->dtype == to) return std::vector<uint8_t>(data, data + nbytes);
-  return EncodeFloats(to, DecodeFloats(t->dtype, std::span<const uint8_t>(data, nbytes)));
+  const std::vector<float> values = DecodeFloats(t->dtype, std::span<const uint8_t>(data, nbytes));
+  if (graph::IsBlockFormat(to)) {
+    absl::StatusOr<std::vector<uint8_t>> q = QuantizeRows(to, values.data(), rows, cols);
+    if (!q.ok()) {
+      return absl::Status(q.status().code(), absl::StrCat(t->file, ": tensor '", name, "': ", q.status().message()));
+    }
+    return q;
+  }
+  return EncodeFloats(to, values);
 }
 
 std::vector<uint8_t> EncodeFloats(DType dtype, std::span<const float> values) {
@@ -110,6 +144,12 @@ std::vector<uint8_t> EncodeFloats(DType dtype, std::span<const float> values) {
 
 std::vector<float> DecodeFloats(DType dtype, std::span<const uint8_t> bytes) {
   const size_t size = static_cast<size_t>(graph::Info(dtype).block_bytes);
+  if (graph::IsBlockFormat(dtype)) {
+    const size_t elems = static_cast<size_t>(graph::Info(dtype).block_elems);
+    std::vector<float> out(bytes.size() / size * elems);
+    if (!DequantizeRow(dtype, bytes.data(), static_cast<int64_t>(out.size()), out.data()).ok()) return {};
+    return out;
+  }
   std::vector<float> out(bytes.size() / size);
   for (size_t i = 0; i < out.size(); ++i) out[i] = LoadFloat(dtype, &bytes[i * size]);
   return out;
@@ -124,10 +164,21 @@ absl::StatusOr<std::vector<float>> ToFloat32(const TensorView& t) {
     }
     count *= d;
   }
+  if (graph::IsBlockFormat(t.dtype)) {  // dequantized; blocks never straddle rows
+    const int64_t cols = t.shape.empty() ? count : t.shape.back();
+    const int64_t block = graph::Info(t.dtype).block_elems;
+    if (cols % block != 0 || t.nbytes != graph::ByteSize(t.dtype, count)) {
+      return absl::InvalidArgumentError(absl::StrCat(t.file, ": tensor '", t.name, "' of ",
+                                                     std::string(graph::Name(t.dtype)), " holds ", t.nbytes,
+                                                     " bytes, which do not make shape [", absl::StrJoin(t.shape, ", "),
+                                                     "] (rows of whole blocks of ", block, ")"));
+    }
+    return DecodeFloats(t.dtype, std::span<const uint8_t>(t.data, t.nbytes));
+  }
   if (!graph::IsFloat(t.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat(t.file, ": tensor '", t.name, "' has dtype ",
                                                    std::string(graph::Name(t.dtype)),
-                                                   "; only f32, f16 and bf16 convert to float32"));
+                                                   "; only f32, f16, bf16 and the block formats convert to float32"));
   }
   const size_t elem = t.dtype == graph::DType::kF32 ? 4 : 2;
   if (t.nbytes / elem != static_cast<uint64_t>(count) || t.nbytes % elem != 0) {

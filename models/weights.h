@@ -14,7 +14,10 @@
 namespace doppler::models {
 
 // The tensor named by `param` converted to param's dtype, after checking it exists and has
-// param's shape. Errors name the tensor, the file and both shapes. A param with attrs `source`,
+// param's shape. Errors name the tensor, the file and both shapes. A tensor whose dtype is the
+// param's passes through unchanged (block formats included); a float tensor for a block-format
+// param is quantized row by row (QuantizeRows: --quant at load); a block-format tensor for a float
+// param is dequantized; block -> another block format is an error. A param with attrs `source`,
 // `source_rows` and `row_offset` is rows [row_offset, row_offset + rows) of the tensor `source`,
 // which must have shape [source_rows, cols] (a fused checkpoint tensor, e.g. Phi-3's qkv_proj).
 absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, const graph::Node& param);
@@ -22,11 +25,12 @@ absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, 
 // Encodes float32 values as a float dtype (f32, f16, bf16), rounding to nearest even.
 std::vector<uint8_t> EncodeFloats(graph::DType dtype, std::span<const float> values);
 
-// Decodes bytes of a float dtype (f32, f16, bf16) to float32.
+// Decodes bytes of a float dtype (f32, f16, bf16) or of consecutive blocks of a block format
+// (Q8_0, Q4_K, Q5_K, Q6_K; dequantized as models/quant does) to float32.
 std::vector<float> DecodeFloats(graph::DType dtype, std::span<const uint8_t> bytes);
 
-// Expands an F32/F16/BF16 tensor to float32 (row-major). Fails, naming the file and tensor, for
-// other dtypes or when nbytes disagrees with the shape.
+// Expands an F32/F16/BF16 or block-format tensor to float32 (row-major). Fails, naming the file
+// and tensor, for other dtypes or when nbytes disagrees with the shape.
 absl::StatusOr<std::vector<float>> ToFloat32(const TensorView& t);
 
 // Weights for the interpreter: exactly the values the GPU sees (stored dtype decoded to f32).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <set>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,8 @@
 #include "models/hf_config.h"
 #include "models/safetensors.h"
 #include "models/weights.h"
+#include "passes/memory_plan.h"
+#include "passes/pass.h"
 
 namespace doppler::runtime {
 namespace {
@@ -25,6 +28,23 @@ void Progress(bool on, const std::string& what, size_t done, size_t total) {
   std::fprintf(stderr, "\r%s %zu/%zu", what.c_str(), done, total);
   if (done == total) std::fprintf(stderr, "\n");
   std::fflush(stderr);
+}
+
+}  // namespace
+
+namespace {
+
+// The model's step graph, with how the next token is chosen, through the pass pipeline.
+absl::StatusOr<graph::Graph> StepGraph(const models::ModelConfig& config, const models::BuildOptions& build,
+                                       const SamplingOptions& sampling, const std::string& pipeline) {
+  absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse(pipeline);
+  if (!pm.ok()) return pm.status();
+  absl::StatusOr<graph::Graph> g = models::BuildModelGraph(config, build);
+  if (!g.ok()) return g.status();
+  g = AppendTokenChoice(*std::move(g), sampling);
+  if (!g.ok()) return g.status();
+  if (absl::Status s = pm->Run(*g); !s.ok()) return s;
+  return g;
 }
 
 }  // namespace
@@ -94,9 +114,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   if (e->build_.kv_dtype != graph::DType::kF32 && e->build_.kv_dtype != graph::DType::kF16) {
     return absl::InvalidArgumentError(absl::StrCat("the KV cache can be f16 or f32, not ", graph::Name(e->build_.kv_dtype)));
   }
-  absl::StatusOr<graph::Graph> g = models::BuildModelGraph(e->config_, e->build_);
-  if (!g.ok()) return g.status();
-  g = AppendTokenChoice(*std::move(g), options.sampling);
+  absl::StatusOr<graph::Graph> g = StepGraph(e->config_, e->build_, options.sampling, options.passes);
   if (!g.ok()) return g.status();
   e->graph_ = *std::move(g);
 
@@ -144,8 +162,13 @@ absl::StatusOr<std::unique_ptr<vk::Plan>> Engine::BuildPlan(const graph::Graph& 
     if (n.kind == graph::OpKind::kInput) external[n.id] = ids;
   }
   external[*g.output("next_token")] = token_.get();
-  absl::StatusOr<std::unique_ptr<vk::Plan>> plan =
-      vk::Plan::Build(*ctx_, *pipelines_, g, tokens, caps_, external, name);
+  // The plan's own activations share one arena, laid out by liveness.
+  std::set<graph::ValueId> outside;
+  for (const auto& [id, buffer] : external) outside.insert(id);
+  absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(g, tokens, outside);
+  if (!memory.ok()) return memory.status();
+  absl::StatusOr<std::unique_ptr<vk::Plan>> plan = vk::Plan::Build(
+      *ctx_, *pipelines_, g, tokens, caps_, external, vk::ArenaLayout{memory->arena_bytes, memory->offset}, name);
   if (!plan.ok()) return plan.status();
   if (options_.verbose) {
     std::fprintf(stderr, "plan %s (T=%lld): %d dispatches, %d barriers\n", name.c_str(),
@@ -204,9 +227,8 @@ absl::StatusOr<std::vector<float>> Engine::PrefillLogits(std::span<const int32_t
   if (!logits_) {
     models::BuildOptions all = build_;
     all.logits_all_tokens = true;
-    absl::StatusOr<graph::Graph> g = models::BuildModelGraph(config_, all);
-    if (!g.ok()) return g.status();
-    g = AppendTokenChoice(*std::move(g), SamplingOptions{});  // logits are read, the token is greedy
+    // Logits are what is read here; the token it also picks is greedy.
+    absl::StatusOr<graph::Graph> g = StepGraph(config_, all, SamplingOptions{}, options_.passes);
     if (!g.ok()) return g.status();
     absl::StatusOr<std::unique_ptr<vk::Plan>> plan = BuildPlan(*g, options_.prefill_chunk, prompt_.get(), "logits");
     if (!plan.ok()) return plan.status();

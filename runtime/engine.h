@@ -45,6 +45,7 @@ struct EngineOptions {
   bool verbose = false;   // print the kernel variant chosen for every node
   bool progress = false;  // a progress line on stderr while weights load and kernels compile
   SamplingOptions sampling;  // how prefill and decode choose the next token (default: greedy)
+  std::string passes = "default";  // the pass pipeline: "default", "none", or pass names (passes/pass.h)
 };
 
 // True when `path` names a file (taken as a GGUF model) rather than a directory (an HF model).
@@ -71,6 +72,7 @@ class Engine {
   int64_t position() const { return position_; }
   int64_t context() const { return options_.context; }
   const models::ModelConfig& config() const { return config_; }
+  const graph::Graph& graph() const { return graph_; }  // the step graph the plans run
   const vk::Context& device() const { return *ctx_; }
   const vk::Plan& decode_plan() const { return *decode_; }
   const vk::Plan& prefill_plan() const { return *prefill_; }

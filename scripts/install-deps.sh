@@ -9,6 +9,7 @@ packages=(
   glslang-dev glslang-tools glslc spirv-tools spirv-cross libspirv-cross-c-shared-dev
   nlohmann-json3-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev
+  clang libclang-rt-14-dev
 )
 
 missing=()

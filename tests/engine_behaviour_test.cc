@@ -36,12 +36,12 @@ TEST(EngineBehaviour, IndependentDispatchesShareABarrier) {
   auto engine = test::FixtureEngine(Fixture("llama"), graph::DType::kF32);
   ASSERT_TRUE(engine.ok()) << engine.status();
   const vk::PlanStats& s = (*engine)->decode_plan().stats();
-  // q, k and v projections read the same normalised input and write different buffers: one
-  // barrier before the first of them, none between them.
+  // After the fused QKV matmul, rope(q), rope(k) and the v cache write read different parts of
+  // its output and write different buffers: one barrier before the first, none between them.
   EXPECT_LT(s.barriers, s.dispatches);
   int unbarriered = 0;
   for (const vk::PlannedDispatch& d : (*engine)->decode_plan().dispatches()) unbarriered += d.barrier_before ? 0 : 1;
-  EXPECT_GE(unbarriered, 3 * (*engine)->config().num_layers);
+  EXPECT_GE(unbarriered, 2 * (*engine)->config().num_layers);
 }
 
 TEST(EngineBehaviour, PromptLongerThanTheContextIsAnError) {
@@ -93,10 +93,12 @@ TEST(EngineBehaviour, ShapeThatContradictsTheConfigNamesTheTensor) {
   auto dir = EditedFixture("llama", "bad_shape", [](nlohmann::json& j) { j["intermediate_size"] = 300; });
   auto engine = test::FixtureEngine(dir, graph::DType::kF16);
   ASSERT_FALSE(engine.ok());
-  EXPECT_NE(engine.status().message().find("model.layers.0.mlp.gate_proj.weight' has shape [256, 128] but the config "
-                                           "implies [300, 128]"),
-            std::string::npos)
-      << engine.status();
+  // intermediate_size shapes gate, up and down: whichever is loaded first is named.
+  const std::string message(engine.status().message());
+  EXPECT_NE(message.find("model.layers.0.mlp."), std::string::npos) << message;
+  EXPECT_TRUE(message.find("has shape [256, 128] but the config implies [300, 128]") != std::string::npos ||
+              message.find("has shape [128, 256] but the config implies [128, 300]") != std::string::npos)
+      << message;
 }
 
 TEST(EngineBehaviour, MissingTensorIsNamed) {

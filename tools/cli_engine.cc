@@ -8,25 +8,43 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "models/gguf/gguf_file.h"
+#include "models/tokenizer/gguf_tokenizer.h"
 
 namespace doppler::cli {
 
 std::vector<OptionSpec> EngineOptionSpecs() {
   return {
-      {"model", "m", "DIR", "HF model directory (config.json + *.safetensors)", ""},
-      {"tokenizer", "", "FILE", "tokenizer.json or a llama2.c tokenizer.bin (default: MODEL/tokenizer.json)", ""},
-      {"dtype", "", "TYPE", "weight storage type on the GPU: f16, bf16 or f32 (f32 also keeps an f32 KV cache)",
+      {"model", "m", "PATH", "HF model directory (config.json + *.safetensors) or a GGUF file", ""},
+      {"tokenizer", "", "FILE",
+       "tokenizer.json or a llama2.c tokenizer.bin (default: MODEL/tokenizer.json, or a GGUF's own tokenizer)", ""},
+      {"dtype", "", "TYPE",
+       "weight storage type on the GPU for an HF model: f16, bf16 or f32 (f32 also keeps an f32 KV cache); "
+       "a GGUF keeps its tensors' types",
        "f16"},
+      {"quant", "", "TYPE",
+       "quantize an HF model's matrices at load: q8_0, or q4_k_m (Q4_K, with Q6_K for the LM head and some "
+       "v_proj/down_proj, as llama.cpp's Q4_K_M)",
+       ""},
       {"ctx", "c", "N", "context size in tokens (default: the model's, at most 4096)", ""},
       {"device", "", "N", "Vulkan device index (see doppler devices); default: the best GPU", ""},
+      {"passes", "", "LIST", "the pass pipeline: default, none (run the model unfused) or pass names, comma-separated",
+       "default"},
       {"verbose", "v", "", "print the plans: every node and the kernel variant it uses", ""},
   };
 }
 
 absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& args) {
   runtime::EngineOptions o;
-  if (!args.Has("model")) return absl::InvalidArgumentError("--model DIR is required");
-  o.model_dir = args.Get("model");
+  if (!args.Has("model")) return absl::InvalidArgumentError("--model PATH is required");
+  o.model_path = args.Get("model");
+  if (args.Has("quant")) {
+    absl::StatusOr<models::QuantScheme> quant = models::ParseQuantScheme(args.Get("quant"));
+    if (!quant.ok() || *quant == models::QuantScheme::kF16) {
+      return absl::InvalidArgumentError(absl::StrCat("--quant: '", args.Get("quant"), "' is not one of q8_0, q4_k_m"));
+    }
+    o.quant = *quant;
+  }
   std::optional<graph::DType> dtype = graph::ParseDType(args.Get("dtype"));
   if (!dtype || !graph::IsFloat(*dtype)) {
     return absl::InvalidArgumentError(absl::StrCat("--dtype: '", args.Get("dtype"), "' is not one of f16, bf16, f32"));
@@ -44,6 +62,7 @@ absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& a
     o.device_index = static_cast<int>(*dev);
   }
   o.verbose = args.Has("verbose");
+  o.passes = args.Get("passes");
   o.progress = isatty(STDERR_FILENO) != 0;
   return o;
 }
@@ -55,11 +74,26 @@ absl::StatusOr<std::unique_ptr<models::Tokenizer>> OpenTokenizer(const ParsedArg
     return models::LoadLlama2cTokenizer(file);
   }
   const std::filesystem::path dir = args.Get("model");
+  if (runtime::IsGgufModel(dir)) {
+    absl::StatusOr<std::unique_ptr<models::GgufFile>> file = models::GgufFile::Open(dir);
+    if (!file.ok()) return file.status();
+    if (!models::GgufHasTokenizer(**file)) {
+      return absl::NotFoundError(absl::StrCat(dir.string(), " holds no tokenizer (tokenizer.ggml.model): name one with "
+                                              "--tokenizer FILE, or give --prompt-ids"));
+    }
+    return models::LoadGgufTokenizer(**file);
+  }
   if (!std::filesystem::exists(dir / "tokenizer.json")) {
     return absl::NotFoundError(absl::StrCat("no tokenizer.json in ", dir.string(),
                                             ": name one with --tokenizer FILE, or give --prompt-ids"));
   }
   return models::LoadHfTokenizer(dir);
+}
+
+bool ModelHasTokenizer(const std::filesystem::path& model) {
+  if (!runtime::IsGgufModel(model)) return std::filesystem::exists(model / "tokenizer.json");
+  absl::StatusOr<std::unique_ptr<models::GgufFile>> file = models::GgufFile::Open(model);
+  return file.ok() && models::GgufHasTokenizer(**file);
 }
 
 std::vector<OptionSpec> SamplingOptionSpecs() {

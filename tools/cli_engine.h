@@ -12,12 +12,15 @@
 
 namespace doppler::cli {
 
-// --model, --tokenizer, --dtype, --ctx, --device, --verbose.
+// --model, --tokenizer, --dtype, --quant, --ctx, --device, --verbose.
 std::vector<OptionSpec> EngineOptionSpecs();
 absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& args);
 
-// --tokenizer FILE (tokenizer.json, or a llama2.c tokenizer.bin), else MODEL/tokenizer.json.
+// --tokenizer FILE (tokenizer.json, or a llama2.c tokenizer.bin), else MODEL/tokenizer.json, or
+// the tokenizer in a GGUF model's metadata.
 absl::StatusOr<std::unique_ptr<models::Tokenizer>> OpenTokenizer(const ParsedArgs& args);
+// Whether OpenTokenizer finds one without --tokenizer.
+bool ModelHasTokenizer(const std::filesystem::path& model);
 
 // --temperature, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed.
 std::vector<OptionSpec> SamplingOptionSpecs();

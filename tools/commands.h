@@ -13,5 +13,7 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> LogitsCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> DevicesCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> PerplexityCommand(const std::vector<std::string>& args);
+absl::StatusOr<int> GraphCommand(const std::vector<std::string>& args);
+absl::StatusOr<int> ConvertCommand(const std::vector<std::string>& args);
 
 }  // namespace doppler::cli

@@ -14,6 +14,8 @@ constexpr char kUsage[] =
     "  run         generate text (or token ids), or chat\n"
     "  logits      write the float32 logits of a prompt and of decode steps to a file\n"
     "  perplexity  perplexity of a text file\n"
+    "  convert     convert an HF model to a GGUF file (f16, q8_0, q4_k_m)\n"
+    "  graph       print a model's graph before/after the passes, its kernels' GLSL, step statistics\n"
     "  devices     list Vulkan devices and their features\n"
     "\n"
     "doppler <command> --help shows the options of a command.\n";
@@ -35,10 +37,14 @@ int main(int argc, char** argv) {
     rc = doppler::cli::LogitsCommand(args);
   } else if (command == "perplexity") {
     rc = doppler::cli::PerplexityCommand(args);
+  } else if (command == "convert") {
+    rc = doppler::cli::ConvertCommand(args);
+  } else if (command == "graph") {
+    rc = doppler::cli::GraphCommand(args);
   } else if (command == "devices") {
     rc = doppler::cli::DevicesCommand(args);
   } else {
-    std::fprintf(stderr, "doppler: unknown command '%s' (commands: run, logits, perplexity, devices; see doppler --help)\n",
+    std::fprintf(stderr, "doppler: unknown command '%s' (commands: run, logits, perplexity, convert, graph, devices; see doppler --help)\n",
                  command.c_str());
     return 2;
   }

@@ -108,7 +108,7 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv) {
   options->sampling = *sampling;
   // Token ids in, token ids out when there is no tokenizer to turn them into text.
   std::unique_ptr<models::Tokenizer> tokenizer;
-  if (!args.Has("prompt-ids") || args.Has("tokenizer") || std::filesystem::exists(options->model_dir / "tokenizer.json")) {
+  if (!args.Has("prompt-ids") || args.Has("tokenizer") || ModelHasTokenizer(options->model_path)) {
     absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = OpenTokenizer(args);
     if (!tok.ok()) return tok.status();
     tokenizer = *std::move(tok);

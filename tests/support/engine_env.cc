@@ -5,7 +5,7 @@ namespace doppler::test {
 absl::StatusOr<std::unique_ptr<runtime::Engine>> FixtureEngine(const std::filesystem::path& dir, graph::DType dtype,
                                                                int64_t context, int64_t prefill_chunk) {
   runtime::EngineOptions o;
-  o.model_dir = dir;
+  o.model_path = dir;
   o.weight_dtype = dtype;
   o.context = context;
   o.prefill_chunk = prefill_chunk;

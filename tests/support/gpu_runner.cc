@@ -3,10 +3,13 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "models/quant/quant.h"
 #include "models/weights.h"
+#include "passes/memory_plan.h"
 
 namespace doppler::test {
 
@@ -23,6 +26,21 @@ RandomParams::RandomParams(const graph::Graph& g, uint32_t seed) {
     if (n.kind != graph::OpKind::kParam) continue;
     const std::string& name = n.attrs.Str("name");
     std::vector<float> v = RandomFloats(static_cast<size_t>(graph::NumElements(n.type.shape, 0)), seed++);
+    if (graph::IsBlockFormat(n.type.dtype)) {
+      // Quantized rows; the interpreter sees their dequantization, exactly what the GPU decodes.
+      // A shape the format cannot hold leaves no values, so Float32 reports it.
+      const int64_t cols = n.type.shape.empty() ? 0 : n.type.shape.back().value;
+      const int64_t rows = cols > 0 ? static_cast<int64_t>(v.size()) / cols : 0;
+      absl::StatusOr<std::vector<uint8_t>> q = models::QuantizeRows(n.type.dtype, v.data(), rows, cols);
+      bytes_[name] = q.ok() ? *std::move(q) : std::vector<uint8_t>();
+      if (!q.ok()) continue;
+      std::vector<float> d(v.size());
+      if (!models::DequantizeRow(n.type.dtype, bytes_[name].data(), static_cast<int64_t>(d.size()), d.data()).ok()) {
+        continue;
+      }
+      values_[name] = std::move(d);
+      continue;
+    }
     bytes_[name] = models::EncodeFloats(n.type.dtype, v);
     values_[name] = models::DecodeFloats(n.type.dtype, bytes_[name]);
   }
@@ -50,7 +68,12 @@ absl::StatusOr<std::unique_ptr<GpuRunner>> GpuRunner::Create(vk::Context& ctx, c
     r->inputs_[n.id] = *std::move(b);
   }
   const codegen::TargetCaps caps = vk::TargetCapsOf(ctx.info());
-  absl::StatusOr<std::unique_ptr<vk::Plan>> plan = vk::Plan::Build(ctx, r->pipelines_, g, bucket, caps, external, "test");
+  std::set<graph::ValueId> outside;
+  for (const auto& [id, buffer] : external) outside.insert(id);
+  absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(g, bucket, outside);
+  if (!memory.ok()) return memory.status();
+  absl::StatusOr<std::unique_ptr<vk::Plan>> plan = vk::Plan::Build(
+      ctx, r->pipelines_, g, bucket, caps, external, vk::ArenaLayout{memory->arena_bytes, memory->offset}, "test");
   if (!plan.ok()) return plan.status();
   r->plan_ = *std::move(plan);
   return r;
@@ -82,7 +105,7 @@ absl::StatusOr<std::map<std::string, graph::Tensor>> GpuRunner::Run(
       t.f.resize(count);
       dst = t.f.data();
     }
-    if (absl::Status s = ctx_.Download(*plan_->buffer(id), 0, dst, count * 4); !s.ok()) return s;
+    if (absl::Status s = ctx_.Download(*plan_->slice(id).buffer, plan_->slice(id).offset, dst, count * 4); !s.ok()) return s;
     out[name] = std::move(t);
   }
   return out;

@@ -17,13 +17,19 @@
 
 namespace doppler::test {
 
-// Random weights in [-1, 1) for every param of a graph, already rounded to the param's dtype:
-// the interpreter and the GPU see the same values.
+// Random weights in [-1, 1) for every param of a graph, already rounded to the param's dtype
+// (block formats: quantized with QuantizeRows, the interpreter seeing their dequantization): the
+// interpreter and the GPU see the same values.
 class RandomParams : public graph::ParamSource {
  public:
   RandomParams(const graph::Graph& g, uint32_t seed);
   absl::StatusOr<std::vector<float>> Float32(const graph::Node& param) const override;
   const std::vector<uint8_t>& bytes(const std::string& name) const { return bytes_.at(name); }
+  // Replaces a param's bytes and the values the interpreter sees (e.g. a fixture's quantized rows).
+  void Set(const std::string& name, std::vector<uint8_t> bytes, std::vector<float> values) {
+    bytes_[name] = std::move(bytes);
+    values_[name] = std::move(values);
+  }
 
  private:
   std::map<std::string, std::vector<float>> values_;

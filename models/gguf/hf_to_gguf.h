@@ -1,0 +1,45 @@
+// HF checkpoint (config.json + safetensors [+ tokenizer]) -> GGUF v3, with llama.cpp's names,
+// metadata keys and layouts, so llama.cpp and doppler read the result alike:
+//   - metadata: general.architecture / name / file_type / quantization_version, the
+//     `{arch}.*` hyperparameters (context_length, embedding_length, block_count,
+//     feed_forward_length, rope.dimension_count, rope.freq_base, attention.head_count,
+//     head_count_kv, layer_norm_rms_epsilon, vocab_size; key_length / value_length when the
+//     head size is not hidden / heads; rope.scaling.* for linear scaling), tokenizer.ggml.*;
+//   - tensors: token_embd, blk.N.attn_q|k|v|output|norm, ffn_gate|up|down|norm, output_norm,
+//     output (absent when tied); Llama 3 RoPE scaling as rope_freqs.weight (one divisor per
+//     frequency); llama's q/k rows permuted into llama.cpp's interleaved-pair RoPE layout;
+//   - matrices in the scheme's types (models/quant_scheme.h), 1-D tensors in F32.
+// Supported architectures: LlamaForCausalLM (GGUF "llama"), Qwen2ForCausalLM ("qwen2"),
+// Qwen3ForCausalLM ("qwen3").
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "models/quant_scheme.h"
+
+namespace doppler::models {
+
+struct HfToGgufOptions {
+  std::filesystem::path model_dir;
+  std::filesystem::path out;
+  QuantScheme quant = QuantScheme::kF16;
+  // The tokenizer to store: a tokenizer.json or a llama2.c tokenizer.bin; empty: MODEL/tokenizer.json
+  // when there is one, else none.
+  std::filesystem::path tokenizer;
+  std::string name;  // general.name; empty: the model directory's name
+  // After each tensor: (done, total, GGUF name, its type).
+  std::function<void(size_t, size_t, const std::string&, const char*)> progress;
+  // Notes for the user (a tensor left out, no tokenizer stored, ...).
+  std::function<void(const std::string&)> note;
+};
+
+absl::Status ConvertHfToGguf(const HfToGgufOptions& options);
+
+// llama.cpp's q/k row order for a [rows, ...] tensor of `heads` heads (`row_bytes` bytes per
+// row): GGUF row h*D + 2*i + s = HF row h*D + s*D/2 + i. The inverse of what OpenHfNamedGguf undoes.
+std::vector<uint8_t> PermuteRowsForGguf(const std::vector<uint8_t>& rows, int64_t n_rows, int64_t heads);
+
+}  // namespace doppler::models

@@ -1,0 +1,97 @@
+#include "models/quant_scheme.h"
+
+#include <cstdlib>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace doppler::models {
+namespace {
+
+using graph::DType;
+
+// The layer index of "model.layers.N.<...>", or -1.
+int LayerOf(std::string_view name) {
+  constexpr std::string_view kPrefix = "model.layers.";
+  if (!name.starts_with(kPrefix)) return -1;
+  name.remove_prefix(kPrefix.size());
+  const size_t dot = name.find('.');
+  int layer = -1;
+  if (dot == std::string_view::npos || !absl::SimpleAtoi(absl::string_view(name.data(), dot), &layer)) return -1;
+  return layer;
+}
+
+// llama.cpp's choice of the layers that get more bits: the first and last eighth of the layers and
+// every third one in between (integer division throughout).
+bool MoreBits(int layer, int layers) {
+  return layer < layers / 8 || layer >= 7 * layers / 8 || (layer - layers / 8) % 3 == 2;
+}
+
+bool EndsWithPart(std::string_view name, std::string_view part) {
+  return name.ends_with(std::string(part) + ".weight");
+}
+
+}  // namespace
+
+absl::StatusOr<QuantScheme> ParseQuantScheme(std::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(absl::string_view(name.data(), name.size()));
+  if (lower == "f16") return QuantScheme::kF16;
+  if (lower == "q8_0") return QuantScheme::kQ8_0;
+  if (lower == "q4_k_m") return QuantScheme::kQ4_K_M;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown quantization '", absl::string_view(name.data(), name.size()), "' (f16, q8_0, q4_k_m)"));
+}
+
+const char* QuantSchemeName(QuantScheme scheme) {
+  switch (scheme) {
+    case QuantScheme::kNone: return "none";
+    case QuantScheme::kF16: return "f16";
+    case QuantScheme::kQ8_0: return "q8_0";
+    case QuantScheme::kQ4_K_M: return "q4_k_m";
+  }
+  return "?";
+}
+
+int GgufFileType(QuantScheme scheme) {
+  switch (scheme) {
+    case QuantScheme::kQ8_0: return 7;
+    case QuantScheme::kQ4_K_M: return 15;
+    default: return 1;
+  }
+}
+
+// Q4_K_M, as llama.cpp's llama-quantize applies it to a dense model without an importance matrix:
+//   - the LM head (lm_head, or the embedding when it is tied to the head): Q6_K;
+//   - attention v_proj and MLP down_proj of layer i of n: Q6_K when i < n/8, i >= 7n/8 or
+//     (i - n/8) % 3 == 2, else Q4_K (for the 2-layer fixture llama_q: layer 1's);
+//   - a fused qkv_proj (Phi-3): Q5_K;
+//   - every other matrix, the embedding included: Q4_K.
+// A matrix whose rows are not whole 256-value blocks gets Q8_0 if they are whole 32-value blocks,
+// else `fallback` (llama.cpp would pick Q5_0 / Q5_1 / Q8_0, the first two unsupported here).
+DType QuantizedDType(QuantScheme scheme, std::string_view hf_name, int64_t cols, int num_layers, bool tied,
+                     DType fallback) {
+  auto fits = [&](DType t) { return cols > 0 && cols % graph::Info(t).block_elems == 0; };
+  auto or_fallback = [&](DType t) {
+    if (fits(t)) return t;
+    return fits(DType::kQ8_0) ? DType::kQ8_0 : fallback;
+  };
+  switch (scheme) {
+    case QuantScheme::kNone: return fallback;
+    case QuantScheme::kF16: return DType::kF16;
+    case QuantScheme::kQ8_0: return or_fallback(DType::kQ8_0);
+    case QuantScheme::kQ4_K_M: break;
+  }
+  const bool head = hf_name == "lm_head.weight" || (tied && EndsWithPart(hf_name, "embed_tokens"));
+  if (head) return or_fallback(DType::kQ6_K);
+  const int layer = LayerOf(hf_name);
+  if (layer >= 0 && (EndsWithPart(hf_name, "self_attn.v_proj") || EndsWithPart(hf_name, "mlp.down_proj")) &&
+      MoreBits(layer, num_layers)) {
+    return or_fallback(DType::kQ6_K);
+  }
+  if (EndsWithPart(hf_name, "qkv_proj")) return or_fallback(DType::kQ5_K);
+  return or_fallback(DType::kQ4_K);
+}
+
+}  // namespace doppler::models

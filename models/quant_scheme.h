@@ -1,0 +1,36 @@
+// Which storage type each weight gets when a float checkpoint is quantized: at load
+// (`doppler run --quant`) and when writing a GGUF (`doppler convert --quant`). Both use the same
+// rule, so a model quantized at load computes exactly like its converted GGUF.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "graph/dtype.h"
+
+namespace doppler::models {
+
+enum class QuantScheme {
+  kNone,   // keep the float type asked for (--dtype)
+  kF16,    // every matrix f16 (convert's --quant f16)
+  kQ8_0,   // every matrix Q8_0
+  kQ4_K_M  // llama.cpp's Q4_K_M mix of Q4_K and Q6_K (see QuantizedDType)
+};
+
+// "f16", "q8_0", "q4_k_m" (any case); anything else is an error listing these.
+absl::StatusOr<QuantScheme> ParseQuantScheme(std::string_view name);
+const char* QuantSchemeName(QuantScheme scheme);
+
+// llama.cpp's general.file_type for a scheme (MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q4_K_M 15).
+int GgufFileType(QuantScheme scheme);
+
+// The storage type of the 2-D weight `hf_name` (transformers' name, e.g.
+// "model.layers.3.mlp.down_proj.weight") with rows of `cols` values, in a model of `num_layers`
+// layers whose embedding is (`tied`) or is not also the LM head. `fallback` is the float type for
+// kNone and for matrices a block format cannot hold. 1-D tensors (norms, biases) are not asked
+// about: they stay f32.
+graph::DType QuantizedDType(QuantScheme scheme, std::string_view hf_name, int64_t cols, int num_layers, bool tied,
+                            graph::DType fallback);
+
+}  // namespace doppler::models

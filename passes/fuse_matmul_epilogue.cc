@@ -1,0 +1,68 @@
+// fuse-matmul-epilogue: elementwise work right after a matmul joins its epilogue chain, so the
+// result is written once.
+//
+//   before:  m = matmul(x, w) {epilogue = E}   y = add(m, b)        (b a weight vector [N])
+//   after:   y = matmul(x, w, ..., b) {epilogue = E,bias}
+//   before:  y = silu(m) | gelu_tanh(m)
+//   after:   y = matmul(x, w, ...) {epilogue = E,silu | E,gelu_tanh}
+//   before:  y = add(m, r) | add(r, m)                             (r a [rows, N] value, a residual)
+//   after:   y = matmul(x, w, ..., r) {epilogue = E,add}
+//
+// Applies when m feeds only that op, is not split, and (for add) r does not depend on m.
+// Repeats until nothing more joins, so add(silu(m + b), r) becomes one matmul.
+#include "absl/strings/str_cat.h"
+#include "graph/epilogue.h"
+#include "passes/registry.h"
+#include "passes/rewrite.h"
+
+namespace doppler::passes {
+namespace {
+
+class FuseMatmulEpilogue : public Pass {
+ public:
+  const char* name() const override { return "fuse-matmul-epilogue"; }
+
+  absl::StatusOr<bool> Run(Graph& g) const override {
+    bool changed = false;
+    for (bool again = true; again;) {
+      again = false;
+      for (ValueId id = 0; id < g.size() && !again; ++id) {
+        const Node m = g.node(id);
+        if (m.kind != OpKind::kMatMul || m.attrs.Has("split")) continue;
+        const ValueId user = SoleUser(g, id);
+        if (user < 0) continue;
+        const Node& u = g.node(user);
+        std::string step;
+        ValueId extra = -1;
+        if (u.kind == OpKind::kSilu) step = "silu";
+        if (u.kind == OpKind::kGeluTanh) step = "gelu_tanh";
+        if (u.kind == OpKind::kAdd) {
+          extra = u.inputs[0] == id ? u.inputs[1] : u.inputs[0];
+          const bool vector = g.node(extra).type.shape.size() == 1;
+          if (vector && !IsWeight(g, extra)) continue;
+          if (!vector && DependsOn(g, extra, id)) continue;
+          step = vector ? "bias" : "add";
+        }
+        if (step.empty()) continue;
+        graph::Attrs attrs = m.attrs;
+        const std::string before = m.attrs.Str("epilogue");
+        attrs.Set("epilogue", before.empty() ? step : absl::StrCat(before, ",", step));
+        std::vector<ValueId> inputs = m.inputs;
+        if (extra >= 0) inputs.push_back(extra);
+        absl::StatusOr<ValueId> fused = AddNode(g, OpKind::kMatMul, inputs, attrs, m.label);
+        if (!fused.ok()) return fused.status();
+        NoteFused(g, *fused, {user});
+        g.ReplaceAllUses(user, *fused);
+        g = WithoutDeadNodes(g);
+        changed = again = true;
+      }
+    }
+    return changed;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> MakeFuseMatmulEpilogue() { return std::make_unique<FuseMatmulEpilogue>(); }
+
+}  // namespace doppler::passes

@@ -1,0 +1,61 @@
+// fuse-residual-rmsnorm: a residual add feeding an RMSNorm becomes one op that writes both the
+// sum (the next residual) and the normalised sum.
+//
+//   before:  s = add(x, r)   n = rms_norm(s, w)        (s may have other readers)
+//   after:   f = rms_norm(x, w, r) {residual = 1, split = "D,D"}
+//            s = part(f, 0)   n = part(f, 1)
+//
+// Applies when x and r have one [rows, D] shape (no broadcast) and the norm covers whole rows.
+// Run after fuse-matmul-epilogue: a residual add right after a matmul is better in its epilogue
+// (Llama's), so this catches the adds of values that are not matmul outputs (Gemma 3's
+// post-norms feeding the next pre-norm).
+#include "absl/strings/str_cat.h"
+#include "passes/registry.h"
+#include "passes/rewrite.h"
+
+namespace doppler::passes {
+namespace {
+
+class FuseResidualRmsNorm : public Pass {
+ public:
+  const char* name() const override { return "fuse-residual-rmsnorm"; }
+
+  absl::StatusOr<bool> Run(Graph& g) const override {
+    bool changed = false;
+    const int original = g.size();
+    for (ValueId id = 0; id < original; ++id) {
+      const Node norm = g.node(id);
+      if (norm.kind != OpKind::kRmsNorm || norm.attrs.Has("group") || norm.attrs.Int("residual") != 0) continue;
+      const ValueId sum = norm.inputs[0];
+      const Node& add = g.node(sum);
+      if (add.kind != OpKind::kAdd || g.node(add.inputs[0]).type != g.node(add.inputs[1]).type) continue;
+      // The sum's other readers take part 0; only one norm may absorb it.
+      int norms = 0;
+      for (ValueId u : g.Users(sum)) norms += g.node(u).kind == OpKind::kRmsNorm ? 1 : 0;
+      if (norms != 1) continue;
+      const int64_t d = norm.type.shape[1].value;
+      graph::Attrs attrs = norm.attrs;
+      attrs.Set("residual", int64_t{1});
+      attrs.Set("split", absl::StrCat(d, ",", d));
+      absl::StatusOr<ValueId> fused =
+          AddNode(g, OpKind::kRmsNorm, {add.inputs[0], norm.inputs[1], add.inputs[1]}, attrs, norm.label);
+      if (!fused.ok()) return fused.status();
+      NoteFused(g, *fused, {sum});
+      absl::StatusOr<ValueId> sum_part = AddNode(g, OpKind::kPart, {*fused}, graph::Attrs{{"index", int64_t{0}}}, add.label);
+      if (!sum_part.ok()) return sum_part.status();
+      absl::StatusOr<ValueId> norm_part = AddNode(g, OpKind::kPart, {*fused}, graph::Attrs{{"index", int64_t{1}}}, norm.label);
+      if (!norm_part.ok()) return norm_part.status();
+      g.ReplaceAllUses(id, *norm_part);
+      g.ReplaceAllUses(sum, *sum_part);
+      changed = true;
+    }
+    if (changed) g = WithoutDeadNodes(g);
+    return changed;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> MakeFuseResidualRmsNorm() { return std::make_unique<FuseResidualRmsNorm>(); }
+
+}  // namespace doppler::passes

@@ -1,0 +1,23 @@
+#include "passes/registry.h"
+
+namespace doppler::passes {
+
+const std::vector<PassEntry>& Registry() {
+  static const std::vector<PassEntry> entries = {
+      {"fuse-gate-up", MakeFuseGateUp},
+      {"fuse-qkv", MakeFuseQkv},
+      {"fuse-matmul-epilogue", MakeFuseMatmulEpilogue},
+      {"fuse-residual-rmsnorm", MakeFuseResidualRmsNorm},
+      {"dce", MakeDce},
+  };
+  return entries;
+}
+
+// Order matters: gate+up first (otherwise fuse-qkv would take the MLP's two projections as a
+// plain pair); then projections of one input; then epilogues, which take a matmul's residual add
+// before the norm fusion can; then the remaining residual+norm pairs; dce last.
+std::vector<std::string> DefaultPipeline() {
+  return {"fuse-gate-up", "fuse-qkv", "fuse-matmul-epilogue", "fuse-residual-rmsnorm", "dce"};
+}
+
+}  // namespace doppler::passes

@@ -1,0 +1,85 @@
+#include "passes/rewrite.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/type_inference.h"
+
+namespace doppler::passes {
+
+absl::StatusOr<ValueId> AddNode(Graph& g, OpKind kind, std::vector<ValueId> inputs, graph::Attrs attrs,
+                                std::string label) {
+  absl::StatusOr<graph::TensorType> type = graph::InferType(g, kind, inputs, attrs);
+  if (!type.ok()) return type.status();
+  return g.AddNode(kind, std::move(inputs), std::move(attrs), *std::move(type), std::move(label));
+}
+
+bool IsWeight(const Graph& g, ValueId id) {
+  const OpKind k = g.node(id).kind;
+  return k == OpKind::kParam || k == OpKind::kConst || k == OpKind::kConcatRows;
+}
+
+bool IsOutput(const Graph& g, ValueId id) {
+  for (const auto& [name, out] : g.outputs()) {
+    if (out == id) return true;
+  }
+  return false;
+}
+
+ValueId SoleUser(const Graph& g, ValueId id) {
+  const std::vector<ValueId> users = g.Users(id);
+  if (users.size() != 1 || IsOutput(g, id)) return -1;
+  // A node reading the value twice (mul(x, x)) is still one reader, but not a simple one.
+  const Node& u = g.node(users[0]);
+  return std::count(u.inputs.begin(), u.inputs.end(), id) == 1 ? users[0] : -1;
+}
+
+bool DependsOn(const Graph& g, ValueId to, ValueId from) {
+  std::vector<ValueId> stack = {to};
+  std::vector<bool> seen(static_cast<size_t>(g.size()), false);
+  while (!stack.empty()) {
+    const ValueId id = stack.back();
+    stack.pop_back();
+    if (id == from) return true;
+    if (seen[static_cast<size_t>(id)]) continue;
+    seen[static_cast<size_t>(id)] = true;
+    for (ValueId in : g.node(id).inputs) stack.push_back(in);
+  }
+  return false;
+}
+
+void NoteFused(Graph& g, ValueId fused, const std::vector<ValueId>& absorbed) {
+  std::vector<std::string> parts;
+  if (g.node(fused).attrs.Has("fused")) parts.push_back(g.node(fused).attrs.Str("fused"));
+  for (ValueId id : absorbed) {
+    const Node& n = g.node(id);
+    if (n.attrs.Has("fused")) parts.push_back(n.attrs.Str("fused"));
+    parts.push_back(absl::StrCat(graph::OpName(n.kind), ":", n.label));
+  }
+  g.mutable_node(fused).attrs.Set("fused", absl::StrJoin(parts, " "));
+}
+
+Graph WithoutDeadNodes(const Graph& g) {
+  std::vector<bool> live(static_cast<size_t>(g.size()), false);
+  std::vector<ValueId> stack;
+  for (const auto& [name, id] : g.outputs()) stack.push_back(id);
+  while (!stack.empty()) {
+    const ValueId id = stack.back();
+    stack.pop_back();
+    if (live[static_cast<size_t>(id)]) continue;
+    live[static_cast<size_t>(id)] = true;
+    for (ValueId in : g.node(id).inputs) stack.push_back(in);
+  }
+  return g.Sorted(live);
+}
+
+absl::StatusOr<ValueId> ConcatWeights(Graph& g, const std::vector<ValueId>& weights, const std::string& label) {
+  if (weights.size() == 1) return weights[0];
+  std::vector<std::string> names;
+  for (ValueId w : weights) names.push_back(g.node(w).attrs.Str("name"));
+  return AddNode(g, OpKind::kConcatRows, weights, graph::Attrs{{"name", absl::StrCat("concat(", absl::StrJoin(names, "+"), ")")}},
+                 label);
+}
+
+}  // namespace doppler::passes

@@ -1,0 +1,38 @@
+// Helpers the passes share for matching and rewriting graphs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+
+namespace doppler::passes {
+
+using graph::Graph;
+using graph::Node;
+using graph::OpKind;
+using graph::ValueId;
+
+// Appends a node typed by type inference (in place; the caller re-sorts the graph).
+absl::StatusOr<ValueId> AddNode(Graph& g, OpKind kind, std::vector<ValueId> inputs, graph::Attrs attrs,
+                                std::string label);
+
+// A value known at load time: a param, a const, or a concat_rows of those.
+bool IsWeight(const Graph& g, ValueId id);
+bool IsOutput(const Graph& g, ValueId id);
+// The only reader of `id` (and `id` is no graph output), or -1.
+ValueId SoleUser(const Graph& g, ValueId id);
+// Whether `to` depends on `from` (directly or through other nodes).
+bool DependsOn(const Graph& g, ValueId to, ValueId from);
+
+// Records on a fused node what it absorbed, for `doppler graph` (attr "fused").
+void NoteFused(Graph& g, ValueId fused, const std::vector<ValueId>& absorbed);
+
+// Drops every node no output depends on and re-sorts the rest.
+Graph WithoutDeadNodes(const Graph& g);
+
+// The concat_rows of `weights` (or the weight itself when there is one), named after them.
+absl::StatusOr<ValueId> ConcatWeights(Graph& g, const std::vector<ValueId>& weights, const std::string& label);
+
+}  // namespace doppler::passes

@@ -1,0 +1,394 @@
+// HF -> GGUF conversion (models/gguf/hf_to_gguf.h, `doppler convert`): the q8_0 and q4_k_m
+// conversions of hf/llama_q reproduce llama.cpp's fixture GGUFs tensor for tensor (names, types,
+// dims, q/k row permutation, bytes) and key for key; converted files run like their references;
+// f16 conversions give the HF directory's tokens; tokenizers survive the trip through GGUF
+// metadata; the CLI reports bad GGUF files in one line.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_join.h"
+#include "models/gguf/gguf_file.h"
+#include "models/gguf/hf_to_gguf.h"
+#include "models/quant_scheme.h"
+#include "models/tokenizer/gguf_tokenizer.h"
+#include "nlohmann/json.hpp"
+#include "runtime/engine.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/npy.h"
+#include "tests/support/reference.h"
+
+namespace doppler {
+namespace {
+
+namespace fs = std::filesystem;
+using graph::DType;
+using models::GgufFile;
+using models::GgufValue;
+using models::QuantScheme;
+
+fs::path Fixtures() { return test::FixturesDir(); }
+
+absl::Status Convert(const std::string& model, QuantScheme quant, const fs::path& out, const fs::path& tokenizer = {},
+                     const std::string& name = {}) {
+  models::HfToGgufOptions o;
+  o.model_dir = Fixtures() / "hf" / model;
+  o.out = out;
+  o.quant = quant;
+  o.tokenizer = tokenizer;
+  o.name = name;
+  return models::ConvertHfToGguf(o);
+}
+
+// Whether two metadata values (of files a and b) are equal, arrays element by element.
+bool SameValue(const GgufFile& fa, const GgufValue& a, const GgufFile& fb, const GgufValue& b) {
+  if (a.type != b.type || a.value.index() != b.value.index()) return false;
+  if (const auto* arr = std::get_if<models::GgufArray>(&a.value)) {
+    const std::vector<GgufValue> ea = fa.Elements(*arr), eb = fb.Elements(std::get<models::GgufArray>(b.value));
+    if (ea.size() != eb.size()) return false;
+    for (size_t i = 0; i < ea.size(); ++i) {
+      if (!SameValue(fa, ea[i], fb, eb[i])) return false;
+    }
+    return true;
+  }
+  return std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, models::GgufArray>) {
+          return false;
+        } else {
+          return x == std::get<T>(b.value);
+        }
+      },
+      a.value);
+}
+
+struct RunResult {
+  double prefill_err = 0, decode_err = 0;
+  std::vector<int32_t> greedy;
+  std::vector<float> prefill;
+};
+
+// Prefill logits of `ids`, then greedy generation of `n` tokens on a fresh sequence; errors
+// against `prefill_ref` (rows of ids) when given.
+RunResult RunModel(const fs::path& model, std::optional<DType> kv, DType weights, const std::vector<int32_t>& ids, size_t n,
+              const float* prefill_ref = nullptr, const std::vector<int32_t>* decode_ids = nullptr,
+              const float* decode_ref = nullptr) {
+  RunResult r;
+  runtime::EngineOptions o;
+  o.model_path = model;
+  o.weight_dtype = weights;
+  o.kv_dtype = kv;
+  o.context = 64;
+  o.prefill_chunk = 32;
+  o.validation = true;
+  absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(o);
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  if (!engine.ok()) return r;
+  runtime::Engine& e = **engine;
+  const int64_t vocab = e.config().vocab_size;
+  absl::StatusOr<std::vector<float>> logits = e.PrefillLogits(ids);
+  EXPECT_TRUE(logits.ok()) << logits.status();
+  if (!logits.ok()) return r;
+  r.prefill = *logits;
+  if (prefill_ref != nullptr) r.prefill_err = test::WorstRowError(*logits, prefill_ref, static_cast<int64_t>(ids.size()), vocab);
+  if (decode_ids != nullptr) {
+    for (size_t i = 0; i < decode_ids->size(); ++i) {
+      absl::StatusOr<std::vector<float>> row = e.DecodeLogits((*decode_ids)[i]);
+      EXPECT_TRUE(row.ok()) << row.status();
+      if (!row.ok()) return r;
+      r.decode_err = std::max(r.decode_err, test::WorstRowError(*row, decode_ref + i * vocab, 1, vocab));
+    }
+  }
+  e.Reset();
+  absl::StatusOr<int32_t> token = e.Prefill(ids);
+  EXPECT_TRUE(token.ok()) << token.status();
+  if (!token.ok()) return r;
+  r.greedy.push_back(*token);
+  while (r.greedy.size() < n) {
+    token = e.DecodeNext();
+    EXPECT_TRUE(token.ok()) << token.status();
+    if (!token.ok()) return r;
+    r.greedy.push_back(*token);
+  }
+  EXPECT_EQ(e.device().validation_messages(), 0);
+  return r;
+}
+
+class ConvertQuantTest : public ::testing::TestWithParam<std::string> {};
+
+// Our conversion of hf/llama_q against llama.cpp's: every tensor (name, type, dims, bytes) and
+// every metadata key. The matrices must be byte-identical (ggml's quantizers, the same Q4_K_M
+// choice of Q6_K tensors, llama.cpp's q/k row order); rope_freqs may differ in the last bit
+// (the fixture's base frequencies come from torch's float32 pow, ours from the C library's).
+TEST_P(ConvertQuantTest, MatchesLlamaCppsFileTensorForTensor) {
+  const std::string type = GetParam();
+  const fs::path out = test::MakeTempDir("convert_q") / "model.gguf";
+  const fs::path fixture = Fixtures() / "gguf" / ("llama_q-" + type + ".gguf");
+  absl::StatusOr<std::unique_ptr<GgufFile>> ref = GgufFile::Open(fixture);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  absl::StatusOr<std::string> name = (*ref)->GetString("general.name");
+  ASSERT_TRUE(name.ok());
+  ASSERT_TRUE(Convert("llama_q", type == "Q8_0" ? QuantScheme::kQ8_0 : QuantScheme::kQ4_K_M, out,
+                      Fixtures() / "stories260K" / "tok512.bin", *name)
+                  .ok());
+  absl::StatusOr<std::unique_ptr<GgufFile>> ours = GgufFile::Open(out);
+  ASSERT_TRUE(ours.ok()) << ours.status();
+  EXPECT_EQ((*ours)->version(), 3u);
+  EXPECT_EQ((*ours)->alignment(), 32u);
+
+  // Metadata: the same keys with the same types and values (the tokenizer's too).
+  for (const std::string& key : (*ref)->Keys()) {
+    const GgufValue* want = (*ref)->Find(key);
+    const GgufValue* got = (*ours)->Find(key);
+    ASSERT_NE(got, nullptr) << "missing key " << key;
+    EXPECT_TRUE(SameValue(**ours, *got, **ref, *want)) << "key " << key;
+  }
+  EXPECT_EQ((*ours)->Keys().size(), (*ref)->Keys().size()) << absl::StrJoin((*ours)->Keys(), ", ");
+
+  // Tensors.
+  ASSERT_EQ((*ours)->Tensors().size(), (*ref)->Tensors().size());
+  int identical = 0;
+  for (const models::GgufTensorInfo& want : (*ref)->Tensors()) {
+    SCOPED_TRACE(want.name);
+    absl::StatusOr<models::TensorView> a = (*ours)->Get(want.name);
+    absl::StatusOr<models::TensorView> b = (*ref)->Get(want.name);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    EXPECT_EQ(graph::Name(a->dtype), graph::Name(b->dtype));
+    ASSERT_EQ(a->shape, b->shape);
+    ASSERT_EQ(a->nbytes, b->nbytes);
+    const bool same = std::memcmp(a->data, b->data, a->nbytes) == 0;
+    identical += same;
+    if (want.name == "rope_freqs.weight") {
+      const float* x = reinterpret_cast<const float*>(a->data);
+      const float* y = reinterpret_cast<const float*>(b->data);
+      for (size_t i = 0; i < a->nbytes / 4; ++i) EXPECT_NEAR(x[i], y[i], 1e-6 * std::abs(y[i])) << "divisor " << i;
+    } else {
+      EXPECT_TRUE(same) << "bytes differ";
+    }
+  }
+  std::printf("[ %s ] %d of %zu tensors byte-identical to llama.cpp's\n", type.c_str(), identical,
+              (*ref)->Tensors().size());
+}
+
+// A converted file runs like the reference for the same dequantized weights. Its matrices are
+// llama.cpp's bytes (above), so the fixture's tolerance for an exact engine applies: max |a - b|
+// <= 1e-4 of the row's max |logit| against hf_dequant_*, where the llama.cpp logits differ by up to
+// 1.3 % (Q8_0) / 2.2 % (Q4_K_M) and the f32 model by 1.6 % / 16 %.
+TEST_P(ConvertQuantTest, ConvertedFileRunsLikeTheDequantizedReference) {
+  const std::string type = GetParam();
+  const fs::path out = test::MakeTempDir("convert_run") / "model.gguf";
+  ASSERT_TRUE(Convert("llama_q", type == "Q8_0" ? QuantScheme::kQ8_0 : QuantScheme::kQ4_K_M, out).ok());
+  std::ifstream in(Fixtures() / "gguf" / "gguf_refs.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const std::vector<int32_t> ids = j["input_ids"].get<std::vector<int32_t>>();
+  const std::vector<int32_t> greedy = j["types"][type]["hf_dequant"]["greedy_tokens"].get<std::vector<int32_t>>();
+  absl::StatusOr<test::NpyArray> prefill = test::ReadNpy(Fixtures() / "gguf" / type / "hf_dequant_prefill_logits.npy");
+  absl::StatusOr<test::NpyArray> decode = test::ReadNpy(Fixtures() / "gguf" / type / "hf_dequant_decode_logits.npy");
+  ASSERT_TRUE(prefill.ok() && decode.ok());
+  RunResult r = RunModel(out, DType::kF32, DType::kF16, ids, greedy.size(), prefill->data.data(), &greedy, decode->data.data());
+  std::printf("[ converted %s ] vs hf_dequant: prefill %.3g, decode %.3g of max |logit|\n", type.c_str(), r.prefill_err,
+              r.decode_err);
+  EXPECT_LE(r.prefill_err, 1e-4);
+  EXPECT_LE(r.decode_err, 1e-4);
+  EXPECT_EQ(r.greedy, greedy);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, ConvertQuantTest, ::testing::Values("Q8_0", "Q4_K_M"));
+
+// f16 conversions: the GGUF holds the same f16 matrices and f32 vectors as the engine makes of the
+// HF directory at --dtype f16, so both compute the same logits and the reference's greedy tokens.
+class ConvertF16Test : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ConvertF16Test, GivesTheHfDirectorysTokensAndLogits) {
+  const std::string model = GetParam();
+  const fs::path out = test::MakeTempDir("convert_f16") / "model.gguf";
+  ASSERT_TRUE(Convert(model, QuantScheme::kF16, out).ok());
+  absl::StatusOr<test::HfReference> ref = test::LoadHfReference(model);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  RunResult gguf = RunModel(out, DType::kF32, DType::kF16, ref->input_ids, ref->greedy_tokens.size(),
+                       ref->prefill_logits.data.data());
+  RunResult hf = RunModel(ref->dir, DType::kF32, DType::kF16, ref->input_ids, ref->greedy_tokens.size(),
+                     ref->prefill_logits.data.data());
+  EXPECT_EQ(gguf.greedy, ref->greedy_tokens);
+  EXPECT_EQ(gguf.greedy, hf.greedy);
+  ASSERT_EQ(gguf.prefill.size(), hf.prefill.size());
+  const double diff = test::WorstRowError(gguf.prefill, hf.prefill.data(), static_cast<int64_t>(ref->input_ids.size()),
+                                          static_cast<int64_t>(gguf.prefill.size() / ref->input_ids.size()));
+  std::printf("[ %s f16 ] GGUF vs HF dir at f16: %.3g; vs transformers f32: %.3g of max |logit|\n", model.c_str(), diff,
+              gguf.prefill_err);
+  EXPECT_LE(diff, 1e-6);
+  EXPECT_LE(gguf.prefill_err, 2e-2);  // f16 weights, as engine_fixture_test allows
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ConvertF16Test, ::testing::Values("llama", "llama_q", "llama_tied", "qwen2", "qwen3"));
+
+TEST(ConvertTest, QuantRuleIsLlamaCppsQ4KM) {
+  using models::QuantizedDType;
+  auto q = [](const std::string& name, int layers, bool tied = false, int64_t cols = 4096) {
+    return graph::Name(QuantizedDType(QuantScheme::kQ4_K_M, name, cols, layers, tied, DType::kF16));
+  };
+  // The fixture llama_q (2 layers): output, layer 1's v and down.
+  EXPECT_STREQ(q("lm_head.weight", 2), "q6_k");
+  EXPECT_STREQ(q("model.embed_tokens.weight", 2), "q4_k");
+  EXPECT_STREQ(q("model.embed_tokens.weight", 2, /*tied=*/true), "q6_k");
+  EXPECT_STREQ(q("model.layers.0.self_attn.v_proj.weight", 2), "q4_k");
+  EXPECT_STREQ(q("model.layers.1.self_attn.v_proj.weight", 2), "q6_k");
+  EXPECT_STREQ(q("model.layers.1.mlp.down_proj.weight", 2), "q6_k");
+  EXPECT_STREQ(q("model.layers.1.self_attn.q_proj.weight", 2), "q4_k");
+  // 32 layers: the first and last 4, and every third from layer 6.
+  std::vector<int> more;
+  for (int l = 0; l < 32; ++l) {
+    if (std::string(q("model.layers." + std::to_string(l) + ".mlp.down_proj.weight", 32)) == "q6_k") more.push_back(l);
+  }
+  EXPECT_EQ(more, (std::vector<int>{0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31}));
+  // Rows that are not whole 256-blocks fall back to Q8_0, then to the float type.
+  EXPECT_STREQ(q("model.layers.0.mlp.up_proj.weight", 2, false, 96), "q8_0");
+  EXPECT_STREQ(q("model.layers.0.mlp.up_proj.weight", 2, false, 100), "f16");
+}
+
+// Tokenizer metadata both ways: tokenizer.json -> GGUF file -> tokenizer, checked against HF's own
+// encodings of 45 strings (ids with and without special tokens, decoded text).
+class GgufTokenizerRoundTripTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GgufTokenizerRoundTripTest, EncodesAndDecodesLikeTokenizerJson) {
+  const std::string name = GetParam();
+  const fs::path dir = test::MakeTempDir("gguf_tok_" + name);
+  const fs::path tok_dir = Fixtures() / "tokenizers" / name;
+  const std::string unpack = "tar xzf '" + (tok_dir / "tokenizer.tar.gz").string() + "' -C '" + dir.string() + "'";
+  ASSERT_EQ(std::system(unpack.c_str()), 0);
+  // A model directory: the tiny llama's weights with this tokenizer.
+  for (const char* f : {"config.json", "model.safetensors"}) fs::create_symlink(Fixtures() / "hf" / "llama" / f, dir / f);
+  models::HfToGgufOptions o;
+  o.model_dir = dir;
+  o.out = dir / "model.gguf";
+  o.quant = QuantScheme::kF16;
+  absl::Status s = models::ConvertHfToGguf(o);
+  ASSERT_TRUE(s.ok()) << s;
+  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(o.out);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(*(*file)->GetString("tokenizer.ggml.model"), "gpt2");
+  EXPECT_EQ(*(*file)->GetString("tokenizer.ggml.pre"), name == "llama3" ? "llama-bpe" : "qwen2");
+  absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = models::LoadGgufTokenizer(**file);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  std::ifstream in(tok_dir / "encodings.json");
+  const nlohmann::json enc = nlohmann::json::parse(in);
+  EXPECT_EQ((*tok)->vocab_size(), enc["vocab_size_with_added"].get<int32_t>());
+  int passed = 0;
+  for (const nlohmann::json& c : enc["cases"]) {
+    const std::string text = c["text"];
+    absl::StatusOr<std::vector<int32_t>> plain = (*tok)->Encode(text, false);
+    absl::StatusOr<std::vector<int32_t>> special = (*tok)->Encode(text, true);
+    ASSERT_TRUE(plain.ok() && special.ok()) << text;
+    const std::vector<int32_t> ids = c["ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(*plain, ids) << "text: " << text;
+    EXPECT_EQ(*special, c["ids_add_special_tokens"].get<std::vector<int32_t>>()) << "text: " << text;
+    EXPECT_EQ((*tok)->Decode(ids, false), c["decoded"].get<std::string>()) << "text: " << text;
+    EXPECT_EQ((*tok)->Decode(ids, true), c["decoded_skip_special"].get<std::string>()) << "text: " << text;
+    passed += *plain == ids;
+  }
+  EXPECT_EQ(passed, 45);
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GgufTokenizerRoundTripTest, ::testing::Values("llama3", "qwen3"));
+
+// --- the command line ---
+
+struct CliResult {
+  int exit_code;
+  std::string out, err;
+};
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+CliResult Doppler(const std::string& args) {
+  static int counter = 0;
+  const fs::path dir = test::MakeTempDir("convert_cli" + std::to_string(counter++));
+  const char* env = std::getenv("DOPPLER_BINARY");
+  const std::string cmd = std::string(env != nullptr ? env : DOPPLER_BINARY_PATH) + " " + args + " >" +
+                          (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(dir / "out"), Slurp(dir / "err")};
+}
+
+int Lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(ConvertCli, ConvertsAndTheResultRuns) {
+  const fs::path out = test::MakeTempDir("convert_cli_run") / "llama_q.gguf";
+  const std::string model = (Fixtures() / "hf" / "llama_q").string();
+  CliResult c = Doppler("convert --model " + model + " --out " + out.string() + " --quant q8_0");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.err.find("output.weight (q8_0)"), std::string::npos) << c.err;  // progress, one line per tensor
+  EXPECT_NE(c.err.find("wrote " + out.string()), std::string::npos) << c.err;
+  absl::StatusOr<test::HfReference> ref = test::LoadHfReference("llama_q");
+  ASSERT_TRUE(ref.ok());
+  CliResult r = Doppler("run --model " + out.string() + " --prompt-ids " + absl::StrJoin(ref->input_ids, ",") +
+                        " -n 16 --temperature 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, absl::StrJoin(ref->greedy_tokens, " ") + "\n");
+}
+
+TEST(ConvertCli, BadArgumentsAreOneLineErrors) {
+  const std::string model = (Fixtures() / "hf" / "llama_q").string();
+  const fs::path x = test::MakeTempDir("convert_bad") / "x.gguf";
+  for (const std::string& args : std::vector<std::string>{
+           "convert --model " + model + " --out " + x.string() + " --quant q3_k", "convert --model " + model,
+           "convert --model /nonexistent --out " + x.string(),
+           "convert --model " + (Fixtures() / "hf" / "gemma3").string() + " --out " + x.string()}) {
+    CliResult r = Doppler(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_EQ(Lines(r.err), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("doppler convert: error:"), std::string::npos) << r.err;
+  }
+}
+
+// A damaged GGUF given to `doppler run`: one line naming the file, exit code 1, no crash.
+TEST(ConvertCli, DamagedGgufIsAOneLineError) {
+  const fs::path dir = test::MakeTempDir("bad_gguf");
+  const fs::path good = Fixtures() / "gguf" / "llama_q-Q4_K_M.gguf";
+  const std::string bytes = Slurp(good);
+  struct Damage {
+    std::string name;
+    std::string content;
+  };
+  std::vector<Damage> damages;
+  damages.push_back({"truncated_data.gguf", bytes.substr(0, bytes.size() / 2)});
+  damages.push_back({"truncated_header.gguf", bytes.substr(0, 1000)});
+  damages.push_back({"empty.gguf", ""});
+  std::string magic = bytes;
+  magic[0] = 'X';
+  damages.push_back({"bad_magic.gguf", magic});
+  std::string count = bytes;
+  count[8] = '\xff';  // tensor count
+  count[12] = '\x7f';
+  damages.push_back({"bad_tensor_count.gguf", count});
+  std::string version = bytes;
+  version[4] = 9;
+  damages.push_back({"bad_version.gguf", version});
+  for (const Damage& d : damages) {
+    const fs::path path = dir / d.name;
+    std::ofstream(path, std::ios::binary) << d.content;
+    CliResult r = Doppler("run --model " + path.string() + " --prompt-ids 1,2,3 -n 2 --temperature 0");
+    EXPECT_EQ(r.exit_code, 1) << d.name << ": " << r.err;
+    EXPECT_EQ(Lines(r.err), 1) << d.name << ": " << r.err;
+    EXPECT_NE(r.err.find(path.string()), std::string::npos) << d.name << ": " << r.err;
+  }
+  CliResult q = Doppler("run --model " + good.string() + " --quant q8_0 --prompt-ids 1,2 -n 2");
+  EXPECT_EQ(q.exit_code, 1);
+  EXPECT_EQ(Lines(q.err), 1) << q.err;
+  EXPECT_NE(q.err.find("GGUF"), std::string::npos) << q.err;
+}
+
+}  // namespace
+}  // namespace doppler

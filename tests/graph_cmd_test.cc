@@ -1,0 +1,233 @@
+// doppler graph, run as a user would: the graph in text, JSON and DOT, dumps after passes, the
+// kernels' GLSL, the step statistics, and one-line errors.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+#include "passes/pass.h"
+#include "tests/support/fixtures.h"
+
+namespace doppler {
+namespace {
+
+struct Result {
+  int exit_code;
+  std::string out, err;
+};
+
+std::string Slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// $DOPPLER_BINARY when set (a build carried to another machine), else the one built with the tests.
+std::string Binary() {
+  const char* env = std::getenv("DOPPLER_BINARY");
+  return env != nullptr ? env : DOPPLER_BINARY_PATH;
+}
+
+Result Shell(const std::string& cmd, const std::filesystem::path& dir) {
+  const int status = std::system((cmd + " >" + (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null").c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(dir / "out"), Slurp(dir / "err")};
+}
+
+Result Graph(const std::string& args) {
+  static int counter = 0;
+  return Shell(Binary() + " graph " + args, test::MakeTempDir("graph_cmd" + std::to_string(counter++)));
+}
+
+std::string Llama() { return "--model " + (test::FixturesDir() / "hf" / "llama").string(); }
+
+TEST(GraphCmd, TextListsTheNodes) {
+  Result r = Graph(Llama() + " --passes none");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("= matmul(%"), std::string::npos);
+  EXPECT_NE(r.out.find("layers.0.attn.q_proj"), std::string::npos);
+  EXPECT_NE(r.out.find("output next_token = %"), std::string::npos);
+  EXPECT_EQ(r.out.rfind("%0 = input() {name=\"ids\"} : i32[T]", 0), 0u) << r.out.substr(0, 200);
+}
+
+TEST(GraphCmd, JsonHasTheDocumentedKeys) {
+  for (const char* passes : {"none", "default"}) {
+    Result r = Graph(Llama() + " --format json --passes " + passes);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    nlohmann::json doc = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(doc.is_discarded()) << r.out.substr(0, 200);
+    EXPECT_EQ(doc["format"], "doppler-graph");
+    EXPECT_EQ(doc["version"], 1);
+    ASSERT_TRUE(doc["pipeline"].is_array());
+    EXPECT_TRUE(doc["after"].is_string());
+    ASSERT_TRUE(doc["outputs"].is_object());
+    EXPECT_TRUE(doc["outputs"].contains("logits"));
+    EXPECT_TRUE(doc["outputs"].contains("next_token"));
+    ASSERT_TRUE(doc["nodes"].is_array());
+    ASSERT_GT(doc["nodes"].size(), 10u);
+    int tokens_dims = 0, fused = 0;
+    for (size_t i = 0; i < doc["nodes"].size(); ++i) {
+      const nlohmann::json& n = doc["nodes"][i];
+      EXPECT_EQ(n["id"], static_cast<int>(i));
+      for (const char* key : {"op", "dtype", "label"}) EXPECT_TRUE(n[key].is_string()) << key;
+      EXPECT_TRUE(n["attrs"].is_object());
+      ASSERT_TRUE(n["inputs"].is_array());
+      for (const nlohmann::json& in : n["inputs"]) EXPECT_LT(in.get<int>(), static_cast<int>(i));
+      ASSERT_TRUE(n["shape"].is_array());
+      for (const nlohmann::json& d : n["shape"]) {
+        EXPECT_TRUE(d.is_number_integer() || d == "T");
+        tokens_dims += d == "T" ? 1 : 0;
+      }
+      if (n.contains("fused")) {
+        ++fused;
+        ASSERT_TRUE(n["fused"].is_array());
+        EXPECT_GT(n["fused"].size(), 0u);
+        for (const nlohmann::json& a : n["fused"]) EXPECT_TRUE(a["op"].is_string() && a["label"].is_string());
+        EXPECT_TRUE(n["attrs"].contains("fused"));
+      }
+    }
+    EXPECT_GT(tokens_dims, 0);
+    if (std::string(passes) == "none") EXPECT_EQ(fused, 0);
+    if (std::string(passes) == "default" && !passes::DefaultPipeline().empty()) EXPECT_GT(fused, 0);
+  }
+}
+
+TEST(GraphCmd, DotIsAGraphvizDigraph) {
+  Result r = Graph(Llama() + " --format dot");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("digraph ", 0), 0u) << r.out.substr(0, 100);
+  EXPECT_NE(r.out.find("n0 -> n"), std::string::npos);
+  EXPECT_EQ(r.out.back(), '\n');
+  EXPECT_EQ(r.out.substr(r.out.size() - 2), "}\n");
+  if (!passes::DefaultPipeline().empty()) EXPECT_NE(r.out.find("fused:"), std::string::npos);
+  // Graphviz itself, where it is installed.
+  if (std::system("command -v dot >/dev/null 2>&1") == 0) {
+    const std::filesystem::path dir = test::MakeTempDir("graph_cmd_dot");
+    std::ofstream(dir / "g.dot") << r.out;
+    Result svg = Shell("dot -Tsvg " + (dir / "g.dot").string(), dir);
+    EXPECT_EQ(svg.exit_code, 0) << svg.err;
+    EXPECT_NE(svg.out.find("<svg"), std::string::npos);
+  }
+}
+
+TEST(GraphCmd, DumpAfterEveryPass) {
+  const std::vector<std::string> pipeline = passes::DefaultPipeline();
+  Result r = Graph(Llama() + " --format json --dump-after all");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), pipeline.size() + 1);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    nlohmann::json doc = nlohmann::json::parse(lines[i], nullptr, false);
+    ASSERT_FALSE(doc.is_discarded());
+    EXPECT_EQ(doc["after"], i == 0 ? "input" : pipeline[i - 1]);
+    EXPECT_EQ(doc.contains("changed"), i > 0);
+  }
+  if (pipeline.empty()) return;
+  Result one = Graph(Llama() + " --dump-after " + pipeline.front());
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(one.out.rfind("# after " + pipeline.front(), 0), 0u) << one.out.substr(0, 100);
+}
+
+TEST(GraphCmd, EmitsTheGlslOfEveryKernel) {
+  Result r = Graph(Llama() + " --passes none --emit-glsl");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("%0 = input"), std::string::npos);  // the graph itself only when asked
+  size_t kernels = 0;
+  for (size_t p = r.out.find("#version"); p != std::string::npos; p = r.out.find("#version", p + 1)) ++kernels;
+  size_t headers = 0;
+  for (size_t p = r.out.find("\n// %"); p != std::string::npos; p = r.out.find("\n// %", p + 1)) ++headers;
+  EXPECT_GT(kernels, 10u);
+  EXPECT_EQ(headers + 1, kernels);  // the first header opens the output
+  EXPECT_NE(r.out.find("void main()"), std::string::npos);
+  EXPECT_NE(r.out.find("matmul."), std::string::npos);
+}
+
+struct StatsRow {
+  std::string step, passes;
+  int64_t tokens = 0, nodes = 0, dispatches = 0, barriers = 0, weight_bytes = 0, arena_bytes = 0, value_bytes = 0;
+};
+
+std::vector<StatsRow> ParseStats(const std::string& out) {
+  std::vector<StatsRow> rows;
+  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
+    const std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (f.size() != 9 || f[0] == "step") continue;
+    StatsRow r{f[0], f[2]};
+    int64_t* nums[] = {&r.tokens, &r.nodes, &r.dispatches, &r.barriers, &r.weight_bytes, &r.arena_bytes, &r.value_bytes};
+    const int cols[] = {1, 3, 4, 5, 6, 7, 8};
+    bool ok = true;
+    for (int i = 0; i < 7; ++i) ok = ok && absl::SimpleAtoi(f[static_cast<size_t>(cols[i])], nums[i]);
+    if (ok) rows.push_back(r);
+  }
+  return rows;
+}
+
+TEST(GraphCmd, StatsBeforeAndAfterThePipeline) {
+  Result r = Graph(Llama() + " --stats --tokens 64");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<StatsRow> rows = ParseStats(r.out);
+  ASSERT_EQ(rows.size(), 4u) << r.out;
+  EXPECT_EQ(rows[0].step, "decode");
+  EXPECT_EQ(rows[2].step, "prefill");
+  for (int i = 0; i < 4; i += 2) {
+    const StatsRow &before = rows[static_cast<size_t>(i)], &after = rows[static_cast<size_t>(i) + 1];
+    EXPECT_EQ(before.tokens, i == 0 ? 1 : 64);
+    EXPECT_EQ(before.passes, "none");
+    EXPECT_EQ(after.passes, "default");
+    EXPECT_LE(after.dispatches, before.dispatches);
+    EXPECT_LE(after.barriers, after.dispatches);
+    EXPECT_GT(before.barriers, 0);
+    // Fusion stacks weights but reads the same bytes.
+    EXPECT_EQ(after.weight_bytes, before.weight_bytes);
+    for (const StatsRow* row : {&before, &after}) {
+      EXPECT_GT(row->arena_bytes, 0);
+      EXPECT_LT(row->arena_bytes, row->value_bytes);
+      EXPECT_GT(row->nodes, row->dispatches);
+    }
+    if (!passes::DefaultPipeline().empty()) EXPECT_LT(after.dispatches, before.dispatches);
+  }
+  // The llama fixture: 3 layers of f16 weights, 512-token vocabulary (the decode step embeds one row).
+  EXPECT_GT(rows[0].weight_bytes, 900000);
+  EXPECT_GT(rows[2].weight_bytes, rows[0].weight_bytes);
+  EXPECT_GT(rows[2].arena_bytes, rows[0].arena_bytes);
+}
+
+TEST(GraphCmd, NoneAndDefaultDifferOncePassesExist) {
+  Result none = Graph(Llama() + " --passes none");
+  Result def = Graph(Llama() + " --passes default");
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  ASSERT_EQ(def.exit_code, 0) << def.err;
+  if (passes::DefaultPipeline().empty()) {
+    EXPECT_EQ(none.out, def.out);
+  } else {
+    EXPECT_NE(none.out, def.out);
+  }
+}
+
+class GraphCmdErrors : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+TEST_P(GraphCmdErrors, OneLineAndExitOne) {
+  Result r = Graph(GetParam().first);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("doppler graph: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(GetParam().second), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out.substr(0, 200);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, GraphCmdErrors,
+    ::testing::Values(std::make_pair(Llama() + " --passes fuse-everything", "unknown pass 'fuse-everything'"),
+                      std::make_pair(Llama() + " --format yaml", "'yaml' is not one of text, json, dot"),
+                      std::make_pair(std::string("--passes none"), "--model PATH is required"),
+                      std::make_pair(std::string("--model /nonexistent/model"), "/nonexistent/model"),
+                      std::make_pair(Llama() + " --passes none --dump-after dce", "not in the pipeline"),
+                      std::make_pair(Llama() + " --tokens 0", "--tokens must be positive")));
+
+}  // namespace
+}  // namespace doppler

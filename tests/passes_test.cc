@@ -1,0 +1,308 @@
+// The fusion passes: the rewritten shape of small graphs (and the cases that must stay apart),
+// the Llama decode layer after the default pipeline, and fused == unfused on every fixture model
+// through the interpreter.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "graph/builder.h"
+#include "graph/interpreter.h"
+#include "graph/printer.h"
+#include "graph/verifier.h"
+#include "models/architecture.h"
+#include "models/safetensors.h"
+#include "models/weights.h"
+#include "passes/pass.h"
+#include "runtime/token_choice.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/gpu_runner.h"
+#include "tests/support/reference.h"
+
+namespace doppler {
+namespace {
+
+using graph::Dim;
+using graph::DType;
+using graph::Graph;
+using graph::GraphBuilder;
+using graph::OpKind;
+using graph::TensorType;
+using graph::ValueId;
+
+TensorType Rows(int64_t cols) { return {DType::kF32, {Dim::Tokens(), Dim::Static(cols)}}; }
+TensorType Mat(int64_t r, int64_t c, DType t = DType::kF16) { return {t, {Dim::Static(r), Dim::Static(c)}}; }
+TensorType Vec(int64_t n) { return {DType::kF32, {Dim::Static(n)}}; }
+
+Graph RunPass(Graph g, const std::string& pipeline) {
+  absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse(pipeline);
+  EXPECT_TRUE(pm.ok()) << pm.status();
+  absl::Status s = pm->Run(g);
+  EXPECT_TRUE(s.ok()) << s << "\n" << graph::ToText(g);
+  return g;
+}
+
+int Count(const Graph& g, OpKind kind) {
+  return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(), [&](const graph::Node& n) { return n.kind == kind; }));
+}
+
+std::vector<const graph::Node*> Nodes(const Graph& g, OpKind kind) {
+  std::vector<const graph::Node*> out;
+  for (const graph::Node& n : g.nodes()) {
+    if (n.kind == kind) out.push_back(&n);
+  }
+  return out;
+}
+
+// Nodes that dispatch a kernel (sources, parts and load-time weights do not).
+int Kernels(const Graph& g) {
+  return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(), [](const graph::Node& n) {
+    return n.kind != OpKind::kInput && n.kind != OpKind::kParam && n.kind != OpKind::kConst &&
+           n.kind != OpKind::kState && n.kind != OpKind::kPart && n.kind != OpKind::kConcatRows;
+  }));
+}
+
+// The interpreter gives the same outputs before and after `pipeline` on random weights.
+void ExpectSameResults(const Graph& before, const Graph& after, std::map<std::string, graph::Tensor> inputs) {
+  test::RandomParams params(before, 77);
+  graph::Interpreter a(params), b(params);
+  auto ra = a.Run(before, inputs, 0);
+  auto rb = b.Run(after, inputs, 0);
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  for (const auto& [name, t] : *ra) EXPECT_LE(test::RelativeError(rb->at(name).f, t.f), 1e-6) << name;
+}
+
+graph::Tensor RandomRows(int64_t t, int64_t c) {
+  return graph::Tensor::F32({t, c}, test::RandomFloats(static_cast<size_t>(t * c), 5));
+}
+
+TEST(FuseGateUp, MergesGateAndUpIntoAGatedMatmul) {
+  for (bool gelu : {false, true}) {
+    for (bool swapped : {false, true}) {
+      GraphBuilder b;
+      ValueId x = b.Input("x", Rows(24));
+      ValueId g = b.MatMul(x, b.Param("gate", Mat(40, 24)), "gate");
+      ValueId u = b.MatMul(x, b.Param("up", Mat(40, 24)), "up");
+      ValueId a = gelu ? b.GeluTanh(g) : b.Silu(g);
+      b.Output("y", swapped ? b.Mul(u, a) : b.Mul(a, u));
+      Graph before = *std::move(b).Finish();
+      Graph after = RunPass(before, "fuse-gate-up");
+      ASSERT_EQ(Count(after, OpKind::kMatMul), 1) << graph::ToText(after);
+      const graph::Node& mm = *Nodes(after, OpKind::kMatMul)[0];
+      EXPECT_EQ(mm.attrs.Str("epilogue"), gelu ? "gelu_tanh_mul" : "silu_mul");
+      EXPECT_EQ(after.node(mm.inputs[1]).kind, OpKind::kConcatRows);
+      EXPECT_EQ(Count(after, OpKind::kMul), 0);
+      EXPECT_NE(mm.attrs.Str("fused").find("mul:"), std::string::npos);
+      ExpectSameResults(before, after, {{"x", RandomRows(3, 24)}});
+    }
+  }
+}
+
+TEST(FuseGateUp, LeavesApartWhatDoesNotMatch) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(24));
+  ValueId y = b.Input("y", Rows(24));
+  // Different inputs.
+  b.Output("a", b.Mul(b.Silu(b.MatMul(x, b.Param("g1", Mat(8, 24)))), b.MatMul(y, b.Param("u1", Mat(8, 24)))));
+  // The gate's activation is read elsewhere too.
+  ValueId act = b.Silu(b.MatMul(x, b.Param("g2", Mat(8, 24))));
+  b.Output("b", b.Mul(act, b.MatMul(x, b.Param("u2", Mat(8, 24)))));
+  b.Output("c", act);
+  // Different weight types.
+  b.Output("d", b.Mul(b.Silu(b.MatMul(x, b.Param("g3", Mat(8, 24, DType::kF32)))), b.MatMul(x, b.Param("u3", Mat(8, 24)))));
+  Graph after = RunPass(*std::move(b).Finish(), "fuse-gate-up");
+  EXPECT_EQ(Count(after, OpKind::kMul), 3);
+  EXPECT_EQ(Count(after, OpKind::kConcatRows), 0);
+}
+
+TEST(FuseQkv, MergesProjectionsOfOneInputWithTheirBiases) {
+  for (bool bias : {false, true}) {
+    GraphBuilder b;
+    ValueId x = b.Input("x", Rows(32));
+    ValueId q = b.MatMul(x, b.Param("wq", Mat(32, 32)), "q");
+    ValueId k = b.MatMul(x, b.Param("wk", Mat(16, 32)), "k");
+    ValueId v = b.MatMul(x, b.Param("wv", Mat(16, 32)), "v");
+    if (bias) {
+      q = b.Add(q, b.Param("bq", Vec(32)));
+      k = b.Add(k, b.Param("bk", Vec(16)));
+      v = b.Add(v, b.Param("bv", Vec(16)));
+    }
+    b.Output("q", q);
+    b.Output("k", k);
+    b.Output("v", b.Silu(v));
+    Graph before = *std::move(b).Finish();
+    Graph after = RunPass(before, "fuse-qkv");
+    ASSERT_EQ(Count(after, OpKind::kMatMul), 1) << graph::ToText(after);
+    const graph::Node& mm = *Nodes(after, OpKind::kMatMul)[0];
+    EXPECT_EQ(mm.attrs.Str("split"), "32,16,16");
+    EXPECT_EQ(mm.attrs.Str("epilogue"), bias ? "bias" : "");
+    EXPECT_EQ(Count(after, OpKind::kPart), 3);
+    EXPECT_EQ(Count(after, OpKind::kAdd), 0);
+    ExpectSameResults(before, after, {{"x", RandomRows(4, 32)}});
+  }
+}
+
+TEST(FuseQkv, DifferentInputsTypesOrBiasesStayApart) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(32));
+  ValueId y = b.Input("y", Rows(32));
+  b.Output("a", b.MatMul(x, b.Param("w1", Mat(8, 32))));
+  b.Output("b", b.MatMul(y, b.Param("w2", Mat(8, 32))));                    // another input
+  b.Output("c", b.MatMul(y, b.Param("w3", Mat(8, 32, DType::kF32))));       // another weight type
+  b.Output("d", b.MatMul(x, b.Param("w4", Mat(8, 32, DType::kF32))));
+  b.Output("e", b.Add(b.MatMul(x, b.Param("w5", Mat(8, 32, DType::kF32))), b.Param("b5", Vec(8))));  // a bias alone
+  Graph after = RunPass(*std::move(b).Finish(), "fuse-qkv");
+  // Only w1's group ({w1} alone: no) — nothing shares input, type and bias-ness with another.
+  EXPECT_EQ(Count(after, OpKind::kMatMul), 5);
+  EXPECT_EQ(Count(after, OpKind::kPart), 0);
+}
+
+TEST(FuseMatmulEpilogue, AbsorbsBiasActivationAndResidual) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(16));
+  ValueId r = b.Input("r", Rows(12));
+  ValueId m = b.MatMul(x, b.Param("w", Mat(12, 16)));
+  b.Output("y", b.Add(r, b.Silu(b.Add(m, b.Param("b", Vec(12))))));
+  Graph before = *std::move(b).Finish();
+  Graph after = RunPass(before, "fuse-matmul-epilogue");
+  ASSERT_EQ(after.size(), 5) << graph::ToText(after);  // x, r, w, b, the matmul
+  const graph::Node& mm = *Nodes(after, OpKind::kMatMul)[0];
+  EXPECT_EQ(mm.attrs.Str("epilogue"), "bias,silu,add");
+  ExpectSameResults(before, after, {{"x", RandomRows(2, 16)}, {"r", RandomRows(2, 12)}});
+}
+
+TEST(FuseMatmulEpilogue, KeepsAMatmulReadTwiceOrFeedingItsOwnResidual) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(16));
+  ValueId m = b.MatMul(x, b.Param("w", Mat(16, 16)));
+  b.Output("a", b.Silu(m));
+  b.Output("b", m);  // m is read twice
+  ValueId m2 = b.MatMul(x, b.Param("w2", Mat(16, 16)));
+  b.Output("c", b.Add(m2, b.Scale(m2, 2.0)));  // the "residual" depends on the matmul itself
+  Graph after = RunPass(*std::move(b).Finish(), "fuse-matmul-epilogue");
+  EXPECT_EQ(Count(after, OpKind::kSilu), 1);
+  EXPECT_EQ(Count(after, OpKind::kAdd), 1);
+}
+
+TEST(FuseResidualRmsNorm, WritesTheSumAndTheNormKeepingTheSumForOthers) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(20));
+  ValueId r = b.Input("r", Rows(20));
+  ValueId s = b.Add(x, r, "residual");
+  ValueId n = b.RmsNorm(s, b.Param("w", Vec(20)), 1e-5, 0.0, "norm");
+  b.Output("n", n);
+  b.Output("s", b.Scale(s, 3.0));  // the residual is read again later
+  Graph before = *std::move(b).Finish();
+  Graph after = RunPass(before, "fuse-residual-rmsnorm");
+  ASSERT_EQ(Count(after, OpKind::kAdd), 0) << graph::ToText(after);
+  const graph::Node& norm = *Nodes(after, OpKind::kRmsNorm)[0];
+  EXPECT_EQ(norm.attrs.Int("residual"), 1);
+  EXPECT_EQ(norm.attrs.Str("split"), "20,20");
+  EXPECT_EQ(Count(after, OpKind::kPart), 2);
+  ExpectSameResults(before, after, {{"x", RandomRows(3, 20)}, {"r", RandomRows(3, 20)}});
+}
+
+TEST(FuseResidualRmsNorm, BroadcastAddsAndGroupNormsStay) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(20));
+  b.Output("a", b.RmsNorm(b.Add(x, b.Param("bias", Vec(20))), b.Param("w", Vec(20)), 1e-5, 0.0));
+  Graph after = RunPass(*std::move(b).Finish(), "fuse-residual-rmsnorm");
+  EXPECT_EQ(Count(after, OpKind::kAdd), 1);
+}
+
+TEST(Dce, RemovesWhatNoOutputReads) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(4));
+  b.Silu(x);  // unused
+  b.Output("y", b.Scale(x, 2.0));
+  Graph after = RunPass(*std::move(b).Finish(), "dce");
+  EXPECT_EQ(after.size(), 2);
+}
+
+TEST(PassManager, UnknownPassIsAnError) {
+  absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse("fuse-qkv,frobnicate");
+  ASSERT_FALSE(pm.ok());
+  EXPECT_NE(pm.status().message().find("unknown pass 'frobnicate'; passes: fuse-gate-up"), std::string::npos);
+}
+
+absl::StatusOr<Graph> FixtureGraph(const std::string& name, int64_t step_tokens) {
+  absl::StatusOr<models::ModelConfig> config = models::ReadHfConfig(test::FixturesDir() / "hf" / name / "config.json");
+  if (!config.ok()) return config.status();
+  models::BuildOptions o;
+  o.context = 64;
+  o.weight_dtype = DType::kF32;
+  o.kv_dtype = DType::kF32;
+  o.logits_all_tokens = true;
+  o.max_step_tokens = step_tokens;
+  absl::StatusOr<Graph> g = models::BuildModelGraph(*config, o);
+  if (!g.ok()) return g.status();
+  return runtime::AppendTokenChoice(*std::move(g), runtime::SamplingOptions{});
+}
+
+// One Llama layer's decode step after the default pipeline: norm, one QKV matmul (three parts),
+// rope on q and k, the two cache writes, attention, the output projection with the residual in
+// its epilogue, norm, the gate-up matmul with SiLU·mul, the down projection with the residual.
+TEST(DefaultPipeline, LlamaDecodeLayerShape) {
+  absl::StatusOr<Graph> g = FixtureGraph("llama", 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  Graph fused = RunPass(*g, "default");
+  std::vector<std::string> layer0;
+  for (const graph::Node& n : fused.nodes()) {
+    if (n.label.rfind("layers.0.", 0) != 0 || n.kind == OpKind::kParam || n.kind == OpKind::kState ||
+        n.kind == OpKind::kConcatRows) {
+      continue;
+    }
+    std::string d = graph::OpName(n.kind);
+    if (n.attrs.Has("epilogue")) d += "{" + n.attrs.Str("epilogue") + "}";
+    if (n.attrs.Has("split")) d += "{split " + n.attrs.Str("split") + "}";
+    layer0.push_back(d);
+  }
+  const std::vector<std::string> want = {
+      "rms_norm", "matmul{split 128,64,64}", "part", "part", "part", "rope", "rope", "cache_write", "cache_write",
+      "attention", "matmul{add}", "rms_norm", "matmul{silu_mul}", "matmul{add}"};
+  std::vector<std::string> sorted_got = layer0, sorted_want = want;
+  std::sort(sorted_got.begin(), sorted_got.end());
+  std::sort(sorted_want.begin(), sorted_want.end());
+  EXPECT_EQ(sorted_got, sorted_want) << graph::ToText(fused);
+  std::printf("layer 0 after the default pipeline: %zu nodes (%d before)\n", layer0.size(),
+              static_cast<int>(std::count_if(g->nodes().begin(), g->nodes().end(), [](const graph::Node& n) {
+                return n.label.rfind("layers.0.", 0) == 0 && n.kind != OpKind::kParam && n.kind != OpKind::kState;
+              })));
+}
+
+class FusedEqualsUnfused : public ::testing::TestWithParam<std::string> {};
+
+// The whole model, fused and unfused, through the interpreter: the same logits (1e-5 relative)
+// and tokens over a prefill and decode steps.
+TEST_P(FusedEqualsUnfused, OnTheInterpreter) {
+  absl::StatusOr<test::HfReference> ref = test::LoadHfReference(GetParam());
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  absl::StatusOr<Graph> g = FixtureGraph(GetParam(), 24);
+  ASSERT_TRUE(g.ok()) << g.status();
+  Graph fused = RunPass(*g, "default");
+  EXPECT_LT(Kernels(fused), Kernels(*g));
+  absl::StatusOr<std::unique_ptr<models::WeightStore>> store = models::OpenSafetensors(ref->dir);
+  ASSERT_TRUE(store.ok()) << store.status();
+  models::StoreParamSource params(**store);
+  graph::Interpreter a(params), b(params);
+  const int64_t n = static_cast<int64_t>(ref->input_ids.size());
+  auto step = [&](const std::vector<int32_t>& ids, int64_t pos) {
+    std::map<std::string, graph::Tensor> in = {{"ids", graph::Tensor::I32({static_cast<int64_t>(ids.size())}, ids)}};
+    auto ra = a.Run(*g, in, pos);
+    auto rb = b.Run(fused, in, pos);
+    ASSERT_TRUE(ra.ok()) << ra.status();
+    ASSERT_TRUE(rb.ok()) << rb.status();
+    EXPECT_LE(test::RelativeError(rb->at("logits").f, ra->at("logits").f), 1e-5) << "position " << pos;
+    EXPECT_EQ(rb->at("next_token").i, ra->at("next_token").i) << "position " << pos;
+  };
+  step(ref->input_ids, 0);
+  for (size_t i = 0; i < 4; ++i) step({ref->greedy_tokens[i]}, n + static_cast<int64_t>(i));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, FusedEqualsUnfused,
+                         ::testing::Values("llama", "llama_tied", "llama_q", "qwen2", "qwen3", "gemma3", "mistral", "phi3"));
+
+}  // namespace
+}  // namespace doppler

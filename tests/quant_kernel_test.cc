@@ -1,0 +1,163 @@
+// Kernels reading llama.cpp's block formats (Q8_0, Q4_K, Q5_K, Q6_K) straight from their blocks,
+// against the interpreter fed the dequantized values: matmul (decode and prefill tiles, row counts
+// that are not multiples of the tile) and embedding gathers, which must decode bit for bit as
+// models/quant does; and ggml's own quantized fixture rows decoded on the GPU.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "graph/builder.h"
+#include "models/quant/quant.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/gpu_runner.h"
+#include "tests/support/npy.h"
+#include "tests/support/vk_test_env.h"
+
+namespace doppler {
+namespace {
+
+using graph::Dim;
+using graph::DType;
+using graph::GraphBuilder;
+using graph::Tensor;
+using graph::TensorType;
+using graph::ValueId;
+
+TensorType Rows(int64_t cols) { return {DType::kF32, {Dim::Tokens(), Dim::Static(cols)}}; }
+TensorType Matrix(int64_t rows, int64_t cols, DType dtype) { return {dtype, {Dim::Static(rows), Dim::Static(cols)}}; }
+
+Tensor RandomRows(int64_t tokens, int64_t cols, uint32_t seed) {
+  return Tensor::F32({tokens, cols}, test::RandomFloats(static_cast<size_t>(tokens * cols), seed));
+}
+
+class QuantKernelTest : public vk::VkTest {
+ protected:
+  // Runs `g` on the GPU and the interpreter for each step and returns the worst relative error of
+  // output "y" (-1 on failure, reported through gtest).
+  double WorstError(const graph::Graph& g, const test::RandomParams& params, int64_t bucket,
+                    const std::vector<std::pair<std::map<std::string, Tensor>, uint32_t>>& steps) {
+    auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params);
+    EXPECT_TRUE(gpu.ok()) << gpu.status();
+    if (!gpu.ok()) return -1;
+    graph::Interpreter interp(params);
+    double worst = 0;
+    for (const auto& [inputs, pos] : steps) {
+      auto want = interp.Run(g, inputs, pos);
+      EXPECT_TRUE(want.ok()) << want.status();
+      auto got = (*gpu)->Run(inputs, pos);
+      EXPECT_TRUE(got.ok()) << got.status();
+      if (!want.ok() || !got.ok()) return -1;
+      const Tensor& a = got->at("y");
+      const Tensor& b = want->at("y");
+      EXPECT_EQ(a.shape, b.shape);
+      if (a.f.size() != b.f.size()) return -1;
+      worst = std::max(worst, test::RelativeError(a.f, b.f));
+    }
+    return worst;
+  }
+};
+
+struct QuantMatMulCase {
+  DType dtype;
+  int64_t tokens, bucket, k, n;
+};
+
+class QuantMatMulTest : public QuantKernelTest, public ::testing::WithParamInterface<QuantMatMulCase> {};
+
+TEST_P(QuantMatMulTest, MatchesInterpreterOnDequantizedWeights) {
+  const QuantMatMulCase& c = GetParam();
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(c.k));
+  b.Output("y", b.MatMul(x, b.Param("w", Matrix(c.n, c.k, c.dtype))));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  test::RandomParams params(*g, 77);
+  // A full step, then a single token at a later position (a bucket-sized plan run short).
+  const double err = WorstError(*g, params, c.bucket, {{{{"x", RandomRows(c.tokens, c.k, 1)}}, 0}, {{{"x", RandomRows(1, c.k, 2)}}, 3}});
+  std::printf("[ matmul %s t%lld k%lld n%lld ] relative error %.3g\n", graph::Name(c.dtype),
+              static_cast<long long>(c.tokens), static_cast<long long>(c.k), static_cast<long long>(c.n), err);
+  // Same weights on both sides; only the order of the K-long sums differs (f32 on the GPU, double in
+  // the interpreter).
+  EXPECT_GE(err, 0);
+  EXPECT_LE(err, 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, QuantMatMulTest,
+    ::testing::Values(QuantMatMulCase{DType::kQ8_0, 1, 1, 96, 37}, QuantMatMulCase{DType::kQ8_0, 13, 16, 160, 67},
+                      QuantMatMulCase{DType::kQ4_K, 1, 1, 512, 37}, QuantMatMulCase{DType::kQ4_K, 13, 16, 256, 9},
+                      QuantMatMulCase{DType::kQ5_K, 1, 1, 256, 21}, QuantMatMulCase{DType::kQ5_K, 5, 8, 512, 7},
+                      QuantMatMulCase{DType::kQ6_K, 1, 1, 512, 67}, QuantMatMulCase{DType::kQ6_K, 13, 16, 256, 5}),
+    [](const ::testing::TestParamInfo<QuantMatMulCase>& i) {
+      const QuantMatMulCase& c = i.param;
+      return std::string(graph::Name(c.dtype)) + "_t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) +
+             "_n" + std::to_string(c.n);
+    });
+
+class QuantEmbeddingTest : public QuantKernelTest, public ::testing::WithParamInterface<DType> {};
+
+TEST_P(QuantEmbeddingTest, GathersExactlyTheDequantizedRows) {
+  const DType dtype = GetParam();
+  const int64_t cols = dtype == DType::kQ8_0 ? 96 : 512;
+  GraphBuilder b;
+  ValueId ids = b.Input("ids", {DType::kI32, {Dim::Tokens()}});
+  b.Output("y", b.Embedding(b.Param("table", Matrix(37, cols, dtype)), ids));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  test::RandomParams params(*g, 5);
+  const double err = WorstError(*g, params, 8,
+                                {{{{"ids", Tensor::I32({5}, {36, 0, 17, 17, 3})}}, 0},
+                                 {{{"ids", Tensor::I32({8}, {1, 2, 3, 4, 5, 6, 7, 8})}}, 0}});
+  EXPECT_EQ(err, 0.0) << "the GPU's decoding differs from models/quant's";
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, QuantEmbeddingTest, ::testing::Values(DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(graph::Name(i.param)); });
+
+// ggml's quantization of the fixture matrix (quant/*.bin, 64 rows of 512 values, with edge rows:
+// zeros, constants, outliers, tiny values), gathered on the GPU, equals ggml's own dequantization
+// (quant/*_dequant_f32.npy) bit for bit.
+class QuantFixtureKernelTest : public QuantKernelTest, public ::testing::WithParamInterface<std::pair<DType, const char*>> {};
+
+TEST_P(QuantFixtureKernelTest, GpuDecodesGgmlBlocksBitExactly) {
+  const auto [dtype, stem] = GetParam();
+  const std::filesystem::path dir = test::FixturesDir() / "quant";
+  std::ifstream in(dir / (std::string(stem) + ".bin"), std::ios::binary);
+  ASSERT_TRUE(in) << (dir / (std::string(stem) + ".bin"));
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::StatusOr<test::NpyArray> ref = test::ReadNpy(dir / (std::string(stem) + "_dequant_f32.npy"));
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  ASSERT_EQ(ref->shape, (std::vector<int64_t>{64, 512}));
+  ASSERT_EQ(bytes.size(), graph::ByteSize(dtype, 64 * 512));
+
+  GraphBuilder b;
+  ValueId ids = b.Input("ids", {DType::kI32, {Dim::Tokens()}});
+  b.Output("y", b.Embedding(b.Param("table", Matrix(64, 512, dtype)), ids));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  test::RandomParams params(*g, 1);
+  params.Set("table", bytes, ref->data);
+  std::vector<int32_t> all(64);
+  for (int32_t i = 0; i < 64; ++i) all[i] = i;
+  auto gpu = test::GpuRunner::Create(ctx(), *g, 64, params);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto got = (*gpu)->Run({{"ids", Tensor::I32({64}, all)}}, 0);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const std::vector<float>& y = got->at("y").f;
+  ASSERT_EQ(y.size(), ref->data.size());
+  size_t differing = 0;
+  for (size_t i = 0; i < y.size(); ++i) differing += std::memcmp(&y[i], &ref->data[i], sizeof(float)) != 0;
+  EXPECT_EQ(differing, 0u) << "of " << y.size() << " values";
+}
+
+INSTANTIATE_TEST_SUITE_P(Ggml, QuantFixtureKernelTest,
+                         ::testing::Values(std::pair{DType::kQ8_0, "q8_0"}, std::pair{DType::kQ4_K, "q4_K"},
+                                           std::pair{DType::kQ6_K, "q6_K"}),
+                         [](const ::testing::TestParamInfo<std::pair<DType, const char*>>& i) {
+                           return std::string(i.param.second);
+                         });
+
+}  // namespace
+}  // namespace doppler

@@ -1,0 +1,298 @@
+// doppler graph: a model's step graph before and after the pass pipeline, as text, JSON or DOT;
+// the GLSL of its kernels; and per-step statistics (dispatches, barriers, bytes) computed without
+// a GPU from the device-independent schedule and the memory plan.
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "backend_vk/schedule.h"
+#include "codegen/kernel.h"
+#include "graph/layout.h"
+#include "graph/printer.h"
+#include "models/architecture.h"
+#include "models/gguf/gguf_config.h"
+#include "models/gguf/gguf_file.h"
+#include "models/gguf/hf_names.h"
+#include "models/hf_config.h"
+#include "models/quant_scheme.h"
+#include "models/safetensors.h"
+#include "passes/memory_plan.h"
+#include "passes/pass.h"
+#include "runtime/engine.h"
+#include "runtime/token_choice.h"
+#include "tools/cli_args.h"
+#include "tools/cli_graph_format.h"
+#include "tools/commands.h"
+
+namespace doppler::cli {
+namespace {
+
+using graph::OpKind;
+
+constexpr int64_t kDefaultMaxContext = 4096;  // as the engine
+
+CommandSpec Spec() {
+  return CommandSpec{
+      "graph",
+      "Print a model's step graph after the pass pipeline (or after one pass, or every pass), as text, JSON\n"
+      "(docs/graph-format.md) or Graphviz DOT; the GLSL of its kernels (--emit-glsl); or statistics of a decode\n"
+      "step and a prefill chunk before and after the pipeline (--stats). No GPU is needed. With --stats or\n"
+      "--emit-glsl the graph itself is printed only when --format or --dump-after is given.",
+      {
+          {"model", "m", "PATH", "HF model directory (config.json) or a GGUF file", ""},
+          {"passes", "", "LIST", "the pass pipeline: default, none, or pass names, comma-separated", "default"},
+          {"dump-after", "", "PASS",
+           "print the graph after this pass of the pipeline instead of the final graph; all: the input graph and "
+           "the graph after every pass",
+           ""},
+          {"format", "", "FMT", "text, json or dot", "text"},
+          {"emit-glsl", "", "", "print the GLSL of every kernel of the final graph (bucket: --tokens if given, else 1)",
+           ""},
+          {"stats", "", "", "nodes, dispatches, barriers, weight and activation bytes of a decode step (T=1) and a "
+                            "prefill chunk (T=--tokens), before and after the pipeline",
+           ""},
+          {"tokens", "", "T", "the prefill chunk: the token bucket of --stats, and the graph's most tokens per step",
+           "256"},
+          {"dtype", "", "TYPE", "weight storage type for an HF model: f16, bf16 or f32", "f16"},
+          {"quant", "", "TYPE", "quantize an HF model's matrices as `doppler run --quant` would: q8_0, q4_k_m", ""},
+          {"ctx", "c", "N", "context size (default: the model's, at most 4096)", ""},
+      }};
+}
+
+// The step graph the engine would compile (before its pass pipeline): the model, then the greedy
+// token choice. Mirrors runtime::Engine::Create; reads a GGUF's header or an HF config, and an HF
+// checkpoint's tensor shapes only for --quant.
+absl::StatusOr<graph::Graph> BuildStepGraph(const ParsedArgs& args, int64_t& tokens) {
+  if (!args.Has("model")) return absl::InvalidArgumentError("--model PATH is required");
+  const std::filesystem::path path = args.Get("model");
+  std::optional<graph::DType> dtype = graph::ParseDType(args.Get("dtype"));
+  if (!dtype || !graph::IsFloat(*dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat("--dtype: '", args.Get("dtype"), "' is not one of f16, bf16, f32"));
+  }
+  models::QuantScheme quant = models::QuantScheme::kNone;
+  if (args.Has("quant")) {
+    absl::StatusOr<models::QuantScheme> q = models::ParseQuantScheme(args.Get("quant"));
+    if (!q.ok() || *q == models::QuantScheme::kF16) {
+      return absl::InvalidArgumentError(absl::StrCat("--quant: '", args.Get("quant"), "' is not one of q8_0, q4_k_m"));
+    }
+    quant = *q;
+  }
+  const bool gguf = runtime::IsGgufModel(path);
+  models::ModelConfig config;
+  std::unique_ptr<models::WeightStore> store;
+  if (gguf) {
+    if (quant != models::QuantScheme::kNone) {
+      return absl::InvalidArgumentError(absl::StrCat(path.string(), " is a GGUF file: --quant applies to HF checkpoints"));
+    }
+    absl::StatusOr<std::unique_ptr<models::GgufFile>> file = models::GgufFile::Open(path);
+    if (!file.ok()) return file.status();
+    absl::StatusOr<models::ModelConfig> c = models::ConfigFromGguf(**file);
+    if (!c.ok()) return c.status();
+    config = *std::move(c);
+    absl::StatusOr<std::unique_ptr<models::WeightStore>> s = models::OpenHfNamedGguf(*std::move(file));
+    if (!s.ok()) return s.status();
+    store = *std::move(s);
+  } else {
+    absl::StatusOr<models::ModelConfig> c = models::ReadHfConfig(path / "config.json");
+    if (!c.ok()) return c.status();
+    config = *std::move(c);
+    if (quant != models::QuantScheme::kNone) {
+      absl::StatusOr<std::unique_ptr<models::WeightStore>> s = models::OpenSafetensors(path);
+      if (!s.ok()) return s.status();
+      store = *std::move(s);
+    }
+  }
+  int64_t context = 0;
+  if (args.Has("ctx")) {
+    absl::StatusOr<int64_t> c = args.GetInt("ctx");
+    if (!c.ok()) return c.status();
+    if (*c <= 0) return absl::InvalidArgumentError("--ctx must be positive");
+    context = *c;
+  } else {
+    const int64_t max_pos = config.max_position_embeddings;
+    context = max_pos > 0 ? std::min(kDefaultMaxContext, max_pos) : kDefaultMaxContext;
+  }
+  tokens = std::clamp<int64_t>(tokens, 1, context);
+
+  models::BuildOptions build;
+  build.context = context;
+  build.max_step_tokens = tokens;
+  build.weight_dtype = *dtype;
+  const models::WeightStore* st = store.get();
+  if (gguf) {
+    build.dtype_of = [st](const std::string& tensor, graph::DType default_dtype) {
+      absl::StatusOr<models::TensorView> t = st->Get(tensor);
+      return t.ok() ? t->dtype : default_dtype;
+    };
+  } else if (quant != models::QuantScheme::kNone) {
+    const int layers = config.num_layers;
+    const bool tied = config.tie_word_embeddings;
+    build.dtype_of = [st, quant, layers, tied](const std::string& tensor, graph::DType default_dtype) {
+      absl::StatusOr<models::TensorView> t = st->Get(tensor);
+      if (!t.ok() || t->shape.size() != 2) return default_dtype;
+      return models::QuantizedDType(quant, tensor, t->shape[1], layers, tied, default_dtype);
+    };
+  }
+  const bool plain_f32 = !gguf && quant == models::QuantScheme::kNone && *dtype == graph::DType::kF32;
+  build.kv_dtype = plain_f32 ? graph::DType::kF32 : graph::DType::kF16;
+  absl::StatusOr<graph::Graph> g = models::BuildModelGraph(config, build);
+  if (!g.ok()) return g.status();
+  return runtime::AppendTokenChoice(*std::move(g), runtime::SamplingOptions{});
+}
+
+struct StepStats {
+  int nodes = 0, dispatches = 0, barriers = 0;
+  uint64_t weight_bytes = 0;  // params and concat_rows the kernels read (an embedding table: its T rows)
+  size_t arena_bytes = 0, value_bytes = 0;
+};
+
+// What a plan of `g` for a bucket of `tokens` would record, without a device: the engine's
+// bindings (a decode step reads its token from the buffer the previous step's choice wrote), the
+// memory plan, the kernels' bindings and the barrier schedule.
+absl::StatusOr<StepStats> Measure(const graph::Graph& g, int64_t tokens, bool decode) {
+  StepStats st;
+  st.nodes = g.size();
+  constexpr uint64_t kTokenBuffer = 1, kPromptBuffer = 2;
+  std::map<graph::ValueId, uint64_t> external;
+  std::set<graph::ValueId> outside;
+  for (const graph::Node& n : g.nodes()) {
+    if (n.kind == OpKind::kInput) {
+      external[n.id] = decode ? kTokenBuffer : kPromptBuffer;
+    } else if (passes::IsExternalKind(n.kind)) {
+      external[n.id] = 3 + static_cast<uint64_t>(n.id);
+    }
+  }
+  if (std::optional<graph::ValueId> next = g.output("next_token")) {
+    external[*next] = kTokenBuffer;
+    outside.insert(*next);
+  }
+  absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(g, tokens, outside);
+  if (!memory.ok()) return memory.status();
+  st.arena_bytes = memory->arena_bytes;
+  st.value_bytes = memory->sum_of_values;
+  absl::StatusOr<std::vector<vk::ValueLocation>> locations =
+      vk::LocateValues(g, tokens, vk::ArenaLayout{memory->arena_bytes, memory->offset}, external);
+  if (!locations.ok()) return locations.status();
+
+  std::vector<vk::DispatchAccess> accesses;
+  std::map<graph::ValueId, uint64_t> weight_read;
+  for (const graph::Node& n : g.nodes()) {
+    if (!vk::Dispatches(n.kind)) continue;
+    absl::StatusOr<codegen::Kernel> k = codegen::EmitKernel(g, n, codegen::TargetCaps{}, tokens);
+    if (!k.ok()) return k.status();
+    accesses.push_back(vk::AccessOf(*k, *locations));
+    for (const codegen::KernelArg& a : k->args) {
+      const graph::Node& w = g.node(a.value);
+      if (w.kind != OpKind::kParam && w.kind != OpKind::kConcatRows) continue;
+      uint64_t bytes = graph::ValueBytes(w, tokens);
+      if (n.kind == OpKind::kEmbedding && a.value == n.inputs[0] && !w.type.shape.empty() && w.type.shape[0].value > 0) {
+        const int64_t rows = w.type.shape[0].value;
+        bytes = bytes / static_cast<uint64_t>(rows) * static_cast<uint64_t>(std::min(tokens, rows));
+      }
+      weight_read[a.value] = std::max(weight_read[a.value], bytes);
+    }
+  }
+  st.dispatches = static_cast<int>(accesses.size());
+  for (bool b : vk::PlaceBarriers(accesses)) st.barriers += b ? 1 : 0;
+  for (const auto& [id, bytes] : weight_read) st.weight_bytes += bytes;
+  return st;
+}
+
+std::string Title(const std::string& after, bool changed) {
+  return after == "input" ? "input" : absl::StrCat("after ", after, changed ? "" : " (unchanged)");
+}
+
+// `header`: a dump (--dump-after) rather than the final graph.
+void PrintGraph(const graph::Graph& g, const std::string& format, const std::vector<std::string>& pipeline,
+                const std::string& after, bool changed, bool header) {
+  std::string out;
+  if (format == "json") {
+    out = GraphToJson(g, pipeline, after, changed) + "\n";
+  } else if (format == "dot") {
+    out = GraphToDot(g, header ? Title(after, changed)
+                               : pipeline.empty() ? "input (no passes)"
+                                                  : absl::StrCat("after ", absl::StrJoin(pipeline, ", ")));
+  } else {
+    if (header) out = absl::StrCat("# ", Title(after, changed), ": ", g.size(), " nodes\n");
+    out += graph::ToText(g);
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
+}  // namespace
+
+absl::StatusOr<int> GraphCommand(const std::vector<std::string>& argv) {
+  const CommandSpec spec = Spec();
+  absl::StatusOr<std::optional<ParsedArgs>> parsed = ParseOrHelp(spec, argv);
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->has_value()) return 0;
+  const ParsedArgs& args = **parsed;
+
+  const std::string format = args.Get("format");
+  if (format != "text" && format != "json" && format != "dot") {
+    return absl::InvalidArgumentError(absl::StrCat("--format: '", format, "' is not one of text, json, dot"));
+  }
+  absl::StatusOr<int64_t> tokens = args.GetInt("tokens");
+  if (!tokens.ok()) return tokens.status();
+  if (*tokens <= 0) return absl::InvalidArgumentError("--tokens must be positive");
+  absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse(args.Get("passes"));
+  if (!pm.ok()) return pm.status();
+  const std::vector<std::string> pipeline = pm->names();
+  const std::string dump_after = args.Get("dump-after");
+  if (args.Has("dump-after") && dump_after != "all" &&
+      std::find(pipeline.begin(), pipeline.end(), dump_after) == pipeline.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("--dump-after: pass '", dump_after, "' is not in the pipeline (",
+                                                   pipeline.empty() ? "empty" : absl::StrJoin(pipeline, ", "), ")"));
+  }
+
+  int64_t prefill = *tokens;
+  absl::StatusOr<graph::Graph> input = BuildStepGraph(args, prefill);
+  if (!input.ok()) return input.status();
+  const bool print_graph = (!args.Has("stats") && !args.Has("emit-glsl")) || args.Has("format") || args.Has("dump-after");
+
+  graph::Graph g = *input;
+  if (print_graph && dump_after == "all") PrintGraph(g, format, pipeline, "input", false, true);
+  std::string last = "input";
+  bool last_changed = false;
+  absl::Status s = pm->Run(g, [&](const std::string& pass, const graph::Graph& now, bool changed) {
+    last = pass;
+    last_changed = changed;
+    if (print_graph && (dump_after == "all" || dump_after == pass)) PrintGraph(now, format, pipeline, pass, changed, true);
+  });
+  if (!s.ok()) return s;
+  std::fflush(stdout);
+  if (print_graph && !args.Has("dump-after")) PrintGraph(g, format, pipeline, last, last_changed, false);
+
+  if (args.Has("emit-glsl")) {
+    const int64_t bucket = args.Has("tokens") ? prefill : 1;
+    for (const graph::Node& n : g.nodes()) {
+      if (!vk::Dispatches(n.kind)) continue;
+      absl::StatusOr<codegen::Kernel> k = codegen::EmitKernel(g, n, codegen::TargetCaps{}, bucket);
+      if (!k.ok()) return k.status();
+      std::printf("// %%%d %s %s: %s.%s, T=%lld, workgroups %ux%ux%u\n%s\n", n.id, graph::OpName(n.kind), n.label.c_str(),
+                  k->family.c_str(), k->variant.c_str(), static_cast<long long>(bucket), k->groups[0], k->groups[1],
+                  k->groups[2], k->glsl.c_str());
+    }
+  }
+
+  if (args.Has("stats")) {
+    const std::string after_name = args.Get("passes");
+    std::printf("%-8s %5s  %-10s %6s %11s %9s %14s %12s %12s\n", "step", "T", "passes", "nodes", "dispatches",
+                "barriers", "weight_bytes", "arena_bytes", "value_bytes");
+    for (const auto& [step, t] : {std::pair<const char*, int64_t>{"decode", 1}, {"prefill", prefill}}) {
+      for (const auto& [name, step_graph] : {std::pair<std::string, const graph::Graph*>{"none", &*input}, {after_name, &g}}) {
+        absl::StatusOr<StepStats> st = Measure(*step_graph, t, std::string(step) == "decode");
+        if (!st.ok()) return absl::Status(st.status().code(), absl::StrCat(step, " with passes ", name, ": ", st.status().message()));
+        std::printf("%-8s %5lld  %-10s %6d %11d %9d %14llu %12zu %12zu\n", step, static_cast<long long>(t), name.c_str(),
+                    st->nodes, st->dispatches, st->barriers, static_cast<unsigned long long>(st->weight_bytes),
+                    st->arena_bytes, st->value_bytes);
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace doppler::cli
