@@ -62,7 +62,7 @@ void main() {
   float v = x[i];
   for (uint j = 0u; j < {{R}}u; ++j) {
     if (s_recent[j] == int(i)) {
-      v = v > 0.0 ? v / {{PENALTY}} : v * {{PENALTY}};
+      v = v > 0.0 ? v * {{INV_PENALTY}} : v * {{PENALTY}};  // graph::Penalize
       break;
     }
   }
@@ -72,7 +72,8 @@ void main() {
                                                                                                        {{"R", absl::StrCat(ring)},
                                                                                                         {"WG", absl::StrCat(kWorkgroup)},
                                                                                                         {"V", absl::StrCat(vocab)},
-                                                                                                        {"PENALTY", FloatLiteral(c.node.attrs.Float("penalty"))}}));
+                                                                                                        {"PENALTY", FloatLiteral(c.node.attrs.Float("penalty"))},
+                                                                                                        {"INV_PENALTY", FloatLiteral(1.0 / c.node.attrs.Float("penalty"))}}));
   k.args = {{c.node.id, true}, {c.node.inputs[0], false}, {c.node.inputs[1], false}};
   k.groups = {CeilDiv(vocab, kWorkgroup), 1, 1};
   return k;

@@ -363,7 +363,7 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
         const int32_t id = history.i[static_cast<size_t>(q % ring)];
         if (id < 0 || id >= static_cast<int32_t>(out->f.size()) || seen[static_cast<size_t>(id)]) continue;
         seen[static_cast<size_t>(id)] = true;
-        out->f[static_cast<size_t>(id)] = Penalize(out->f[static_cast<size_t>(id)], static_cast<float>(n.attrs.Float("penalty")));
+        out->f[static_cast<size_t>(id)] = Penalize(out->f[static_cast<size_t>(id)], n.attrs.Float("penalty"));
       }
       return out;
     }

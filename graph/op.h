@@ -39,7 +39,7 @@ enum class OpKind : uint8_t {
   kArgmax,      // x[R, N] -> i32[R]: index of the first maximum of each row
   kRecordTokens,   // (history i32[R], ids i32[T]) -> history with ids[t] at row (pos + t) % R
   kRepeatPenalty,  // (logits[1, V], history i32[R]) -> logits with every token of the last R positions
-                   // penalised (x > 0 ? x / penalty : x * penalty); attr penalty
+                   // penalised (graph::Penalize: x > 0 ? x / penalty : x * penalty); attr penalty
   kSample,         // logits[1, V] -> i32[1]: temperature, top-k, top-p, min-p, then a draw with the
                    // counter-based generator keyed by (seed, position); attrs temperature, top_k, top_p,
                    // min_p, seed. Temperature 0 is argmax.

@@ -29,7 +29,10 @@ float SampleUniform(uint32_t seed, uint32_t position);
 
 int32_t SampleToken(const float* logits, int64_t vocab, const SampleParams& params, uint32_t position);
 
-// x > 0 ? x / penalty : x * penalty
-inline float Penalize(float x, float penalty) { return x > 0.0f ? x / penalty : x * penalty; }
+// x > 0 ? x / penalty : x * penalty, the division done as a product with the float32 reciprocal:
+// GPUs divide approximately, a product is exact everywhere.
+inline float Penalize(float x, double penalty) {
+  return x > 0.0f ? x * static_cast<float>(1.0 / penalty) : x * static_cast<float>(penalty);
+}
 
 }  // namespace doppler::graph

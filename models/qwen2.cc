@@ -1,26 +1,14 @@
 // The Qwen2 family (Qwen2, Qwen2.5): the standard decoder with biases on the q, k and v
 // projections. With use_sliding_window, layers from max_window_layers on slide (unless the config
 // lists layer_types).
-#include "absl/strings/str_cat.h"
 #include "models/architecture.h"
-#include "models/blocks.h"
+#include "models/qwen_decoder.h"
 
 namespace doppler::models {
 
 absl::StatusOr<graph::Graph> BuildQwen2(const ModelConfig& c, const BuildOptions& o) {
-  absl::StatusOr<DecoderSpec> d = StandardDecoder(c);
+  absl::StatusOr<DecoderSpec> d = QwenDecoder(c, /*qkv_bias=*/true, /*o_bias=*/false);
   if (!d.ok()) return d.status();
-  for (size_t l = 0; l < d->layers.size(); ++l) {
-    const std::string p = absl::StrCat("model.layers.", l, ".self_attn.");
-    AttentionSpec& a = d->layers[l].attn;
-    a.q_bias = p + "q_proj.bias";
-    a.k_bias = p + "k_proj.bias";
-    a.v_bias = p + "v_proj.bias";
-  }
-  absl::StatusOr<double> first_sliding = ConfigNumber(c, "max_window_layers", 28);
-  if (!first_sliding.ok()) return first_sliding.status();
-  auto by_default = [&](int l) { return l >= *first_sliding; };
-  if (absl::Status s = SetSlidingWindows(c, by_default, *d); !s.ok()) return s;
   return BuildDecoder(c, *d, o);
 }
 

@@ -167,8 +167,11 @@ absl::StatusOr<std::unique_ptr<vk::Plan>> Engine::BuildPlan(const graph::Graph& 
   for (const auto& [id, buffer] : external) outside.insert(id);
   absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(g, tokens, outside);
   if (!memory.ok()) return memory.status();
+  // Kernels compile on first use (a few seconds on a first start; later starts hit the SPIR-V cache).
+  if (options_.progress) std::fprintf(stderr, "compiling the %s plan (T=%lld)...", name.c_str(), static_cast<long long>(tokens));
   absl::StatusOr<std::unique_ptr<vk::Plan>> plan = vk::Plan::Build(
       *ctx_, *pipelines_, g, tokens, caps_, external, vk::ArenaLayout{memory->arena_bytes, memory->offset}, name);
+  if (options_.progress) std::fprintf(stderr, " %s\n", plan.ok() ? "done" : "failed");
   if (!plan.ok()) return plan.status();
   if (options_.verbose) {
     std::fprintf(stderr, "plan %s (T=%lld): %d dispatches, %d barriers\n", name.c_str(),

@@ -1,47 +1,22 @@
 // The doppler command line, run as a user would: outputs, help, and one-line errors with a
 // non-zero exit.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "tests/support/cli_runner.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/reference.h"
 
 namespace doppler {
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string out, err;
-};
+using Result = test::CommandResult;
 
-std::string Slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// The binary under test: $DOPPLER_BINARY when set (a build carried to another machine), else the
-// one this test binary was built with.
-std::string Binary() {
-  const char* env = std::getenv("DOPPLER_BINARY");
-  return env != nullptr ? env : DOPPLER_BINARY_PATH;
-}
-
-Result Doppler(const std::string& args) {
-  static int counter = 0;
-  const std::filesystem::path dir = test::MakeTempDir("cli" + std::to_string(counter++));
-  const std::string cmd = Binary() + " " + args + " >" + (dir / "out").string() + " 2>" +
-                          (dir / "err").string() + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(dir / "out"), Slurp(dir / "err")};
-}
+Result Doppler(const std::string& args) { return test::RunDoppler(args); }
 
 std::string Ids(const std::vector<int32_t>& ids) { return absl::StrJoin(ids, ","); }
 
@@ -93,7 +68,7 @@ TEST(Cli, LogitsWritesPromptAndDecodeRows) {
   Result r = Doppler("logits --model " + Model("llama") + " --dtype f32 --ids " + Ids(ref->input_ids) +
                      " --decode-ids " + Ids(ref->greedy_tokens) + " --out " + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string bytes = Slurp(out);
+  const std::string bytes = test::ReadFile(out);
   const int64_t vocab = 512, rows = 24 + 16;
   ASSERT_EQ(bytes.size(), static_cast<size_t>(rows * vocab * 4));
   std::vector<float> logits(static_cast<size_t>(rows * vocab));

@@ -192,7 +192,9 @@ TEST(GgufModelTest, TokenizerFromMetadataEncodesLikeLlama2c) {
       absl::StatusOr<std::vector<int32_t>> b = (*l2c)->Encode(text, special);
       ASSERT_TRUE(a.ok() && b.ok()) << text;
       EXPECT_EQ(*a, *b) << "text: " << text;
-      if (!special) EXPECT_EQ((*gguf)->Decode(*a, false), text) << "text: " << text;
+      if (!special) {
+        EXPECT_EQ((*gguf)->Decode(*a, false), text) << "text: " << text;
+      }
     }
   }
 }

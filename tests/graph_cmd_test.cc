@@ -1,48 +1,23 @@
 // doppler graph, run as a user would: the graph in text, JSON and DOT, dumps after passes, the
 // kernels' GLSL, the step statistics, and one-line errors.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "passes/pass.h"
+#include "tests/support/cli_runner.h"
 #include "tests/support/fixtures.h"
 
 namespace doppler {
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string out, err;
-};
+using Result = test::CommandResult;
 
-std::string Slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// $DOPPLER_BINARY when set (a build carried to another machine), else the one built with the tests.
-std::string Binary() {
-  const char* env = std::getenv("DOPPLER_BINARY");
-  return env != nullptr ? env : DOPPLER_BINARY_PATH;
-}
-
-Result Shell(const std::string& cmd, const std::filesystem::path& dir) {
-  const int status = std::system((cmd + " >" + (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null").c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(dir / "out"), Slurp(dir / "err")};
-}
-
-Result Graph(const std::string& args) {
-  static int counter = 0;
-  return Shell(Binary() + " graph " + args, test::MakeTempDir("graph_cmd" + std::to_string(counter++)));
-}
+Result Graph(const std::string& args) { return test::RunDoppler("graph " + args); }
 
 std::string Llama() { return "--model " + (test::FixturesDir() / "hf" / "llama").string(); }
 
@@ -104,12 +79,12 @@ TEST(GraphCmd, DotIsAGraphvizDigraph) {
   EXPECT_NE(r.out.find("n0 -> n"), std::string::npos);
   EXPECT_EQ(r.out.back(), '\n');
   EXPECT_EQ(r.out.substr(r.out.size() - 2), "}\n");
-  if (!passes::DefaultPipeline().empty()) EXPECT_NE(r.out.find("fused:"), std::string::npos);
+  EXPECT_NE(r.out.find("fused:"), std::string::npos);
   // Graphviz itself, where it is installed.
   if (std::system("command -v dot >/dev/null 2>&1") == 0) {
     const std::filesystem::path dir = test::MakeTempDir("graph_cmd_dot");
     std::ofstream(dir / "g.dot") << r.out;
-    Result svg = Shell("dot -Tsvg " + (dir / "g.dot").string(), dir);
+    Result svg = test::RunShell("dot -Tsvg " + (dir / "g.dot").string());
     EXPECT_EQ(svg.exit_code, 0) << svg.err;
     EXPECT_NE(svg.out.find("<svg"), std::string::npos);
   }

@@ -44,8 +44,7 @@ class MapStore : public models::WeightStore {
 // The param node of a one-param graph.
 graph::Node ParamNode(const std::string& name, DType dtype, int64_t rows, int64_t cols) {
   graph::GraphBuilder b;
-  graph::ValueId x = b.Input("x", {DType::kF32, {Dim::Tokens(), Dim::Static(cols)}});
-  b.Output("y", b.MatMul(x, b.Param(name, {dtype, {Dim::Static(rows), Dim::Static(cols)}})));
+  b.Output("w", b.Param(name, {dtype, {Dim::Static(rows), Dim::Static(cols)}}));
   absl::StatusOr<graph::Graph> g = std::move(b).Finish();
   EXPECT_TRUE(g.ok()) << g.status();
   for (const graph::Node& n : g->nodes()) {

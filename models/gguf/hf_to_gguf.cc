@@ -186,11 +186,17 @@ absl::Status ConvertHfToGguf(const HfToGgufOptions& o) {
     absl::StatusOr<GgufTokenizerData> data = tok.extension() == ".json"
                                                  ? GgufTokenizerDataFromHf(tok.parent_path(), c.vocab_size)
                                                  : GgufTokenizerDataFromLlama2c(tok, c.vocab_size);
-    if (!data.ok()) return data.status();
-    if (static_cast<int64_t>(data->tokens.size()) != c.vocab_size) {
-      note(absl::StrCat("the tokenizer has ", data->tokens.size(), " tokens, the model ", c.vocab_size, " embeddings"));
+    if (!data.ok() && absl::IsUnimplemented(data.status()) && o.tokenizer.empty()) {
+      // MODEL/tokenizer.json of a kind GGUF metadata cannot hold here: the weights still convert.
+      note(absl::StrCat(data.status().message(), "; the GGUF has no tokenizer"));
+    } else if (!data.ok()) {
+      return data.status();
+    } else {
+      if (static_cast<int64_t>(data->tokens.size()) != c.vocab_size) {
+        note(absl::StrCat("the tokenizer has ", data->tokens.size(), " tokens, the model ", c.vocab_size, " embeddings"));
+      }
+      AddTokenizer(w, *data);
     }
-    AddTokenizer(w, *data);
   }
 
   // Tensors.

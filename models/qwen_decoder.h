@@ -1,0 +1,12 @@
+// What the Qwen families share: the standard decoder with optional projection biases, and
+// sliding-window attention from layer max_window_layers on (when the config turns it on).
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "models/blocks.h"
+
+namespace doppler::models {
+
+absl::StatusOr<DecoderSpec> QwenDecoder(const ModelConfig& c, bool qkv_bias, bool o_bias);
+
+}  // namespace doppler::models
