@@ -1,5 +1,6 @@
 #include "runtime/engine.h"
 
+#include "runtime/model_source.h"
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -9,42 +10,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/printer.h"
-#include "models/gguf/gguf_config.h"
-#include "models/gguf/gguf_file.h"
-#include "models/gguf/hf_names.h"
-#include "models/hf_config.h"
-#include "models/safetensors.h"
 #include "models/weights.h"
 #include "passes/memory_plan.h"
-#include "passes/pass.h"
 
 namespace doppler::runtime {
 namespace {
-
-constexpr int64_t kDefaultMaxContext = 4096;
 
 void Progress(bool on, const std::string& what, size_t done, size_t total) {
   if (!on) return;
   std::fprintf(stderr, "\r%s %zu/%zu", what.c_str(), done, total);
   if (done == total) std::fprintf(stderr, "\n");
   std::fflush(stderr);
-}
-
-}  // namespace
-
-namespace {
-
-// The model's step graph, with how the next token is chosen, through the pass pipeline.
-absl::StatusOr<graph::Graph> StepGraph(const models::ModelConfig& config, const models::BuildOptions& build,
-                                       const SamplingOptions& sampling, const std::string& pipeline) {
-  absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse(pipeline);
-  if (!pm.ok()) return pm.status();
-  absl::StatusOr<graph::Graph> g = models::BuildModelGraph(config, build);
-  if (!g.ok()) return g.status();
-  g = AppendTokenChoice(*std::move(g), sampling);
-  if (!g.ok()) return g.status();
-  if (absl::Status s = pm->Run(*g); !s.ok()) return s;
-  return g;
 }
 
 }  // namespace
@@ -59,61 +35,11 @@ bool IsGgufModel(const std::filesystem::path& path) {
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
-  const bool gguf = IsGgufModel(options.model_path);
-  if (gguf) {
-    if (options.quant != models::QuantScheme::kNone) {
-      return absl::InvalidArgumentError(absl::StrCat(options.model_path.string(), " is a GGUF file: its tensors keep "
-                                                     "their own types; --quant applies to HF checkpoints"));
-    }
-    absl::StatusOr<std::unique_ptr<models::GgufFile>> file = models::GgufFile::Open(options.model_path);
-    if (!file.ok()) return file.status();
-    absl::StatusOr<models::ModelConfig> config = models::ConfigFromGguf(**file);
-    if (!config.ok()) return config.status();
-    e->config_ = *std::move(config);
-    absl::StatusOr<std::unique_ptr<models::WeightStore>> store = models::OpenHfNamedGguf(*std::move(file));
-    if (!store.ok()) return store.status();
-    e->store_ = *std::move(store);
-  } else {
-    absl::StatusOr<models::ModelConfig> config = models::ReadHfConfig(options.model_path / "config.json");
-    if (!config.ok()) return config.status();
-    e->config_ = *std::move(config);
-    absl::StatusOr<std::unique_ptr<models::WeightStore>> store = models::OpenSafetensors(options.model_path);
-    if (!store.ok()) return store.status();
-    e->store_ = *std::move(store);
-  }
-
-  if (e->options_.context <= 0) {
-    const int64_t max_pos = e->config_.max_position_embeddings;
-    e->options_.context = max_pos > 0 ? std::min(kDefaultMaxContext, max_pos) : kDefaultMaxContext;
-  }
-  e->options_.prefill_chunk = std::clamp<int64_t>(e->options_.prefill_chunk, 1, e->options_.context);
-  e->build_.context = e->options_.context;
-  e->build_.max_step_tokens = e->options_.prefill_chunk;  // sizes the sliding-window ring caches
-  e->build_.weight_dtype = options.weight_dtype;
-  // Each matrix's storage type: a GGUF's own (a missing tensor keeps the default and is reported
-  // when the weights load), or --quant's choice for an HF model.
-  const models::WeightStore* store = e->store_.get();
-  if (gguf) {
-    e->build_.dtype_of = [store](const std::string& tensor, graph::DType default_dtype) {
-      absl::StatusOr<models::TensorView> t = store->Get(tensor);
-      return t.ok() ? t->dtype : default_dtype;
-    };
-  } else if (options.quant != models::QuantScheme::kNone) {
-    const models::QuantScheme quant = options.quant;
-    const int layers = e->config_.num_layers;
-    const bool tied = e->config_.tie_word_embeddings;
-    e->build_.dtype_of = [store, quant, layers, tied](const std::string& tensor, graph::DType default_dtype) {
-      absl::StatusOr<models::TensorView> t = store->Get(tensor);
-      if (!t.ok() || t->shape.size() != 2) return default_dtype;
-      return models::QuantizedDType(quant, tensor, t->shape[1], layers, tied, default_dtype);
-    };
-  }
-  // An f32 model keeps an f32 cache so that it computes like the reference; otherwise f16.
-  const bool plain_f32 = !gguf && options.quant == models::QuantScheme::kNone && options.weight_dtype == graph::DType::kF32;
-  e->build_.kv_dtype = options.kv_dtype.value_or(plain_f32 ? graph::DType::kF32 : graph::DType::kF16);
-  if (e->build_.kv_dtype != graph::DType::kF32 && e->build_.kv_dtype != graph::DType::kF16) {
-    return absl::InvalidArgumentError(absl::StrCat("the KV cache can be f16 or f32, not ", graph::Name(e->build_.kv_dtype)));
-  }
+  absl::StatusOr<OpenedModel> model = OpenModel(e->options_);
+  if (!model.ok()) return model.status();
+  e->config_ = std::move(model->config);
+  e->store_ = std::move(model->store);
+  e->build_ = std::move(model->build);
   absl::StatusOr<graph::Graph> g = StepGraph(e->config_, e->build_, options.sampling, options.passes);
   if (!g.ok()) return g.status();
   e->graph_ = *std::move(g);

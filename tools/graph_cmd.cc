@@ -12,17 +12,10 @@
 #include "codegen/kernel.h"
 #include "graph/layout.h"
 #include "graph/printer.h"
-#include "models/architecture.h"
-#include "models/gguf/gguf_config.h"
-#include "models/gguf/gguf_file.h"
-#include "models/gguf/hf_names.h"
-#include "models/hf_config.h"
-#include "models/quant_scheme.h"
-#include "models/safetensors.h"
 #include "passes/memory_plan.h"
 #include "passes/pass.h"
-#include "runtime/engine.h"
-#include "runtime/token_choice.h"
+#include "runtime/model_source.h"
+#include "tools/cli_engine.h"
 #include "tools/cli_args.h"
 #include "tools/cli_graph_format.h"
 #include "tools/commands.h"
@@ -32,7 +25,6 @@ namespace {
 
 using graph::OpKind;
 
-constexpr int64_t kDefaultMaxContext = 4096;  // as the engine
 
 CommandSpec Spec() {
   return CommandSpec{
@@ -62,85 +54,16 @@ CommandSpec Spec() {
       }};
 }
 
-// The step graph the engine would compile (before its pass pipeline): the model, then the greedy
-// token choice. Mirrors runtime::Engine::Create; reads a GGUF's header or an HF config, and an HF
-// checkpoint's tensor shapes only for --quant.
+// The step graph the engine would compile, before its pass pipeline: the model, then the
+// greedy token choice (runtime::OpenModel resolves the same options as doppler run).
 absl::StatusOr<graph::Graph> BuildStepGraph(const ParsedArgs& args, int64_t& tokens) {
-  if (!args.Has("model")) return absl::InvalidArgumentError("--model PATH is required");
-  const std::filesystem::path path = args.Get("model");
-  std::optional<graph::DType> dtype = graph::ParseDType(args.Get("dtype"));
-  if (!dtype || !graph::IsFloat(*dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat("--dtype: '", args.Get("dtype"), "' is not one of f16, bf16, f32"));
-  }
-  models::QuantScheme quant = models::QuantScheme::kNone;
-  if (args.Has("quant")) {
-    absl::StatusOr<models::QuantScheme> q = models::ParseQuantScheme(args.Get("quant"));
-    if (!q.ok() || *q == models::QuantScheme::kF16) {
-      return absl::InvalidArgumentError(absl::StrCat("--quant: '", args.Get("quant"), "' is not one of q8_0, q4_k_m"));
-    }
-    quant = *q;
-  }
-  const bool gguf = runtime::IsGgufModel(path);
-  models::ModelConfig config;
-  std::unique_ptr<models::WeightStore> store;
-  if (gguf) {
-    if (quant != models::QuantScheme::kNone) {
-      return absl::InvalidArgumentError(absl::StrCat(path.string(), " is a GGUF file: --quant applies to HF checkpoints"));
-    }
-    absl::StatusOr<std::unique_ptr<models::GgufFile>> file = models::GgufFile::Open(path);
-    if (!file.ok()) return file.status();
-    absl::StatusOr<models::ModelConfig> c = models::ConfigFromGguf(**file);
-    if (!c.ok()) return c.status();
-    config = *std::move(c);
-    absl::StatusOr<std::unique_ptr<models::WeightStore>> s = models::OpenHfNamedGguf(*std::move(file));
-    if (!s.ok()) return s.status();
-    store = *std::move(s);
-  } else {
-    absl::StatusOr<models::ModelConfig> c = models::ReadHfConfig(path / "config.json");
-    if (!c.ok()) return c.status();
-    config = *std::move(c);
-    if (quant != models::QuantScheme::kNone) {
-      absl::StatusOr<std::unique_ptr<models::WeightStore>> s = models::OpenSafetensors(path);
-      if (!s.ok()) return s.status();
-      store = *std::move(s);
-    }
-  }
-  int64_t context = 0;
-  if (args.Has("ctx")) {
-    absl::StatusOr<int64_t> c = args.GetInt("ctx");
-    if (!c.ok()) return c.status();
-    if (*c <= 0) return absl::InvalidArgumentError("--ctx must be positive");
-    context = *c;
-  } else {
-    const int64_t max_pos = config.max_position_embeddings;
-    context = max_pos > 0 ? std::min(kDefaultMaxContext, max_pos) : kDefaultMaxContext;
-  }
-  tokens = std::clamp<int64_t>(tokens, 1, context);
-
-  models::BuildOptions build;
-  build.context = context;
-  build.max_step_tokens = tokens;
-  build.weight_dtype = *dtype;
-  const models::WeightStore* st = store.get();
-  if (gguf) {
-    build.dtype_of = [st](const std::string& tensor, graph::DType default_dtype) {
-      absl::StatusOr<models::TensorView> t = st->Get(tensor);
-      return t.ok() ? t->dtype : default_dtype;
-    };
-  } else if (quant != models::QuantScheme::kNone) {
-    const int layers = config.num_layers;
-    const bool tied = config.tie_word_embeddings;
-    build.dtype_of = [st, quant, layers, tied](const std::string& tensor, graph::DType default_dtype) {
-      absl::StatusOr<models::TensorView> t = st->Get(tensor);
-      if (!t.ok() || t->shape.size() != 2) return default_dtype;
-      return models::QuantizedDType(quant, tensor, t->shape[1], layers, tied, default_dtype);
-    };
-  }
-  const bool plain_f32 = !gguf && quant == models::QuantScheme::kNone && *dtype == graph::DType::kF32;
-  build.kv_dtype = plain_f32 ? graph::DType::kF32 : graph::DType::kF16;
-  absl::StatusOr<graph::Graph> g = models::BuildModelGraph(config, build);
-  if (!g.ok()) return g.status();
-  return runtime::AppendTokenChoice(*std::move(g), runtime::SamplingOptions{});
+  absl::StatusOr<runtime::EngineOptions> options = EngineOptionsFromArgs(args);
+  if (!options.ok()) return options.status();
+  options->prefill_chunk = tokens;
+  absl::StatusOr<runtime::OpenedModel> model = runtime::OpenModel(*options);
+  if (!model.ok()) return model.status();
+  tokens = options->prefill_chunk;
+  return runtime::StepGraph(model->config, model->build, runtime::SamplingOptions{}, "none");
 }
 
 struct StepStats {

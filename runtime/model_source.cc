@@ -1,0 +1,92 @@
+#include "runtime/model_source.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "models/gguf/gguf_config.h"
+#include "models/gguf/gguf_file.h"
+#include "models/gguf/hf_names.h"
+#include "models/quant_scheme.h"
+#include "models/safetensors.h"
+#include "passes/pass.h"
+#include "runtime/token_choice.h"
+
+namespace doppler::runtime {
+namespace {
+constexpr int64_t kDefaultMaxContext = 4096;
+}  // namespace
+
+absl::StatusOr<OpenedModel> OpenModel(EngineOptions& options) {
+  OpenedModel m;
+  const bool gguf = IsGgufModel(options.model_path);
+  if (gguf) {
+    if (options.quant != models::QuantScheme::kNone) {
+      return absl::InvalidArgumentError(absl::StrCat(options.model_path.string(), " is a GGUF file: its tensors keep "
+                                                     "their own types; --quant applies to HF checkpoints"));
+    }
+    absl::StatusOr<std::unique_ptr<models::GgufFile>> file = models::GgufFile::Open(options.model_path);
+    if (!file.ok()) return file.status();
+    absl::StatusOr<models::ModelConfig> config = models::ConfigFromGguf(**file);
+    if (!config.ok()) return config.status();
+    m.config = *std::move(config);
+    absl::StatusOr<std::unique_ptr<models::WeightStore>> store = models::OpenHfNamedGguf(*std::move(file));
+    if (!store.ok()) return store.status();
+    m.store = *std::move(store);
+  } else {
+    absl::StatusOr<models::ModelConfig> config = models::ReadHfConfig(options.model_path / "config.json");
+    if (!config.ok()) return config.status();
+    m.config = *std::move(config);
+    absl::StatusOr<std::unique_ptr<models::WeightStore>> store = models::OpenSafetensors(options.model_path);
+    if (!store.ok()) return store.status();
+    m.store = *std::move(store);
+  }
+
+  if (options.context <= 0) {
+    const int64_t max_pos = m.config.max_position_embeddings;
+    options.context = max_pos > 0 ? std::min(kDefaultMaxContext, max_pos) : kDefaultMaxContext;
+  }
+  options.prefill_chunk = std::clamp<int64_t>(options.prefill_chunk, 1, options.context);
+  m.build.context = options.context;
+  m.build.max_step_tokens = options.prefill_chunk;  // sizes the sliding-window ring caches
+  m.build.weight_dtype = options.weight_dtype;
+  // Each matrix's storage type: a GGUF's own (a missing tensor keeps the default and is reported
+  // when the weights load), or --quant's choice for an HF model.
+  const models::WeightStore* store = m.store.get();
+  if (gguf) {
+    m.build.dtype_of = [store](const std::string& tensor, graph::DType default_dtype) {
+      absl::StatusOr<models::TensorView> t = store->Get(tensor);
+      return t.ok() ? t->dtype : default_dtype;
+    };
+  } else if (options.quant != models::QuantScheme::kNone) {
+    const models::QuantScheme quant = options.quant;
+    const int layers = m.config.num_layers;
+    const bool tied = m.config.tie_word_embeddings;
+    m.build.dtype_of = [store, quant, layers, tied](const std::string& tensor, graph::DType default_dtype) {
+      absl::StatusOr<models::TensorView> t = store->Get(tensor);
+      if (!t.ok() || t->shape.size() != 2) return default_dtype;
+      return models::QuantizedDType(quant, tensor, t->shape[1], layers, tied, default_dtype);
+    };
+  }
+  // An f32 model keeps an f32 cache so that it computes like the reference; otherwise f16.
+  const bool plain_f32 = !gguf && options.quant == models::QuantScheme::kNone && options.weight_dtype == graph::DType::kF32;
+  m.build.kv_dtype = options.kv_dtype.value_or(plain_f32 ? graph::DType::kF32 : graph::DType::kF16);
+  if (m.build.kv_dtype != graph::DType::kF32 && m.build.kv_dtype != graph::DType::kF16) {
+    return absl::InvalidArgumentError(absl::StrCat("the KV cache can be f16 or f32, not ", graph::Name(m.build.kv_dtype)));
+  }
+  return m;
+}
+
+absl::StatusOr<graph::Graph> StepGraph(const models::ModelConfig& config, const models::BuildOptions& build,
+                                       const SamplingOptions& sampling, const std::string& pipeline) {
+  absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse(pipeline);
+  if (!pm.ok()) return pm.status();
+  absl::StatusOr<graph::Graph> g = models::BuildModelGraph(config, build);
+  if (!g.ok()) return g.status();
+  g = AppendTokenChoice(*std::move(g), sampling);
+  if (!g.ok()) return g.status();
+  if (absl::Status s = pm->Run(*g); !s.ok()) return s;
+  return g;
+}
+
+}  // namespace doppler::runtime
