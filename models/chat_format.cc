@@ -48,6 +48,14 @@ std::vector<std::string> SupportedChatFormats() {
   return names;
 }
 
+absl::StatusOr<ChatFormat> ChatFormatByName(const std::string& name) {
+  for (const Known& k : KnownFormats()) {
+    if (k.format.name == name) return k.format;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown chat format '", name, "'; formats: ", absl::StrJoin(SupportedChatFormats(), ", ")));
+}
+
 absl::StatusOr<ChatFormat> RecognizeChatTemplate(const std::string& jinja_template) {
   if (jinja_template.empty()) {
     return absl::NotFoundError("the model has no chat template (tokenizer_config.json: chat_template)");

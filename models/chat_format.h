@@ -26,6 +26,8 @@ struct ChatFormat {
 };
 
 absl::StatusOr<ChatFormat> RecognizeChatTemplate(const std::string& jinja_template);
+// A built-in format by name, for models whose template is missing or not recognised.
+absl::StatusOr<ChatFormat> ChatFormatByName(const std::string& name);
 std::vector<std::string> SupportedChatFormats();
 
 }  // namespace doppler::models

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "tests/support/cli_runner.h"
@@ -46,6 +47,32 @@ TEST(Cli, RunStreamsTextWithTheModelsTokenizer) {
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
   EXPECT_NE(a.err.find("seed 11"), std::string::npos) << a.err;
+}
+
+// Two turns on one KV cache: the second turn's prompt is only its own text (plus the first reply's
+// end), so the position keeps growing and no turn re-reads the conversation.
+TEST(Cli, ChatKeepsTheCacheAcrossTurns) {
+  const std::filesystem::path s = test::FixturesDir() / "stories260K";
+  const std::string run = test::DopplerBinary() + " run --chat --chat-format mistral --model " + (s / "hf").string() +
+                          " --tokenizer " + (s / "tok512.bin").string() + " --temperature 0 -n 12";
+  Result r = test::RunShell("(printf 'Tell me a story\\nAnd then\\n\\n' | " + run + ")");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("chat (mistral format)"), std::string::npos) << r.err;
+  const std::vector<std::string> summaries = absl::StrSplit(r.err, "prompt: ");
+  ASSERT_EQ(summaries.size(), 3u) << r.err;  // two turns
+  // run.c's model continues any prompt with a story; each reply is 12 tokens long.
+  EXPECT_NE(summaries[1].find("generated: 12 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(summaries[2].find("generated: 12 tokens"), std::string::npos) << r.err;
+  // Turn 1 feeds 25 tokens and generates 12; re-feeding that history would make turn 2's prompt
+  // over 37 tokens, while its own text (the previous reply's end and the new message) is 25.
+  int second_prompt = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(summaries[2].substr(0, summaries[2].find(' ')), &second_prompt)) << summaries[2];
+  EXPECT_LT(second_prompt, 37);
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
+  Result bad = test::RunShell("(printf 'hi\\n' | " + test::DopplerBinary() + " run --chat --chat-format nope --model " +
+                              (s / "hf").string() + " --tokenizer " + (s / "tok512.bin").string() + ")");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("unknown chat format 'nope'; formats: chatml"), std::string::npos) << bad.err;
 }
 
 TEST(Cli, PerplexityPrintsRunningAndFinalValues) {

@@ -23,6 +23,8 @@ CommandSpec Spec() {
       {"prompt-ids", "", "IDS", "the prompt as token ids, comma-separated (prints ids when there is no tokenizer)", ""},
       {"chat", "", "", "interactive chat in the model's chat format; the KV cache is kept across turns", ""},
       {"system", "", "TEXT", "system prompt for --chat", ""},
+      {"chat-format", "", "NAME",
+       "chat format instead of the one recognised from the model's template: chatml, llama3, gemma, phi3, mistral", ""},
       {"n", "n", "N", "maximum tokens to generate (per turn with --chat)", "256"},
       {"stop", "", "STR", "stop before this text (repeatable)", ""},
       {"ignore-eos", "", "", "keep generating after an end-of-sequence token", ""},
@@ -62,7 +64,9 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(const ParsedArgs& args, const mod
 
 absl::StatusOr<int> Chat(runtime::Engine& engine, const models::Tokenizer& tok, const ParsedArgs& args,
                          const runtime::GenerationOptions& limits, const runtime::SamplingOptions& sampling) {
-  absl::StatusOr<models::ChatFormat> format = models::RecognizeChatTemplate(tok.chat_template());
+  absl::StatusOr<models::ChatFormat> format = args.Has("chat-format")
+                                                  ? models::ChatFormatByName(args.Get("chat-format"))
+                                                  : models::RecognizeChatTemplate(tok.chat_template());
   if (!format.ok()) return format.status();
   std::vector<int32_t> end_of_turn_ids;
   absl::StatusOr<std::vector<int32_t>> eot = tok.Encode(format->end_of_turn, false);

@@ -330,14 +330,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--steps", type=int, help="default: 1500 (--tiny: 20)")
+    ap.add_argument("--steps", type=int, help="default: 900 (--tiny: 20)")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=100)
-    ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--dropout", type=float, default=0.15)
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--eval-every", type=int, default=100)
-    ap.add_argument("--time-limit", type=float, default=420, help="stop training after this many seconds")
+    ap.add_argument("--time-limit", type=float, default=240, help="stop training after this many seconds")
     ap.add_argument("--heldout-bytes", type=int, default=8000, help="size of heldout.txt (whole chapters)")
     ap.add_argument("--seed", type=int, default=1611)
     ap.add_argument("--tiny", action="store_true")
@@ -416,7 +416,7 @@ def main():
         opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), fused=device == "cuda")
     except TypeError:
         opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95))
-    steps = args.steps or (20 if args.tiny else 1500)
+    steps = args.steps or (20 if args.tiny else 900)
     eval_every = 10 if args.tiny else args.eval_every
     amp = device == "cuda"
 
