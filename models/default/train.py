@@ -338,7 +338,7 @@ def main():
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--time-limit", type=float, default=240, help="stop training after this many seconds")
-    ap.add_argument("--heldout-bytes", type=int, default=8000, help="size of heldout.txt (whole chapters)")
+    ap.add_argument("--heldout-bytes", type=int, default=3000, help="size of heldout.txt (whole chapters)")
     ap.add_argument("--seed", type=int, default=1611)
     ap.add_argument("--tiny", action="store_true")
     args = ap.parse_args()
