@@ -10,6 +10,7 @@
 namespace doppler::test {
 
 absl::StatusOr<std::unique_ptr<runtime::Engine>> FixtureEngine(const std::filesystem::path& dir, graph::DType dtype,
-                                                               int64_t context = 64, int64_t prefill_chunk = 32);
+                                                               int64_t context = 64, int64_t prefill_chunk = 32,
+                                                               const std::string& passes = "default");
 
 }  // namespace doppler::test
