@@ -4,10 +4,12 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/cli_runner.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/reference.h"
@@ -73,6 +75,35 @@ TEST(Cli, ChatKeepsTheCacheAcrossTurns) {
                               (s / "hf").string() + " --tokenizer " + (s / "tok512.bin").string() + ")");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("unknown chat format 'nope'; formats: chatml"), std::string::npos) << bad.err;
+}
+
+// A copy of a fixture model whose config.json is edited.
+std::filesystem::path EditedModel(const std::string& name, const std::string& tag,
+                                  const std::function<void(nlohmann::json&)>& edit) {
+  const std::filesystem::path dir = test::MakeTempDir(tag);
+  std::filesystem::copy(test::FixturesDir() / "hf" / name, dir,
+                        std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  nlohmann::json j = nlohmann::json::parse(test::ReadFile(dir / "config.json"));
+  edit(j);
+  std::ofstream(dir / "config.json") << j.dump(2);
+  return dir;
+}
+
+// Models that contradict themselves fail with one line naming the problem, and exit 1.
+TEST(Cli, BadModelsGiveOneLineErrors) {
+  const std::vector<std::pair<std::filesystem::path, std::string>> cases = {
+      {EditedModel("llama", "cli_arch", [](nlohmann::json& j) { j["architectures"] = {"FooForCausalLM"}; }),
+       "unsupported architecture 'FooForCausalLM'; supported: LlamaForCausalLM"},
+      {EditedModel("llama_tied", "cli_missing", [](nlohmann::json& j) { j["tie_word_embeddings"] = false; }),
+       "lm_head.weight"},
+      {EditedModel("llama", "cli_shape", [](nlohmann::json& j) { j["hidden_size"] = 96; }), "but the config implies"},
+  };
+  for (const auto& [dir, message] : cases) {
+    Result r = Doppler("run --model " + dir.string() + " --prompt-ids 1,2 -n 2");
+    EXPECT_EQ(r.exit_code, 1) << dir;
+    EXPECT_EQ(Lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
 }
 
 TEST(Cli, PerplexityPrintsRunningAndFinalValues) {
