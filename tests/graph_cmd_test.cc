@@ -199,7 +199,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, GraphCmdErrors,
     ::testing::Values(std::make_pair(Llama() + " --passes fuse-everything", "unknown pass 'fuse-everything'"),
                       std::make_pair(Llama() + " --format yaml", "'yaml' is not one of text, json, dot"),
-                      std::make_pair(std::string("--passes none"), "--model PATH is required"),
+                      std::make_pair(std::string("--passes none"), "--model PATH (or --synthetic NAME) is required"),
                       std::make_pair(std::string("--model /nonexistent/model"), "/nonexistent/model"),
                       std::make_pair(Llama() + " --passes none --dump-after dce", "not in the pipeline"),
                       std::make_pair(Llama() + " --tokens 0", "--tokens must be positive")));
