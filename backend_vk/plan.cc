@@ -78,8 +78,11 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
     kernels.push_back(*std::move(k));
     pipes.push_back(*p);
     sets.push_back(*set);
-    plan->dispatches_.push_back({n.id, kernels.back().family, kernels.back().variant, kernels.back().groups, false});
+    plan->dispatches_.push_back(
+        {n.id, kernels.back().family, kernels.back().variant, kernels.back().groups, false, kernels.back().args});
   }
+  plan->pipelines_ = pipes;
+  plan->sets_ = sets;
   if (absl::Status s = plan->Record(kernels, pipes, sets, PlaceBarriers(accesses)); !s.ok()) return s;
   return plan;
 }
@@ -116,6 +119,41 @@ absl::Status Plan::Run(uint32_t n_tokens, uint32_t pos) {
   const codegen::StepParams params{n_tokens, pos};
   std::memcpy(step_params_->mapped(), &params, sizeof(params));
   return ctx_.Submit(*cmd_);
+}
+
+absl::StatusOr<std::vector<double>> Plan::RunProfiled(uint32_t n_tokens, uint32_t pos) {
+  if (n_tokens == 0 || n_tokens > tokens_) {
+    return absl::InvalidArgumentError(absl::StrCat("plan ", name_, ": ", n_tokens, " tokens for a plan of ", tokens_));
+  }
+  const uint32_t n = static_cast<uint32_t>(dispatches_.size());
+  if (!profile_cmd_) {
+    absl::StatusOr<std::unique_ptr<TimestampPool>> pool = ctx_.CreateTimestampPool(n + 1);
+    if (!pool.ok()) return pool.status();
+    absl::StatusOr<std::unique_ptr<CommandBuffer>> cmd = ctx_.CreateCommandBuffer(absl::StrCat(name_, ".profile"));
+    if (!cmd.ok()) return cmd.status();
+    CommandBuffer& c = **cmd;
+    if (absl::Status s = c.Begin(); !s.ok()) return s;
+    c.ResetTimestamps(**pool);
+    c.WriteTimestamp(**pool, 0);
+    for (uint32_t i = 0; i < n; ++i) {
+      c.ComputeBarrier();  // serialised: each timestamp closes one dispatch
+      c.BindPipeline(*pipelines_[i]);
+      c.BindDescriptorSet(sets_[i]);
+      c.Dispatch(dispatches_[i].groups[0], dispatches_[i].groups[1], dispatches_[i].groups[2]);
+      c.WriteTimestamp(**pool, i + 1);
+    }
+    if (absl::Status s = c.End(); !s.ok()) return s;
+    timestamps_ = *std::move(pool);
+    profile_cmd_ = *std::move(cmd);
+  }
+  const codegen::StepParams params{n_tokens, pos};
+  std::memcpy(step_params_->mapped(), &params, sizeof(params));
+  if (absl::Status s = ctx_.Submit(*profile_cmd_); !s.ok()) return s;
+  absl::StatusOr<std::vector<double>> ns = ctx_.ReadTimestamps(*timestamps_);
+  if (!ns.ok()) return ns.status();
+  std::vector<double> each(n);
+  for (uint32_t i = 0; i < n; ++i) each[i] = std::max(0.0, (*ns)[i + 1] - (*ns)[i]);
+  return each;
 }
 
 }  // namespace doppler::vk

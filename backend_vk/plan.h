@@ -35,6 +35,7 @@ struct PlannedDispatch {
   std::string family, variant;
   std::array<uint32_t, 3> groups;
   bool barrier_before;  // a barrier precedes it: it reads or overwrites what an earlier dispatch wrote
+  std::vector<codegen::KernelArg> args;  // the values it binds (bindings 1..n), for byte counts in profiles
 };
 
 struct PlanStats {
@@ -59,6 +60,12 @@ class Plan {
   // Runs one step of n_tokens (<= the bucket) tokens at absolute positions pos, pos+1, ...
   absl::Status Run(uint32_t n_tokens, uint32_t pos);
 
+  // Runs the same step from a second recording, used only when profiling: the same dispatches in
+  // the same order, each followed by a GPU timestamp, with a barrier before every dispatch so that
+  // each one's time is its own. Returns the nanoseconds of each dispatch (dispatches() order); the
+  // second recording is made on first use. Needs DeviceInfo::timestamps.
+  absl::StatusOr<std::vector<double>> RunProfiled(uint32_t n_tokens, uint32_t pos);
+
   const Slice& slice(graph::ValueId id) const { return slices_[static_cast<size_t>(id)]; }
   int64_t tokens() const { return tokens_; }
   const std::vector<PlannedDispatch>& dispatches() const { return dispatches_; }
@@ -80,6 +87,11 @@ class Plan {
   std::unique_ptr<DescriptorAllocator> descriptors_;
   std::unique_ptr<CommandBuffer> cmd_;
   std::vector<PlannedDispatch> dispatches_;
+  // Kept to record the profiling command buffer.
+  std::vector<const ComputePipeline*> pipelines_;
+  std::vector<VkDescriptorSet> sets_;
+  std::unique_ptr<CommandBuffer> profile_cmd_;
+  std::unique_ptr<TimestampPool> timestamps_;
   PlanStats stats_;
   int record_count_ = 0;
 };

@@ -151,6 +151,16 @@ absl::StatusOr<int32_t> Engine::DecodeNext() {
   return ReadToken();
 }
 
+absl::StatusOr<std::vector<double>> Engine::ProfileDecodeStep() {
+  if (position_ + 1 > options_.context) {
+    return absl::OutOfRangeError(absl::StrCat("the context of ", options_.context, " tokens is full"));
+  }
+  absl::StatusOr<std::vector<double>> ns = decode_->RunProfiled(1, static_cast<uint32_t>(position_));
+  if (!ns.ok()) return ns.status();
+  ++position_;
+  return ns;
+}
+
 absl::StatusOr<std::vector<float>> Engine::PrefillLogits(std::span<const int32_t> ids) {
   if (absl::Status s = CheckIds(ids); !s.ok()) return s;
   if (!logits_) {

@@ -30,6 +30,9 @@ namespace doppler::runtime {
 struct EngineOptions {
   // An HF directory (config.json + *.safetensors) or a GGUF file (see IsGgufModel).
   std::filesystem::path model_path;
+  // When set, a synthetic model of that name (models/synthetic.h: random weights in the exact
+  // shapes of a published configuration) instead of model_path.
+  std::string synthetic;
   // HF: the storage type of matrices and embeddings, f16 (default), bf16 or f32. A GGUF keeps each
   // tensor's own type (Q4_K, Q6_K, Q8_0, F16, ...) whatever this says.
   graph::DType weight_dtype = graph::DType::kF16;
@@ -60,6 +63,9 @@ class Engine {
   absl::StatusOr<int32_t> Prefill(std::span<const int32_t> ids);
   // Feeds the token the last step produced and returns the next one.
   absl::StatusOr<int32_t> DecodeNext();
+  // DecodeNext through the decode plan's profiling recording (vk::Plan::RunProfiled): the same
+  // step, with the GPU nanoseconds of each of its dispatches (decode_plan().dispatches() order).
+  absl::StatusOr<std::vector<double>> ProfileDecodeStep();
 
   // Logits of every token of `ids` fed at the current position: [ids.size(), vocab].
   absl::StatusOr<std::vector<float>> PrefillLogits(std::span<const int32_t> ids);
@@ -74,6 +80,7 @@ class Engine {
   const models::ModelConfig& config() const { return config_; }
   const graph::Graph& graph() const { return graph_; }  // the step graph the plans run
   const vk::Context& device() const { return *ctx_; }
+  vk::Context& mutable_device() { return *ctx_; }  // for measurements beside the engine (bench)
   const vk::Plan& decode_plan() const { return *decode_; }
   const vk::Plan& prefill_plan() const { return *prefill_; }
 

@@ -9,6 +9,7 @@
 #include "models/gguf/hf_names.h"
 #include "models/quant_scheme.h"
 #include "models/safetensors.h"
+#include "models/synthetic.h"
 #include "passes/pass.h"
 #include "runtime/token_choice.h"
 
@@ -19,8 +20,19 @@ constexpr int64_t kDefaultMaxContext = 4096;
 
 absl::StatusOr<OpenedModel> OpenModel(EngineOptions& options) {
   OpenedModel m;
-  const bool gguf = IsGgufModel(options.model_path);
-  if (gguf) {
+  const bool synthetic = !options.synthetic.empty();
+  const bool gguf = !synthetic && IsGgufModel(options.model_path);
+  const models::SyntheticWeightStore* synthetic_store = nullptr;
+  if (synthetic) {
+    absl::StatusOr<models::ModelConfig> config = models::SyntheticConfig(options.synthetic);
+    if (!config.ok()) return config.status();
+    m.config = *std::move(config);
+    absl::StatusOr<std::unique_ptr<models::SyntheticWeightStore>> store = models::SyntheticWeightStore::Create(
+        options.synthetic, m.config, options.weight_dtype, options.quant);
+    if (!store.ok()) return store.status();
+    synthetic_store = store->get();
+    m.store = *std::move(store);
+  } else if (gguf) {
     if (options.quant != models::QuantScheme::kNone) {
       return absl::InvalidArgumentError(absl::StrCat(options.model_path.string(), " is a GGUF file: its tensors keep "
                                                      "their own types; --quant applies to HF checkpoints"));
@@ -53,7 +65,13 @@ absl::StatusOr<OpenedModel> OpenModel(EngineOptions& options) {
   // Each matrix's storage type: a GGUF's own (a missing tensor keeps the default and is reported
   // when the weights load), or --quant's choice for an HF model.
   const models::WeightStore* store = m.store.get();
-  if (gguf) {
+  if (synthetic_store != nullptr) {
+    // The store generates each tensor in its storage type (--quant's choice); asking it does not
+    // generate anything.
+    m.build.dtype_of = [synthetic_store](const std::string& tensor, graph::DType default_dtype) {
+      return synthetic_store->DTypeOf(tensor, default_dtype);
+    };
+  } else if (gguf) {
     m.build.dtype_of = [store](const std::string& tensor, graph::DType default_dtype) {
       absl::StatusOr<models::TensorView> t = store->Get(tensor);
       return t.ok() ? t->dtype : default_dtype;
@@ -69,7 +87,7 @@ absl::StatusOr<OpenedModel> OpenModel(EngineOptions& options) {
     };
   }
   // An f32 model keeps an f32 cache so that it computes like the reference; otherwise f16.
-  const bool plain_f32 = !gguf && options.quant == models::QuantScheme::kNone && options.weight_dtype == graph::DType::kF32;
+  const bool plain_f32 = !gguf && !synthetic && options.quant == models::QuantScheme::kNone && options.weight_dtype == graph::DType::kF32;
   m.build.kv_dtype = options.kv_dtype.value_or(plain_f32 ? graph::DType::kF32 : graph::DType::kF16);
   if (m.build.kv_dtype != graph::DType::kF32 && m.build.kv_dtype != graph::DType::kF16) {
     return absl::InvalidArgumentError(absl::StrCat("the KV cache can be f16 or f32, not ", graph::Name(m.build.kv_dtype)));

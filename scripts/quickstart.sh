@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and generates from a model.
-# usage: scripts/quickstart.sh MODEL_DIR [PROMPT_IDS] [N]
-#   MODEL_DIR   an HF model directory (config.json + *.safetensors), Llama family
-#   PROMPT_IDS  comma-separated prompt token ids (default: 1, the BOS token of Llama-2-style vocabularies)
-#   N           tokens to generate (default 64)
+# usage: scripts/quickstart.sh [MODEL [PROMPT [N]]]
+#   MODEL   an HF model directory (config.json + *.safetensors) or a GGUF file; default (or ""): the
+#           model that ships with doppler, models/default/default-q8_0.gguf
+#   PROMPT  the prompt text, or comma-separated prompt token ids (default: "In the beginning")
+#   N       tokens to generate (default 64)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=${1:?usage: scripts/quickstart.sh MODEL_DIR [PROMPT_IDS] [N]}
+model=()
+if [[ -n ${1:-} ]]; then model=(--model "$1"); fi
+prompt=${2:-In the beginning}
+if [[ $prompt =~ ^[0-9]+(,[0-9]+)*$ ]]; then prompt=(--prompt-ids "$prompt"); else prompt=(-p "$prompt"); fi
 bash scripts/install-deps.sh
 bash scripts/build.sh
-./build/doppler run --model "$model" --prompt-ids "${2:-1}" -n "${3:-64}"
+./build/doppler run "${model[@]}" "${prompt[@]}" -n "${3:-64}"

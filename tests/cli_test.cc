@@ -176,7 +176,7 @@ TEST_P(CliErrors, OneLineErrorAndNonZeroExit) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, CliErrors,
-    ::testing::Values(BadCase{"run --prompt-ids 1,2", "--model PATH is required"},
+    ::testing::Values(BadCase{"logits --ids 1,2 --out x.bin", "--model PATH"},
                       BadCase{"run --model /no/such/dir --prompt-ids 1,2", "/no/such/dir"},
                       BadCase{"run --model MODEL --prompt-ids 1,x", "'x' is not an integer id"},
                       BadCase{"run --model MODEL --prompt-ids 1,2 --frobnicate", "unknown option '--frobnicate'"},

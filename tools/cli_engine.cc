@@ -16,6 +16,10 @@ namespace doppler::cli {
 std::vector<OptionSpec> EngineOptionSpecs() {
   return {
       {"model", "m", "PATH", "HF model directory (config.json + *.safetensors) or a GGUF file", ""},
+      {"synthetic", "", "NAME",
+       "instead of --model: random weights in the exact shapes of llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, "
+       "qwen2.5-1.5b, qwen3-0.6b, gemma-3-1b or tiny (no tokenizer: use token ids)",
+       ""},
       {"tokenizer", "", "FILE",
        "tokenizer.json or a llama2.c tokenizer.bin (default: MODEL/tokenizer.json, or a GGUF's own tokenizer)", ""},
       {"dtype", "", "TYPE",
@@ -36,8 +40,13 @@ std::vector<OptionSpec> EngineOptionSpecs() {
 
 absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& args) {
   runtime::EngineOptions o;
-  if (!args.Has("model")) return absl::InvalidArgumentError("--model PATH is required");
-  o.model_path = args.Get("model");
+  if (args.Has("synthetic")) {
+    if (args.Has("model")) return absl::InvalidArgumentError("give either --model PATH or --synthetic NAME, not both");
+    o.synthetic = args.Get("synthetic");
+  } else {
+    if (!args.Has("model")) return absl::InvalidArgumentError("--model PATH (or --synthetic NAME) is required");
+    o.model_path = args.Get("model");
+  }
   if (args.Has("quant")) {
     absl::StatusOr<models::QuantScheme> quant = models::ParseQuantScheme(args.Get("quant"));
     if (!quant.ok() || *quant == models::QuantScheme::kF16) {

@@ -12,6 +12,7 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  run         generate text (or token ids), or chat\n"
+    "  bench       prefill and decode speed (llama-bench style), of a model or a synthetic one; --profile\n"
     "  logits      write the float32 logits of a prompt and of decode steps to a file\n"
     "  perplexity  perplexity of a text file\n"
     "  convert     convert an HF model to a GGUF file (f16, q8_0, q4_k_m)\n"
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<int> rc;
   if (command == "run") {
     rc = doppler::cli::RunCommand(args);
+  } else if (command == "bench") {
+    rc = doppler::cli::BenchCommand(args);
   } else if (command == "logits") {
     rc = doppler::cli::LogitsCommand(args);
   } else if (command == "perplexity") {
@@ -44,7 +47,7 @@ int main(int argc, char** argv) {
   } else if (command == "devices") {
     rc = doppler::cli::DevicesCommand(args);
   } else {
-    std::fprintf(stderr, "doppler: unknown command '%s' (commands: run, logits, perplexity, convert, graph, devices; see doppler --help)\n",
+    std::fprintf(stderr, "doppler: unknown command '%s' (commands: run, bench, logits, perplexity, convert, graph, devices; see doppler --help)\n",
                  command.c_str());
     return 2;
   }

@@ -1,5 +1,6 @@
 // doppler run: generation from a text prompt (streamed), from token ids, or as a chat.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "absl/status/status.h"
@@ -32,6 +33,9 @@ CommandSpec Spec() {
   };
   spec.options.insert(spec.options.end(), more.begin(), more.end());
   for (const OptionSpec& o : SamplingOptionSpecs()) spec.options.push_back(o);
+  for (OptionSpec& o : spec.options) {
+    if (o.name == "model") o.help += " (default: the model shipped in models/default/, default-q8_0.gguf)";
+  }
   return spec;
 }
 
@@ -92,6 +96,26 @@ absl::StatusOr<int> Chat(runtime::Engine& engine, const models::Tokenizer& tok, 
   return 0;
 }
 
+// The model `doppler run` uses without --model: models/default/default-q8_0.gguf in the folder of
+// the executable, in the folder above it (a build folder inside the checkout), or in the source
+// tree the executable was built from (docs/cli.md).
+absl::StatusOr<std::filesystem::path> DefaultModel() {
+  const std::filesystem::path file = std::filesystem::path("models") / "default" / "default-q8_0.gguf";
+  std::vector<std::filesystem::path> roots;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) roots.insert(roots.end(), {exe.parent_path(), exe.parent_path().parent_path()});
+  roots.push_back(std::filesystem::path(__FILE__).parent_path().parent_path());  // tools/run_cmd.cc's checkout
+  std::vector<std::string> tried;
+  for (const std::filesystem::path& root : roots) {
+    const std::filesystem::path candidate = (root / file).lexically_normal();
+    if (std::filesystem::is_regular_file(candidate, ec)) return candidate;
+    tried.push_back(candidate.string());
+  }
+  return absl::NotFoundError(absl::StrCat("no --model given, and the default model is not at ",
+                                          absl::StrJoin(tried, " nor "), ": give --model PATH"));
+}
+
 }  // namespace
 
 absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv) {
@@ -99,6 +123,15 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv) {
   absl::StatusOr<std::optional<ParsedArgs>> parsed = ParseOrHelp(spec, argv);
   if (!parsed.ok()) return parsed.status();
   if (!parsed->has_value()) return 0;
+  if (!(*parsed)->Has("model") && !(*parsed)->Has("synthetic")) {  // the model that ships with doppler
+    absl::StatusOr<std::filesystem::path> model = DefaultModel();
+    if (!model.ok()) return model.status();
+    std::fprintf(stderr, "model: %s (the default; --model PATH chooses another)\n", model->string().c_str());
+    std::vector<std::string> with_model = argv;
+    with_model.insert(with_model.end(), {"--model", model->string()});
+    parsed = ParseOrHelp(spec, with_model);
+    if (!parsed.ok()) return parsed.status();
+  }
   const ParsedArgs& args = **parsed;
   const int modes = args.Has("prompt") + args.Has("prompt-ids") + args.Has("chat");
   if (modes != 1) return absl::InvalidArgumentError("give exactly one of -p TEXT, --prompt-ids IDS, --chat");

@@ -5,13 +5,14 @@ Bible (public domain, Debian's bible-kjv-text; models/default/prepare_corpus.sh 
 Writes an HF model directory (config.json, model.safetensors in f32, tokenizer.json,
 tokenizer_config.json) and the reference outputs doppler's tests compare against:
   reference.json  held-out perplexity (measured as `doppler perplexity` does), greedy outputs
-  heldout.txt     the held-out sample the perplexity test scores (a few held-out chapters)
+  heldout.txt     the held-out sample the perplexity test scores (the first held-out chapters,
+                  at least --heldout-bytes: Genesis 50)
   test.txt        every held-out chapter (for the model card's figures)
 
 Chapters are split by their index i in the Bible (0 = Genesis 1): i % 50 == 49 is held out (test),
 i % 50 == 24 is the validation set that picks the checkpoint, the rest is trained on.
 
-usage: train.py --corpus .train/kjv.txt --out DIR [--steps N] [--tiny]
+usage: train.py --corpus .train/kjv.txt --out DIR [--steps N] [--tiny]   (--help: every option)
   --tiny: a tiny model, a few steps on the CPU, to check the pipeline end to end. Without the
           `tokenizers` package, the tokenizer is then bytes only (no merges).
 """

@@ -1,0 +1,393 @@
+#include "models/synthetic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/half.h"
+#include "models/architecture.h"
+#include "nlohmann/json.hpp"
+
+namespace doppler::models {
+namespace {
+
+using graph::DType;
+using nlohmann::json;
+
+// The published config.json values (the keys the readers use).
+json Llama32(int hidden, int intermediate, int layers, int heads, int head_dim) {
+  return json{{"architectures", {"LlamaForCausalLM"}},
+              {"model_type", "llama"},
+              {"hidden_size", hidden},
+              {"intermediate_size", intermediate},
+              {"num_hidden_layers", layers},
+              {"num_attention_heads", heads},
+              {"num_key_value_heads", 8},
+              {"head_dim", head_dim},
+              {"vocab_size", 128256},
+              {"rms_norm_eps", 1e-5},
+              {"hidden_act", "silu"},
+              {"max_position_embeddings", 131072},
+              {"rope_theta", 500000.0},
+              {"rope_scaling",
+               {{"rope_type", "llama3"},
+                {"factor", 32.0},
+                {"low_freq_factor", 1.0},
+                {"high_freq_factor", 4.0},
+                {"original_max_position_embeddings", 8192}}},
+              {"tie_word_embeddings", true},
+              {"bos_token_id", 128000},
+              {"eos_token_id", 128001}};
+}
+
+json ConfigJson(std::string_view name) {
+  if (name == "llama-3.2-1b") return Llama32(2048, 8192, 16, 32, 64);
+  if (name == "llama-3.2-3b") return Llama32(3072, 8192, 28, 24, 128);
+  if (name == "llama-3.1-8b") {
+    json j = Llama32(4096, 14336, 32, 32, 128);
+    j["rope_scaling"]["factor"] = 8.0;
+    j["tie_word_embeddings"] = false;
+    return j;
+  }
+  if (name == "qwen2.5-1.5b") {
+    return json{{"architectures", {"Qwen2ForCausalLM"}},
+                {"model_type", "qwen2"},
+                {"hidden_size", 1536},
+                {"intermediate_size", 8960},
+                {"num_hidden_layers", 28},
+                {"num_attention_heads", 12},
+                {"num_key_value_heads", 2},
+                {"vocab_size", 151936},
+                {"rms_norm_eps", 1e-6},
+                {"hidden_act", "silu"},
+                {"max_position_embeddings", 131072},
+                {"rope_theta", 1000000.0},
+                {"use_sliding_window", false},
+                {"sliding_window", 131072},
+                {"max_window_layers", 28},
+                {"tie_word_embeddings", true},
+                {"bos_token_id", 151643},
+                {"eos_token_id", 151643}};
+  }
+  if (name == "qwen3-0.6b") {
+    return json{{"architectures", {"Qwen3ForCausalLM"}},
+                {"model_type", "qwen3"},
+                {"hidden_size", 1024},
+                {"intermediate_size", 3072},
+                {"num_hidden_layers", 28},
+                {"num_attention_heads", 16},
+                {"num_key_value_heads", 8},
+                {"head_dim", 128},
+                {"vocab_size", 151936},
+                {"rms_norm_eps", 1e-6},
+                {"hidden_act", "silu"},
+                {"max_position_embeddings", 40960},
+                {"rope_theta", 1000000.0},
+                {"attention_bias", false},
+                {"use_sliding_window", false},
+                {"max_window_layers", 28},
+                {"tie_word_embeddings", true},
+                {"bos_token_id", 151643},
+                {"eos_token_id", 151645}};
+  }
+  if (name == "gemma-3-1b") {
+    return json{{"architectures", {"Gemma3ForCausalLM"}},
+                {"model_type", "gemma3_text"},
+                {"hidden_size", 1152},
+                {"intermediate_size", 6912},
+                {"num_hidden_layers", 26},
+                {"num_attention_heads", 4},
+                {"num_key_value_heads", 1},
+                {"head_dim", 256},
+                {"vocab_size", 262144},
+                {"rms_norm_eps", 1e-6},
+                {"hidden_activation", "gelu_pytorch_tanh"},
+                {"max_position_embeddings", 32768},
+                {"rope_theta", 1000000.0},
+                {"rope_local_base_freq", 10000.0},
+                {"rope_scaling", nullptr},
+                {"query_pre_attn_scalar", 256},
+                {"sliding_window", 512},
+                {"sliding_window_pattern", 6},
+                {"final_logit_softcapping", nullptr},
+                {"attn_logit_softcapping", nullptr},
+                {"tie_word_embeddings", true},
+                {"bos_token_id", 2},
+                {"eos_token_id", {1, 106}}};
+  }
+  if (name == "tiny") {
+    return json{{"architectures", {"LlamaForCausalLM"}},
+                {"model_type", "llama"},
+                {"hidden_size", 64},
+                {"intermediate_size", 128},
+                {"num_hidden_layers", 2},
+                {"num_attention_heads", 4},
+                {"num_key_value_heads", 2},
+                {"vocab_size", 256},
+                {"rms_norm_eps", 1e-5},
+                {"hidden_act", "silu"},
+                {"max_position_embeddings", 512},
+                {"rope_theta", 10000.0},
+                {"tie_word_embeddings", false},
+                {"bos_token_id", 1},
+                {"eos_token_id", 2}};
+  }
+  return nullptr;
+}
+
+uint64_t SplitMix(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t Fnv1a(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  return h;
+}
+
+// A small fast generator per row.
+struct Rng {
+  uint64_t state;
+  uint64_t Next() { return SplitMix(state); }
+  // Uniform in [0, 1).
+  float Unit() { return static_cast<float>(Next() >> 40) * (1.0f / 16777216.0f); }
+  int Int(int lo, int hi) { return lo + static_cast<int>(Next() % static_cast<uint64_t>(hi - lo + 1)); }
+};
+
+void PutHalf(uint8_t* p, float v) {
+  const uint16_t h = graph::FloatToHalf(v);
+  std::memcpy(p, &h, 2);
+}
+
+void FillRow(DType dtype, int64_t cols, uint64_t seed, float mean, float stddev, uint8_t* out) {
+  Rng rng{seed};
+  const float half_width = stddev * std::sqrt(3.0f);  // uniform on [-a, a] has sd a / sqrt(3)
+  switch (dtype) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16: {
+      for (int64_t i = 0; i < cols; ++i) {
+        const float v = mean + half_width * (2.0f * rng.Unit() - 1.0f);
+        if (dtype == DType::kF32) {
+          std::memcpy(out + 4 * i, &v, 4);
+        } else {
+          const uint16_t h = dtype == DType::kF16 ? graph::FloatToHalf(v) : graph::FloatToBF16(v);
+          std::memcpy(out + 2 * i, &h, 2);
+        }
+      }
+      return;
+    }
+    case DType::kQ8_0: {  // {f16 d; int8 qs[32]}: d * q, q uniform in [-127, 127] (sd 73.6)
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        uint8_t* blk = out + 34 * b;
+        PutHalf(blk, stddev / 73.6f);
+        for (int i = 0; i < 32; ++i) blk[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(rng.Int(-127, 127)));
+      }
+      return;
+    }
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      // {f16 d, dmin; scales[12]; (Q5_K: qh[32];) qs[128]}: d*sc*q - dmin*m per 32-value sub-block.
+      // With m = sc and dmin = d * mean(q): d*sc*(q - mean(q)), mean 0; sc uniform in [32, 63].
+      const bool q5 = dtype == DType::kQ5_K;
+      const int bytes = q5 ? 176 : 144;
+      const float q_mean = q5 ? 15.5f : 7.5f, q_sd = q5 ? 9.23f : 4.61f;
+      const float d = stddev / (47.5f * q_sd);
+      for (int64_t b = 0; b < cols / 256; ++b) {
+        uint8_t* blk = out + static_cast<int64_t>(bytes) * b;
+        PutHalf(blk, d);
+        PutHalf(blk + 2, d * q_mean);
+        uint8_t* scales = blk + 4;
+        std::memset(scales, 0, 12);
+        for (int j = 0; j < 8; ++j) {
+          const int sc = rng.Int(32, 63);
+          // Eight 6-bit scales and mins: sub-blocks 0-3 in the low bits of bytes 0-7, 4-7 as
+          // nibbles of bytes 8-11 with their top two bits in the spare bits of bytes 0-7.
+          if (j < 4) {
+            scales[j] |= static_cast<uint8_t>(sc);
+            scales[j + 4] |= static_cast<uint8_t>(sc);
+          } else {
+            scales[j + 4] = static_cast<uint8_t>((sc & 0xF) | ((sc & 0xF) << 4));
+            scales[j - 4] |= static_cast<uint8_t>((sc >> 4) << 6);
+            scales[j] |= static_cast<uint8_t>((sc >> 4) << 6);
+          }
+        }
+        uint8_t* rest = blk + 16;
+        const int rest_bytes = bytes - 16;
+        for (int i = 0; i < rest_bytes; i += 8) {
+          const uint64_t r = rng.Next();
+          std::memcpy(rest + i, &r, std::min(8, rest_bytes - i));
+        }
+      }
+      return;
+    }
+    case DType::kQ6_K: {
+      // {ql[128]; qh[64]; int8 scales[16]; f16 d}: d * sc * (q - 32), q uniform 6-bit (sd 18.5),
+      // sc uniform in [32, 127].
+      const float d = stddev / (79.5f * 18.47f);
+      for (int64_t b = 0; b < cols / 256; ++b) {
+        uint8_t* blk = out + 210 * b;
+        for (int i = 0; i < 192; i += 8) {
+          const uint64_t r = rng.Next();
+          std::memcpy(blk + i, &r, 8);
+        }
+        for (int i = 0; i < 16; ++i) blk[192 + i] = static_cast<uint8_t>(rng.Int(32, 127));
+        PutHalf(blk + 208, d);
+      }
+      return;
+    }
+    default:
+      std::memset(out, 0, graph::ByteSize(dtype, cols));
+  }
+}
+
+constexpr uint64_t kKeepBytes = 1ull << 30;
+
+}  // namespace
+
+std::vector<std::string> SyntheticModelNames() {
+  return {"llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "qwen2.5-1.5b", "qwen3-0.6b", "gemma-3-1b", "tiny"};
+}
+
+absl::StatusOr<ModelConfig> SyntheticConfig(std::string_view name) {
+  const json j = ConfigJson(name);
+  if (j.is_null()) {
+    return absl::NotFoundError(absl::StrCat("unknown synthetic model '", absl::string_view(name.data(), name.size()),
+                                            "' (known: ", absl::StrJoin(SyntheticModelNames(), ", "), ")"));
+  }
+  return ParseHfConfig(j, absl::StrCat("synthetic:", absl::string_view(name.data(), name.size())));
+}
+
+void FillRandom(DType dtype, int64_t rows, int64_t cols, uint64_t seed, float mean, float stddev, uint8_t* out) {
+  const size_t row_bytes = graph::ByteSize(dtype, cols);
+  auto fill = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      uint64_t s = seed + static_cast<uint64_t>(r) * 0x632BE59BD9B4E019ull;
+      FillRow(dtype, cols, SplitMix(s), mean, stddev, out + static_cast<size_t>(r) * row_bytes);
+    }
+  };
+  const int threads = rows * cols < (1 << 20)
+                          ? 1
+                          : static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 16));
+  if (threads == 1) {
+    fill(0, rows);
+    return;
+  }
+  std::vector<std::thread> pool;
+  const int64_t per = (rows + threads - 1) / threads;
+  for (int t = 0; t < threads; ++t) {
+    const int64_t b = std::min(rows, t * per), e = std::min(rows, (t + 1) * per);
+    if (b < e) pool.emplace_back(fill, b, e);
+  }
+  for (std::thread& t : pool) t.join();
+}
+
+absl::StatusOr<std::unique_ptr<SyntheticWeightStore>> SyntheticWeightStore::Create(const std::string& name,
+                                                                                   const ModelConfig& config,
+                                                                                   DType weight_dtype,
+                                                                                   QuantScheme quant, uint64_t seed) {
+  std::unique_ptr<SyntheticWeightStore> s(new SyntheticWeightStore());
+  s->name_ = name;
+  s->seed_ = seed;
+  s->norm_base_ = config.model_type.rfind("gemma", 0) == 0 ? 0.0f : 1.0f;
+  // The tensors are exactly the params of the model's graph (shapes do not depend on the context).
+  BuildOptions o;
+  o.context = 16;
+  o.max_step_tokens = 1;
+  absl::StatusOr<graph::Graph> g = BuildModelGraph(config, o);
+  if (!g.ok()) return g.status();
+  for (const graph::Node& n : g->nodes()) {
+    if (n.kind != graph::OpKind::kParam) continue;
+    std::string tensor = n.attrs.Str("name");
+    std::vector<int64_t> shape;
+    for (const graph::Dim& d : n.type.shape) shape.push_back(d.value);
+    if (n.attrs.Has("source")) {  // rows of a fused tensor
+      tensor = n.attrs.Str("source");
+      shape[0] = n.attrs.Int("source_rows");
+    }
+    DType dtype = DType::kF32;
+    if (shape.size() == 2) {
+      dtype = quant == QuantScheme::kNone
+                  ? weight_dtype
+                  : QuantizedDType(quant, tensor, shape[1], config.num_layers, config.tie_word_embeddings, weight_dtype);
+    }
+    s->tensors_[tensor] = SyntheticTensor{shape, dtype};
+  }
+  return s;
+}
+
+bool SyntheticWeightStore::Has(std::string_view name) const { return tensors_.count(std::string(name)) > 0; }
+
+std::vector<std::string> SyntheticWeightStore::Names() const {
+  std::vector<std::string> names;
+  for (const auto& [n, t] : tensors_) names.push_back(n);
+  return names;
+}
+
+DType SyntheticWeightStore::DTypeOf(const std::string& tensor, DType default_dtype) const {
+  auto it = tensors_.find(tensor);
+  return it == tensors_.end() ? default_dtype : it->second.dtype;
+}
+
+uint64_t SyntheticWeightStore::TotalBytes() const {
+  uint64_t bytes = 0;
+  for (const auto& [n, t] : tensors_) {
+    int64_t count = 1;
+    for (int64_t d : t.shape) count *= d;
+    bytes += graph::ByteSize(t.dtype, count);
+  }
+  return bytes;
+}
+
+uint64_t SyntheticWeightStore::TotalParameters() const {
+  uint64_t count = 0;
+  for (const auto& [n, t] : tensors_) {
+    int64_t c = 1;
+    for (int64_t d : t.shape) c *= d;
+    count += static_cast<uint64_t>(c);
+  }
+  return count;
+}
+
+absl::StatusOr<TensorView> SyntheticWeightStore::Get(std::string_view name) const {
+  const std::string key(name);
+  auto it = tensors_.find(key);
+  if (it == tensors_.end()) {
+    return absl::NotFoundError(absl::StrCat("tensor '", key, "' is not in synthetic model ", name_));
+  }
+  const SyntheticTensor& t = it->second;
+  const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1;
+  const int64_t cols = t.shape.back();
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::vector<uint8_t>* data = nullptr;
+  for (const auto& [n, d] : cache_) {
+    if (n == key) data = d.get();
+  }
+  if (data == nullptr) {
+    auto bytes = std::make_unique<std::vector<uint8_t>>(graph::ByteSize(t.dtype, rows * cols));
+    float mean = 0.0f, stddev = 1.0f / std::sqrt(static_cast<float>(cols));
+    if (t.shape.size() == 1) {
+      const bool bias = key.size() >= 5 && key.compare(key.size() - 5, 5, ".bias") == 0;
+      mean = bias ? 0.0f : norm_base_;
+      stddev = bias ? 0.02f : 0.05f;
+    }
+    FillRandom(t.dtype, rows, cols, seed_ ^ Fnv1a(key), mean, stddev, bytes->data());
+    cached_bytes_ += bytes->size();
+    data = bytes.get();
+    cache_.emplace_back(key, std::move(bytes));
+    while (cache_.size() > 1 && cached_bytes_ > kKeepBytes) {
+      cached_bytes_ -= cache_.front().second->size();
+      cache_.pop_front();
+    }
+  }
+  return TensorView{key, t.dtype, t.shape, data->data(), data->size(), Describe()};
+}
+
+}  // namespace doppler::models

@@ -1,0 +1,145 @@
+#include "runtime/profile.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "graph/layout.h"
+
+namespace doppler::runtime {
+namespace {
+
+using graph::OpKind;
+
+bool IsWeight(OpKind k) { return k == OpKind::kParam || k == OpKind::kConcatRows || k == OpKind::kConst; }
+bool IsCache(OpKind k) { return k == OpKind::kState || k == OpKind::kCacheWrite; }
+
+uint64_t RowsOf(const graph::Node& n, uint64_t bytes, int64_t rows) {
+  if (n.type.shape.empty() || n.type.shape[0].value <= 0) return bytes;
+  const int64_t all = n.type.shape[0].value;
+  return bytes / static_cast<uint64_t>(all) * static_cast<uint64_t>(std::clamp<int64_t>(rows, 0, all));
+}
+
+double GBps(uint64_t bytes, double ns) { return ns > 0 ? static_cast<double>(bytes) / ns : 0; }
+
+}  // namespace
+
+DispatchBytes BytesOf(const graph::Graph& g, const vk::PlannedDispatch& d, int64_t tokens, int64_t kv_length) {
+  DispatchBytes b;
+  const graph::Node& node = g.node(d.node);
+  std::set<graph::ValueId> seen;
+  for (const codegen::KernelArg& a : d.args) {
+    if (!seen.insert(a.value).second) continue;
+    const graph::Node& v = g.node(a.value);
+    uint64_t bytes = graph::ValueBytes(v, tokens);
+    if (IsWeight(v.kind)) {
+      if (node.kind == OpKind::kEmbedding && a.value == node.inputs[0]) bytes = RowsOf(v, bytes, tokens);
+      b.weights += bytes;
+    } else if (IsCache(v.kind)) {
+      b.activations += RowsOf(v, bytes, a.written ? tokens : kv_length);
+    } else {
+      b.activations += bytes;
+    }
+  }
+  return b;
+}
+
+uint64_t WeightBytesPerStep(const graph::Graph& g, const vk::Plan& plan, int64_t tokens) {
+  std::map<graph::ValueId, uint64_t> read;
+  for (const vk::PlannedDispatch& d : plan.dispatches()) {
+    const graph::Node& node = g.node(d.node);
+    for (const codegen::KernelArg& a : d.args) {
+      const graph::Node& v = g.node(a.value);
+      if (v.kind != OpKind::kParam && v.kind != OpKind::kConcatRows) continue;
+      uint64_t bytes = graph::ValueBytes(v, tokens);
+      if (node.kind == OpKind::kEmbedding && a.value == node.inputs[0]) bytes = RowsOf(v, bytes, tokens);
+      read[a.value] = std::max(read[a.value], bytes);
+    }
+  }
+  uint64_t total = 0;
+  for (const auto& [id, bytes] : read) total += bytes;
+  return total;
+}
+
+ProfileReport MakeProfile(const graph::Graph& g, const vk::Plan& plan, const std::vector<std::vector<double>>& samples,
+                          int64_t kv_length, double measured_step_ns) {
+  ProfileReport r;
+  r.steps = static_cast<int>(samples.size());
+  r.measured_step_ns = measured_step_ns;
+  const std::vector<vk::PlannedDispatch>& ds = plan.dispatches();
+  std::map<std::string, ProfileKind> kinds;
+  for (size_t i = 0; i < ds.size(); ++i) {
+    ProfileNode n;
+    const graph::Node& node = g.node(ds[i].node);
+    n.label = node.label.empty() ? absl::StrCat("%", node.id) : node.label;
+    n.op = graph::OpName(node.kind);
+    n.kernel = absl::StrCat(ds[i].family, ".", ds[i].variant);
+    for (const std::vector<double>& s : samples) n.ns += i < s.size() ? s[i] : 0;
+    if (!samples.empty()) n.ns /= static_cast<double>(samples.size());
+    n.bytes = BytesOf(g, ds[i], plan.tokens(), kv_length);
+    r.total_ns += n.ns;
+    ProfileKind& k = kinds[n.op];
+    k.op = n.op;
+    ++k.count;
+    k.ns += n.ns;
+    k.bytes += n.bytes.total();
+    r.nodes.push_back(std::move(n));
+  }
+  for (auto& [op, k] : kinds) r.kinds.push_back(k);
+  std::sort(r.kinds.begin(), r.kinds.end(), [](const ProfileKind& a, const ProfileKind& b) { return a.ns > b.ns; });
+  return r;
+}
+
+std::string FormatProfile(const ProfileReport& r) {
+  std::string out = absl::StrFormat(
+      "profile of a decode step (mean of %d profiled steps; dispatches serialised, one timestamp after each)\n",
+      r.steps);
+  const double total = r.total_ns > 0 ? r.total_ns : 1;
+  absl::StrAppendFormat(&out, "%-20s %6s %10s %7s %12s %8s\n", "op", "count", "time_us", "%", "bytes", "GB/s");
+  for (const ProfileKind& k : r.kinds) {
+    absl::StrAppendFormat(&out, "%-20s %6d %10.2f %6.1f%% %12llu %8.1f\n", k.op, k.count, k.ns / 1e3,
+                          100.0 * k.ns / total, static_cast<unsigned long long>(k.bytes), GBps(k.bytes, k.ns));
+  }
+  absl::StrAppendFormat(&out, "\n%-4s %-40s %-14s %-34s %10s %7s %12s %8s\n", "#", "node", "op", "kernel", "time_us",
+                        "%", "bytes", "GB/s");
+  for (size_t i = 0; i < r.nodes.size(); ++i) {
+    const ProfileNode& n = r.nodes[i];
+    absl::StrAppendFormat(&out, "%-4zu %-40s %-14s %-34s %10.2f %6.1f%% %12llu %8.1f\n", i, n.label, n.op, n.kernel,
+                          n.ns / 1e3, 100.0 * n.ns / total, static_cast<unsigned long long>(n.bytes.total()),
+                          GBps(n.bytes.total(), n.ns));
+  }
+  absl::StrAppendFormat(&out, "\nprofile total %.3f ms (sum of %zu dispatches)", r.total_ns / 1e6, r.nodes.size());
+  if (r.measured_step_ns > 0) {
+    absl::StrAppendFormat(&out, " | measured step %.3f ms (wall, unprofiled) | total/measured %.1f%%",
+                          r.measured_step_ns / 1e6, 100.0 * r.total_ns / r.measured_step_ns);
+  }
+  out += "\n";
+  return out;
+}
+
+nlohmann::json ProfileJson(const ProfileReport& r) {
+  nlohmann::json j;
+  j["steps"] = r.steps;
+  j["total_us"] = r.total_ns / 1e3;
+  j["measured_step_us"] = r.measured_step_ns / 1e3;
+  j["kinds"] = nlohmann::json::array();
+  for (const ProfileKind& k : r.kinds) {
+    j["kinds"].push_back({{"op", k.op}, {"count", k.count}, {"time_us", k.ns / 1e3}, {"bytes", k.bytes},
+                          {"gb_per_s", GBps(k.bytes, k.ns)}});
+  }
+  j["nodes"] = nlohmann::json::array();
+  for (const ProfileNode& n : r.nodes) {
+    j["nodes"].push_back({{"label", n.label},
+                          {"op", n.op},
+                          {"kernel", n.kernel},
+                          {"time_us", n.ns / 1e3},
+                          {"weight_bytes", n.bytes.weights},
+                          {"bytes", n.bytes.total()},
+                          {"gb_per_s", GBps(n.bytes.total(), n.ns)}});
+  }
+  return j;
+}
+
+}  // namespace doppler::runtime

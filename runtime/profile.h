@@ -1,0 +1,59 @@
+// The profile report of a step: GPU time of every dispatch (vk::Plan::RunProfiled), per node and
+// per op kind, with the bytes each dispatch reads and writes and the GB/s that gives.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend_vk/plan.h"
+#include "graph/graph.h"
+#include "nlohmann/json.hpp"
+
+namespace doppler::runtime {
+
+// Bytes a dispatch moves in a step of `tokens` tokens whose KV length (position + tokens) is
+// `kv_length`: every value it binds, counted once — weights whole (an embedding table: only the
+// rows it gathers), activations for the step's tokens, a KV cache for the rows it reads
+// (kv_length) or writes (tokens).
+struct DispatchBytes {
+  uint64_t weights = 0;      // params and load-time fused weights
+  uint64_t activations = 0;  // everything else read or written (KV cache included)
+  uint64_t total() const { return weights + activations; }
+};
+DispatchBytes BytesOf(const graph::Graph& g, const vk::PlannedDispatch& d, int64_t tokens, int64_t kv_length);
+
+// Weight bytes a step of the plan reads (each weight once): the bandwidth floor's numerator.
+uint64_t WeightBytesPerStep(const graph::Graph& g, const vk::Plan& plan, int64_t tokens);
+
+struct ProfileNode {
+  std::string label, op, kernel;  // kernel: family.variant
+  double ns = 0;                  // mean over the profiled steps
+  DispatchBytes bytes;
+};
+
+struct ProfileKind {
+  std::string op;
+  int count = 0;
+  double ns = 0;
+  uint64_t bytes = 0;
+};
+
+struct ProfileReport {
+  std::vector<ProfileNode> nodes;  // dispatch order
+  std::vector<ProfileKind> kinds;  // by time, largest first
+  double total_ns = 0;             // sum of the nodes' times
+  double measured_step_ns = 0;     // the step's wall time without profiling (0: not measured)
+  int steps = 0;                   // profiled steps averaged
+};
+
+// `samples`: the per-dispatch nanoseconds of several profiled steps of `plan`; `kv_length` the KV
+// length of a typical one.
+ProfileReport MakeProfile(const graph::Graph& g, const vk::Plan& plan, const std::vector<std::vector<double>>& samples,
+                          int64_t kv_length, double measured_step_ns);
+
+// The table (per op kind, then per node) and the total beside the measured step time.
+std::string FormatProfile(const ProfileReport& report);
+nlohmann::json ProfileJson(const ProfileReport& report);
+
+}  // namespace doppler::runtime

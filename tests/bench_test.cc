@@ -1,0 +1,190 @@
+// Synthetic models (models/synthetic.h), doppler bench and its --profile report.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "graph/dtype.h"
+#include "models/synthetic.h"
+#include "models/weights.h"
+#include "nlohmann/json.hpp"
+#include "runtime/engine.h"
+#include "support/cli_runner.h"
+
+namespace doppler {
+namespace {
+
+using graph::DType;
+
+uint64_t Params(const std::string& name) {
+  absl::StatusOr<models::ModelConfig> c = models::SyntheticConfig(name);
+  EXPECT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<std::unique_ptr<models::SyntheticWeightStore>> s =
+      models::SyntheticWeightStore::Create(name, *c, DType::kF16, models::QuantScheme::kNone);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return (*s)->TotalParameters();
+}
+
+TEST(SyntheticTest, ShapesAreThePublishedOnes) {
+  // Published parameter counts (embedding counted once when tied).
+  EXPECT_NEAR(static_cast<double>(Params("llama-3.2-1b")), 1.236e9, 0.005e9);
+  EXPECT_NEAR(static_cast<double>(Params("qwen3-0.6b")), 0.596e9, 0.005e9);
+  EXPECT_NEAR(static_cast<double>(Params("llama-3.1-8b")), 8.03e9, 0.01e9);
+  EXPECT_NEAR(static_cast<double>(Params("qwen2.5-1.5b")), 1.54e9, 0.01e9);
+  EXPECT_NEAR(static_cast<double>(Params("gemma-3-1b")), 1.0e9, 0.01e9);
+  EXPECT_NEAR(static_cast<double>(Params("llama-3.2-3b")), 3.21e9, 0.01e9);
+
+  absl::StatusOr<models::ModelConfig> g = models::SyntheticConfig("gemma-3-1b");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->hidden_size, 1152);
+  EXPECT_EQ(g->vocab_size, 262144);
+  EXPECT_EQ(g->head_dim, 256);
+  EXPECT_EQ(g->num_kv_heads, 1);
+  EXPECT_EQ(g->sliding_window, 512);
+  ASSERT_TRUE(g->rope_local.has_value());
+  EXPECT_FLOAT_EQ(g->rope_local->theta, 10000.0f);
+  absl::StatusOr<models::ModelConfig> l = models::SyntheticConfig("llama-3.1-8b");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->intermediate_size, 14336);
+  EXPECT_EQ(l->rope.scaling.type, "llama3");
+  EXPECT_FLOAT_EQ(l->rope.scaling.factor, 8.0f);
+  EXPECT_FALSE(l->tie_word_embeddings);
+}
+
+TEST(SyntheticTest, UnknownNameListsTheKnownOnes) {
+  absl::StatusOr<models::ModelConfig> c = models::SyntheticConfig("llama-9");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(std::string(c.status().message()).find("llama-3.2-1b"), std::string::npos) << c.status();
+  EXPECT_NE(std::string(c.status().message()).find("gemma-3-1b"), std::string::npos);
+}
+
+TEST(SyntheticTest, BlocksDecodeToFiniteValuesOfTheIntendedSpread) {
+  absl::StatusOr<models::ModelConfig> c = models::SyntheticConfig("llama-3.2-1b");
+  ASSERT_TRUE(c.ok());
+  absl::StatusOr<std::unique_ptr<models::SyntheticWeightStore>> s =
+      models::SyntheticWeightStore::Create("llama-3.2-1b", *c, DType::kF16, models::QuantScheme::kQ4_K_M);
+  ASSERT_TRUE(s.ok());
+  // Q4_K_M: Q4_K for q_proj, Q6_K for the first layers' down_proj and for the tied embedding/head.
+  EXPECT_EQ((*s)->DTypeOf("model.layers.5.self_attn.q_proj.weight", DType::kF16), DType::kQ4_K);
+  EXPECT_EQ((*s)->DTypeOf("model.layers.0.mlp.down_proj.weight", DType::kF16), DType::kQ6_K);
+  EXPECT_EQ((*s)->DTypeOf("model.layers.0.input_layernorm.weight", DType::kF16), DType::kF32);
+  for (const char* name : {"model.layers.5.self_attn.q_proj.weight", "model.layers.0.mlp.down_proj.weight"}) {
+    absl::StatusOr<models::TensorView> t = (*s)->Get(name);
+    ASSERT_TRUE(t.ok()) << t.status();
+    const std::vector<float> v = models::DecodeFloats(t->dtype, {t->data, t->nbytes});
+    ASSERT_EQ(static_cast<int64_t>(v.size()), t->shape[0] * t->shape[1]);
+    double sum = 0, sq = 0;
+    for (float x : v) {
+      ASSERT_TRUE(std::isfinite(x));
+      sum += x;
+      sq += static_cast<double>(x) * x;
+    }
+    const double mean = sum / v.size(), sd = std::sqrt(sq / v.size() - mean * mean);
+    const double want = 1.0 / std::sqrt(static_cast<double>(t->shape[1]));
+    EXPECT_LT(std::abs(mean), 0.1 * want) << name;
+    EXPECT_NEAR(sd, want, 0.35 * want) << name;
+  }
+  // Deterministic: the same seed gives the same bytes.
+  absl::StatusOr<std::unique_ptr<models::SyntheticWeightStore>> again =
+      models::SyntheticWeightStore::Create("llama-3.2-1b", *c, DType::kF16, models::QuantScheme::kQ4_K_M);
+  ASSERT_TRUE(again.ok());
+  absl::StatusOr<models::TensorView> a = (*s)->Get("model.layers.5.self_attn.q_proj.weight");
+  absl::StatusOr<models::TensorView> b = (*again)->Get("model.layers.5.self_attn.q_proj.weight");
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->nbytes, b->nbytes);
+  EXPECT_EQ(0, std::memcmp(a->data, b->data, a->nbytes));
+}
+
+TEST(SyntheticTest, TinyRunsThroughTheEngineWithFiniteLogits) {
+  for (const char* quant : {"none", "q8_0"}) {
+    runtime::EngineOptions o;
+    o.synthetic = "tiny";
+    o.context = 32;
+    o.prefill_chunk = 8;
+    o.validation = true;
+    if (std::string(quant) == "q8_0") o.quant = models::QuantScheme::kQ8_0;
+    absl::StatusOr<std::unique_ptr<runtime::Engine>> e = runtime::Engine::Create(o);
+    ASSERT_TRUE(e.ok()) << e.status();
+    const int32_t ids[] = {1, 5, 9, 200};
+    absl::StatusOr<std::vector<float>> logits = (*e)->PrefillLogits(ids);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    ASSERT_EQ(logits->size(), 4u * 256u);
+    for (float x : *logits) ASSERT_TRUE(std::isfinite(x)) << quant;
+    EXPECT_EQ((*e)->device().validation_messages(), 0);
+  }
+}
+
+TEST(BenchTest, PrintsEveryField) {
+  const test::CommandResult r = test::RunDoppler("bench --synthetic tiny -p 16 -n 8 -r 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* field : {"model: tiny (synthetic)", "device:", "pp16:", "tg8:", "tok/s", "ttft (p=16):",
+                            "decode latency: p50", "p99", "peak vram:", "per decode token: 1.00 submits",
+                            "dispatches", "copy bandwidth:", "bandwidth floor:", "of the floor"}) {
+    EXPECT_NE(r.out.find(field), std::string::npos) << field << "\n" << r.out;
+  }
+}
+
+TEST(BenchTest, JsonHasTheDocumentedKeys) {
+  const test::CommandResult r = test::RunDoppler("bench --synthetic tiny --quant q8_0 -p 8 -n 4 -r 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const char* key : {"model", "quant", "device", "params", "model_bytes", "weight_bytes_per_token", "p", "n", "r",
+                          "pp_tok_s", "tg_tok_s", "ttft_ms", "decode_ms", "vram_bytes", "submits_per_token",
+                          "dispatches_per_token", "barriers_per_token", "copy_bandwidth_gb_s", "floor_tok_s",
+                          "tg_floor_pct"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_GT(j["tg_tok_s"]["mean"].get<double>(), 0);
+  EXPECT_GT(j["pp_tok_s"]["mean"].get<double>(), 0);
+  EXPECT_GE(j["tg_tok_s"]["sd"].get<double>(), 0);
+  EXPECT_GE(j["decode_ms"]["p99"].get<double>(), j["decode_ms"]["p50"].get<double>());
+  EXPECT_DOUBLE_EQ(j["submits_per_token"].get<double>(), 1.0);
+  EXPECT_GT(j["vram_bytes"].get<uint64_t>(), j["model_bytes"].get<uint64_t>());
+  EXPECT_GT(j["copy_bandwidth_gb_s"].get<double>(), 0);
+  EXPECT_FALSE(j.contains("profile"));
+}
+
+TEST(ProfileTest, NodesSumToTheTotalAndNameTheirKernels) {
+  const test::CommandResult r = test::RunDoppler("bench --synthetic tiny -p 8 -n 4 -r 1 --json --profile");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("profile"));
+  const nlohmann::json& p = j["profile"];
+  ASSERT_EQ(p["nodes"].size(), j["dispatches_per_token"].get<size_t>());
+  double sum = 0;
+  for (const nlohmann::json& n : p["nodes"]) {
+    const std::string kernel = n["kernel"];
+    EXPECT_NE(kernel.find('.'), std::string::npos) << n.dump();  // family.variant
+    EXPECT_GT(kernel.find('.'), 0u);
+    EXPECT_GE(n["time_us"].get<double>(), 0);
+    EXPECT_GT(n["bytes"].get<uint64_t>(), 0u);
+    sum += n["time_us"].get<double>();
+  }
+  EXPECT_NEAR(sum, p["total_us"].get<double>(), 1e-6 * sum + 1e-9);
+  int count = 0;
+  for (const nlohmann::json& k : p["kinds"]) count += k["count"].get<int>();
+  EXPECT_EQ(count, static_cast<int>(p["nodes"].size()));
+  EXPECT_GT(p["measured_step_us"].get<double>(), 0);
+}
+
+TEST(BenchTest, TextProfileAndClearErrors) {
+  test::CommandResult r = test::RunDoppler("bench --synthetic tiny -p 4 -n 2 -r 1 --profile");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("profile total"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("measured step"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("matmul.gemv"), std::string::npos) << r.out;
+
+  r = test::RunDoppler("bench --synthetic llama-9 -p 4 -n 2 -r 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("unknown synthetic model 'llama-9' (known: llama-3.2-1b"), std::string::npos) << r.err;
+  r = test::RunDoppler("bench -p 4 -n 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--synthetic NAME"), std::string::npos) << r.err;
+  r = test::RunDoppler("bench --synthetic tiny -r 0");
+  EXPECT_EQ(r.exit_code, 1);
+}
+
+}  // namespace
+}  // namespace doppler

@@ -1,0 +1,265 @@
+// doppler bench: prefill and decode speed of a model (a file, or a synthetic one in the exact
+// shapes of a published model), like llama-bench: pp (prompt tokens/s), tg (generated tokens/s),
+// TTFT, decode latency percentiles, VRAM, per-token submits and dispatches, and tg as a fraction
+// of the bandwidth floor measured on the device. --profile adds the per-dispatch GPU profile of a
+// decode step.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "graph/layout.h"
+#include "models/synthetic.h"
+#include "nlohmann/json.hpp"
+#include "runtime/profile.h"
+#include "tools/cli_engine.h"
+#include "tools/commands.h"
+
+namespace doppler::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+CommandSpec Spec() {
+  CommandSpec spec{"bench",
+                   "Measure prefill (pp) and decode (tg) speed, like llama-bench: -p prompt tokens, -n generated tokens,\n"
+                   "-r repetitions after one warm-up run. --synthetic NAME benchmarks random weights in a published\n"
+                   "model's exact shapes (no download).",
+                   EngineOptionSpecs()};
+  const std::vector<OptionSpec> more = {
+      {"p", "p", "N", "prompt tokens (random ids) for the prefill test and TTFT", "512"},
+      {"n", "n", "N", "tokens generated for the decode test (greedy; an end-of-sequence token does not stop it)", "128"},
+      {"r", "r", "N", "repetitions (mean ± sd)", "5"},
+      {"json", "", "", "print one JSON object instead of the table", ""},
+      {"profile", "", "", "GPU time of every dispatch of a decode step, per op kind and per node", ""},
+      {"seed", "s", "N", "seed of the random prompt ids", "1"},
+  };
+  spec.options.insert(spec.options.end(), more.begin(), more.end());
+  return spec;
+}
+
+struct MeanSd {
+  double mean = 0, sd = 0;
+};
+
+MeanSd Stats(const std::vector<double>& v) {
+  MeanSd m;
+  if (v.empty()) return m;
+  for (double x : v) m.mean += x;
+  m.mean /= static_cast<double>(v.size());
+  if (v.size() > 1) {
+    double s = 0;
+    for (double x : v) s += (x - m.mean) * (x - m.mean);
+    m.sd = std::sqrt(s / static_cast<double>(v.size() - 1));
+  }
+  return m;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size()))) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
+// Device copy bandwidth (bytes read + written per second): vkCmdCopyBuffer between two
+// device-local buffers, timed with GPU timestamps (wall clock where the device has none).
+absl::StatusOr<double> CopyBandwidth(vk::Context& ctx, size_t* measured_bytes) {
+  const bool gpu = ctx.info().type == "discrete GPU" || ctx.info().type == "integrated GPU";
+  const size_t bytes = gpu ? (size_t{256} << 20) : (size_t{16} << 20);
+  *measured_bytes = bytes;
+  constexpr int kCopies = 10;
+  absl::StatusOr<std::unique_ptr<vk::Buffer>> a = ctx.CreateBuffer(bytes, vk::BufferKind::kDeviceLocal, "bench.copy.a");
+  if (!a.ok()) return a.status();
+  absl::StatusOr<std::unique_ptr<vk::Buffer>> b = ctx.CreateBuffer(bytes, vk::BufferKind::kDeviceLocal, "bench.copy.b");
+  if (!b.ok()) return b.status();
+  if (absl::Status s = ctx.Fill(**a, 0x3c003c00u); !s.ok()) return s;
+  std::unique_ptr<vk::TimestampPool> pool;
+  if (ctx.info().timestamps) {
+    absl::StatusOr<std::unique_ptr<vk::TimestampPool>> p = ctx.CreateTimestampPool(2);
+    if (!p.ok()) return p.status();
+    pool = *std::move(p);
+  }
+  absl::StatusOr<std::unique_ptr<vk::CommandBuffer>> cmd = ctx.CreateCommandBuffer("bench.copy");
+  if (!cmd.ok()) return cmd.status();
+  vk::CommandBuffer& c = **cmd;
+  if (absl::Status s = c.Begin(); !s.ok()) return s;
+  if (pool) c.ResetTimestamps(*pool);
+  c.CopyBuffer(**a, 0, **b, 0, bytes);  // warm
+  c.FullBarrier();
+  if (pool) c.WriteTimestamp(*pool, 0);
+  for (int i = 0; i < kCopies; ++i) {
+    if (i % 2 == 0) {
+      c.CopyBuffer(**b, 0, **a, 0, bytes);
+    } else {
+      c.CopyBuffer(**a, 0, **b, 0, bytes);
+    }
+    c.FullBarrier();
+  }
+  if (pool) c.WriteTimestamp(*pool, 1);
+  if (absl::Status s = c.End(); !s.ok()) return s;
+  const Clock::time_point t0 = Clock::now();
+  if (absl::Status s = ctx.Submit(c); !s.ok()) return s;
+  double seconds = Seconds(t0, Clock::now()) * kCopies / (kCopies + 1);
+  if (pool) {
+    absl::StatusOr<std::vector<double>> ns = ctx.ReadTimestamps(*pool);
+    if (!ns.ok()) return ns.status();
+    seconds = ((*ns)[1] - (*ns)[0]) * 1e-9;
+  }
+  if (!(seconds > 0)) return absl::InternalError("the copy-bandwidth measurement took no time");
+  return 2.0 * static_cast<double>(bytes) * kCopies / seconds;
+}
+
+}  // namespace
+
+absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
+  const CommandSpec spec = Spec();
+  absl::StatusOr<std::optional<ParsedArgs>> parsed = ParseOrHelp(spec, argv);
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->has_value()) return 0;
+  const ParsedArgs& args = **parsed;
+  absl::StatusOr<int64_t> p = args.GetInt("p"), n = args.GetInt("n"), r = args.GetInt("r"),
+                          seed = args.GetInt("seed");
+  for (const absl::Status& s : {p.status(), n.status(), r.status(), seed.status()}) {
+    if (!s.ok()) return s;
+  }
+  if (*p < 1) return absl::InvalidArgumentError("-p must be at least 1");
+  if (*n < 1) return absl::InvalidArgumentError("-n must be at least 1");
+  if (*r < 1) return absl::InvalidArgumentError("-r must be at least 1");
+  absl::StatusOr<runtime::EngineOptions> options = EngineOptionsFromArgs(args);
+  if (!options.ok()) return options.status();
+  const bool json_out = args.Has("json"), profile = args.Has("profile");
+  // The context holds the prompt or the generation (each test starts from an empty cache), and
+  // the prompt runs as one prefill step, as llama-bench's pp does.
+  const int64_t warmup_decode = std::min<int64_t>(*n, 8);  // after the warm-up prefill
+  const int64_t needed = std::max(*p + warmup_decode, *n);
+  if (options->context <= 0) options->context = needed;
+  if (options->context < needed) {
+    return absl::InvalidArgumentError(absl::StrCat("--ctx ", options->context, " is smaller than the ", needed,
+                                                   " positions -p ", *p, " and -n ", *n, " need"));
+  }
+  options->prefill_chunk = *p;
+  absl::StatusOr<std::unique_ptr<runtime::Engine>> created = runtime::Engine::Create(*options);
+  if (!created.ok()) return created.status();
+  runtime::Engine& e = **created;
+  const models::ModelConfig& config = e.config();
+
+  std::mt19937 rng(static_cast<uint32_t>(*seed));
+  std::vector<int32_t> prompt(static_cast<size_t>(*p));
+  for (int32_t& id : prompt) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab_size));
+
+  // Warm-up (not counted): one prefill and a few decode steps.
+  if (absl::StatusOr<int32_t> t = e.Prefill(prompt); !t.ok()) return t.status();
+  for (int64_t i = 0; i < warmup_decode; ++i) {
+    if (absl::StatusOr<int32_t> t = e.DecodeNext(); !t.ok()) return t.status();
+  }
+  const uint64_t vram = e.device().memory_stats().used_bytes;
+
+  std::vector<double> pp_rates, ttft, tg_rates, latencies;
+  uint64_t submits = 0;
+  for (int64_t rep = 0; rep < *r; ++rep) {
+    e.Reset();
+    Clock::time_point t0 = Clock::now();
+    if (absl::StatusOr<int32_t> t = e.Prefill(prompt); !t.ok()) return t.status();
+    const double s = Seconds(t0, Clock::now());
+    ttft.push_back(s * 1e3);
+    pp_rates.push_back(static_cast<double>(*p) / s);
+    // tg from an empty cache, as llama-bench's: the first step embeds the last token chosen.
+    e.Reset();
+    const uint64_t submits0 = e.device().submit_count();
+    double total = 0;
+    for (int64_t i = 0; i < *n; ++i) {
+      t0 = Clock::now();
+      if (absl::StatusOr<int32_t> t = e.DecodeNext(); !t.ok()) return t.status();
+      const double step = Seconds(t0, Clock::now());
+      latencies.push_back(step * 1e3);
+      total += step;
+    }
+    submits += e.device().submit_count() - submits0;
+    tg_rates.push_back(static_cast<double>(*n) / total);
+  }
+
+  const vk::Plan& decode = e.decode_plan();
+  const uint64_t weight_bytes_per_token = runtime::WeightBytesPerStep(e.graph(), decode, 1);
+  size_t copy_bytes = 0;
+  absl::StatusOr<double> bandwidth = CopyBandwidth(e.mutable_device(), &copy_bytes);
+  if (!bandwidth.ok()) return bandwidth.status();
+  const double floor_tok_s = static_cast<double>(*bandwidth) / static_cast<double>(weight_bytes_per_token);
+  const MeanSd pp = Stats(pp_rates), tg = Stats(tg_rates), first = Stats(ttft), lat = Stats(latencies);
+  uint64_t params = 0;
+  for (const graph::Node& node : e.graph().nodes()) {
+    if (node.kind == graph::OpKind::kParam) params += static_cast<uint64_t>(graph::NumElements(node.type.shape, 0));
+  }
+  uint64_t model_bytes = 0;
+  for (const graph::Node& node : e.graph().nodes()) {
+    if (node.kind == graph::OpKind::kParam) model_bytes += graph::ByteSize(node.type.dtype, graph::NumElements(node.type.shape, 0));
+  }
+  const std::string model_name = options->synthetic.empty() ? options->model_path.string()
+                                                             : absl::StrCat(options->synthetic, " (synthetic)");
+  const std::string quant = args.Has("quant") ? args.Get("quant") : (options->synthetic.empty() ? "file" : args.Get("dtype"));
+  const double per_token_submits = static_cast<double>(submits) / static_cast<double>(*r * *n);
+
+  std::optional<runtime::ProfileReport> report;
+  if (profile) {
+    e.Reset();
+    const int64_t steps = std::min<int64_t>(*n, 16);
+    std::vector<std::vector<double>> samples;
+    for (int64_t i = 0; i < steps; ++i) {
+      absl::StatusOr<std::vector<double>> ns = e.ProfileDecodeStep();
+      if (!ns.ok()) return ns.status();
+      samples.push_back(*std::move(ns));
+    }
+    report = runtime::MakeProfile(e.graph(), decode, samples, std::max<int64_t>(1, steps / 2), lat.mean * 1e6);
+  }
+
+  if (json_out) {
+    nlohmann::json j;
+    j["model"] = model_name;
+    j["quant"] = quant;
+    j["device"] = e.device().info().name;
+    j["params"] = params;
+    j["model_bytes"] = model_bytes;
+    j["weight_bytes_per_token"] = weight_bytes_per_token;
+    j["p"] = *p;
+    j["n"] = *n;
+    j["r"] = *r;
+    j["pp_tok_s"] = {{"mean", pp.mean}, {"sd", pp.sd}};
+    j["tg_tok_s"] = {{"mean", tg.mean}, {"sd", tg.sd}};
+    j["ttft_ms"] = {{"mean", first.mean}, {"sd", first.sd}};
+    j["decode_ms"] = {{"p50", Percentile(latencies, 50)}, {"p99", Percentile(latencies, 99)}, {"mean", lat.mean}};
+    j["vram_bytes"] = vram;
+    j["submits_per_token"] = per_token_submits;
+    j["dispatches_per_token"] = decode.stats().dispatches;
+    j["barriers_per_token"] = decode.stats().barriers;
+    j["copy_bandwidth_gb_s"] = *bandwidth / 1e9;
+    j["floor_tok_s"] = floor_tok_s;
+    j["tg_floor_pct"] = 100.0 * tg.mean / floor_tok_s;
+    if (report) j["profile"] = runtime::ProfileJson(*report);
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model: %s, %s, %.2f M params, %.3f GB weights (%.3f GB read per decode token)\n", model_name.c_str(),
+              quant.c_str(), static_cast<double>(params) / 1e6, static_cast<double>(model_bytes) / 1e9,
+              static_cast<double>(weight_bytes_per_token) / 1e9);
+  std::printf("device: %s\n", e.device().info().name.c_str());
+  std::printf("pp%lld: %.1f ± %.1f tok/s\n", static_cast<long long>(*p), pp.mean, pp.sd);
+  std::printf("tg%lld: %.1f ± %.1f tok/s\n", static_cast<long long>(*n), tg.mean, tg.sd);
+  std::printf("ttft (p=%lld): %.2f ± %.2f ms\n", static_cast<long long>(*p), first.mean, first.sd);
+  std::printf("decode latency: p50 %.3f ms, p99 %.3f ms\n", Percentile(latencies, 50), Percentile(latencies, 99));
+  std::printf("peak vram: %.1f MiB\n", static_cast<double>(vram) / (1 << 20));
+  std::printf("per decode token: %.2f submits, %d dispatches, %d barriers\n", per_token_submits,
+              decode.stats().dispatches, decode.stats().barriers);
+  std::printf("copy bandwidth: %.1f GB/s (%zu MiB vkCmdCopyBuffer, read + write)\n", *bandwidth / 1e9, copy_bytes >> 20);
+  std::printf("bandwidth floor: %.1f tok/s; tg = %.2f%% of the floor\n", floor_tok_s, 100.0 * tg.mean / floor_tok_s);
+  std::printf("repetitions: %lld after one warm-up run\n", static_cast<long long>(*r));
+  if (report) std::printf("\n%s", runtime::FormatProfile(*report).c_str());
+  return 0;
+}
+
+}  // namespace doppler::cli
