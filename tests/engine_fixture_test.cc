@@ -61,16 +61,9 @@ TEST_P(EngineFixtureTest, LogitsAndGreedyTokensMatchTransformers) {
   }
 
   // Greedy generation through the GPU argmax path, on a fresh sequence.
-  e.Reset();
-  absl::StatusOr<int32_t> token = e.Prefill(ref->input_ids);
-  ASSERT_TRUE(token.ok()) << token.status();
-  std::vector<int32_t> generated = {*token};
-  while (generated.size() < ref->greedy_tokens.size()) {
-    token = e.DecodeNext();
-    ASSERT_TRUE(token.ok()) << token.status();
-    generated.push_back(*token);
-  }
-  EXPECT_EQ(generated, ref->greedy_tokens);
+  absl::StatusOr<std::vector<int32_t>> generated = test::Generate(e, ref->input_ids, ref->greedy_tokens.size());
+  ASSERT_TRUE(generated.ok()) << generated.status();
+  EXPECT_EQ(*generated, ref->greedy_tokens);
   EXPECT_EQ(e.device().validation_messages(), 0);
 }
 

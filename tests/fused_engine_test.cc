@@ -28,9 +28,9 @@ Outputs Evaluate(runtime::Engine& e, const test::HfReference& ref) {
     EXPECT_TRUE(row.ok()) << row.status();
     if (row.ok()) r.decode.push_back(*row);
   }
-  e.Reset();
-  absl::StatusOr<int32_t> t = e.Prefill(ref.input_ids);
-  for (int i = 0; i < 8 && t.ok(); ++i, t = e.DecodeNext()) r.greedy.push_back(*t);
+  absl::StatusOr<std::vector<int32_t>> greedy = test::Generate(e, ref.input_ids, 8);
+  EXPECT_TRUE(greedy.ok()) << greedy.status();
+  if (greedy.ok()) r.greedy = *greedy;
   return r;
 }
 

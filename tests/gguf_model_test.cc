@@ -12,6 +12,7 @@
 #include "models/tokenizer/gguf_tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine.h"
+#include "tests/support/engine_env.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/npy.h"
 #include "tests/support/reference.h"
@@ -126,20 +127,13 @@ TEST_P(GgufModelTest, LogitsAndGreedyTokensMatchDequantizedReference) {
   EXPECT_LE(cpp_decode_rms, 0.5);
 
   // Greedy generation through the GPU argmax, on a fresh sequence.
-  e.Reset();
-  absl::StatusOr<int32_t> token = e.Prefill(ref->input_ids);
-  ASSERT_TRUE(token.ok()) << token.status();
-  std::vector<int32_t> generated = {*token};
-  while (generated.size() < ref->greedy_tokens.size()) {
-    token = e.DecodeNext();
-    ASSERT_TRUE(token.ok()) << token.status();
-    generated.push_back(*token);
-  }
-  EXPECT_EQ(generated, ref->greedy_tokens);
+  absl::StatusOr<std::vector<int32_t>> generated = test::Generate(e, ref->input_ids, ref->greedy_tokens.size());
+  ASSERT_TRUE(generated.ok()) << generated.status();
+  EXPECT_EQ(*generated, ref->greedy_tokens);
   // The same tokens as the HF f32 reference of hf/llama_q.
   absl::StatusOr<test::HfReference> hf = test::LoadHfReference("llama_q");
   ASSERT_TRUE(hf.ok()) << hf.status();
-  EXPECT_EQ(generated, hf->greedy_tokens);
+  EXPECT_EQ(*generated, hf->greedy_tokens);
   EXPECT_EQ(e.device().validation_messages(), 0);
 }
 

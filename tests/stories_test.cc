@@ -40,15 +40,9 @@ TEST_P(StoriesTest, GreedyIdsAndLogitsMatchRunC) {
   ASSERT_TRUE(engine.ok()) << engine.status();
   runtime::Engine& e = **engine;
 
-  absl::StatusOr<int32_t> token = e.Prefill(g.prompt_ids);
-  ASSERT_TRUE(token.ok()) << token.status();
-  std::vector<int32_t> generated = {*token};
-  while (generated.size() < g.generated_ids.size()) {
-    token = e.DecodeNext();
-    ASSERT_TRUE(token.ok()) << token.status();
-    generated.push_back(*token);
-  }
-  EXPECT_EQ(generated, g.generated_ids);
+  absl::StatusOr<std::vector<int32_t>> generated = test::Generate(e, g.prompt_ids, g.generated_ids.size());
+  ASSERT_TRUE(generated.ok()) << generated.status();
+  EXPECT_EQ(*generated, g.generated_ids);
 
   // run.c's logits row p comes from forward(sequence_ids[p], p), p < 128.
   absl::StatusOr<test::NpyArray> ref = test::ReadNpy(dir / g.logits_file);

@@ -15,4 +15,16 @@ absl::StatusOr<std::unique_ptr<runtime::Engine>> FixtureEngine(const std::filesy
   return runtime::Engine::Create(o);
 }
 
+absl::StatusOr<std::vector<int32_t>> Generate(runtime::Engine& e, const std::vector<int32_t>& prompt, size_t count) {
+  e.Reset();
+  std::vector<int32_t> out;
+  absl::StatusOr<int32_t> token = e.Prefill(prompt);
+  while (token.ok()) {
+    out.push_back(*token);
+    if (out.size() >= count) return out;
+    token = e.DecodeNext();
+  }
+  return token.status();
+}
+
 }  // namespace doppler::test
