@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/builder.h"
 #include "tests/support/gpu_runner.h"
+#include "tests/support/graph_values.h"
 #include "tests/support/vk_test_env.h"
 
 namespace doppler {
@@ -20,13 +21,12 @@ using graph::GraphBuilder;
 using graph::Tensor;
 using graph::TensorType;
 using graph::ValueId;
+using test::Matrix;
+using test::RandomRows;
+using test::Rows;
+using test::Vector;
 
-TensorType Rows(int64_t cols, DType dtype = DType::kF32) { return {dtype, {Dim::Tokens(), Dim::Static(cols)}}; }
-TensorType Matrix(int64_t rows, int64_t cols, DType dtype) { return {dtype, {Dim::Static(rows), Dim::Static(cols)}}; }
 
-Tensor RandomRows(int64_t tokens, int64_t cols, uint32_t seed) {
-  return Tensor::F32({tokens, cols}, test::RandomFloats(static_cast<size_t>(tokens * cols), seed));
-}
 
 class KernelTest : public vk::VkTest {
  protected:

@@ -20,6 +20,7 @@
 #include "runtime/token_choice.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/gpu_runner.h"
+#include "tests/support/graph_values.h"
 #include "tests/support/vk_test_env.h"
 
 namespace doppler {
@@ -32,9 +33,9 @@ using graph::OpKind;
 using graph::TensorType;
 using graph::ValueId;
 
-TensorType Rows(int64_t cols) { return {DType::kF32, {Dim::Tokens(), Dim::Static(cols)}}; }
-TensorType Matrix(int64_t rows, int64_t cols) { return {DType::kF32, {Dim::Static(rows), Dim::Static(cols)}}; }
-TensorType Vector(int64_t n) { return {DType::kF32, {Dim::Static(n)}}; }
+using test::Matrix;
+using test::Rows;
+using test::Vector;
 
 // The llama fixture's step graph as the engine compiles it, through a pass pipeline.
 absl::StatusOr<graph::Graph> LlamaStepGraph(const std::string& pipeline = "none") {

@@ -12,6 +12,7 @@
 #include "models/quant/quant.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/gpu_runner.h"
+#include "tests/support/graph_values.h"
 #include "tests/support/npy.h"
 #include "tests/support/vk_test_env.h"
 
@@ -24,13 +25,12 @@ using graph::GraphBuilder;
 using graph::Tensor;
 using graph::TensorType;
 using graph::ValueId;
+using test::Matrix;
+using test::RandomRows;
+using test::Rows;
+using test::Vector;
 
-TensorType Rows(int64_t cols) { return {DType::kF32, {Dim::Tokens(), Dim::Static(cols)}}; }
-TensorType Matrix(int64_t rows, int64_t cols, DType dtype) { return {dtype, {Dim::Static(rows), Dim::Static(cols)}}; }
 
-Tensor RandomRows(int64_t tokens, int64_t cols, uint32_t seed) {
-  return Tensor::F32({tokens, cols}, test::RandomFloats(static_cast<size_t>(tokens * cols), seed));
-}
 
 class QuantKernelTest : public vk::VkTest {
  protected:
