@@ -162,6 +162,21 @@ void PrintTo(const AttentionCase& c, std::ostream* os) {
       << graph::Name(c.cache) << " cache";
 }
 
+// Inputs q, k, v (one step's rows), their cache writes into states of `capacity` rows, and
+// attention over the caches as output "o". Returns the k and v caches after the writes.
+std::pair<ValueId, ValueId> AddCachedAttention(GraphBuilder& b, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t window,
+                           DType cache_dtype, int64_t capacity) {
+  const int64_t kv_width = kv_heads * head_dim;
+  ValueId q = b.Input("q", Rows(heads * head_dim));
+  ValueId k = b.Input("k", Rows(kv_width));
+  ValueId v = b.Input("v", Rows(kv_width));
+  TensorType cache{cache_dtype, {Dim::Static(capacity), Dim::Static(kv_width)}};
+  ValueId kc = b.CacheWrite(b.State("k_cache", cache), k);
+  ValueId vc = b.CacheWrite(b.State("v_cache", cache), v);
+  b.Output("o", b.Attention(q, kc, vc, heads, kv_heads, head_dim, 1.0 / std::sqrt(head_dim), window));
+  return {kc, vc};
+}
+
 class AttentionKernelTest : public KernelTest, public ::testing::WithParamInterface<AttentionCase> {};
 
 // Cache writes then attention over a prefill of 70 tokens (more keys than a workgroup visits at
@@ -170,13 +185,7 @@ TEST_P(AttentionKernelTest, CausalAttentionOverTheCache) {
   const AttentionCase& c = GetParam();
   const int64_t capacity = 90, kv_width = c.kv_heads * c.head_dim, q_width = c.heads * c.head_dim;
   GraphBuilder b;
-  ValueId q = b.Input("q", Rows(q_width));
-  ValueId k = b.Input("k", Rows(kv_width));
-  ValueId v = b.Input("v", Rows(kv_width));
-  TensorType cache{c.cache, {Dim::Static(capacity), Dim::Static(kv_width)}};
-  ValueId kc = b.CacheWrite(b.State("k_cache", cache), k);
-  ValueId vc = b.CacheWrite(b.State("v_cache", cache), v);
-  b.Output("o", b.Attention(q, kc, vc, c.heads, c.kv_heads, c.head_dim, 1.0 / std::sqrt(c.head_dim), c.window));
+  AddCachedAttention(b, c.heads, c.kv_heads, c.head_dim, c.window, c.cache, capacity);
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
   auto step = [&](int64_t tokens, uint32_t seed) {
@@ -297,13 +306,7 @@ TEST_P(RingCacheKernelTest, WindowedAttentionOverAWrappingCache) {
   const RingCase& c = GetParam();
   const int64_t capacity = c.window + c.bucket - 1, kv_width = c.kv_heads * c.head_dim, q_width = c.heads * c.head_dim;
   GraphBuilder b;
-  ValueId q = b.Input("q", Rows(q_width));
-  ValueId k = b.Input("k", Rows(kv_width));
-  ValueId v = b.Input("v", Rows(kv_width));
-  TensorType cache{c.cache, {Dim::Static(capacity), Dim::Static(kv_width)}};
-  ValueId kc = b.CacheWrite(b.State("k_cache", cache), k);
-  ValueId vc = b.CacheWrite(b.State("v_cache", cache), v);
-  b.Output("o", b.Attention(q, kc, vc, c.heads, c.kv_heads, c.head_dim, 1.0 / std::sqrt(c.head_dim), c.window));
+  const auto [kc, vc] = AddCachedAttention(b, c.heads, c.kv_heads, c.head_dim, c.window, c.cache, capacity);
   if (c.cache == DType::kF32) {
     b.Output("k_cache", kc);
     b.Output("v_cache", vc);
