@@ -14,6 +14,7 @@ codegen::TargetCaps TargetCapsOf(const DeviceInfo& info) {
   caps.subgroup_size = info.subgroup_size;
   caps.max_shared_memory = info.max_shared_memory;
   caps.max_workgroup_invocations = info.max_workgroup_invocations;
+  caps.subgroup_arithmetic = info.subgroup_arithmetic;
   return caps;
 }
 

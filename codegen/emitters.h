@@ -33,4 +33,12 @@ absl::StatusOr<Kernel> EmitSample(const EmitContext& c);
 // ceil(a / b)
 inline uint32_t CeilDiv(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 
+// A grid of at least `count` workgroups along x, folded into y above 32768 (the x limit is only
+// guaranteed to be 65535). Workgroup i is gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+// the kernel skips i >= count.
+inline std::array<uint32_t, 3> WideGrid(uint32_t count) {
+  constexpr uint32_t kMaxX = 32768;
+  return count <= kMaxX ? std::array<uint32_t, 3>{count, 1, 1} : std::array<uint32_t, 3>{kMaxX, CeilDiv(count, kMaxX), 1};
+}
+
 }  // namespace doppler::codegen

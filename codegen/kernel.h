@@ -20,6 +20,8 @@ struct TargetCaps {
   uint32_t subgroup_size = 32;
   uint32_t max_shared_memory = 16384;
   uint32_t max_workgroup_invocations = 128;
+  bool subgroup_arithmetic = false;  // subgroupAdd etc. in compute shaders
+  bool coop_matrix_nv = false;       // VK_NV_cooperative_matrix with 16x16x16 f16 → f32 enabled
 };
 
 struct KernelArg {

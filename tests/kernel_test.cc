@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "graph/builder.h"
@@ -32,9 +33,9 @@ class KernelTest : public vk::VkTest {
  protected:
   // Runs `g` on both sides for each (inputs, pos) step and compares every output.
   void Compare(const graph::Graph& g, int64_t bucket, const std::vector<std::pair<std::map<std::string, Tensor>, uint32_t>>& steps,
-               double tolerance) {
+               double tolerance, std::optional<codegen::TargetCaps> caps = std::nullopt) {
     test::RandomParams params(g, 1234);
-    auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params);
+    auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params, caps);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     graph::Interpreter interp(params);
     for (size_t s = 0; s < steps.size(); ++s) {
@@ -93,12 +94,26 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatMulKernelTest,
                                            MatMulCase{1, 1, 130, 5, DType::kBF16},
                                            MatMulCase{13, 16, 131, 67, DType::kF32},
                                            MatMulCase{13, 16, 200, 9, DType::kF16},
-                                           MatMulCase{3, 20, 1000, 3, DType::kF16}),
+                                           MatMulCase{3, 20, 1000, 3, DType::kF16},
+                                           // More columns than one grid row of workgroups holds.
+                                           MatMulCase{1, 1, 16, 66000, DType::kF32}),
                          [](const ::testing::TestParamInfo<MatMulCase>& i) {
                            const MatMulCase& c = i.param;
                            return "t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) + "_n" +
                                   std::to_string(c.n) + "_" + graph::Name(c.dtype);
                          });
+
+// A device without subgroup arithmetic gets a matrix-vector kernel that reduces in shared memory.
+TEST_F(KernelTest, MatMulWithoutSubgroupArithmetic) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(200));
+  b.Output("y", b.MatMul(x, b.Param("w", Matrix(37, 200, DType::kF16))));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  codegen::TargetCaps caps = vk::TargetCapsOf(ctx().info());
+  caps.subgroup_arithmetic = false;
+  Compare(*g, 2, {{{{"x", RandomRows(2, 200, 1)}}, 0}, {{{"x", RandomRows(1, 200, 2)}}, 4}}, 1e-5, caps);
+}
 
 TEST_F(KernelTest, MatMulOnAStaticRow) {
   GraphBuilder b;

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "backend_vk/bandwidth.h"
 #include "graph/layout.h"
 #include "models/synthetic.h"
 #include "nlohmann/json.hpp"
@@ -66,54 +67,6 @@ double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   const size_t i = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size()))) - 1;
   return v[std::min(i, v.size() - 1)];
-}
-
-// Device copy bandwidth (bytes read + written per second): vkCmdCopyBuffer between two
-// device-local buffers, timed with GPU timestamps (wall clock where the device has none).
-absl::StatusOr<double> CopyBandwidth(vk::Context& ctx, size_t* measured_bytes) {
-  const bool gpu = ctx.info().type == "discrete GPU" || ctx.info().type == "integrated GPU";
-  const size_t bytes = gpu ? (size_t{256} << 20) : (size_t{16} << 20);
-  *measured_bytes = bytes;
-  constexpr int kCopies = 10;
-  absl::StatusOr<std::unique_ptr<vk::Buffer>> a = ctx.CreateBuffer(bytes, vk::BufferKind::kDeviceLocal, "bench.copy.a");
-  if (!a.ok()) return a.status();
-  absl::StatusOr<std::unique_ptr<vk::Buffer>> b = ctx.CreateBuffer(bytes, vk::BufferKind::kDeviceLocal, "bench.copy.b");
-  if (!b.ok()) return b.status();
-  if (absl::Status s = ctx.Fill(**a, 0x3c003c00u); !s.ok()) return s;
-  std::unique_ptr<vk::TimestampPool> pool;
-  if (ctx.info().timestamps) {
-    absl::StatusOr<std::unique_ptr<vk::TimestampPool>> p = ctx.CreateTimestampPool(2);
-    if (!p.ok()) return p.status();
-    pool = *std::move(p);
-  }
-  absl::StatusOr<std::unique_ptr<vk::CommandBuffer>> cmd = ctx.CreateCommandBuffer("bench.copy");
-  if (!cmd.ok()) return cmd.status();
-  vk::CommandBuffer& c = **cmd;
-  if (absl::Status s = c.Begin(); !s.ok()) return s;
-  if (pool) c.ResetTimestamps(*pool);
-  c.CopyBuffer(**a, 0, **b, 0, bytes);  // warm
-  c.FullBarrier();
-  if (pool) c.WriteTimestamp(*pool, 0);
-  for (int i = 0; i < kCopies; ++i) {
-    if (i % 2 == 0) {
-      c.CopyBuffer(**b, 0, **a, 0, bytes);
-    } else {
-      c.CopyBuffer(**a, 0, **b, 0, bytes);
-    }
-    c.FullBarrier();
-  }
-  if (pool) c.WriteTimestamp(*pool, 1);
-  if (absl::Status s = c.End(); !s.ok()) return s;
-  const Clock::time_point t0 = Clock::now();
-  if (absl::Status s = ctx.Submit(c); !s.ok()) return s;
-  double seconds = Seconds(t0, Clock::now()) * kCopies / (kCopies + 1);
-  if (pool) {
-    absl::StatusOr<std::vector<double>> ns = ctx.ReadTimestamps(*pool);
-    if (!ns.ok()) return ns.status();
-    seconds = ((*ns)[1] - (*ns)[0]) * 1e-9;
-  }
-  if (!(seconds > 0)) return absl::InternalError("the copy-bandwidth measurement took no time");
-  return 2.0 * static_cast<double>(bytes) * kCopies / seconds;
 }
 
 }  // namespace
@@ -187,10 +140,10 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
 
   const vk::Plan& decode = e.decode_plan();
   const uint64_t weight_bytes_per_token = runtime::WeightBytesPerStep(e.graph(), decode, 1);
-  size_t copy_bytes = 0;
-  absl::StatusOr<double> bandwidth = CopyBandwidth(e.mutable_device(), &copy_bytes);
+  vk::PipelineCache bandwidth_pipelines(e.mutable_device());
+  absl::StatusOr<vk::Bandwidth> bandwidth = vk::MeasureCopyBandwidth(e.mutable_device(), bandwidth_pipelines);
   if (!bandwidth.ok()) return bandwidth.status();
-  const double floor_tok_s = static_cast<double>(*bandwidth) / static_cast<double>(weight_bytes_per_token);
+  const double floor_tok_s = bandwidth->bytes_per_second / static_cast<double>(weight_bytes_per_token);
   const MeanSd pp = Stats(pp_rates), tg = Stats(tg_rates), first = Stats(ttft), lat = Stats(latencies);
   uint64_t params = 0;
   for (const graph::Node& node : e.graph().nodes()) {
@@ -237,7 +190,7 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
     j["submits_per_token"] = per_token_submits;
     j["dispatches_per_token"] = decode.stats().dispatches;
     j["barriers_per_token"] = decode.stats().barriers;
-    j["copy_bandwidth_gb_s"] = *bandwidth / 1e9;
+    j["copy_bandwidth_gb_s"] = bandwidth->bytes_per_second / 1e9;
     j["floor_tok_s"] = floor_tok_s;
     j["tg_floor_pct"] = 100.0 * tg.mean / floor_tok_s;
     if (report) j["profile"] = runtime::ProfileJson(*report);
@@ -255,7 +208,8 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   std::printf("peak vram: %.1f MiB\n", static_cast<double>(vram) / (1 << 20));
   std::printf("per decode token: %.2f submits, %d dispatches, %d barriers\n", per_token_submits,
               decode.stats().dispatches, decode.stats().barriers);
-  std::printf("copy bandwidth: %.1f GB/s (%zu MiB vkCmdCopyBuffer, read + write)\n", *bandwidth / 1e9, copy_bytes >> 20);
+  std::printf("copy bandwidth: %.1f GB/s (%zu MiB shader copy, read + write)\n", bandwidth->bytes_per_second / 1e9,
+              bandwidth->buffer_bytes >> 20);
   std::printf("bandwidth floor: %.1f tok/s; tg = %.2f%% of the floor\n", floor_tok_s, 100.0 * tg.mean / floor_tok_s);
   std::printf("repetitions: %lld after one warm-up run\n", static_cast<long long>(*r));
   if (report) std::printf("\n%s", runtime::FormatProfile(*report).c_str());

@@ -53,7 +53,8 @@ absl::StatusOr<std::vector<float>> RandomParams::Float32(const graph::Node& para
 }
 
 absl::StatusOr<std::unique_ptr<GpuRunner>> GpuRunner::Create(vk::Context& ctx, const graph::Graph& g, int64_t bucket,
-                                                             const RandomParams& params) {
+                                                             const RandomParams& params,
+                                                             std::optional<codegen::TargetCaps> caps) {
   std::unique_ptr<GpuRunner> r(new GpuRunner(ctx, g));
   absl::Status s = runtime::CreateResources(
       ctx, g, [&](const graph::Node& n) { return params.bytes(n.attrs.Str("name")); }, r->resources_);
@@ -67,13 +68,13 @@ absl::StatusOr<std::unique_ptr<GpuRunner>> GpuRunner::Create(vk::Context& ctx, c
     external[n.id] = b->get();
     r->inputs_[n.id] = *std::move(b);
   }
-  const codegen::TargetCaps caps = vk::TargetCapsOf(ctx.info());
+  if (!caps) caps = vk::TargetCapsOf(ctx.info());
   std::set<graph::ValueId> outside;
   for (const auto& [id, buffer] : external) outside.insert(id);
   absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(g, bucket, outside);
   if (!memory.ok()) return memory.status();
   absl::StatusOr<std::unique_ptr<vk::Plan>> plan = vk::Plan::Build(
-      ctx, r->pipelines_, g, bucket, caps, external, vk::ArenaLayout{memory->arena_bytes, memory->offset}, "test");
+      ctx, r->pipelines_, g, bucket, *caps, external, vk::ArenaLayout{memory->arena_bytes, memory->offset}, "test");
   if (!plan.ok()) return plan.status();
   r->plan_ = *std::move(plan);
   return r;

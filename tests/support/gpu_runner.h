@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,10 @@ std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f, float
 // One plan of `g` for a token bucket; states persist across Run calls like a KV cache.
 class GpuRunner {
  public:
+  // `caps` replaces what the device reports (to test the code generated for other devices).
   static absl::StatusOr<std::unique_ptr<GpuRunner>> Create(vk::Context& ctx, const graph::Graph& g, int64_t bucket,
-                                                           const RandomParams& params);
+                                                           const RandomParams& params,
+                                                           std::optional<codegen::TargetCaps> caps = std::nullopt);
   // Inputs by name (their first dimension is the step's token count); returns every output.
   absl::StatusOr<std::map<std::string, graph::Tensor>> Run(const std::map<std::string, graph::Tensor>& inputs,
                                                            uint32_t pos);

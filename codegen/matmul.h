@@ -1,0 +1,36 @@
+// The matmul kernel family: y[T, N] = x[T, K] · w[N, K]ᵀ with f32 accumulation, then the node's
+// epilogue chain, written to y's layout. emit_matmul.cc checks the node and builds what every
+// variant shares (the epilogue as a `store` function, buffer declarations); the variants are a
+// matrix-vector kernel for a few rows (decode) and a tiled kernel for many (prefill).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "codegen/emitters.h"
+#include "graph/epilogue.h"
+
+namespace doppler::codegen {
+
+struct MatMulSpec {
+  int64_t m = 0;      // rows of x for the plan's bucket
+  int64_t k = 0;      // reduction length
+  int64_t n = 0;      // output columns
+  int64_t gates = 1;  // weight rows per output column: 2 when the chain starts with a gated step
+  graph::DType w_dtype = graph::DType::kF32;
+  std::string rows_expr;  // GLSL for the step's row count (runtime for T-shaped x)
+  // GLSL shared by the variants: y (binding 1), x (binding 2), the epilogue inputs (4..), and
+  // `void store(uint tok, uint col, float v, float up)`, which applies the chain to v (up is the
+  // second dot product of a gated chain) and writes column col of row tok.
+  std::string io_glsl;
+  std::string variant_suffix;  // "+silu_mul+add+split3" ...
+};
+
+// Rows at or below which the matrix-vector variant is used.
+inline constexpr int64_t kGemvMaxRows = 4;
+
+absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s);
+absl::StatusOr<Kernel> EmitGemm(const EmitContext& c, const MatMulSpec& s);
+
+}  // namespace doppler::codegen
