@@ -1,21 +1,27 @@
 // Argmax of each row: strided scan per invocation, then a shared-memory tree that keeps the
 // larger value and, on ties, the lower index (the first maximum, as the interpreter defines).
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
 
 namespace doppler::codegen {
 namespace {
-constexpr uint32_t kWorkgroup = 256;
+// One workgroup per row: as wide as the device allows, so a 256k-entry row is 256 loads per
+// invocation, not thousands.
+constexpr uint32_t kWorkgroup = 1024;
 }
 
 absl::StatusOr<Kernel> EmitArgmax(const EmitContext& c) {
   const graph::Node& x = c.input(0);
   const int64_t cols = x.type.shape[1].value;
+  uint32_t wg = 1;
+  while (wg * 2 <= std::min(kWorkgroup, c.caps.max_workgroup_invocations)) wg *= 2;  // a power of two for the tree
   Kernel k;
   k.family = "argmax";
   k.variant = "row";
-  k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), IntBuffer(1, "ids", false), FloatBuffer(2, "x", graph::DType::kF32, true),
+  k.glsl = absl::StrCat(ShaderHeader(wg), IntBuffer(1, "ids", false), FloatBuffer(2, "x", graph::DType::kF32, true),
                         Fill(R"(
 shared float s_val[{{WG}}];
 shared uint s_idx[{{WG}}];
@@ -47,7 +53,7 @@ void main() {
   if (lid == 0u) ids[row] = int(min(s_idx[0], {{N}}u - 1u));
 }
 )",
-                             {{"WG", absl::StrCat(kWorkgroup)},
+                             {{"WG", absl::StrCat(wg)},
                               {"N", absl::StrCat(cols)},
                               {"ROWS", RowsExpr(x.type.shape[0].tokens, c.rows(x))}}));
   k.args = {{c.node.id, true}, {c.node.inputs[0], false}};

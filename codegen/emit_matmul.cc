@@ -52,7 +52,10 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   if (!steps.ok()) return absl::InvalidArgumentError(absl::StrCat("matmul '", c.node.label, "': ", steps.status().message()));
   s.gates = graph::IsGated(*steps) ? 2 : 1;
   s.n = w_rows / s.gates;
-  if (static_cast<int>(c.node.inputs.size()) != 2 + graph::ExtraInputs(*steps)) {
+  // With a norm prologue, input 2 is the norm's weight and the epilogue's inputs follow it.
+  s.norm = c.node.attrs.Has("norm_eps");
+  const int first_extra = s.norm ? 3 : 2;
+  if (static_cast<int>(c.node.inputs.size()) != first_extra + graph::ExtraInputs(*steps)) {
     return absl::InvalidArgumentError(absl::StrCat("matmul '", c.node.label, "': epilogue '",
                                                    c.node.attrs.Str("epilogue"), "' does not match its inputs"));
   }
@@ -75,8 +78,8 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
       case EpilogueStep::kBias:
       case EpilogueStep::kAdd: {
         const std::string name = absl::StrCat("e", extra);
-        const graph::DType dtype = c.input(2 + extra).type.dtype;
-        absl::StrAppend(&extras, FloatBuffer(static_cast<uint32_t>(4 + extra), name, dtype, true));
+        const graph::DType dtype = c.input(first_extra + extra).type.dtype;
+        absl::StrAppend(&extras, FloatBuffer(static_cast<uint32_t>(first_extra + 2 + extra), name, dtype, true));
         absl::StrAppend(&chain, "  v += load_", name, step == EpilogueStep::kBias ? "(col);\n" : "(tok * N + col);\n");
         ++extra;
         break;
@@ -85,9 +88,16 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
     absl::StrAppend(&s.variant_suffix, "+", graph::EpilogueStepName(step));
   }
   if (!widths.empty()) absl::StrAppend(&s.variant_suffix, "+split", widths.size());
-  s.io_glsl = absl::StrCat(FloatBuffer(1, "y", graph::DType::kF32, false), FloatBuffer(2, "x", graph::DType::kF32, true),
-                           extras, ActivationGlsl(), OutputIndex(widths, c.rows(c.node), s.n),
-                           "const uint K = ", s.k, "u, N = ", s.n, "u, G = ", s.gates, "u;\n",
+  if (s.norm) {
+    s.variant_suffix = "+rms_norm" + s.variant_suffix;
+    absl::StrAppend(&extras, FloatBuffer(4, "gamma", c.input(2).type.dtype, true),
+                    "float norm_scale(float sum_sq) { return inversesqrt(sum_sq / float(K) + ",
+                    FloatLiteral(c.node.attrs.Float("norm_eps")), "); }\n",
+                    "float norm_weight(uint k) { return load_gamma(k) + ", FloatLiteral(c.node.attrs.Float("norm_offset")),
+                    "; }\n");
+  }
+  s.io_glsl = absl::StrCat(FloatBuffer(1, "y", graph::DType::kF32, false), "const uint K = ", s.k, "u, N = ", s.n,
+                           "u, G = ", s.gates, "u;\n", extras, ActivationGlsl(), OutputIndex(widths, c.rows(c.node), s.n),
                            "void store(uint tok, uint col, float v, float up) {\n", chain,
                            "  y[out_index(tok, col)] = v;\n}\n");
 

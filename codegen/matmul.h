@@ -19,8 +19,11 @@ struct MatMulSpec {
   int64_t n = 0;      // output columns
   int64_t gates = 1;  // weight rows per output column: 2 when the chain starts with a gated step
   graph::DType w_dtype = graph::DType::kF32;
+  // x is RMS-normalised first (attr norm_eps): io_glsl then defines `float norm_scale(float
+  // sum_sq)` (1 / rms from the sum of squares of a row of x) and `float norm_weight(uint k)`.
+  bool norm = false;
   std::string rows_expr;  // GLSL for the step's row count (runtime for T-shaped x)
-  // GLSL shared by the variants: y (binding 1), x (binding 2), the epilogue inputs (4..), and
+  // GLSL shared by the variants: y (binding 1), the norm weight (4) and epilogue inputs, K, N, G, and
   // `void store(uint tok, uint col, float v, float up)`, which applies the chain to v (up is the
   // second dot product of a gated chain) and writes column col of row tok.
   std::string io_glsl;

@@ -1,9 +1,14 @@
-// The matrix-vector variant (a few rows of x, as in decode): a workgroup computes RN output
-// columns for all TM rows. Its invocations split K by parts (codegen/weight_parts.h): invocation
-// i takes parts i, i + WG, ... of each of its RN·G weight rows, so a subgroup reads contiguous
-// bytes and each row is read once per step. Each part's x values are loaded once and reused for
-// every row. The partial sums are reduced with subgroupAdd, then across subgroups in shared
-// memory (without subgroup arithmetic, entirely in shared memory).
+// The matrix-vector variant (a few rows of x, as in decode). Each subgroup is a team that computes
+// RN output columns for all TM rows of x: its lanes split K by parts (codegen/weight_parts.h),
+// lane i taking parts i, i + lanes, ... of each of the team's RN·G weight rows, so the team reads
+// contiguous bytes and each weight row is read once per step. A part's x values are loaded once
+// (16-byte loads) and reused for every row. The sums are reduced with subgroupAdd: no shared
+// memory, no barrier. A workgroup holds WG / subgroup-size teams; were the driver to pick another
+// subgroup size, teams loop over the workgroup's columns, so every column is still computed once.
+// Without subgroup arithmetic the whole workgroup is one team and reduces in shared memory.
+//
+// With a norm prologue (rms_norm fused in), x is multiplied by the norm weight as it is loaded,
+// the team sums x² over the same loads, and the result is scaled by 1/rms before the epilogue.
 #include "absl/strings/str_cat.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
@@ -12,92 +17,107 @@
 namespace doppler::codegen {
 namespace {
 constexpr uint32_t kWorkgroup = 128;
-constexpr int64_t kRowsPerWorkgroup = 2;
+constexpr int64_t kRowsPerTeam = 2;
 }  // namespace
 
 absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, s.w_dtype, s.k);
   if (!parts.ok()) return parts.status();
   const uint32_t wg = std::min(kWorkgroup, c.caps.max_workgroup_invocations);
-  const bool subgroups = c.caps.subgroup_arithmetic;
-  // Sums the partials of output o (0..OUTS) over the workgroup into red[o * WG] (every invocation
-  // calls it; `red` must then be read after a barrier).
-  const std::string reduce =
-      subgroups ? R"(
-  [[unroll]] for (uint o = 0u; o < OUTS; ++o) {
-    float v = subgroupAdd(acc[o / (RN * G)][o % (RN * G)]);
-    if (subgroupElect()) red[o * WG + gl_SubgroupID] = v;
-  }
-  barrier();
-  if (lid < OUTS) {
-    float v = 0.0;
-    for (uint i = 0u; i < gl_NumSubgroups; ++i) v += red[lid * WG + i];
-    red[lid * WG] = v;
-  }
-  barrier();
-)"
-                : R"(
-  [[unroll]] for (uint o = 0u; o < OUTS; ++o) red[o * WG + lid] = acc[o / (RN * G)][o % (RN * G)];
-  barrier();
-  if (lid < OUTS) {
-    float v = 0.0;
-    for (uint i = 0u; i < WG; ++i) v += red[lid * WG + i];
-    red[lid * WG] = v;
-  }
-  barrier();
-)";
+  const bool subgroups = c.caps.subgroup_arithmetic && c.caps.subgroup_size > 0 && wg % c.caps.subgroup_size == 0;
+  const uint32_t teams = subgroups ? wg / c.caps.subgroup_size : 1;
+  // x as vec4 where every run of 4 values of a part is 4-aligned in K (all block formats; floats
+  // when K is a multiple of 4).
+  const bool vec4_x = parts->values % 4 == 0;
+  const std::string x_decl =
+      vec4_x ? "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };\n"
+               "void load_x(uint t, uint p, out float v[PV]) {\n"
+               "  [[unroll]] for (uint i = 0u; i < PV; i += 4u) {\n"
+               "    vec4 q = x4[(t * K + w_part_k(p, i)) >> 2];\n"
+               "    v[i] = q.x; v[i + 1u] = q.y; v[i + 2u] = q.z; v[i + 3u] = q.w;\n"
+               "  }\n}\n"
+             : absl::StrCat(FloatBuffer(2, "x", graph::DType::kF32, true),
+                            "void load_x(uint t, uint p, out float v[PV]) {\n"
+                            "  [[unroll]] for (uint i = 0u; i < PV; ++i) v[i] = x[t * K + w_part_k(p, i)];\n}\n");
+  const std::string team =
+      subgroups ? "#define TEAM gl_SubgroupID\n#define TEAMS gl_NumSubgroups\n#define LANE gl_SubgroupInvocationID\n"
+                  "#define LANES gl_SubgroupSize\nfloat team_sum(float v) { return subgroupAdd(v); }\n"
+                : absl::StrCat(WorkgroupReductions(wg),
+                               "#define TEAM 0u\n#define TEAMS 1u\n#define LANE gl_LocalInvocationID.x\n#define LANES ", wg,
+                               "u\nfloat team_sum(float v) { return wg_sum(v); }\n");
   Kernel k;
-  k.variant = absl::StrCat("gemv.", graph::Name(s.w_dtype), ".t", s.m, "x", kRowsPerWorkgroup,
-                           subgroups ? ".sg" : "", s.variant_suffix);
+  k.variant = absl::StrCat("gemv.", graph::Name(s.w_dtype), ".t", s.m, "x", kRowsPerTeam, subgroups ? ".sg" : ".wg",
+                           s.variant_suffix);
   k.glsl = absl::StrCat(ShaderHeader(wg),
                         subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
                                     "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
                                   : "",
-                        s.io_glsl, parts->glsl, Fill(R"(
-const uint WG = {{WG}}u, TM = {{TM}}u, RN = {{RN}}u, PARTS = {{PARTS}}u, OUTS = TM * RN * G;
-shared float red[OUTS * WG];
+                        s.io_glsl, parts->glsl, x_decl, team, Fill(R"(
+const uint TM = {{TM}}u, RN = {{RN}}u, PARTS = {{PARTS}}u, TEAMS_PER_WG = {{TEAMS}}u;
+#define NORM {{NORM}}
 
 void main() {
-  uint lid = gl_LocalInvocationID.x;
-  uint col0 = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * RN;
+  uint wg_index = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
   uint m = {{ROWS}};
-
-  float acc[TM][RN * G];
-  [[unroll]] for (uint t = 0u; t < TM; ++t)
-    [[unroll]] for (uint o = 0u; o < RN * G; ++o) acc[t][o] = 0.0;
-
-  for (uint p = lid; p < PARTS; p += WG) {
-    float xv[TM][PV];
-    [[unroll]] for (uint t = 0u; t < TM; ++t)
-      [[unroll]] for (uint i = 0u; i < PV; ++i) xv[t][i] = t < m ? x[t * K + w_part_k(p, i)] : 0.0;
-    [[unroll]] for (uint r = 0u; r < RN; ++r) {
-      if (col0 + r < N) {
-        [[unroll]] for (uint g = 0u; g < G; ++g) {
-          float wv[PV];
-          w_part(col0 + r + g * N, p, wv);
-          [[unroll]] for (uint t = 0u; t < TM; ++t) {
-            float d = 0.0;
-            [[unroll]] for (uint i = 0u; i < PV; ++i) d += xv[t][i] * wv[i];
-            acc[t][r * G + g] += d;
+  for (uint team = TEAM; team < TEAMS_PER_WG; team += TEAMS) {
+    uint col0 = (wg_index * TEAMS_PER_WG + team) * RN;
+    float acc[TM][RN * G];
+    float sum_sq[TM];
+    [[unroll]] for (uint t = 0u; t < TM; ++t) {
+      sum_sq[t] = 0.0;
+      [[unroll]] for (uint o = 0u; o < RN * G; ++o) acc[t][o] = 0.0;
+    }
+    for (uint p = LANE; p < PARTS; p += LANES) {
+      float xv[TM][PV];
+      [[unroll]] for (uint t = 0u; t < TM; ++t) {
+        if (t < m) {
+          load_x(t, p, xv[t]);
+        } else {
+          [[unroll]] for (uint i = 0u; i < PV; ++i) xv[t][i] = 0.0;
+        }
+#if NORM
+        [[unroll]] for (uint i = 0u; i < PV; ++i) {
+          sum_sq[t] += xv[t][i] * xv[t][i];
+          xv[t][i] *= norm_weight(w_part_k(p, i));
+        }
+#endif
+      }
+      [[unroll]] for (uint r = 0u; r < RN; ++r) {
+        if (col0 + r < N) {
+          [[unroll]] for (uint g = 0u; g < G; ++g) {
+            float wv[PV];
+            w_part(col0 + r + g * N, p, wv);
+            [[unroll]] for (uint t = 0u; t < TM; ++t) {
+              float d = 0.0;
+              [[unroll]] for (uint i = 0u; i < PV; ++i) d += xv[t][i] * wv[i];
+              acc[t][r * G + g] += d;
+            }
           }
         }
       }
     }
-  }
-{{REDUCE}}
-  if (lid < TM * RN) {
-    uint t = lid / RN, col = col0 + lid % RN;
-    if (t < m && col < N) store(t, col, red[(t * RN * G + (col - col0) * G) * WG], G == 2u ? red[(t * RN * G + (col - col0) * G + 1u) * WG] : 0.0);
+    [[unroll]] for (uint t = 0u; t < TM; ++t) {
+#if NORM
+      float scale = norm_scale(team_sum(sum_sq[t]));
+#else
+      float scale = 1.0;
+#endif
+      [[unroll]] for (uint r = 0u; r < RN; ++r) {
+        float v = team_sum(acc[t][r * G]) * scale;
+        float up = G == 2u ? team_sum(acc[t][r * G + G - 1u]) * scale : 0.0;
+        if (LANE == 0u && t < m && col0 + r < N) store(t, col0 + r, v, up);
+      }
+    }
   }
 }
 )",
-                                                                     {{"WG", absl::StrCat(wg)},
-                                                                      {"TM", absl::StrCat(s.m)},
-                                                                      {"RN", absl::StrCat(kRowsPerWorkgroup)},
-                                                                      {"PARTS", absl::StrCat(parts->per_row)},
-                                                                      {"REDUCE", reduce},
-                                                                      {"ROWS", s.rows_expr}}));
-  k.groups = WideGrid(CeilDiv(s.n, kRowsPerWorkgroup));
+                                                                           {{"TM", absl::StrCat(s.m)},
+                                                                            {"RN", absl::StrCat(kRowsPerTeam)},
+                                                                            {"PARTS", absl::StrCat(parts->per_row)},
+                                                                            {"TEAMS", absl::StrCat(teams)},
+                                                                            {"NORM", s.norm ? "1" : "0"},
+                                                                            {"ROWS", s.rows_expr}}));
+  k.groups = WideGrid(CeilDiv(s.n, kRowsPerTeam * teams));
   return k;
 }
 

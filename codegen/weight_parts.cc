@@ -17,14 +17,15 @@ uint w_u32(uint b) {
 }
 )";
 
-// Q4_K and Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes s[0..11]
-// at block byte 4 (llama.cpp's get_scale_min_k4 layout).
+// Q4_K and Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes at block
+// byte 4, held in three words s (llama.cpp's get_scale_min_k4 layout). Byte j & 3 of each word is
+// selected by shifting: indexing s by a runtime value would put it in local memory.
 constexpr const char* kScaleMinK4 = R"(
-uint k4_byte(uvec3 s, uint i) { return (s[i >> 2] >> ((i & 3u) << 3)) & 255u; }
 vec2 k4_scale_min(uvec3 s, uint j) {
-  if (j < 4u) return vec2(float(k4_byte(s, j) & 63u), float(k4_byte(s, j + 4u) & 63u));
-  uint b = k4_byte(s, j + 4u);
-  return vec2(float((b & 15u) | ((k4_byte(s, j - 4u) >> 6) << 4)), float((b >> 4) | ((k4_byte(s, j) >> 6) << 4)));
+  uint sh = (j & 3u) * 8u;
+  uint a = (s.x >> sh) & 255u, b = (s.y >> sh) & 255u, c = (s.z >> sh) & 255u;
+  return j < 4u ? vec2(float(a & 63u), float(b & 63u))
+                : vec2(float((c & 15u) | ((a >> 6) << 4)), float((c >> 4) | ((b >> 6) << 4)));
 }
 )";
 

@@ -127,6 +127,17 @@ ValueId GraphBuilder::MatMulFused(ValueId x, ValueId w, const std::vector<ValueI
   if (!split.empty()) attrs.Set("split", split);
   return Compute(OpKind::kMatMul, std::move(inputs), std::move(attrs), label);
 }
+ValueId GraphBuilder::MatMulWithNorm(ValueId x, ValueId gamma, double eps, double weight_offset, ValueId w,
+                                     const std::vector<ValueId>& extras, const std::string& epilogue,
+                                     std::string_view label) {
+  std::vector<ValueId> inputs = {x, w, gamma};
+  inputs.insert(inputs.end(), extras.begin(), extras.end());
+  Attrs attrs;
+  if (!epilogue.empty()) attrs.Set("epilogue", epilogue);
+  attrs.Set("norm_eps", eps);
+  attrs.Set("norm_offset", weight_offset);
+  return Compute(OpKind::kMatMul, std::move(inputs), std::move(attrs), label);
+}
 ValueId GraphBuilder::RmsNormResidual(ValueId x, ValueId w, ValueId r, double eps, double weight_offset,
                                       std::string_view label) {
   if (!status_.ok()) return -1;

@@ -60,6 +60,10 @@ class GraphBuilder {
   // optionally split in column groups (split = "w0,w1,...", read through Part).
   ValueId MatMulFused(ValueId x, ValueId w, const std::vector<ValueId>& extras, const std::string& epilogue,
                       const std::string& split = "", std::string_view label = "matmul");
+  // matmul(rms_norm(x, gamma), w) as one node with a norm prologue (what fuse-norm-matmul makes).
+  ValueId MatMulWithNorm(ValueId x, ValueId gamma, double eps, double weight_offset, ValueId w,
+                         const std::vector<ValueId>& extras, const std::string& epilogue,
+                         std::string_view label = "matmul");
   // rms_norm with residual = 1: s = x + r, value [T, 2D] split "D,D" = [s | norm(s) * (w + offset)].
   ValueId RmsNormResidual(ValueId x, ValueId w, ValueId r, double eps, double weight_offset,
                           std::string_view label = "rms_norm");

@@ -265,10 +265,15 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
       return out;
     }
     case OpKind::kMatMul: {
-      TensorPtr y = MatMul(in(0), in(1));
+      // A norm prologue: x is RMS-normalised with weight input 2 first.
+      const bool norm = n.attrs.Has("norm_eps");
+      TensorPtr y = norm ? MatMul(*RmsNorm(in(0), in(2), in(0).shape[1], n.attrs.Float("norm_eps"),
+                                           n.attrs.Float("norm_offset")),
+                                  in(1))
+                         : MatMul(in(0), in(1));
       absl::StatusOr<std::vector<EpilogueStep>> steps = ParseEpilogue(n.attrs.Str("epilogue"));
       if (!steps.ok()) return OpError(n, std::string(steps.status().message()));
-      int next = 2;
+      int next = norm ? 3 : 2;
       for (EpilogueStep s : *steps) {
         y = ApplyEpilogueStep(s, *y, s == EpilogueStep::kBias || s == EpilogueStep::kAdd ? &in(next++) : nullptr);
       }

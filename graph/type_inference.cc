@@ -81,12 +81,20 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
         if (n % 2 != 0) return Error(kind, "a gated epilogue needs an even number of weight rows [gate | up]");
         n /= 2;
       }
-      if (static_cast<int>(in.size()) != 2 + ExtraInputs(*steps)) {
-        return Error(kind, absl::StrCat("epilogue '", attrs.Str("epilogue"), "' takes ", ExtraInputs(*steps),
-                                        " extra inputs, got ", in.size() - 2));
+      // A norm prologue (attr norm_eps) takes the norm's weight [K] as input 2.
+      const bool norm = attrs.Has("norm_eps");
+      const size_t first_extra = norm ? 3 : 2;
+      if (in.size() != first_extra + static_cast<size_t>(ExtraInputs(*steps))) {
+        return Error(kind, absl::StrCat(norm ? "the norm weight and " : "", "epilogue '", attrs.Str("epilogue"),
+                                        "' take ", first_extra - 2 + ExtraInputs(*steps), " extra inputs, got ",
+                                        in.size() - 2));
+      }
+      if (norm && (in[2].shape != Shape{in[0].shape[1]} || !IsFloat(in[2].dtype))) {
+        return Error(kind, absl::StrCat("the norm weight must be a float vector [", in[0].shape[1].value, "], got ",
+                                        ToString(in[2])));
       }
       const TensorType out{DType::kF32, {in[0].shape[0], Dim::Static(n)}};
-      size_t next = 2;
+      size_t next = first_extra;
       for (EpilogueStep s : *steps) {
         if (s == EpilogueStep::kBias && (in[next].shape != Shape{Dim::Static(n)} || !IsFloat(in[next].dtype))) {
           return Error(kind, absl::StrCat("bias must be a float vector [", n, "], got ", ToString(in[next])));

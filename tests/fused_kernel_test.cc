@@ -143,6 +143,43 @@ TEST_F(FusedKernelTest, Bf16WeightsAndBiasOnAStaticRow) {
   Compare(*g, 8, {{{{"x", RandomRows(6, 130, 5)}, {"r", RandomRows(6, 21, 6)}}, 0}}, 1e-5);
 }
 
+// --- an RMSNorm prologue (fuse-norm-matmul) ------------------------------------------------------
+
+struct NormMatMulCase {
+  DType dtype;
+  int64_t k, tokens, bucket;
+};
+
+class NormMatMulTest : public FusedKernelTest, public ::testing::WithParamInterface<NormMatMulCase> {};
+
+// A gated matmul with a residual add reading a Gemma-style (1 + g) norm of x, on both variants
+// (matrix-vector for small buckets, tiled for larger ones) and every weight format.
+TEST_P(NormMatMulTest, MatchesNormThenMatmul) {
+  const NormMatMulCase& c = GetParam();
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(c.k));
+  ValueId r = b.Input("r", Rows(37));
+  b.Output("y", b.MatMulWithNorm(x, b.Param("g", Vector(c.k, DType::kF32)), 1e-6, 1.0,
+                                 b.Param("w", Matrix(74, c.k, c.dtype)), {r}, "silu_mul,add"));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  Compare(*g, c.bucket,
+          {{{{"x", RandomRows(c.tokens, c.k, 1)}, {"r", RandomRows(c.tokens, 37, 2)}}, 0},
+           {{{"x", RandomRows(1, c.k, 3)}, {"r", RandomRows(1, 37, 4)}}, 2}},
+          1e-5);
+  EXPECT_TRUE(HasVariant(variants_, "+rms_norm+silu_mul+add")) << absl::StrJoin(variants_, " ");
+}
+INSTANTIATE_TEST_SUITE_P(
+    Formats, NormMatMulTest,
+    ::testing::Values(NormMatMulCase{DType::kF32, 131, 1, 1}, NormMatMulCase{DType::kF32, 131, 13, 16},
+                      NormMatMulCase{DType::kF16, 200, 3, 4}, NormMatMulCase{DType::kF16, 200, 13, 16},
+                      NormMatMulCase{DType::kQ8_0, 96, 1, 1}, NormMatMulCase{DType::kQ4_K, 512, 1, 1},
+                      NormMatMulCase{DType::kQ4_K, 256, 13, 16}, NormMatMulCase{DType::kQ6_K, 256, 2, 2},
+                      NormMatMulCase{DType::kQ5_K, 256, 1, 1}),
+    [](const ::testing::TestParamInfo<NormMatMulCase>& i) {
+      return absl::StrCat(graph::Name(i.param.dtype), "_k", i.param.k, "_t", i.param.tokens, "_b", i.param.bucket);
+    });
+
 // --- split outputs read through parts -----------------------------------------------------------
 
 struct SplitCase {

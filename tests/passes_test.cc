@@ -212,6 +212,36 @@ TEST(FuseResidualRmsNorm, BroadcastAddsAndGroupNormsStay) {
   EXPECT_EQ(Count(after, OpKind::kAdd), 1);
 }
 
+TEST(FuseNormMatmul, EveryMatmulReaderTakesTheNormAsItsPrologue) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(32));
+  ValueId r = b.Input("r", Rows(24));
+  ValueId n = b.RmsNorm(x, b.Param("g", Vec(32)), 1e-5, 1.0, "norm");  // Gemma-style (1 + g)
+  b.Output("a", b.MatMulFused(n, b.Param("wa", Mat(24, 32)), {r}, "add"));
+  b.Output("b", b.MatMul(n, b.Param("wb", Mat(8, 32))));
+  Graph before = *std::move(b).Finish();
+  Graph after = RunPass(before, "fuse-norm-matmul");
+  ASSERT_EQ(Count(after, OpKind::kRmsNorm), 0) << graph::ToText(after);
+  for (const graph::Node* m : Nodes(after, OpKind::kMatMul)) {
+    EXPECT_EQ(m->attrs.Float("norm_eps"), 1e-5);
+    EXPECT_EQ(m->attrs.Float("norm_offset"), 1.0);
+    EXPECT_EQ(after.node(m->inputs[2]).label, "g");
+  }
+  ExpectSameResults(before, after, {{"x", RandomRows(3, 32)}, {"r", RandomRows(3, 24)}});
+}
+
+TEST(FuseNormMatmul, NormsReadByOtherOpsOrAsWeightsStay) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(16));
+  ValueId n = b.RmsNorm(x, b.Param("g", Vec(16)), 1e-5, 0.0, "norm");
+  b.Output("a", b.MatMul(n, b.Param("w", Mat(4, 16))));
+  b.Output("b", b.Scale(n, 2.0));  // a reader that is not a matmul
+  ValueId n2 = b.RmsNorm(x, b.Param("g2", Vec(16)), 1e-5, 0.0, "norm2");
+  b.Output("c", n2);  // a graph output
+  Graph after = RunPass(*std::move(b).Finish(), "fuse-norm-matmul");
+  EXPECT_EQ(Count(after, OpKind::kRmsNorm), 2);
+}
+
 TEST(Dce, RemovesWhatNoOutputReads) {
   GraphBuilder b;
   ValueId x = b.Input("x", Rows(4));
@@ -257,11 +287,13 @@ TEST(DefaultPipeline, LlamaDecodeLayerShape) {
     std::string d = graph::OpName(n.kind);
     if (n.attrs.Has("epilogue")) d += "{" + n.attrs.Str("epilogue") + "}";
     if (n.attrs.Has("split")) d += "{split " + n.attrs.Str("split") + "}";
+    if (n.attrs.Has("norm_eps")) d += "{norm}";
     layer0.push_back(d);
   }
+  // Both norms become prologues of the matmuls that read them.
   const std::vector<std::string> want = {
-      "rms_norm", "matmul{split 128,64,64}", "part", "part", "part", "rope", "rope", "cache_write", "cache_write",
-      "attention", "matmul{add}", "rms_norm", "matmul{silu_mul}", "matmul{add}"};
+      "matmul{split 128,64,64}{norm}", "part", "part", "part", "rope", "rope", "cache_write", "cache_write",
+      "attention", "matmul{add}", "matmul{silu_mul}{norm}", "matmul{add}"};
   std::vector<std::string> sorted_got = layer0, sorted_want = want;
   std::sort(sorted_got.begin(), sorted_got.end());
   std::sort(sorted_want.begin(), sorted_want.end());
