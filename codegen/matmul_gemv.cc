@@ -1,14 +1,16 @@
-// The matrix-vector variant (a few rows of x, as in decode). Each subgroup is a team that computes
-// RN output columns for all TM rows of x: its lanes split K by parts (codegen/weight_parts.h),
-// lane i taking parts i, i + lanes, ... of each of the team's RN·G weight rows, so the team reads
+// The matrix-vector variant (a few rows of x, as in decode). A workgroup computes RN output
+// columns for all TM rows of x: its invocations split K by parts (codegen/weight_parts.h),
+// invocation i taking parts i, i + WG, ... of each of the RN·G weight rows, so the workgroup reads
 // contiguous bytes and each weight row is read once per step. A part's x values are loaded once
-// (16-byte loads) and reused for every row. The sums are reduced with subgroupAdd: no shared
-// memory, no barrier. A workgroup holds WG / subgroup-size teams; were the driver to pick another
-// subgroup size, teams loop over the workgroup's columns, so every column is still computed once.
-// Without subgroup arithmetic the whole workgroup is one team and reduces in shared memory.
+// (16-byte loads) and reused for every row. The workgroup is as wide as it takes to keep enough
+// invocations in flight for the whole matrix (narrow for many columns, wide for few), but never
+// wider than a row has parts. Sums are reduced with subgroupAdd and then across subgroups in
+// shared memory (entirely in shared memory without subgroup arithmetic).
 //
 // With a norm prologue (rms_norm fused in), x is multiplied by the norm weight as it is loaded,
-// the team sums x² over the same loads, and the result is scaled by 1/rms before the epilogue.
+// the workgroup sums x² over the same loads, and the results are scaled by 1/rms.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
@@ -16,108 +18,145 @@
 
 namespace doppler::codegen {
 namespace {
-constexpr uint32_t kWorkgroup = 128;
-constexpr int64_t kRowsPerTeam = 2;
+constexpr int64_t kRowsPerWorkgroup = 2;
+// Invocations a matrix-vector product should keep in flight to saturate a large GPU's memory.
+constexpr int64_t kTargetInvocations = int64_t{1} << 18;
+constexpr uint32_t kMinWorkgroup = 32, kMaxWorkgroup = 256;
+
+uint32_t WorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row) {
+  const uint32_t cap = std::min(kMaxWorkgroup, caps.max_workgroup_invocations);
+  uint32_t wg = std::min(kMinWorkgroup, cap);
+  while (wg * 2 <= cap && workgroups * wg < kTargetInvocations && wg < parts_per_row) wg *= 2;
+  return wg;
+}
+
 }  // namespace
 
 absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, s.w_dtype, s.k);
   if (!parts.ok()) return parts.status();
-  const uint32_t wg = std::min(kWorkgroup, c.caps.max_workgroup_invocations);
-  const bool subgroups = c.caps.subgroup_arithmetic && c.caps.subgroup_size > 0 && wg % c.caps.subgroup_size == 0;
-  const uint32_t teams = subgroups ? wg / c.caps.subgroup_size : 1;
+  const uint32_t groups = CeilDiv(s.n, kRowsPerWorkgroup);
+  const uint32_t wg = WorkgroupSize(c.caps, groups, parts->per_row);
+  const bool subgroups = c.caps.subgroup_arithmetic;
   // x as vec4 where every run of 4 values of a part is 4-aligned in K (all block formats; floats
   // when K is a multiple of 4).
-  const bool vec4_x = parts->values % 4 == 0;
   const std::string x_decl =
-      vec4_x ? "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };\n"
-               "void load_x(uint t, uint p, out float v[PV]) {\n"
-               "  [[unroll]] for (uint i = 0u; i < PV; i += 4u) {\n"
-               "    vec4 q = x4[(t * K + w_part_k(p, i)) >> 2];\n"
-               "    v[i] = q.x; v[i + 1u] = q.y; v[i + 2u] = q.z; v[i + 3u] = q.w;\n"
-               "  }\n}\n"
-             : absl::StrCat(FloatBuffer(2, "x", graph::DType::kF32, true),
-                            "void load_x(uint t, uint p, out float v[PV]) {\n"
-                            "  [[unroll]] for (uint i = 0u; i < PV; ++i) v[i] = x[t * K + w_part_k(p, i)];\n}\n");
-  const std::string team =
-      subgroups ? "#define TEAM gl_SubgroupID\n#define TEAMS gl_NumSubgroups\n#define LANE gl_SubgroupInvocationID\n"
-                  "#define LANES gl_SubgroupSize\nfloat team_sum(float v) { return subgroupAdd(v); }\n"
-                : absl::StrCat(WorkgroupReductions(wg),
-                               "#define TEAM 0u\n#define TEAMS 1u\n#define LANE gl_LocalInvocationID.x\n#define LANES ", wg,
-                               "u\nfloat team_sum(float v) { return wg_sum(v); }\n");
+      parts->values % 4 == 0
+          ? "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };\n"
+            "void load_x(uint t, uint p, out float v[PV]) {\n"
+            "  [[unroll]] for (uint i = 0u; i < PV; i += 4u) {\n"
+            "    vec4 q = x4[(t * K + w_part_k(p, i)) >> 2];\n"
+            "    v[i] = q.x; v[i + 1u] = q.y; v[i + 2u] = q.z; v[i + 3u] = q.w;\n"
+            "  }\n}\n"
+          : absl::StrCat(FloatBuffer(2, "x", graph::DType::kF32, true),
+                         "void load_x(uint t, uint p, out float v[PV]) {\n"
+                         "  [[unroll]] for (uint i = 0u; i < PV; ++i) v[i] = x[t * K + w_part_k(p, i)];\n}\n");
+  // `void wg_reduce(inout float v[OUTS])`: every invocation gets the workgroup's sums. red holds a
+  // slot per invocation, enough for any subgroup count.
+  const std::string reduce =
+      subgroups ? R"(
+shared float red[OUTS][WG];
+void wg_reduce(inout float v[OUTS]) {
+  [[unroll]] for (uint o = 0u; o < OUTS; ++o) v[o] = subgroupAdd(v[o]);
+  if (gl_NumSubgroups == 1u) return;  // uniform
+  if (subgroupElect()) {
+    [[unroll]] for (uint o = 0u; o < OUTS; ++o) red[o][gl_SubgroupID] = v[o];
+  }
+  barrier();
+  [[unroll]] for (uint o = 0u; o < OUTS; ++o) {
+    float s = 0.0;
+    for (uint i = 0u; i < gl_NumSubgroups; ++i) s += red[o][i];
+    v[o] = s;
+  }
+}
+)"
+                : R"(
+shared float red[OUTS][WG];
+void wg_reduce(inout float v[OUTS]) {
+  uint lid = gl_LocalInvocationID.x;
+  [[unroll]] for (uint o = 0u; o < OUTS; ++o) red[o][lid] = v[o];
+  barrier();
+  for (uint s = WG / 2u; s > 0u; s >>= 1) {
+    if (lid < s) {
+      [[unroll]] for (uint o = 0u; o < OUTS; ++o) red[o][lid] += red[o][lid + s];
+    }
+    barrier();
+  }
+  [[unroll]] for (uint o = 0u; o < OUTS; ++o) v[o] = red[o][0];
+}
+)";
   Kernel k;
-  k.variant = absl::StrCat("gemv.", graph::Name(s.w_dtype), ".t", s.m, "x", kRowsPerTeam, subgroups ? ".sg" : ".wg",
-                           s.variant_suffix);
+  k.variant = absl::StrCat("gemv.", graph::Name(s.w_dtype), ".t", s.m, "x", kRowsPerWorkgroup, ".wg", wg,
+                           subgroups ? ".sg" : "", s.variant_suffix);
   k.glsl = absl::StrCat(ShaderHeader(wg),
                         subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
                                     "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
                                   : "",
-                        s.io_glsl, parts->glsl, x_decl, team, Fill(R"(
-const uint TM = {{TM}}u, RN = {{RN}}u, PARTS = {{PARTS}}u, TEAMS_PER_WG = {{TEAMS}}u;
+                        s.io_glsl, parts->glsl, x_decl,
+                        Fill(R"(
 #define NORM {{NORM}}
-
+const uint WG = {{WG}}u, TM = {{TM}}u, RN = {{RN}}u, PARTS = {{PARTS}}u;
+const uint RUN = PV / RUNS;
+const uint OUTS = TM * RN * G + (NORM == 1 ? TM : 0u);  // dot products, then sums of x²
+)",
+                             {{"NORM", s.norm ? "1" : "0"},
+                              {"WG", absl::StrCat(wg)},
+                              {"TM", absl::StrCat(s.m)},
+                              {"RN", absl::StrCat(kRowsPerWorkgroup)},
+                              {"PARTS", absl::StrCat(parts->per_row)}}),
+                        reduce, Fill(R"(
 void main() {
-  uint wg_index = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  uint lid = gl_LocalInvocationID.x;
+  uint col0 = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * RN;
   uint m = {{ROWS}};
-  for (uint team = TEAM; team < TEAMS_PER_WG; team += TEAMS) {
-    uint col0 = (wg_index * TEAMS_PER_WG + team) * RN;
-    float acc[TM][RN * G];
-    float sum_sq[TM];
+  float acc[OUTS];
+  [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] = 0.0;
+
+  for (uint p = lid; p < PARTS; p += WG) {
+    float xv[TM][PV], xrun[TM][RUNS];
     [[unroll]] for (uint t = 0u; t < TM; ++t) {
-      sum_sq[t] = 0.0;
-      [[unroll]] for (uint o = 0u; o < RN * G; ++o) acc[t][o] = 0.0;
-    }
-    for (uint p = LANE; p < PARTS; p += LANES) {
-      float xv[TM][PV];
-      [[unroll]] for (uint t = 0u; t < TM; ++t) {
-        if (t < m) {
-          load_x(t, p, xv[t]);
-        } else {
-          [[unroll]] for (uint i = 0u; i < PV; ++i) xv[t][i] = 0.0;
-        }
+      if (t < m) {
+        load_x(t, p, xv[t]);
+      } else {
+        [[unroll]] for (uint i = 0u; i < PV; ++i) xv[t][i] = 0.0;
+      }
 #if NORM
-        [[unroll]] for (uint i = 0u; i < PV; ++i) {
-          sum_sq[t] += xv[t][i] * xv[t][i];
-          xv[t][i] *= norm_weight(w_part_k(p, i));
-        }
+      [[unroll]] for (uint i = 0u; i < PV; ++i) {
+        acc[TM * RN * G + t] += xv[t][i] * xv[t][i];
+        xv[t][i] *= norm_weight(w_part_k(p, i));
+      }
 #endif
+      [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
+        float sum = 0.0;
+        [[unroll]] for (uint i = 0u; i < RUN; ++i) sum += xv[t][r * RUN + i];
+        xrun[t][r] = sum;
       }
-      [[unroll]] for (uint r = 0u; r < RN; ++r) {
-        if (col0 + r < N) {
-          [[unroll]] for (uint g = 0u; g < G; ++g) {
-            float wv[PV];
-            w_part(col0 + r + g * N, p, wv);
-            [[unroll]] for (uint t = 0u; t < TM; ++t) {
-              float d = 0.0;
-              [[unroll]] for (uint i = 0u; i < PV; ++i) d += xv[t][i] * wv[i];
-              acc[t][r * G + g] += d;
-            }
-          }
+    }
+    [[unroll]] for (uint r = 0u; r < RN; ++r) {
+      if (col0 + r < N) {
+        [[unroll]] for (uint g = 0u; g < G; ++g) {
+          [[unroll]] for (uint t = 0u; t < TM; ++t) acc[(t * RN + r) * G + g] += w_dot(col0 + r + g * N, p, xv[t], xrun[t]);
         }
       }
     }
+  }
+  wg_reduce(acc);
+  if (lid == 0u) {  // constant indices into acc keep it in registers
     [[unroll]] for (uint t = 0u; t < TM; ++t) {
 #if NORM
-      float scale = norm_scale(team_sum(sum_sq[t]));
+      float scale = norm_scale(acc[TM * RN * G + t]);
 #else
       float scale = 1.0;
 #endif
       [[unroll]] for (uint r = 0u; r < RN; ++r) {
-        float v = team_sum(acc[t][r * G]) * scale;
-        float up = G == 2u ? team_sum(acc[t][r * G + G - 1u]) * scale : 0.0;
-        if (LANE == 0u && t < m && col0 + r < N) store(t, col0 + r, v, up);
+        if (t < m && col0 + r < N) store(t, col0 + r, acc[(t * RN + r) * G] * scale, acc[(t * RN + r) * G + G - 1u] * scale);
       }
     }
   }
 }
 )",
-                                                                           {{"TM", absl::StrCat(s.m)},
-                                                                            {"RN", absl::StrCat(kRowsPerTeam)},
-                                                                            {"PARTS", absl::StrCat(parts->per_row)},
-                                                                            {"TEAMS", absl::StrCat(teams)},
-                                                                            {"NORM", s.norm ? "1" : "0"},
-                                                                            {"ROWS", s.rows_expr}}));
-  k.groups = WideGrid(CeilDiv(s.n, kRowsPerTeam * teams));
+                                     {{"ROWS", s.rows_expr}}));
+  k.groups = WideGrid(groups);
   return k;
 }
 

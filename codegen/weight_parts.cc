@@ -7,14 +7,16 @@ namespace doppler::codegen {
 namespace {
 
 // Byte and 16/32-bit reads at any even byte offset of the uint array w (little-endian). Q8_0 and
-// Q6_K blocks have an even but not always 4-aligned size, so their fields straddle words.
-constexpr const char* kByteReads = R"(
+// Q6_K blocks have an even but not always 4-aligned size, so their fields straddle words. And
+// `float quant(uint bits, float bias)`: bits (< 2^23) as a float, minus bias, exactly.
+constexpr const char* kReads = R"(
 uint w_byte(uint b) { return (w[b >> 2] >> ((b & 3u) << 3)) & 255u; }
 float w_half(uint b) { return unpackHalf2x16((w[b >> 2] >> ((b & 2u) << 3)) & 65535u).x; }
 uint w_u32(uint b) {
   uint i = b >> 2;
   return (b & 2u) == 0u ? w[i] : (w[i] >> 16) | (w[i + 1u] << 16);
 }
+float quant(uint bits, float bias) { return uintBitsToFloat(0x4B000000u | bits) - (8388608.0 + bias); }
 )";
 
 // Q4_K and Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes at block
@@ -31,77 +33,83 @@ vec2 k4_scale_min(uvec3 s, uint j) {
 
 // Q4_K (144-byte blocks: f16 d, f16 dmin, scales[12], qs[128]) and Q5_K (176 bytes: the same
 // header, qh[32], qs[128]). Part q (0..15) of a block takes qs words 2·(q % 4) and +1 of 32-byte
-// chunk c = q / 4: their low nibbles are values 64c + 8·(q % 4) + 0..7 of sub-block 2c, their high
-// nibbles the same offsets + 32 of sub-block 2c + 1. Q5_K's fifth bit of value l of sub-block j is
-// bit j of qh[l].
+// chunk c = q / 4: their low nibbles are values 64c + 8·(q % 4) + 0..7 of sub-block 2c (run 0),
+// their high nibbles the same offsets + 32 of sub-block 2c + 1 (run 1). Q5_K's fifth bit of value
+// l of sub-block j is bit j of qh[l].
 std::string KQuant4or5(bool five) {
   return Fill(R"(
-const uint PV = 16u;
+const uint PV = 16u, RUNS = 2u;
 uint w_part_k(uint p, uint i) {
   uint q = p & 15u;
   return (p >> 4) * 256u + 64u * (q >> 2) + 8u * (q & 3u) + (i < 8u ? i : i + 24u);
 }
-void w_part(uint row, uint p, out float v[PV]) {
+float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
   uint wb = row * ROW_WORDS + (p >> 4) * {{BLOCK_WORDS}}u;
   uint q = p & 15u, c = q >> 2, lq = q & 3u;
   vec2 dm = unpackHalf2x16(w[wb]);
   uvec3 s = uvec3(w[wb + 1u], w[wb + 2u], w[wb + 3u]);
   vec2 sm0 = k4_scale_min(s, 2u * c), sm1 = k4_scale_min(s, 2u * c + 1u);
-  float d0 = dm.x * sm0.x, m0 = dm.y * sm0.y, d1 = dm.x * sm1.x, m1 = dm.y * sm1.y;
   uint qs[2] = uint[2](w[wb + {{QS_WORD}}u + 8u * c + 2u * lq], w[wb + {{QS_WORD}}u + 8u * c + 2u * lq + 1u]);
-{{QH_LOAD}}  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+{{QH_LOAD}}  float lo = 0.0, hi = 0.0;
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
     uint b = qs[i >> 2] >> ((i & 3u) << 3);
-    uint lo = b & 15u, hi = (b >> 4) & 15u;
-{{QH_BITS}}    v[i] = d0 * float(lo) - m0;
-    v[i + 8u] = d1 * float(hi) - m1;
+{{QH_BITS}}    lo += quant(b & 15u{{LO_HIGH}}, 0.0) * xv[i];
+    hi += quant((b >> 4) & 15u{{HI_HIGH}}, 0.0) * xv[i + 8u];
   }
+  return dm.x * (sm0.x * lo + sm1.x * hi) - dm.y * (sm0.y * xrun[0] + sm1.y * xrun[1]);
 }
 )",
               {{"BLOCK_WORDS", five ? "44" : "36"},
                {"QS_WORD", five ? "12" : "4"},
                {"QH_LOAD", five ? "  uint qh[2] = uint[2](w[wb + 4u + 2u * lq], w[wb + 5u + 2u * lq]);\n" : ""},
-               {"QH_BITS", five ? "    uint h = qh[i >> 2] >> ((i & 3u) << 3);\n"
-                                  "    lo |= ((h >> (2u * c)) & 1u) << 4;\n"
-                                  "    hi |= ((h >> (2u * c + 1u)) & 1u) << 4;\n"
-                                : ""}});
+               {"QH_BITS", five ? "    uint h = qh[i >> 2] >> ((i & 3u) << 3);\n" : ""},
+               {"LO_HIGH", five ? " | (((h >> (2u * c)) & 1u) << 4)" : ""},
+               {"HI_HIGH", five ? " | (((h >> (2u * c + 1u)) & 1u) << 4)" : ""}});
 }
 
 // Q6_K (210-byte blocks: ql[128], qh[64], int8 scales[16], f16 d). Value 128n + 32k + l (n half,
 // k quarter, l 0..31) is the low (k < 2) or high nibble of ql[64n + 32(k & 1) + l], plus bits 2k,
 // 2k + 1 of qh[32n + l] as bits 4-5, minus 32, times d · scales[(128n + 32k + l) / 16]. Part q
-// (0..15) of a block is n = q / 8 and l = 4·(q % 8) + 0..3 for all four k: three 32-bit reads.
+// (0..15) of a block is n = q / 8 and l = 4·(q % 8) + 0..3 for all four k (run k): three 32-bit
+// reads.
 constexpr const char* kQ6K = R"(
-const uint PV = 16u;
+const uint PV = 16u, RUNS = 4u;
 uint w_part_k(uint p, uint i) {
   uint q = p & 15u;
   return (p >> 4) * 256u + 128u * (q >> 3) + 32u * (i >> 2) + 4u * (q & 7u) + (i & 3u);
 }
-void w_part(uint row, uint p, out float v[PV]) {
+float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
   uint base = row * ROW_BYTES + (p >> 4) * 210u;
   uint q = p & 15u, n = q >> 3, lq = q & 7u;
   uint ql[2] = uint[2](w_u32(base + 64u * n + 4u * lq), w_u32(base + 64u * n + 32u + 4u * lq));
   uint qh = w_u32(base + 128u + 32u * n + 4u * lq);
-  float d = w_half(base + 208u);
+  // The four scales of this part: bytes 8n + lq / 4 + 0, 2, 4, 6 of the scale array.
+  uint sb = base + 192u + 8u * n + (lq >> 2);
+  float total = 0.0;
   [[unroll]] for (uint k = 0u; k < 4u; ++k) {
-    float ds = d * float(bitfieldExtract(int(w_byte(base + 192u + 8u * n + 2u * k + (lq >> 2))), 0, 8));
+    float s = 0.0;
     [[unroll]] for (uint e = 0u; e < 4u; ++e) {
       uint lo = (ql[k & 1u] >> (8u * e + (k < 2u ? 0u : 4u))) & 15u;
       uint hi = (qh >> (8u * e + 2u * k)) & 3u;
-      v[4u * k + e] = ds * float(int(lo | (hi << 4)) - 32);
+      s += quant(lo | (hi << 4), 32.0) * xv[4u * k + e];
     }
+    total += float(bitfieldExtract(int(w_byte(sb + 2u * k)), 0, 8)) * s;
   }
+  return w_half(base + 208u) * total;
 }
 )";
 
-// Q8_0 (34-byte blocks: f16 d, int8 qs[32]): part q (0..3) of a block is values 8q + 0..7.
+// Q8_0 (34-byte blocks: f16 d, int8 qs[32]): part q (0..3) of a block is values 8q + 0..7. The
+// signed bytes are read with their sign bit flipped (q + 128) and un-biased by 128.
 constexpr const char* kQ8_0 = R"(
-const uint PV = 8u;
+const uint PV = 8u, RUNS = 1u;
 uint w_part_k(uint p, uint i) { return p * 8u + i; }
-void w_part(uint row, uint p, out float v[PV]) {
+float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
   uint base = row * ROW_BYTES + (p >> 2) * 34u;
-  float d = w_half(base);
-  uint qs[2] = uint[2](w_u32(base + 2u + 8u * (p & 3u)), w_u32(base + 6u + 8u * (p & 3u)));
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = d * float(bitfieldExtract(int(qs[i >> 2]), int(8u * (i & 3u)), 8));
+  uint qs[2] = uint[2](w_u32(base + 2u + 8u * (p & 3u)) ^ 0x80808080u, w_u32(base + 6u + 8u * (p & 3u)) ^ 0x80808080u);
+  float s = 0.0;
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) s += quant((qs[i >> 2] >> (8u * (i & 3u))) & 255u, 128.0) * xv[i];
+  return w_half(base) * s;
 }
 )";
 
@@ -114,11 +122,13 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
   if (graph::IsFloat(dtype)) {
     // Plain floats: the widest run of 8, 4, 2 or 1 consecutive values that divides K.
     parts.values = k % 8 == 0 ? 8 : k % 4 == 0 ? 4 : k % 2 == 0 ? 2 : 1;
-    parts.glsl = absl::StrCat(FloatBuffer(binding, "w", dtype, true), "const uint PV = ", parts.values, "u;\n",
-                              R"(uint w_part_k(uint p, uint i) { return p * PV + i; }
-void w_part(uint row, uint p, out float v[PV]) {
-  [[unroll]] for (uint i = 0u; i < PV; ++i) v[i] = load_w(row * )",
-                              k, "u + p * PV + i);\n}\n");
+    parts.runs = 1;
+    parts.glsl = absl::StrCat(FloatBuffer(binding, "w", dtype, true), "const uint PV = ", parts.values,
+                              "u, RUNS = 1u;\n", R"(uint w_part_k(uint p, uint i) { return p * PV + i; }
+float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
+  float s = 0.0;
+  [[unroll]] for (uint i = 0u; i < PV; ++i) s += load_w(row * )",
+                              k, "u + p * PV + i) * xv[i];\n  return s;\n}\n");
     parts.per_row = k / parts.values;
     return parts;
   }
@@ -127,16 +137,19 @@ void w_part(uint row, uint p, out float v[PV]) {
   switch (dtype) {
     case graph::DType::kQ8_0:
       parts.values = 8;
-      parts.glsl = absl::StrCat(decl, row_size, kByteReads, kQ8_0);
+      parts.runs = 1;
+      parts.glsl = absl::StrCat(decl, row_size, kReads, kQ8_0);
       break;
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K:
       parts.values = 16;
-      parts.glsl = absl::StrCat(decl, row_size, kScaleMinK4, KQuant4or5(dtype == graph::DType::kQ5_K));
+      parts.runs = 2;
+      parts.glsl = absl::StrCat(decl, row_size, kReads, kScaleMinK4, KQuant4or5(dtype == graph::DType::kQ5_K));
       break;
     case graph::DType::kQ6_K:
       parts.values = 16;
-      parts.glsl = absl::StrCat(decl, row_size, kByteReads, kQ6K);
+      parts.runs = 4;
+      parts.glsl = absl::StrCat(decl, row_size, kReads, kQ6K);
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("no matrix-vector decoder for weights of type ", graph::Name(dtype)));

@@ -1,7 +1,12 @@
 // A matrix-vector kernel reads each weight row in "parts": a fixed number of values one invocation
-// decodes together, chosen so that a part shares its block's scales and its quants come in whole
+// takes together, chosen so that a part shares its block's scales and its quants come in whole
 // 32-bit words. Consecutive invocations take consecutive parts, so a subgroup's loads are
 // contiguous, and each block's scale fields are decoded once per part instead of once per value.
+//
+// A part is RUNS runs of equal length, each under one scale (and min): its dot product with x is
+// Σ_runs (scale · Σ q·x − min · Σ x), so the per-value work is an integer-to-float step and one
+// multiply-add. Quants become floats by OR-ing them into the mantissa of 2^23 and subtracting
+// 2^23 (exact, and full-rate, where int-to-float conversion instructions are not).
 #pragma once
 
 #include <cstdint>
@@ -13,12 +18,14 @@
 namespace doppler::codegen {
 
 struct WeightParts {
-  int64_t values = 0;     // values per part (PV)
-  int64_t per_row = 0;    // parts per weight row
-  // GLSL for the weight buffer `w` at the given binding, plus
-  //   uint w_part_k(uint p, uint i): the column (0..K) of value i of part p of a row
-  //   void w_part(uint row, uint p, out float v[PV]): the values of part p of weight row `row`
-  // and `const uint PV`.
+  int64_t values = 0;   // values per part (PV)
+  int64_t runs = 0;     // runs per part (RUNS), each PV / RUNS consecutive values of K
+  int64_t per_row = 0;  // parts per weight row
+  // GLSL for the weight buffer `w` at the given binding, `const uint PV, RUNS`, and
+  //   uint w_part_k(uint p, uint i): the column (0..K) of value i of part p of a row; values
+  //     4j..4j+3 are consecutive and 4-aligned whenever PV is a multiple of 4
+  //   float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]): Σ w·x over part p of weight
+  //     row `row`, given x at the part's columns and the sum of x over each run
   std::string glsl;
 };
 
