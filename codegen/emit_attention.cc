@@ -21,10 +21,20 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   Kernel k;
   k.family = "attention";
   k.variant = absl::StrCat("online_softmax.", graph::Name(cache_dtype), window > 0 ? ".window" : "");
+  // A rope prologue (a table input) rotates q as it is loaded.
+  const bool rope = c.node.inputs.size() == 4;
+  std::string q_value = "float q_value(uint t, uint e) { return q[t * QW + e]; }\n";
+  if (rope) {
+    absl::StrAppend(&k.variant, c.node.attrs.Str("style") == "neox" ? "+rope.neox" : "+rope.interleaved");
+    q_value = absl::StrCat(FloatBuffer(5, "table", graph::DType::kF32, true),
+                           RopeFunction("q_value", "load_q", "table", heads * head_dim, head_dim,
+                                        c.node.attrs.Str("style") == "neox"));
+  }
   k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), FloatBuffer(1, "o", graph::DType::kF32, false),
                         FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, true),
-                        FloatBuffer(4, "vc", cache_dtype, true), WorkgroupReductions(kWorkgroup), Fill(R"(
-const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u, QW = {{QW}}u;
+                        FloatBuffer(4, "vc", cache_dtype, true), WorkgroupReductions(kWorkgroup),
+                        "const uint QW = ", heads * head_dim, "u;\n", q_value, Fill(R"(
+const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u;
 const uint WINDOW = {{WINDOW}}u, CAP = {{CAP}}u;  // key j lives in cache row j % CAP (a ring)
 const uint DIMS_PER_INVOCATION = (HD + WG - 1u) / WG;
 shared float s_q[HD];
@@ -40,7 +50,7 @@ void main() {
   uint first = (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WINDOW : 0u;
   uint kv_base = (h / GROUP) * HD;
 
-  for (uint d = lid; d < HD; d += WG) s_q[d] = q[t * QW + h * HD + d] * {{SCALE}};
+  for (uint d = lid; d < HD; d += WG) s_q[d] = q_value(t, h * HD + d) * {{SCALE}};
   barrier();
 
   float run_max = -3.0e38;
@@ -85,11 +95,12 @@ void main() {
                                                                                         {"HD", absl::StrCat(head_dim)},
                                                                                         {"GROUP", absl::StrCat(heads / kv_heads)},
                                                                                         {"KVW", absl::StrCat(kv_heads * head_dim)},
-                                                                                        {"QW", absl::StrCat(heads * head_dim)},
+                                                                                        
                                                                                         {"WINDOW", absl::StrCat(window)},
                                                                                         {"CAP", absl::StrCat(c.input(1).type.shape[0].value)},
                                                                                         {"SCALE", FloatLiteral(c.node.attrs.Float("scale"))}}));
-  k.args = {{c.node.id, true}, {c.node.inputs[0], false}, {c.node.inputs[1], false}, {c.node.inputs[2], false}};
+  k.args = {{c.node.id, true}};
+  for (graph::ValueId in : c.node.inputs) k.args.push_back({in, false});
   k.groups = {static_cast<uint32_t>(heads), static_cast<uint32_t>(c.tokens), 1};
   return k;
 }

@@ -57,47 +57,43 @@ void main() {
   return k;
 }
 
-// Position p goes to row p % C of a cache of C rows (a ring, as the interpreter defines it).
+// Position p goes to row p % C of a cache of C rows (a ring, as the interpreter defines it). With a
+// rope prologue (a table input), the values are rotated as they are written.
 absl::StatusOr<Kernel> EmitCacheWrite(const EmitContext& c) {
   const graph::Node& state = c.input(0);
   const int64_t width = state.type.shape[1].value, capacity = state.type.shape[0].value;
+  const bool rope = c.node.inputs.size() == 3;
+  const bool f16 = state.type.dtype == graph::DType::kF16;
+  if (f16 && width % 2 != 0) return absl::InvalidArgumentError("cache_write: f16 cache rows must have an even width");
   Kernel k;
   k.family = "cache_write";
+  k.variant = f16 ? "f16" : "f32";
   k.args = {{c.node.inputs[0], true}, {c.node.inputs[1], false}};
-  const std::vector<std::pair<std::string, std::string>> values = {{"W", absl::StrCat(width)},
-                                                                   {"C", absl::StrCat(capacity)}};
-  if (state.type.dtype == graph::DType::kF16) {
-    if (width % 2 != 0) return absl::InvalidArgumentError("cache_write: f16 cache rows must have an even width");
-    k.variant = "f16";
-    k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), R"(
-layout(std430, set = 0, binding = 1) buffer Buf_cache { uint cache[]; };
-)",
-                          FloatBuffer(2, "src", graph::DType::kF32, true), Fill(R"(
-void main() {
-  // One invocation packs a pair of values.
-  uint i = gl_GlobalInvocationID.x;
-  uint t = gl_WorkGroupID.y;
-  if (t >= step.n_tokens || i >= {{W}}u / 2u) return;
-  uint s = t * {{W}}u + 2u * i;
-  cache[(((step.pos + t) % {{C}}u) * {{W}}u) / 2u + i] = packHalf2x16(vec2(src[s], src[s + 1u]));
-}
-)",
-                                                                               values));
-    k.groups = {CeilDiv(width / 2, kWorkgroup), static_cast<uint32_t>(c.tokens), 1};
-  } else {
-    k.variant = "f32";
-    k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), FloatBuffer(1, "cache", graph::DType::kF32, false),
-                          FloatBuffer(2, "src", graph::DType::kF32, true), Fill(R"(
-void main() {
-  uint i = gl_GlobalInvocationID.x;
-  uint t = gl_WorkGroupID.y;
-  if (t >= step.n_tokens || i >= {{W}}u) return;
-  cache[((step.pos + t) % {{C}}u) * {{W}}u + i] = src[t * {{W}}u + i];
-}
-)",
-                                                                               values));
-    k.groups = {CeilDiv(width, kWorkgroup), static_cast<uint32_t>(c.tokens), 1};
+  // `float value(uint t, uint i)`: what goes to column i for token t.
+  std::string value = "float value(uint t, uint i) { return src[t * W + i]; }\n";
+  if (rope) {
+    k.variant += c.node.attrs.Str("style") == "neox" ? "+rope.neox" : "+rope.interleaved";
+    k.args.push_back({c.node.inputs[2], false});
+    value = absl::StrCat(FloatBuffer(3, "table", graph::DType::kF32, true),
+                         RopeFunction("value", "load_src", "table", width, c.node.attrs.Int("head_dim"),
+                                      c.node.attrs.Str("style") == "neox"));
   }
+  // An f16 cache is written a pair of values (one uint) per invocation.
+  const std::string cache_decl =
+      f16 ? "layout(std430, set = 0, binding = 1) buffer Buf_cache { uint cache[]; };\n"
+          : FloatBuffer(1, "cache", graph::DType::kF32, false);
+  k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), cache_decl, FloatBuffer(2, "src", graph::DType::kF32, true),
+                        "const uint W = ", width, "u, C = ", capacity, "u, PER = ", f16 ? 2 : 1, "u;\n", value, R"(
+void main() {
+  uint i = gl_GlobalInvocationID.x;
+  uint t = gl_WorkGroupID.y;
+  if (t >= step.n_tokens || i >= W / PER) return;
+  uint row = ((step.pos + t) % C) * W / PER;
+  cache[row + i] = )",
+                        f16 ? "packHalf2x16(vec2(value(t, 2u * i), value(t, 2u * i + 1u)));" : "value(t, i);", R"(
+}
+)");
+  k.groups = {CeilDiv(width / (f16 ? 2 : 1), kWorkgroup), static_cast<uint32_t>(c.tokens), 1};
   return k;
 }
 

@@ -169,3 +169,30 @@ float act_gelu_tanh(float v) {
 )";
 }
 }  // namespace doppler::codegen
+
+namespace doppler::codegen {
+std::string RopeFunction(const std::string& fn, const std::string& load, const std::string& table, int64_t width,
+                         int64_t head_dim, bool neox) {
+  return Fill(R"(
+float {{FN}}(uint t, uint e) {
+  const uint HD = {{HD}}u, HALF = HD / 2u;
+  uint d = e % HD;
+  bool first = {{FIRST}};
+  uint j = {{J}};
+  uint partner = {{PARTNER}};
+  uint tab = ((step.pos + t) * HALF + j) * 2u;
+  float cs = {{TABLE}}[tab], sn = {{TABLE}}[tab + 1u];
+  float self = {{LOAD}}(t * {{W}}u + e), other = {{LOAD}}(t * {{W}}u + partner);
+  return first ? self * cs - other * sn : self * cs + other * sn;
+}
+)",
+              {{"FN", fn},
+               {"HD", absl::StrCat(head_dim)},
+               {"W", absl::StrCat(width)},
+               {"LOAD", load},
+               {"TABLE", table},
+               {"FIRST", neox ? "d < HALF" : "(d & 1u) == 0u"},
+               {"J", neox ? "first ? d : d - HALF" : "d / 2u"},
+               {"PARTNER", neox ? "first ? e + HALF : e - HALF" : "first ? e + 1u : e - 1u"}});
+}
+}  // namespace doppler::codegen

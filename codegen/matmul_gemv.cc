@@ -18,7 +18,8 @@
 
 namespace doppler::codegen {
 namespace {
-constexpr int64_t kRowsPerWorkgroup = 2;
+// Weight rows per workgroup (RN output columns times G): x, loaded once per part, serves them all.
+constexpr int64_t kWeightRowsPerWorkgroup = 4;
 // Invocations a matrix-vector product should keep in flight to saturate a large GPU's memory.
 constexpr int64_t kTargetInvocations = int64_t{1} << 18;
 constexpr uint32_t kMinWorkgroup = 32, kMaxWorkgroup = 256;
@@ -35,7 +36,8 @@ uint32_t WorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts
 absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, s.w_dtype, s.k);
   if (!parts.ok()) return parts.status();
-  const uint32_t groups = CeilDiv(s.n, kRowsPerWorkgroup);
+  const int64_t rows_per_workgroup = kWeightRowsPerWorkgroup / s.gates;
+  const uint32_t groups = CeilDiv(s.n, rows_per_workgroup);
   const uint32_t wg = WorkgroupSize(c.caps, groups, parts->per_row);
   const bool subgroups = c.caps.subgroup_arithmetic;
   // x as vec4 where every run of 4 values of a part is 4-aligned in K (all block formats; floats
@@ -86,7 +88,7 @@ void wg_reduce(inout float v[OUTS]) {
 }
 )";
   Kernel k;
-  k.variant = absl::StrCat("gemv.", graph::Name(s.w_dtype), ".t", s.m, "x", kRowsPerWorkgroup, ".wg", wg,
+  k.variant = absl::StrCat("gemv.", graph::Name(s.w_dtype), ".t", s.m, "x", rows_per_workgroup, ".wg", wg,
                            subgroups ? ".sg" : "", s.variant_suffix);
   k.glsl = absl::StrCat(ShaderHeader(wg),
                         subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
@@ -102,7 +104,7 @@ const uint OUTS = TM * RN * G + (NORM == 1 ? TM : 0u);  // dot products, then su
                              {{"NORM", s.norm ? "1" : "0"},
                               {"WG", absl::StrCat(wg)},
                               {"TM", absl::StrCat(s.m)},
-                              {"RN", absl::StrCat(kRowsPerWorkgroup)},
+                              {"RN", absl::StrCat(rows_per_workgroup)},
                               {"PARTS", absl::StrCat(parts->per_row)}}),
                         reduce, Fill(R"(
 void main() {

@@ -6,9 +6,20 @@
 namespace doppler::codegen {
 namespace {
 
+// `float unit_quant(uint v, int pos, int width)`: bits [pos, pos + width) of v as 1 + q / 2^width,
+// exactly: the bits are moved to the top of the mantissa of 1.0 (a shift and a mask-or; no
+// int-to-float conversion, which runs at a fraction of the float rate). A dot product then is
+// Σ q·x = 2^width · (Σ unit·x − Σ x).
+constexpr const char* kUnitQuant = R"(
+float unit_quant(uint v, int pos, int width) {
+  int sh = 23 - width - pos;
+  uint bits = sh >= 0 ? v << uint(sh) : v >> uint(-sh);
+  return uintBitsToFloat((bits & (((1u << uint(width)) - 1u) << uint(23 - width))) | 0x3F800000u);
+}
+)";
+
 // Byte and 16/32-bit reads at any even byte offset of the uint array w (little-endian). Q8_0 and
-// Q6_K blocks have an even but not always 4-aligned size, so their fields straddle words. And
-// `float quant(uint bits, float bias)`: bits (< 2^23) as a float, minus bias, exactly.
+// Q6_K blocks have an even but not always 4-aligned size, so their fields straddle words.
 constexpr const char* kReads = R"(
 uint w_byte(uint b) { return (w[b >> 2] >> ((b & 3u) << 3)) & 255u; }
 float w_half(uint b) { return unpackHalf2x16((w[b >> 2] >> ((b & 2u) << 3)) & 65535u).x; }
@@ -16,7 +27,6 @@ uint w_u32(uint b) {
   uint i = b >> 2;
   return (b & 2u) == 0u ? w[i] : (w[i] >> 16) | (w[i + 1u] << 16);
 }
-float quant(uint bits, float bias) { return uintBitsToFloat(0x4B000000u | bits) - (8388608.0 + bias); }
 )";
 
 // Q4_K and Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes at block
@@ -32,52 +42,60 @@ vec2 k4_scale_min(uvec3 s, uint j) {
 )";
 
 // Q4_K (144-byte blocks: f16 d, f16 dmin, scales[12], qs[128]) and Q5_K (176 bytes: the same
-// header, qh[32], qs[128]). Part q (0..15) of a block takes qs words 2·(q % 4) and +1 of 32-byte
-// chunk c = q / 4: their low nibbles are values 64c + 8·(q % 4) + 0..7 of sub-block 2c (run 0),
-// their high nibbles the same offsets + 32 of sub-block 2c + 1 (run 1). Q5_K's fifth bit of value
-// l of sub-block j is bit j of qh[l].
+// header, qh[32], qs[128]), read as 16-byte words (both sizes are multiples of 16). Part q (0..7)
+// of a block takes the 16 qs bytes 16·(q % 2) of 32-byte chunk c = q / 2: their low nibbles are
+// values 64c + 16·(q % 2) + 0..15 of sub-block 2c (run 0), their high nibbles the same offsets + 32
+// of sub-block 2c + 1 (run 1). Q5_K's fifth bit of value l of sub-block j is bit j of qh[l].
 std::string KQuant4or5(bool five) {
   return Fill(R"(
-const uint PV = 16u, RUNS = 2u;
+const uint PV = 32u, RUNS = 2u;
 uint w_part_k(uint p, uint i) {
-  uint q = p & 15u;
-  return (p >> 4) * 256u + 64u * (q >> 2) + 8u * (q & 3u) + (i < 8u ? i : i + 24u);
+  uint q = p & 7u;
+  return (p >> 3) * 256u + 64u * (q >> 1) + 16u * (q & 1u) + (i < 16u ? i : i + 16u);
 }
 float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
-  uint wb = row * ROW_WORDS + (p >> 4) * {{BLOCK_WORDS}}u;
-  uint q = p & 15u, c = q >> 2, lq = q & 3u;
-  vec2 dm = unpackHalf2x16(w[wb]);
-  uvec3 s = uvec3(w[wb + 1u], w[wb + 2u], w[wb + 3u]);
-  vec2 sm0 = k4_scale_min(s, 2u * c), sm1 = k4_scale_min(s, 2u * c + 1u);
-  uint qs[2] = uint[2](w[wb + {{QS_WORD}}u + 8u * c + 2u * lq], w[wb + {{QS_WORD}}u + 8u * c + 2u * lq + 1u]);
+  uint b4 = row * ROW_VEC4 + (p >> 3) * {{BLOCK_VEC4}}u;
+  uint q = p & 7u, c = q >> 1, lq = q & 1u;
+  uvec4 head = w4[b4];
+  vec2 dm = unpackHalf2x16(head.x);
+  vec2 sm0 = k4_scale_min(head.yzw, 2u * c), sm1 = k4_scale_min(head.yzw, 2u * c + 1u);
+  uvec4 qs = w4[b4 + {{QS_VEC4}}u + 2u * c + lq];
 {{QH_LOAD}}  float lo = 0.0, hi = 0.0;
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
-    uint b = qs[i >> 2] >> ((i & 3u) << 3);
-{{QH_BITS}}    lo += quant(b & 15u{{LO_HIGH}}, 0.0) * xv[i];
-    hi += quant((b >> 4) & 15u{{HI_HIGH}}, 0.0) * xv[i + 8u];
+  [[unroll]] for (uint i = 0u; i < 16u; ++i) {
+    uint word = qs[i >> 2];
+    int at = int(8u * (i & 3u));
+{{QS_UNITS}}    lo += u_lo * xv[i];
+    hi += u_hi * xv[i + 16u];
   }
-  return dm.x * (sm0.x * lo + sm1.x * hi) - dm.y * (sm0.y * xrun[0] + sm1.y * xrun[1]);
+  // Σ q·x = 2^bits · (Σ unit·x − Σ x)
+  float qx_lo = {{SCALE}} * (lo - xrun[0]), qx_hi = {{SCALE}} * (hi - xrun[1]);
+  return dm.x * (sm0.x * qx_lo + sm1.x * qx_hi) - dm.y * (sm0.y * xrun[0] + sm1.y * xrun[1]);
 }
 )",
-              {{"BLOCK_WORDS", five ? "44" : "36"},
-               {"QS_WORD", five ? "12" : "4"},
-               {"QH_LOAD", five ? "  uint qh[2] = uint[2](w[wb + 4u + 2u * lq], w[wb + 5u + 2u * lq]);\n" : ""},
-               {"QH_BITS", five ? "    uint h = qh[i >> 2] >> ((i & 3u) << 3);\n" : ""},
-               {"LO_HIGH", five ? " | (((h >> (2u * c)) & 1u) << 4)" : ""},
-               {"HI_HIGH", five ? " | (((h >> (2u * c + 1u)) & 1u) << 4)" : ""}});
+              {{"BLOCK_VEC4", five ? "11" : "9"},
+               {"QS_VEC4", five ? "3" : "1"},
+               {"QH_LOAD", five ? "  uvec4 qh = w4[b4 + 1u + lq];\n" : ""},
+               {"QS_UNITS",
+                five ? "    // 5 bits: the nibble as bits 0-3 and bit (2c or 2c + 1) of qh[l] as bit 4, in a 5-bit unit.\n"
+                       "    uint h = qh[i >> 2] >> uint(at);\n"
+                       "    float u_lo = unit_quant((((word >> uint(at)) & 15u) | (((h >> (2u * c)) & 1u) << 4)), 0, 5);\n"
+                       "    float u_hi = unit_quant((((word >> uint(at + 4)) & 15u) | (((h >> (2u * c + 1u)) & 1u) << 4)), 0, 5);\n"
+                     : "    float u_lo = unit_quant(word, at, 4), u_hi = unit_quant(word, at + 4, 4);\n"},
+               {"SCALE", five ? "32.0" : "16.0"}});
 }
 
 // Q6_K (210-byte blocks: ql[128], qh[64], int8 scales[16], f16 d). Value 128n + 32k + l (n half,
 // k quarter, l 0..31) is the low (k < 2) or high nibble of ql[64n + 32(k & 1) + l], plus bits 2k,
 // 2k + 1 of qh[32n + l] as bits 4-5, minus 32, times d · scales[(128n + 32k + l) / 16]. Part q
 // (0..15) of a block is n = q / 8 and l = 4·(q % 8) + 0..3 for all four k (run k): three 32-bit
-// reads.
+// reads. The 6-bit quant is assembled at the top of the mantissa: 1 + q / 64.
 constexpr const char* kQ6K = R"(
 const uint PV = 16u, RUNS = 4u;
 uint w_part_k(uint p, uint i) {
   uint q = p & 15u;
   return (p >> 4) * 256u + 128u * (q >> 3) + 32u * (i >> 2) + 4u * (q & 7u) + (i & 3u);
 }
+uint shift_to(uint v, int from, int to) { return to >= from ? v << uint(to - from) : v >> uint(from - to); }
 float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
   uint base = row * ROW_BYTES + (p >> 4) * 210u;
   uint q = p & 15u, n = q >> 3, lq = q & 7u;
@@ -89,18 +107,19 @@ float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
   [[unroll]] for (uint k = 0u; k < 4u; ++k) {
     float s = 0.0;
     [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-      uint lo = (ql[k & 1u] >> (8u * e + (k < 2u ? 0u : 4u))) & 15u;
-      uint hi = (qh >> (8u * e + 2u * k)) & 3u;
-      s += quant(lo | (hi << 4), 32.0) * xv[4u * k + e];
+      int lo_at = int(8u * e + (k < 2u ? 0u : 4u)), hi_at = int(8u * e + 2u * k);
+      uint bits = (shift_to(ql[k & 1u], lo_at, 17) & 0x001E0000u) | (shift_to(qh, hi_at, 21) & 0x00600000u);
+      s += uintBitsToFloat(bits | 0x3F800000u) * xv[4u * k + e];
     }
-    total += float(bitfieldExtract(int(w_byte(sb + 2u * k)), 0, 8)) * s;
+    // Σ (q − 32)·x = 64 · (Σ unit·x − Σ x) − 32 · Σ x
+    total += float(bitfieldExtract(int(w_byte(sb + 2u * k)), 0, 8)) * (64.0 * s - 96.0 * xrun[k]);
   }
   return w_half(base + 208u) * total;
 }
 )";
 
 // Q8_0 (34-byte blocks: f16 d, int8 qs[32]): part q (0..3) of a block is values 8q + 0..7. The
-// signed bytes are read with their sign bit flipped (q + 128) and un-biased by 128.
+// signed bytes are read with their sign bit flipped (q + 128, as an 8-bit unit).
 constexpr const char* kQ8_0 = R"(
 const uint PV = 8u, RUNS = 1u;
 uint w_part_k(uint p, uint i) { return p * 8u + i; }
@@ -108,8 +127,9 @@ float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
   uint base = row * ROW_BYTES + (p >> 2) * 34u;
   uint qs[2] = uint[2](w_u32(base + 2u + 8u * (p & 3u)) ^ 0x80808080u, w_u32(base + 6u + 8u * (p & 3u)) ^ 0x80808080u);
   float s = 0.0;
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) s += quant((qs[i >> 2] >> (8u * (i & 3u))) & 255u, 128.0) * xv[i];
-  return w_half(base) * s;
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) s += unit_quant(qs[i >> 2], int(8u * (i & 3u)), 8) * xv[i];
+  // Σ q·x = 256 · (Σ unit·x − Σ x) − 128 · Σ x
+  return w_half(base) * (256.0 * s - 384.0 * xrun[0]);
 }
 )";
 
@@ -118,7 +138,7 @@ float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
 absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dtype, int64_t k) {
   WeightParts parts;
   const std::string row_size =
-      absl::StrCat("const uint ROW_BYTES = ", graph::ByteSize(dtype, k), "u, ROW_WORDS = ROW_BYTES / 4u;\n");
+      absl::StrCat("const uint ROW_BYTES = ", graph::ByteSize(dtype, k), "u, ROW_VEC4 = ROW_BYTES / 16u;\n");
   if (graph::IsFloat(dtype)) {
     // Plain floats: the widest run of 8, 4, 2 or 1 consecutive values that divides K.
     parts.values = k % 8 == 0 ? 8 : k % 4 == 0 ? 4 : k % 2 == 0 ? 2 : 1;
@@ -132,19 +152,20 @@ float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
     parts.per_row = k / parts.values;
     return parts;
   }
-  const std::string decl =
-      absl::StrCat("layout(std430, set = 0, binding = ", binding, ") readonly buffer Buf_w { uint w[]; };\n");
+  const std::string decl = absl::StrCat("layout(std430, set = 0, binding = ", binding, ") readonly buffer Buf_w { ",
+                                        dtype == graph::DType::kQ4_K || dtype == graph::DType::kQ5_K ? "uvec4 w4" : "uint w",
+                                        "[]; };\n");
   switch (dtype) {
     case graph::DType::kQ8_0:
       parts.values = 8;
       parts.runs = 1;
-      parts.glsl = absl::StrCat(decl, row_size, kReads, kQ8_0);
+      parts.glsl = absl::StrCat(decl, row_size, kUnitQuant, kReads, kQ8_0);
       break;
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K:
-      parts.values = 16;
+      parts.values = 32;
       parts.runs = 2;
-      parts.glsl = absl::StrCat(decl, row_size, kReads, kScaleMinK4, KQuant4or5(dtype == graph::DType::kQ5_K));
+      parts.glsl = absl::StrCat(decl, row_size, kUnitQuant, kScaleMinK4, KQuant4or5(dtype == graph::DType::kQ5_K));
       break;
     case graph::DType::kQ6_K:
       parts.values = 16;

@@ -342,10 +342,20 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
     }
     case OpKind::kRope:
       return Rope(n, in(0), in(1), pos);
-    case OpKind::kCacheWrite:
-      return CacheWrite(n, values_[static_cast<size_t>(n.inputs[0])], in(1), pos);
-    case OpKind::kAttention:
-      return Attention(n, in(0), in(1), in(2), pos);
+    case OpKind::kCacheWrite: {
+      // A rope prologue (a third input, the table): x is rotated first, with the node's rope attrs.
+      if (n.inputs.size() == 2) return CacheWrite(n, values_[static_cast<size_t>(n.inputs[0])], in(1), pos);
+      absl::StatusOr<TensorPtr> roped = Rope(n, in(1), in(2), pos);
+      if (!roped.ok()) return roped.status();
+      return CacheWrite(n, values_[static_cast<size_t>(n.inputs[0])], **roped, pos);
+    }
+    case OpKind::kAttention: {
+      // A rope prologue (a fourth input, the table): q is rotated first (attr style).
+      if (n.inputs.size() == 3) return Attention(n, in(0), in(1), in(2), pos);
+      absl::StatusOr<TensorPtr> roped = Rope(n, in(0), in(3), pos);
+      if (!roped.ok()) return roped.status();
+      return Attention(n, **roped, in(1), in(2), pos);
+    }
     case OpKind::kLastRow: {
       const Tensor& x = in(0);
       const int64_t d = x.shape[1];

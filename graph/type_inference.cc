@@ -46,6 +46,23 @@ absl::Status CheckSplit(OpKind kind, const Attrs& attrs, int64_t columns) {
 
 }  // namespace
 
+// Rope of x [T, heads*head_dim] (attrs heads, head_dim, style) with table [positions, head_dim/2, 2].
+absl::Status CheckRope(OpKind kind, const Attrs& attrs, const TensorType& x, const TensorType& table) {
+  if (auto s = ExpectMatrix(kind, "x", x); !s.ok()) return s;
+  const int64_t heads = attrs.Int("heads"), head_dim = attrs.Int("head_dim");
+  const std::string& style = attrs.Str("style");
+  if (style != "neox" && style != "interleaved") return Error(kind, "style must be neox or interleaved");
+  if (heads <= 0 || head_dim <= 0 || head_dim % 2 != 0 || heads * head_dim != x.shape[1].value) {
+    return Error(kind, absl::StrCat("heads ", heads, " x head_dim ", head_dim, " does not fit ", ToString(x)));
+  }
+  if (!x.shape[0].tokens) return Error(kind, "x rows must be the step's tokens T");
+  const Shape& ts = table.shape;
+  if (ts.size() != 3 || ts[1].value != head_dim / 2 || ts[2].value != 2 || !IsF32(table)) {
+    return Error(kind, absl::StrCat("table must be f32[positions, head_dim/2, 2], got ", ToString(table)));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vector<ValueId>& inputs,
                                      const Attrs& attrs) {
   std::vector<TensorType> in;
@@ -176,22 +193,17 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
       return TensorType{in[0].dtype, shape};
     }
     case OpKind::kRope: {
-      if (auto s = ExpectMatrix(kind, "x", in[0]); !s.ok()) return s;
-      int64_t heads = attrs.Int("heads"), head_dim = attrs.Int("head_dim");
-      const std::string& style = attrs.Str("style");
-      if (style != "neox" && style != "interleaved") return Error(kind, "style must be neox or interleaved");
-      if (heads <= 0 || head_dim <= 0 || head_dim % 2 != 0 || heads * head_dim != in[0].shape[1].value) {
-        return Error(kind, absl::StrCat("heads ", heads, " x head_dim ", head_dim, " does not fit ", ToString(in[0])));
-      }
-      if (!in[0].shape[0].tokens) return Error(kind, "x rows must be the step's tokens T");
-      const Shape& ts = in[1].shape;
-      if (ts.size() != 3 || ts[1].value != head_dim / 2 || ts[2].value != 2 || !IsF32(in[1])) {
-        return Error(kind, absl::StrCat("table must be f32[positions, head_dim/2, 2], got ", ToString(in[1])));
-      }
+      if (in.size() != 2) return Error(kind, "takes x and the table");
+      if (auto s = CheckRope(kind, attrs, in[0], in[1]); !s.ok()) return s;
       return in[0];
     }
     case OpKind::kCacheWrite: {
       if (auto s = ExpectMatrix(kind, "state", in[0]); !s.ok()) return s;
+      // A rope prologue: the table as a third input, and rope's attrs.
+      if (in.size() > 3) return Error(kind, "takes the state, x and optionally a rope table");
+      if (in.size() == 3) {
+        if (auto s = CheckRope(kind, attrs, in[1], in[2]); !s.ok()) return s;
+      }
       if (auto s = ExpectMatrix(kind, "x", in[1]); !s.ok()) return s;
       if (in[0].shape[1] != in[1].shape[1] || !in[1].shape[0].tokens || !IsF32(in[1])) {
         return Error(kind, absl::StrCat("x ", ToString(in[1]), " must be f32[T, width of ", ToString(in[0]), "]"));
@@ -205,11 +217,17 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
         return Error(kind, absl::StrCat("heads ", heads, " must be a positive multiple of kv_heads ", kv_heads));
       }
       if (attrs.Int("window") < 0) return Error(kind, "window must be >= 0");
-      for (const TensorType& t : in) {
-        if (auto s = ExpectMatrix(kind, "operand", t); !s.ok()) return s;
+      if (in.size() < 3) return Error(kind, "takes q and the k and v caches");
+      for (size_t i = 0; i < 3; ++i) {
+        if (auto s = ExpectMatrix(kind, "operand", in[i]); !s.ok()) return s;
       }
       if (!IsF32(in[0]) || !in[0].shape[0].tokens || in[0].shape[1].value != heads * head_dim) {
         return Error(kind, absl::StrCat("q must be f32[T, heads*head_dim], got ", ToString(in[0])));
+      }
+      if (in.size() > 4) return Error(kind, "takes q, the k and v caches and optionally a rope table");
+      // A rope prologue for q: the table as a fourth input, and attr style.
+      if (in.size() == 4) {
+        if (auto s = CheckRope(kind, attrs, in[0], in[3]); !s.ok()) return s;
       }
       if (in[1].shape != in[2].shape || in[1].shape[1].value != kv_heads * head_dim) {
         return Error(kind, absl::StrCat("k/v caches must be [C, kv_heads*head_dim], got ", ToString(in[1]), " and ",

@@ -9,6 +9,7 @@ const std::vector<PassEntry>& Registry() {
       {"fuse-matmul-epilogue", MakeFuseMatmulEpilogue},
       {"fuse-residual-rmsnorm", MakeFuseResidualRmsNorm},
       {"fuse-norm-matmul", MakeFuseNormMatmul},
+      {"fuse-rope", MakeFuseRope},
       {"dce", MakeDce},
   };
   return entries;
@@ -17,9 +18,11 @@ const std::vector<PassEntry>& Registry() {
 // Order matters: gate+up first (otherwise fuse-qkv would take the MLP's two projections as a
 // plain pair); then projections of one input; then epilogues, which take a matmul's residual add
 // before the norm fusion can; then the remaining residual+norm pairs; then plain norms into the
-// matmuls that read them (after the merges above, which take plain matmuls only); dce last.
+// matmuls that read them (after the merges above, which take plain matmuls only); rotary
+// embeddings into the cache writes and attention that read them; dce last.
 std::vector<std::string> DefaultPipeline() {
-  return {"fuse-gate-up", "fuse-qkv", "fuse-matmul-epilogue", "fuse-residual-rmsnorm", "fuse-norm-matmul", "dce"};
+  return {"fuse-gate-up", "fuse-qkv",  "fuse-matmul-epilogue", "fuse-residual-rmsnorm", "fuse-norm-matmul",
+          "fuse-rope",    "dce"};
 }
 
 }  // namespace doppler::passes

@@ -9,6 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/builder.h"
+#include "graph/printer.h"
+#include "passes/pass.h"
 #include "tests/support/gpu_runner.h"
 #include "tests/support/graph_values.h"
 #include "tests/support/vk_test_env.h"
@@ -166,6 +168,50 @@ TEST_P(RopeKernelTest, RotatesPairsAtRuntimePositions) {
           1e-6);
 }
 INSTANTIATE_TEST_SUITE_P(Styles, RopeKernelTest, ::testing::Values("neox", "interleaved"));
+
+struct RopePrologueCase {
+  std::string style;
+  DType cache;
+};
+
+class RopePrologueTest : public KernelTest, public ::testing::WithParamInterface<RopePrologueCase> {};
+
+// fuse-rope's forms: the k cache write and attention rotate k and q themselves (GQA, a prefill,
+// then decode steps at later positions).
+TEST_P(RopePrologueTest, CacheWriteAndAttentionRotateAsTheyLoad) {
+  const int64_t heads = 4, kv_heads = 2, head_dim = 12, positions = 40, capacity = 32;
+  GraphBuilder b;
+  ValueId q = b.Input("q", Rows(heads * head_dim));
+  ValueId k = b.Input("k", Rows(kv_heads * head_dim));
+  ValueId v = b.Input("v", Rows(kv_heads * head_dim));
+  auto values = std::make_shared<std::vector<float>>(test::RandomFloats(positions * head_dim, 11));
+  ValueId table = b.Const("table", {DType::kF32, {Dim::Static(positions), Dim::Static(head_dim / 2), Dim::Static(2)}}, values);
+  TensorType cache{GetParam().cache, {Dim::Static(capacity), Dim::Static(kv_heads * head_dim)}};
+  ValueId kc = b.CacheWrite(b.State("k_cache", cache), b.Rope(k, table, kv_heads, head_dim, GetParam().style));
+  ValueId vc = b.CacheWrite(b.State("v_cache", cache), v);
+  b.Output("o", b.Attention(b.Rope(q, table, heads, head_dim, GetParam().style), kc, vc, heads, kv_heads, head_dim,
+                            0.3, 0));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse("fuse-rope,dce");
+  ASSERT_TRUE(pm.ok()) << pm.status();
+  ASSERT_TRUE(pm->Run(*g).ok());
+  int ropes = 0;
+  for (const graph::Node& n : g->nodes()) ropes += n.kind == graph::OpKind::kRope ? 1 : 0;
+  ASSERT_EQ(ropes, 0) << graph::ToText(*g);
+  auto step = [&](int64_t tokens, uint32_t seed) {
+    return std::map<std::string, Tensor>{{"q", RandomRows(tokens, heads * head_dim, seed)},
+                                         {"k", RandomRows(tokens, kv_heads * head_dim, seed + 1)},
+                                         {"v", RandomRows(tokens, kv_heads * head_dim, seed + 2)}};
+  };
+  Compare(*g, 16, {{step(13, 20), 0}, {step(1, 30), 13}, {step(5, 40), 14}}, 2e-5);
+}
+INSTANTIATE_TEST_SUITE_P(Forms, RopePrologueTest,
+                         ::testing::Values(RopePrologueCase{"neox", DType::kF32}, RopePrologueCase{"neox", DType::kF16},
+                                           RopePrologueCase{"interleaved", DType::kF16}),
+                         [](const ::testing::TestParamInfo<RopePrologueCase>& i) {
+                           return i.param.style + "_" + graph::Name(i.param.cache);
+                         });
 
 struct AttentionCase {
   int64_t heads, kv_heads, head_dim, window;

@@ -288,12 +288,14 @@ TEST(DefaultPipeline, LlamaDecodeLayerShape) {
     if (n.attrs.Has("epilogue")) d += "{" + n.attrs.Str("epilogue") + "}";
     if (n.attrs.Has("split")) d += "{split " + n.attrs.Str("split") + "}";
     if (n.attrs.Has("norm_eps")) d += "{norm}";
+    if (n.kind != OpKind::kRope && n.attrs.Has("style")) d += "{rope}";
     layer0.push_back(d);
   }
-  // Both norms become prologues of the matmuls that read them.
+  // Both norms become prologues of the matmuls that read them, the ropes prologues of the k cache
+  // write and of attention.
   const std::vector<std::string> want = {
-      "matmul{split 128,64,64}{norm}", "part", "part", "part", "rope", "rope", "cache_write", "cache_write",
-      "attention", "matmul{add}", "matmul{silu_mul}{norm}", "matmul{add}"};
+      "matmul{split 128,64,64}{norm}", "part", "part", "part", "cache_write{rope}", "cache_write",
+      "attention{rope}", "matmul{add}", "matmul{silu_mul}{norm}", "matmul{add}"};
   std::vector<std::string> sorted_got = layer0, sorted_want = want;
   std::sort(sorted_got.begin(), sorted_got.end());
   std::sort(sorted_want.begin(), sorted_want.end());

@@ -1,0 +1,59 @@
+// fuse-rope: a rotary embedding read by one op that can rotate as it loads becomes that op's
+// prologue, so the rotated values are never written.
+//
+//   before:  r = rope(k, table) {heads, head_dim, style}   c = cache_write(cache, r)
+//   after:   c = cache_write(cache, k, table) {heads, head_dim, style}
+//   before:  r = rope(q, table) {...}   o = attention(r, kc, vc) {...}
+//   after:   o = attention(q, kc, vc, table) {..., style}   (the same heads and head_dim)
+//
+// Applies when the rope's only reader is that op (as its rotated input).
+#include "passes/registry.h"
+#include "passes/rewrite.h"
+
+namespace doppler::passes {
+namespace {
+
+class FuseRope : public Pass {
+ public:
+  const char* name() const override { return "fuse-rope"; }
+
+  absl::StatusOr<bool> Run(Graph& g) const override {
+    bool changed = false;
+    const int original = g.size();
+    for (ValueId id = 0; id < original; ++id) {
+      const Node rope = g.node(id);
+      if (rope.kind != OpKind::kRope) continue;
+      const ValueId user = SoleUser(g, id);
+      if (user < 0) continue;
+      const Node u = g.node(user);
+      std::vector<ValueId> inputs = u.inputs;
+      graph::Attrs attrs = u.attrs;
+      if (u.kind == OpKind::kCacheWrite && u.inputs.size() == 2 && u.inputs[1] == id && u.inputs[0] != id) {
+        inputs[1] = rope.inputs[0];
+        attrs.Set("heads", rope.attrs.Int("heads"));
+        attrs.Set("head_dim", rope.attrs.Int("head_dim"));
+      } else if (u.kind == OpKind::kAttention && u.inputs.size() == 3 && u.inputs[0] == id && u.inputs[1] != id &&
+                 u.inputs[2] != id && u.attrs.Int("heads") == rope.attrs.Int("heads") &&
+                 u.attrs.Int("head_dim") == rope.attrs.Int("head_dim")) {
+        inputs[0] = rope.inputs[0];
+      } else {
+        continue;
+      }
+      inputs.push_back(rope.inputs[1]);
+      attrs.Set("style", rope.attrs.Str("style"));
+      absl::StatusOr<ValueId> fused = AddNode(g, u.kind, inputs, attrs, u.label);
+      if (!fused.ok()) return fused.status();
+      NoteFused(g, *fused, {id});
+      g.ReplaceAllUses(user, *fused);
+      changed = true;
+    }
+    if (changed) g = WithoutDeadNodes(g);
+    return changed;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> MakeFuseRope() { return std::make_unique<FuseRope>(); }
+
+}  // namespace doppler::passes
