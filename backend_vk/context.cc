@@ -250,6 +250,10 @@ absl::Status Context::CreateDevice() {
   std::vector<const char*> enabled;
   if (wanted.use_subgroup_size_ext) enabled.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   if (wanted.use_coop_nv) enabled.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  if (wanted.use_executable_info) {
+    enabled.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    pipeline_statistics_ = true;
+  }
 
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};

@@ -123,6 +123,7 @@ class Context {
       const VkDebugUtilsMessengerCallbackDataEXT* data, void* user);
 
   bool validation_ = false;
+  bool pipeline_statistics_ = false;  // VK_KHR_pipeline_executable_properties enabled
   std::atomic<int> validation_messages_{0};
   uint64_t submit_count_ = 0;
   std::chrono::milliseconds submit_timeout_{0};

@@ -11,6 +11,7 @@ VkPhysicalDeviceFeatures2* FeatureChain::Link() {
     next = &s;
   };
   if (use_coop_nv) push(coop_nv);
+  if (use_executable_info) push(executable_info);
   if (use_subgroup_size_ext) push(subgroup_size_ext);
   if (use_v13) push(v13);
   if (use_v12) {
@@ -61,6 +62,7 @@ FeatureChain QueryFeatures(VkPhysicalDevice device, uint32_t effective_api_versi
   f.use_subgroup_size_ext =
       !f.use_v13 && HasExtension(extensions, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   f.use_coop_nv = HasExtension(extensions, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  f.use_executable_info = HasExtension(extensions, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   vkGetPhysicalDeviceFeatures2(device, f.Link());
   return f;
 }
@@ -71,6 +73,7 @@ FeatureChain WantedFeatures(const FeatureChain& s) {
   w.use_v13 = s.use_v13;
   w.use_subgroup_size_ext = s.use_subgroup_size_ext;
   w.use_coop_nv = s.use_coop_nv && s.coop_nv.cooperativeMatrix;
+  w.use_executable_info = s.use_executable_info && s.executable_info.pipelineExecutableInfo;
 
   w.core.features.shaderInt64 = s.core.features.shaderInt64;
   w.core.features.shaderInt16 = s.core.features.shaderInt16;
@@ -94,6 +97,7 @@ FeatureChain WantedFeatures(const FeatureChain& s) {
     w.subgroup_size_ext.computeFullSubgroups = s.subgroup_size_ext.computeFullSubgroups;
   }
   if (w.use_coop_nv) w.coop_nv.cooperativeMatrix = VK_TRUE;
+  if (w.use_executable_info) w.executable_info.pipelineExecutableInfo = VK_TRUE;
   return w;
 }
 

@@ -22,8 +22,13 @@ struct FeatureChain {
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_nv{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  // VK_KHR_pipeline_executable_properties: the driver's statistics of a compiled pipeline
+  // (registers, spills...) for profiles.
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executable_info{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
 
   bool use_v12 = false, use_v13 = false, use_subgroup_size_ext = false, use_coop_nv = false;
+  bool use_executable_info = false;
 
   // Re-links pNext from the use_* flags; call after any copy, since the pointers are to members.
   VkPhysicalDeviceFeatures2* Link();

@@ -85,6 +85,37 @@ ComputePipeline::~ComputePipeline() {
   if (set_layout_ != VK_NULL_HANDLE) vkDestroyDescriptorSetLayout(device_, set_layout_, nullptr);
 }
 
+namespace {
+
+// The driver's statistics of executable 0 (the compute shader), as name/value text.
+std::vector<std::pair<std::string, std::string>> PipelineStatistics(VkDevice device, VkPipeline pipeline) {
+  auto get = reinterpret_cast<PFN_vkGetPipelineExecutableStatisticsKHR>(
+      vkGetDeviceProcAddr(device, "vkGetPipelineExecutableStatisticsKHR"));
+  std::vector<std::pair<std::string, std::string>> out;
+  if (get == nullptr) return out;
+  VkPipelineExecutableInfoKHR info{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+  info.pipeline = pipeline;
+  info.executableIndex = 0;
+  uint32_t n = 0;
+  if (get(device, &info, &n, nullptr) != VK_SUCCESS) return out;
+  std::vector<VkPipelineExecutableStatisticKHR> stats(n, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+  if (get(device, &info, &n, stats.data()) != VK_SUCCESS) return out;
+  for (const VkPipelineExecutableStatisticKHR& s : stats) {
+    std::string value;
+    switch (s.format) {
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: value = s.value.b32 ? "true" : "false"; break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: value = std::to_string(s.value.i64); break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: value = std::to_string(s.value.u64); break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: value = std::to_string(s.value.f64); break;
+      default: continue;
+    }
+    out.emplace_back(s.name, value);
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ComputePipeline>> Context::CreatePipeline(
     const codegen::CompiledShader& shader, std::string_view name, const PipelineOptions& options) {
   if (absl::Status s = CheckShaderFits(shader, name, options, info_); !s.ok()) return s;
@@ -146,10 +177,12 @@ absl::StatusOr<std::unique_ptr<ComputePipeline>> Context::CreatePipeline(
     pci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
   }
   pci.layout = p->layout_;
+  if (pipeline_statistics_) pci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   const VkResult r =
       vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &pci, nullptr, &p->pipeline_);
   vkDestroyShaderModule(device_, module, nullptr);  // the pipeline keeps what it needs
   if (r != VK_SUCCESS) return VkFailure("vkCreateComputePipelines", r, ctx);
+  if (pipeline_statistics_) p->statistics_ = PipelineStatistics(device_, p->pipeline_);
 
   SetDebugName(VK_OBJECT_TYPE_PIPELINE, reinterpret_cast<uint64_t>(p->pipeline_), name);
   SetDebugName(VK_OBJECT_TYPE_PIPELINE_LAYOUT, reinterpret_cast<uint64_t>(p->layout_), name);

@@ -43,6 +43,9 @@ class ComputePipeline {
   const std::vector<codegen::BindingInfo>& bindings() const { return bindings_; }
   uint32_t push_constant_bytes() const { return push_constant_bytes_; }
   const std::array<uint32_t, 3>& local_size() const { return local_size_; }
+  // What the driver reports about the compiled code (e.g. "Register Count" = "40"), where it
+  // supports VK_KHR_pipeline_executable_properties; empty otherwise.
+  const std::vector<std::pair<std::string, std::string>>& statistics() const { return statistics_; }
 
  private:
   friend class Context;
@@ -56,6 +59,7 @@ class ComputePipeline {
   std::vector<codegen::BindingInfo> bindings_;
   uint32_t push_constant_bytes_ = 0;
   std::array<uint32_t, 3> local_size_{};
+  std::vector<std::pair<std::string, std::string>> statistics_;
 };
 
 // One buffer (range) for one binding of set 0.

@@ -69,6 +69,8 @@ class Plan {
   const Slice& slice(graph::ValueId id) const { return slices_[static_cast<size_t>(id)]; }
   int64_t tokens() const { return tokens_; }
   const std::vector<PlannedDispatch>& dispatches() const { return dispatches_; }
+  // The pipeline dispatch i (dispatches() order) runs.
+  const ComputePipeline& pipeline(size_t i) const { return *pipelines_[i]; }
   const PlanStats& stats() const { return stats_; }
   int record_count() const { return record_count_; }
 

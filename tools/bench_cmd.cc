@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <set>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -67,6 +68,21 @@ double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   const size_t i = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size()))) - 1;
   return v[std::min(i, v.size() - 1)];
+}
+
+// What the driver reports about each kernel variant's compiled code (registers, spills...), where
+// it supports VK_KHR_pipeline_executable_properties.
+void PrintDriverStatistics(const vk::Plan& plan) {
+  std::set<std::string> seen;
+  for (size_t i = 0; i < plan.dispatches().size(); ++i) {
+    const std::string name = plan.dispatches()[i].family + "." + plan.dispatches()[i].variant;
+    const auto& stats = plan.pipeline(i).statistics();
+    if (stats.empty() || !seen.insert(name).second) continue;
+    if (seen.size() == 1) std::printf("\ndriver statistics per kernel\n");
+    std::string line;
+    for (const auto& [key, value] : stats) absl::StrAppend(&line, line.empty() ? "" : ", ", key, " ", value);
+    std::printf("%-48s %s\n", name.c_str(), line.c_str());
+  }
 }
 
 }  // namespace
@@ -212,7 +228,10 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
               bandwidth->buffer_bytes >> 20);
   std::printf("bandwidth floor: %.1f tok/s; tg = %.2f%% of the floor\n", floor_tok_s, 100.0 * tg.mean / floor_tok_s);
   std::printf("repetitions: %lld after one warm-up run\n", static_cast<long long>(*r));
-  if (report) std::printf("\n%s", runtime::FormatProfile(*report).c_str());
+  if (report) {
+    std::printf("\n%s", runtime::FormatProfile(*report).c_str());
+    PrintDriverStatistics(decode);
+  }
   return 0;
 }
 
