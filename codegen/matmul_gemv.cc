@@ -21,7 +21,7 @@ namespace {
 // Weight rows per workgroup (RN output columns times G): x, loaded once per part, serves them all.
 constexpr int64_t kWeightRowsPerWorkgroup = 4;
 // Invocations a matrix-vector product should keep in flight to saturate a large GPU's memory.
-constexpr int64_t kTargetInvocations = int64_t{1} << 18;
+constexpr int64_t kTargetInvocations = int64_t{1} << 17;
 constexpr uint32_t kMinWorkgroup = 32, kMaxWorkgroup = 256;
 
 uint32_t WorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row) {
@@ -98,7 +98,7 @@ void wg_reduce(inout float v[OUTS]) {
                         Fill(R"(
 #define NORM {{NORM}}
 const uint WG = {{WG}}u, TM = {{TM}}u, RN = {{RN}}u, PARTS = {{PARTS}}u;
-const uint RUN = PV / RUNS;
+const uint RUN = PV / RUNS, ITERS = (PARTS + WG - 1u) / WG;
 const uint OUTS = TM * RN * G + (NORM == 1 ? TM : 0u);  // dot products, then sums of x²
 )",
                              {{"NORM", s.norm ? "1" : "0"},
@@ -114,10 +114,14 @@ void main() {
   float acc[OUTS];
   [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] = 0.0;
 
-  for (uint p = lid; p < PARTS; p += WG) {
+  // A constant trip count, unrolled, lets every part's loads be issued before the first is used.
+  [[unroll]] for (uint it = 0u; it < ITERS; ++it) {
+    // Past the last part (when WG does not divide PARTS), read the last part again with x = 0.
+    uint p = min(lid + it * WG, PARTS - 1u);
+    bool live = lid + it * WG < PARTS;
     float xv[TM][PV], xrun[TM][RUNS];
     [[unroll]] for (uint t = 0u; t < TM; ++t) {
-      if (t < m) {
+      if (t < m && live) {
         load_x(t, p, xv[t]);
       } else {
         [[unroll]] for (uint i = 0u; i < PV; ++i) xv[t][i] = 0.0;
@@ -143,15 +147,17 @@ void main() {
     }
   }
   wg_reduce(acc);
-  if (lid == 0u) {  // constant indices into acc keep it in registers
-    [[unroll]] for (uint t = 0u; t < TM; ++t) {
+  // Invocation t·RN + r writes column col0 + r of row t: the epilogues run side by side. The
+  // selects with constant indices keep acc in registers.
+  [[unroll]] for (uint t = 0u; t < TM; ++t) {
 #if NORM
-      float scale = norm_scale(acc[TM * RN * G + t]);
+    float scale = norm_scale(acc[TM * RN * G + t]);
 #else
-      float scale = 1.0;
+    float scale = 1.0;
 #endif
-      [[unroll]] for (uint r = 0u; r < RN; ++r) {
-        if (t < m && col0 + r < N) store(t, col0 + r, acc[(t * RN + r) * G] * scale, acc[(t * RN + r) * G + G - 1u] * scale);
+    [[unroll]] for (uint r = 0u; r < RN; ++r) {
+      if (lid == t * RN + r && t < m && col0 + r < N) {
+        store(t, col0 + r, acc[(t * RN + r) * G] * scale, acc[(t * RN + r) * G + G - 1u] * scale);
       }
     }
   }

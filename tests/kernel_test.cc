@@ -98,7 +98,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatMulKernelTest,
                                            MatMulCase{13, 16, 200, 9, DType::kF16},
                                            MatMulCase{3, 20, 1000, 3, DType::kF16},
                                            // More columns than one grid row of workgroups holds.
-                                           MatMulCase{1, 1, 16, 66000, DType::kF32}),
+                                           MatMulCase{1, 1, 16, 66000, DType::kF32},
+                                           // Narrow workgroups, several parts per invocation, the
+                                           // last round partly past the row's end.
+                                           MatMulCase{1, 1, 800, 8192, DType::kF32}),
                          [](const ::testing::TestParamInfo<MatMulCase>& i) {
                            const MatMulCase& c = i.param;
                            return "t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) + "_n" +
