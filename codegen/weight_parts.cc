@@ -150,6 +150,9 @@ float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
   [[unroll]] for (uint i = 0u; i < PV; ++i) s += load_w(row * )",
                               k, "u + p * PV + i) * xv[i];\n  return s;\n}\n");
     parts.per_row = k / parts.values;
+    parts.block = parts.values;
+    // Lanes read PV consecutive values each: with 8, lane pairs would share banks.
+    if (parts.values == 8) parts.x_slot = "(v ^ ((v >> 3) & 1u))";
     return parts;
   }
   const std::string decl = absl::StrCat("layout(std430, set = 0, binding = ", binding, ") readonly buffer Buf_w { ",
@@ -159,17 +162,23 @@ float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
     case graph::DType::kQ8_0:
       parts.values = 8;
       parts.runs = 1;
+      parts.block = 32;
+      parts.x_slot = "(v ^ ((v >> 3) & 1u))";
       parts.glsl = absl::StrCat(decl, row_size, kUnitQuant, kReads, kQ8_0);
       break;
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K:
       parts.values = 32;
       parts.runs = 2;
+      parts.block = 256;
+      // A lane's runs start at vec4 16c + 4·lq (+ 8): spread c over the low bits.
+      parts.x_slot = "(v ^ ((v >> 4) & 3u))";
       parts.glsl = absl::StrCat(decl, row_size, kUnitQuant, kScaleMinK4, KQuant4or5(dtype == graph::DType::kQ5_K));
       break;
     case graph::DType::kQ6_K:
       parts.values = 16;
       parts.runs = 4;
+      parts.block = 256;  // lanes read vec4s 32n + 8k + lq: consecutive lanes, consecutive slots
       parts.glsl = absl::StrCat(decl, row_size, kReads, kQ6K);
       break;
     default:

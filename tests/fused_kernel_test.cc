@@ -175,7 +175,7 @@ INSTANTIATE_TEST_SUITE_P(
                       NormMatMulCase{DType::kF16, 200, 3, 4}, NormMatMulCase{DType::kF16, 200, 13, 16},
                       NormMatMulCase{DType::kQ8_0, 96, 1, 1}, NormMatMulCase{DType::kQ4_K, 512, 1, 1},
                       NormMatMulCase{DType::kQ4_K, 256, 13, 16}, NormMatMulCase{DType::kQ6_K, 256, 2, 2},
-                      NormMatMulCase{DType::kQ5_K, 256, 1, 1}),
+                      NormMatMulCase{DType::kQ5_K, 256, 1, 1}, NormMatMulCase{DType::kQ6_K, 4352, 1, 1}),
     [](const ::testing::TestParamInfo<NormMatMulCase>& i) {
       return absl::StrCat(graph::Name(i.param.dtype), "_k", i.param.k, "_t", i.param.tokens, "_b", i.param.bucket);
     });

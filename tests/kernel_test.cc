@@ -101,7 +101,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatMulKernelTest,
                                            MatMulCase{1, 1, 16, 66000, DType::kF32},
                                            // Narrow workgroups, several parts per invocation, the
                                            // last round partly past the row's end.
-                                           MatMulCase{1, 1, 800, 8192, DType::kF32}),
+                                           MatMulCase{1, 1, 800, 8192, DType::kF32},
+                                           // x longer than the matrix-vector kernel stages at once.
+                                           MatMulCase{2, 2, 5000, 7, DType::kF16}),
                          [](const ::testing::TestParamInfo<MatMulCase>& i) {
                            const MatMulCase& c = i.param;
                            return "t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) + "_n" +

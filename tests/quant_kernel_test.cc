@@ -89,7 +89,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(QuantMatMulCase{DType::kQ8_0, 1, 1, 96, 37}, QuantMatMulCase{DType::kQ8_0, 13, 16, 160, 67},
                       QuantMatMulCase{DType::kQ4_K, 1, 1, 512, 37}, QuantMatMulCase{DType::kQ4_K, 13, 16, 256, 9},
                       QuantMatMulCase{DType::kQ5_K, 1, 1, 256, 21}, QuantMatMulCase{DType::kQ5_K, 5, 8, 512, 7},
-                      QuantMatMulCase{DType::kQ6_K, 1, 1, 512, 67}, QuantMatMulCase{DType::kQ6_K, 13, 16, 256, 5}),
+                      QuantMatMulCase{DType::kQ6_K, 1, 1, 512, 67}, QuantMatMulCase{DType::kQ6_K, 13, 16, 256, 5},
+                      // Rows longer than the matrix-vector kernel stages at once.
+                      QuantMatMulCase{DType::kQ4_K, 1, 1, 4608, 9}, QuantMatMulCase{DType::kQ8_0, 1, 1, 4160, 3}),
     [](const ::testing::TestParamInfo<QuantMatMulCase>& i) {
       const QuantMatMulCase& c = i.param;
       return std::string(graph::Name(c.dtype)) + "_t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) +
