@@ -42,41 +42,41 @@ vec2 k4_scale_min(uvec3 s, uint j) {
 )";
 
 // Q4_K (144-byte blocks: f16 d, f16 dmin, scales[12], qs[128]) and Q5_K (176 bytes: the same
-// header, qh[32], qs[128]), read as 16-byte words (both sizes are multiples of 16). Part q (0..7)
-// of a block takes the 16 qs bytes 16·(q % 2) of 32-byte chunk c = q / 2: their low nibbles are
-// values 64c + 16·(q % 2) + 0..15 of sub-block 2c (run 0), their high nibbles the same offsets + 32
-// of sub-block 2c + 1 (run 1). Q5_K's fifth bit of value l of sub-block j is bit j of qh[l].
+// header, qh[32], qs[128]). Part q (0..15) of a block takes qs words 2·(q % 4) and +1 of 32-byte
+// chunk c = q / 4: their low nibbles are values 64c + 8·(q % 4) + 0..7 of sub-block 2c (run 0),
+// their high nibbles the same offsets + 32 of sub-block 2c + 1 (run 1). Q5_K's fifth bit of value
+// l of sub-block j is bit j of qh[l].
 std::string KQuant4or5(bool five) {
   return Fill(R"(
-const uint PV = 32u, RUNS = 2u;
+const uint PV = 16u, RUNS = 2u;
 uint w_part_k(uint p, uint i) {
-  uint q = p & 7u;
-  return (p >> 3) * 256u + 64u * (q >> 1) + 16u * (q & 1u) + (i < 16u ? i : i + 16u);
+  uint q = p & 15u;
+  return (p >> 4) * 256u + 64u * (q >> 2) + 8u * (q & 3u) + (i < 8u ? i : i + 24u);
 }
 float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
-  uint b4 = row * ROW_VEC4 + (p >> 3) * {{BLOCK_VEC4}}u;
-  uint q = p & 7u, c = q >> 1, lq = q & 1u;
-  uvec4 head = w4[b4];
-  vec2 dm = unpackHalf2x16(head.x);
-  vec2 sm0 = k4_scale_min(head.yzw, 2u * c), sm1 = k4_scale_min(head.yzw, 2u * c + 1u);
-  uvec4 qs = w4[b4 + {{QS_VEC4}}u + 2u * c + lq];
+  uint wb = row * ROW_WORDS + (p >> 4) * {{BLOCK_WORDS}}u;
+  uint q = p & 15u, c = q >> 2, lq = q & 3u;
+  vec2 dm = unpackHalf2x16(w[wb]);
+  uvec3 s = uvec3(w[wb + 1u], w[wb + 2u], w[wb + 3u]);
+  vec2 sm0 = k4_scale_min(s, 2u * c), sm1 = k4_scale_min(s, 2u * c + 1u);
+  uint qs[2] = uint[2](w[wb + {{QS_WORD}}u + 8u * c + 2u * lq], w[wb + {{QS_WORD}}u + 8u * c + 2u * lq + 1u]);
 {{QH_LOAD}}  float lo = 0.0, hi = 0.0;
-  [[unroll]] for (uint i = 0u; i < 16u; ++i) {
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
     uint word = qs[i >> 2];
     int at = int(8u * (i & 3u));
 {{QS_UNITS}}    lo += u_lo * xv[i];
-    hi += u_hi * xv[i + 16u];
+    hi += u_hi * xv[i + 8u];
   }
   // Σ q·x = 2^bits · (Σ unit·x − Σ x)
   float qx_lo = {{SCALE}} * (lo - xrun[0]), qx_hi = {{SCALE}} * (hi - xrun[1]);
   return dm.x * (sm0.x * qx_lo + sm1.x * qx_hi) - dm.y * (sm0.y * xrun[0] + sm1.y * xrun[1]);
 }
 )",
-              {{"BLOCK_VEC4", five ? "11" : "9"},
-               {"QS_VEC4", five ? "3" : "1"},
-               {"QH_LOAD", five ? "  uvec4 qh = w4[b4 + 1u + lq];\n" : ""},
+              {{"BLOCK_WORDS", five ? "44" : "36"},
+               {"QS_WORD", five ? "12" : "4"},
+               {"QH_LOAD", five ? "  uint qh[2] = uint[2](w[wb + 4u + 2u * lq], w[wb + 5u + 2u * lq]);\n" : ""},
                {"QS_UNITS",
-                five ? "    // 5 bits: the nibble as bits 0-3 and bit (2c or 2c + 1) of qh[l] as bit 4, in a 5-bit unit.\n"
+                five ? "    // 5 bits: the nibble as bits 0-3 and bit (2c or 2c + 1) of qh[l] as bit 4.\n"
                        "    uint h = qh[i >> 2] >> uint(at);\n"
                        "    float u_lo = unit_quant((((word >> uint(at)) & 15u) | (((h >> (2u * c)) & 1u) << 4)), 0, 5);\n"
                        "    float u_hi = unit_quant((((word >> uint(at + 4)) & 15u) | (((h >> (2u * c + 1u)) & 1u) << 4)), 0, 5);\n"
@@ -138,7 +138,7 @@ float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
 absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dtype, int64_t k) {
   WeightParts parts;
   const std::string row_size =
-      absl::StrCat("const uint ROW_BYTES = ", graph::ByteSize(dtype, k), "u, ROW_VEC4 = ROW_BYTES / 16u;\n");
+      absl::StrCat("const uint ROW_BYTES = ", graph::ByteSize(dtype, k), "u, ROW_WORDS = ROW_BYTES / 4u;\n");
   if (graph::IsFloat(dtype)) {
     // Plain floats: the widest run of 8, 4, 2 or 1 consecutive values that divides K.
     parts.values = k % 8 == 0 ? 8 : k % 4 == 0 ? 4 : k % 2 == 0 ? 2 : 1;
@@ -150,35 +150,25 @@ float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
   [[unroll]] for (uint i = 0u; i < PV; ++i) s += load_w(row * )",
                               k, "u + p * PV + i) * xv[i];\n  return s;\n}\n");
     parts.per_row = k / parts.values;
-    parts.block = parts.values;
-    // Lanes read PV consecutive values each: with 8, lane pairs would share banks.
-    if (parts.values == 8) parts.x_slot = "(v ^ ((v >> 3) & 1u))";
     return parts;
   }
-  const std::string decl = absl::StrCat("layout(std430, set = 0, binding = ", binding, ") readonly buffer Buf_w { ",
-                                        dtype == graph::DType::kQ4_K || dtype == graph::DType::kQ5_K ? "uvec4 w4" : "uint w",
-                                        "[]; };\n");
+  const std::string decl =
+      absl::StrCat("layout(std430, set = 0, binding = ", binding, ") readonly buffer Buf_w { uint w[]; };\n");
   switch (dtype) {
     case graph::DType::kQ8_0:
       parts.values = 8;
       parts.runs = 1;
-      parts.block = 32;
-      parts.x_slot = "(v ^ ((v >> 3) & 1u))";
       parts.glsl = absl::StrCat(decl, row_size, kUnitQuant, kReads, kQ8_0);
       break;
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K:
-      parts.values = 32;
+      parts.values = 16;
       parts.runs = 2;
-      parts.block = 256;
-      // A lane's runs start at vec4 16c + 4·lq (+ 8): spread c over the low bits.
-      parts.x_slot = "(v ^ ((v >> 4) & 3u))";
       parts.glsl = absl::StrCat(decl, row_size, kUnitQuant, kScaleMinK4, KQuant4or5(dtype == graph::DType::kQ5_K));
       break;
     case graph::DType::kQ6_K:
       parts.values = 16;
       parts.runs = 4;
-      parts.block = 256;  // lanes read vec4s 32n + 8k + lq: consecutive lanes, consecutive slots
       parts.glsl = absl::StrCat(decl, row_size, kReads, kQ6K);
       break;
     default:

@@ -21,11 +21,6 @@ struct WeightParts {
   int64_t values = 0;   // values per part (PV)
   int64_t runs = 0;     // runs per part (RUNS), each PV / RUNS consecutive values of K
   int64_t per_row = 0;  // parts per weight row
-  int64_t block = 0;    // values per block: parts never straddle a multiple of it
-  // GLSL expression of `v` (uint): where the kernel keeps the 4 x values v·4.. of a chunk of x in
-  // shared memory, permuted so that the lanes of a subgroup reading consecutive parts hit
-  // distinct banks. A permutation of each aligned group of 4 (or 2) vec4s.
-  std::string x_slot = "v";
   // GLSL for the weight buffer `w` at the given binding, `const uint PV, RUNS`, and
   //   uint w_part_k(uint p, uint i): the column (0..K) of value i of part p of a row; values
   //     4j..4j+3 are consecutive and 4-aligned whenever PV is a multiple of 4
