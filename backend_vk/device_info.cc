@@ -134,7 +134,8 @@ DeviceInfo ProbeDevice(VkPhysicalDevice device, int index, uint32_t instance_api
   }
   info.int_dot_product = features.integer_dot_product();
   info.coop_matrix_khr = HasExtension(exts, "VK_KHR_cooperative_matrix");
-  info.coop_matrix_nv = HasExtension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  // The extension with its feature: what Context enables.
+  info.coop_matrix_nv = features.use_coop_nv && features.coop_nv.cooperativeMatrix;
 
   info.compute_queue_family = PickComputeQueueFamily(device);
   if (info.compute_queue_family) {

@@ -101,7 +101,8 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
                            "void store(uint tok, uint col, float v, float up) {\n", chain,
                            "  y[out_index(tok, col)] = v;\n}\n");
 
-  absl::StatusOr<Kernel> k = s.m <= kGemvMaxRows ? EmitGemv(c, s) : EmitGemm(c, s);
+  const bool coop = c.caps.coop_matrix_nv && s.m >= kCoopMinRows && s.w_dtype != graph::DType::kF32;
+  absl::StatusOr<Kernel> k = s.m <= kGemvMaxRows ? EmitGemv(c, s) : coop ? EmitCoopGemm(c, s) : EmitGemm(c, s);
   if (!k.ok()) return absl::InvalidArgumentError(absl::StrCat("matmul '", c.node.label, "': ", k.status().message()));
   k->family = "matmul";
   k->args = {{c.node.id, true}};

@@ -32,8 +32,12 @@ struct MatMulSpec {
 
 // Rows at or below which the matrix-vector variant is used.
 inline constexpr int64_t kGemvMaxRows = 4;
+// Rows from which the cooperative-matrix variant is used, where the device has it and the weights
+// are not f32 (f32 weights keep f32 products).
+inline constexpr int64_t kCoopMinRows = 64;
 
 absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s);
 absl::StatusOr<Kernel> EmitGemm(const EmitContext& c, const MatMulSpec& s);
+absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s);
 
 }  // namespace doppler::codegen

@@ -1,4 +1,5 @@
-// Reflection of compute SPIR-V with SPIRV-Cross.
+// Reflection of compute SPIR-V with SPIRV-Cross (and, for modules it cannot parse, from the
+// module's declarations).
 //
 // Why the C++ API and not spvc_*: Debian 12's static libspirv-cross-c.a is built with the HLSL, MSL
 // and C++ backends, so it cannot link against only the core/glsl/reflect libraries the build names.
@@ -6,6 +7,7 @@
 // spirv_cross::CompilerError; this file is the one place that catches, turning it into a Status.
 #include <algorithm>
 #include <exception>
+#include <map>
 #include <tuple>
 
 #include "absl/status/status.h"
@@ -83,6 +85,74 @@ absl::Status ReflectOrThrow(CompiledShader& shader) {
   return absl::OkStatus();
 }
 
+// What the backend needs, read straight from the module's declarations: for modules SPIRV-Cross
+// cannot parse (Debian 12's does not know VK_NV_cooperative_matrix's instructions). Buffers,
+// their bindings and read-only-ness, and the local size; no push constants or images.
+absl::Status ReflectDeclarations(CompiledShader& shader) {
+  const std::vector<uint32_t>& w = shader.spirv;
+  if (w.size() < 5 || w[0] != 0x07230203u) return absl::InvalidArgumentError("not a SPIR-V module");
+  struct Struct { uint32_t members = 0, non_writable = 0; bool block = false, buffer_block = false; };
+  std::map<uint32_t, Struct> structs;
+  std::map<uint32_t, uint32_t> pointee, set_of, binding_of;
+  std::map<uint32_t, std::string> names;
+  std::vector<std::pair<uint32_t, uint32_t>> variables;  // (id, pointer type)
+  std::map<uint32_t, uint32_t> storage_of;
+  bool compute = false;
+  for (size_t i = 5; i < w.size();) {
+    const uint32_t count = w[i] >> 16, op = w[i] & 0xFFFFu;
+    if (count == 0 || i + count > w.size()) return absl::InvalidArgumentError("truncated SPIR-V instruction");
+    const uint32_t* a = &w[i + 1];
+    switch (op) {
+      case spv::OpEntryPoint: compute |= a[0] == spv::ExecutionModelGLCompute; break;
+      case spv::OpExecutionMode:
+        if (a[1] == spv::ExecutionModeLocalSize && count >= 6) shader.local_size = {a[2], a[3], a[4]};
+        break;
+      case spv::OpName: names[a[0]] = reinterpret_cast<const char*>(&a[1]); break;
+      case spv::OpDecorate:
+        if (a[1] == spv::DecorationBlock) structs[a[0]].block = true;
+        if (a[1] == spv::DecorationBufferBlock) structs[a[0]].buffer_block = true;
+        if (a[1] == spv::DecorationDescriptorSet) set_of[a[0]] = a[2];
+        if (a[1] == spv::DecorationBinding) binding_of[a[0]] = a[2];
+        break;
+      case spv::OpMemberDecorate:
+        if (a[2] == spv::DecorationNonWritable) ++structs[a[0]].non_writable;
+        break;
+      case spv::OpTypeStruct: structs[a[0]].members = count - 2; break;
+      case spv::OpTypePointer: pointee[a[0]] = a[2]; break;
+      case spv::OpVariable:
+        storage_of[a[1]] = a[2];
+        variables.emplace_back(a[1], a[0]);
+        break;
+      default: break;
+    }
+    i += count;
+  }
+  if (!compute) return absl::InvalidArgumentError("SPIR-V has no GLCompute entry point");
+  shader.bindings.clear();
+  shader.push_constant_bytes = 0;
+  for (const auto& [id, pointer] : variables) {
+    const uint32_t storage = storage_of[id];
+    if (storage == spv::StorageClassPushConstant || storage == spv::StorageClassUniformConstant) {
+      return absl::InvalidArgumentError("push constants and images need SPIRV-Cross reflection");
+    }
+    if (storage != spv::StorageClassStorageBuffer && storage != spv::StorageClassUniform) continue;
+    const uint32_t type = pointee[pointer];
+    const Struct& s = structs[type];
+    BindingInfo b;
+    b.set = set_of[id];
+    b.binding = binding_of[id];
+    b.kind = storage == spv::StorageClassUniform && !s.buffer_block ? BindingInfo::Kind::kUniformBuffer
+                                                                     : BindingInfo::Kind::kStorageBuffer;
+    b.name = names[id].empty() ? names[type] : names[id];
+    b.read_only = b.kind == BindingInfo::Kind::kUniformBuffer || (s.members > 0 && s.non_writable >= s.members);
+    shader.bindings.push_back(std::move(b));
+  }
+  std::sort(shader.bindings.begin(), shader.bindings.end(), [](const BindingInfo& a, const BindingInfo& b) {
+    return std::tie(a.set, a.binding) < std::tie(b.set, b.binding);
+  });
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ReflectComputeShader(CompiledShader& shader) {
@@ -90,7 +160,10 @@ absl::Status ReflectComputeShader(CompiledShader& shader) {
   try {
     return ReflectOrThrow(shader);
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("SPIRV-Cross rejected the SPIR-V: ", e.what()));
+    // Declarations are enough for what the backend binds; SPIRV-Cross also validates the rest.
+    absl::Status fallback = ReflectDeclarations(shader);
+    if (fallback.ok()) return fallback;
+    return absl::InvalidArgumentError(absl::StrCat("SPIRV-Cross rejected the SPIR-V: ", e.what(), "; ", fallback.message()));
   }
 }
 

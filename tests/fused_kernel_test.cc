@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "codegen/matmul.h"
+#include "codegen/shader_compiler.h"
 #include "graph/builder.h"
 #include "graph/epilogue.h"
 #include "tests/support/gpu_runner.h"
@@ -163,11 +164,15 @@ TEST_P(NormMatMulTest, MatchesNormThenMatmul) {
                                  b.Param("w", Matrix(74, c.k, c.dtype)), {r}, "silu_mul,add"));
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
+  // The cooperative-matrix variant multiplies f16-rounded operands (2^-11 relative each).
+  const bool coop = vk::TargetCapsOf(ctx().info()).coop_matrix_nv && c.bucket >= codegen::kCoopMinRows &&
+                    c.dtype != DType::kF32;
   Compare(*g, c.bucket,
           {{{{"x", RandomRows(c.tokens, c.k, 1)}, {"r", RandomRows(c.tokens, 37, 2)}}, 0},
            {{{"x", RandomRows(1, c.k, 3)}, {"r", RandomRows(1, 37, 4)}}, 2}},
-          1e-5);
+          coop ? 3e-3 : 1e-5);
   EXPECT_TRUE(HasVariant(variants_, "+rms_norm+silu_mul+add")) << absl::StrJoin(variants_, " ");
+  if (coop) EXPECT_TRUE(HasVariant(variants_, "coop.")) << absl::StrJoin(variants_, " ");
 }
 INSTANTIATE_TEST_SUITE_P(
     Formats, NormMatMulTest,
@@ -175,10 +180,46 @@ INSTANTIATE_TEST_SUITE_P(
                       NormMatMulCase{DType::kF16, 200, 3, 4}, NormMatMulCase{DType::kF16, 200, 13, 16},
                       NormMatMulCase{DType::kQ8_0, 96, 1, 1}, NormMatMulCase{DType::kQ4_K, 512, 1, 1},
                       NormMatMulCase{DType::kQ4_K, 256, 13, 16}, NormMatMulCase{DType::kQ6_K, 256, 2, 2},
-                      NormMatMulCase{DType::kQ5_K, 256, 1, 1}, NormMatMulCase{DType::kQ6_K, 4352, 1, 1}),
+                      NormMatMulCase{DType::kQ5_K, 256, 1, 1}, NormMatMulCase{DType::kQ6_K, 4352, 1, 1},
+                      // Buckets that take the cooperative-matrix variant where the device has it.
+                      NormMatMulCase{DType::kF16, 200, 70, 96}, NormMatMulCase{DType::kQ4_K, 512, 65, 128},
+                      NormMatMulCase{DType::kQ8_0, 96, 64, 64}),
     [](const ::testing::TestParamInfo<NormMatMulCase>& i) {
       return absl::StrCat(graph::Name(i.param.dtype), "_k", i.param.k, "_t", i.param.tokens, "_b", i.param.bucket);
     });
+
+// The cooperative-matrix kernels compile to SPIR-V on any machine (they run only on devices with
+// VK_NV_cooperative_matrix): every weight format, with and without a gate and a norm prologue.
+TEST(CoopMatMul, KernelsCompileForNvidia) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(512));
+  ValueId r = b.Input("r", Rows(64));
+  for (DType dtype : {DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    const std::string name = graph::Name(dtype);
+    b.Output("g_" + name, b.MatMulWithNorm(x, b.Param("gamma_" + name, Vector(512, DType::kF32)), 1e-6, 0.0,
+                                            b.Param("wg_" + name, Matrix(128, 512, dtype)), {r}, "silu_mul,add"));
+    b.Output("p_" + name, b.MatMul(x, b.Param("wp_" + name, Matrix(100, 512, dtype))));
+  }
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  codegen::TargetCaps caps;
+  caps.subgroup_size = 32;
+  caps.subgroup_arithmetic = true;
+  caps.coop_matrix_nv = true;
+  caps.max_shared_memory = 49152;
+  caps.max_workgroup_invocations = 1024;
+  int coop = 0;
+  for (const graph::Node& n : g->nodes()) {
+    if (n.kind != graph::OpKind::kMatMul) continue;
+    absl::StatusOr<codegen::Kernel> k = codegen::EmitKernel(*g, n, caps, 128);
+    ASSERT_TRUE(k.ok()) << k.status();
+    ASSERT_EQ(k->variant.rfind("coop.", 0), 0u) << k->variant;
+    absl::StatusOr<codegen::CompiledShader> spirv = codegen::CompileComputeShader(k->glsl, {});
+    ASSERT_TRUE(spirv.ok()) << spirv.status();
+    ++coop;
+  }
+  EXPECT_EQ(coop, 12);
+}
 
 // --- split outputs read through parts -----------------------------------------------------------
 
