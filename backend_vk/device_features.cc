@@ -86,6 +86,8 @@ FeatureChain WantedFeatures(const FeatureChain& s) {
     w.v12.uniformAndStorageBuffer8BitAccess = s.v12.uniformAndStorageBuffer8BitAccess;
     // Lets timestamp pools be reset from the host, outside any command buffer.
     w.v12.hostQueryReset = s.v12.hostQueryReset;
+    // The cooperative-matrix kernels name memory scopes (GL_KHR_memory_scope_semantics).
+    w.v12.vulkanMemoryModel = s.v12.vulkanMemoryModel;
   }
   if (w.use_v13) {
     w.v13.subgroupSizeControl = s.v13.subgroupSizeControl;

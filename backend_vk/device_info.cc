@@ -128,6 +128,7 @@ DeviceInfo ProbeDevice(VkPhysicalDevice device, int index, uint32_t instance_api
   info.int64 = features.core.features.shaderInt64;
   if (features.use_v12) {
     info.fp16 = features.v12.shaderFloat16;
+    info.memory_model = features.v12.vulkanMemoryModel;
     info.int8 = features.v12.shaderInt8;
     info.storage16 = features.v11.storageBuffer16BitAccess;
     info.storage8 = features.v12.storageBuffer8BitAccess;

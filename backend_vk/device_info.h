@@ -29,6 +29,7 @@ struct DeviceInfo {
   bool subgroup_arithmetic = false, subgroup_shuffle = false, subgroup_ballot = false;  // compute
 
   bool fp16 = false;             // shaderFloat16
+  bool memory_model = false;     // vulkanMemoryModel (shaders that name memory scopes)
   bool int8 = false;             // shaderInt8
   bool int64 = false;            // shaderInt64
   bool storage16 = false;        // storageBuffer16BitAccess

@@ -1,7 +1,8 @@
 // The tiled variant on NVIDIA's cooperative-matrix units (VK_NV_cooperative_matrix): a workgroup of
-// four subgroups computes a 64-row × 64-column tile of y. For each 32-wide slice of K it stages x's
-// rows and the weight rows (decoded, G per column) in shared memory as f16; each subgroup then
-// multiplies 16 × 16 × 16 fragments into f32 accumulators for its 32 × 32 quarter. The results go
+// eight subgroups computes a 128-row × 64-column tile of y. For each 32-wide slice of K it stages
+// x's rows and the weight rows (decoded, G per column) in shared memory as f16, so each weight is
+// decoded once per 128 rows of x; each subgroup then multiplies 16 × 16 × 16 fragments into f32
+// accumulators for its 32 × 32 eighth. The results go
 // through shared memory once more so that each invocation applies the epilogue to single values.
 // Products are of f16-rounded x and weights, summed in f32.
 //
@@ -15,8 +16,8 @@ namespace doppler::codegen {
 
 absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
   Kernel k;
-  k.variant = absl::StrCat("coop.", graph::Name(s.w_dtype), ".tile64x64", s.variant_suffix);
-  k.glsl = absl::StrCat(ShaderHeader(128),
+  k.variant = absl::StrCat("coop.", graph::Name(s.w_dtype), ".tile128x64", s.variant_suffix);
+  k.glsl = absl::StrCat(ShaderHeader(256),
                         "#extension GL_NV_cooperative_matrix : enable\n"
                         "#extension GL_KHR_memory_scope_semantics : enable\n"
                         "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
@@ -25,34 +26,35 @@ absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
                         s.io_glsl, FloatBuffer(2, "x", graph::DType::kF32, true), FloatBuffer(3, "w", s.w_dtype, true),
                         Fill(R"(
 #define NORM {{NORM}}
-const uint BM = 64u, BN = 64u, BK = 32u, STRIDE = BK + 8u;  // padded rows: 80 bytes
+const uint BM = 128u, BN = 64u, BK = 32u, STRIDE = BK + 8u;  // padded rows: 80 bytes
+const uint SUBGROUPS = 8u;  // of 32 (NVIDIA's fixed size), as 4 (rows) x 2 (columns)
 shared float16_t xs[BM * STRIDE];      // xs[r * STRIDE + kk]: x row tok0 + r at column k0 + kk
 shared float16_t ws[G * BN * STRIDE];  // the same for weight rows (gate block, then up block)
-shared float outs[4u * G * 256u];      // per subgroup, one 16 x 16 result fragment per gate
+shared float outs[SUBGROUPS * G * 256u];  // per subgroup, one 16 x 16 result fragment per gate
 shared float row_scale[BM];
 
 void main() {
   uint lid = gl_LocalInvocationID.x;
-  uint sg = gl_SubgroupID;  // four subgroups of 32 (NVIDIA's fixed size)
+  uint sg = gl_SubgroupID;
   uint tok0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
   uint m = {{ROWS}};
   if (tok0 >= m) return;  // uniform across the workgroup
-  uint wm = sg >> 1, wn = sg & 1u;  // this subgroup's 32 x 32 quarter
+  uint wm = sg >> 1, wn = sg & 1u;  // this subgroup's 32 x 32 eighth
 
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[G][2][2];
   [[unroll]] for (uint g = 0u; g < G; ++g)
     [[unroll]] for (uint i = 0u; i < 2u; ++i)
       [[unroll]] for (uint j = 0u; j < 2u; ++j) acc[g][i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
-  // Staging: element e = lid + 128·q of a 64 x 32 slice is row e / 32, column e % 32, so a
-  // subgroup reads 32 consecutive values of one row, and row r is staged by subgroup r % 4.
+  // Staging: element e = lid + 256·q of a slice is row e / 32, column e % 32, so a subgroup reads
+  // 32 consecutive values of one row, and row r is staged by subgroup r % 8.
   float sum_sq[16];
   [[unroll]] for (uint q = 0u; q < 16u; ++q) sum_sq[q] = 0.0;
   uint kk = lid % 32u;
   for (uint k0 = 0u; k0 < K; k0 += BK) {
     uint kc = k0 + kk;
     [[unroll]] for (uint q = 0u; q < 16u; ++q) {
-      uint r = lid / 32u + 4u * q;
+      uint r = lid / 32u + SUBGROUPS * q;
       uint t = tok0 + r;
       float v = t < m && kc < K ? x[t * K + kc] : 0.0;
 #if NORM
@@ -62,8 +64,8 @@ void main() {
       xs[r * STRIDE + kk] = float16_t(v);
     }
     [[unroll]] for (uint g = 0u; g < G; ++g) {
-      [[unroll]] for (uint q = 0u; q < 16u; ++q) {
-        uint r = lid / 32u + 4u * q;
+      [[unroll]] for (uint q = 0u; q < BN / SUBGROUPS; ++q) {
+        uint r = lid / 32u + SUBGROUPS * q;
         uint col = col0 + r;
         ws[(g * BN + r) * STRIDE + kk] = float16_t(col < N && kc < K ? load_w((col + g * N) * K + kc) : 0.0);
       }
@@ -84,10 +86,10 @@ void main() {
     barrier();
   }
 #if NORM
-  // Rows lid / 32 + 4q were staged by this subgroup's 32 lanes: their sums are a subgroup's.
+  // Rows lid / 32 + 8q were staged by this subgroup's 32 lanes: their sums are a subgroup's.
   [[unroll]] for (uint q = 0u; q < 16u; ++q) {
     float total = subgroupAdd(sum_sq[q]);
-    if (gl_SubgroupInvocationID == 0u) row_scale[sg + 4u * q] = norm_scale(total);
+    if (gl_SubgroupInvocationID == 0u) row_scale[sg + SUBGROUPS * q] = norm_scale(total);
   }
   barrier();
 #endif
@@ -114,7 +116,7 @@ void main() {
 }
 )",
                              {{"ROWS", s.rows_expr}, {"NORM", s.norm ? "1" : "0"}}));
-  k.groups = {CeilDiv(s.n, 64), CeilDiv(s.m, 64), 1};
+  k.groups = {CeilDiv(s.n, 64), CeilDiv(s.m, 128), 1};
   return k;
 }
 
