@@ -161,6 +161,20 @@ absl::StatusOr<std::vector<double>> Engine::ProfileDecodeStep() {
   return ns;
 }
 
+absl::StatusOr<std::vector<double>> Engine::ProfilePrefillChunk(std::span<const int32_t> ids) {
+  if (absl::Status s = CheckIds(ids); !s.ok()) return s;
+  if (ids.size() > static_cast<size_t>(options_.prefill_chunk)) {
+    return absl::InvalidArgumentError(absl::StrCat("a profiled prefill chunk holds at most ", options_.prefill_chunk,
+                                                   " tokens, got ", ids.size()));
+  }
+  std::memcpy(prompt_->mapped(), ids.data(), ids.size() * sizeof(int32_t));
+  absl::StatusOr<std::vector<double>> ns =
+      prefill_->RunProfiled(static_cast<uint32_t>(ids.size()), static_cast<uint32_t>(position_));
+  if (!ns.ok()) return ns.status();
+  position_ += static_cast<int64_t>(ids.size());
+  return ns;
+}
+
 absl::StatusOr<std::vector<float>> Engine::PrefillLogits(std::span<const int32_t> ids) {
   if (absl::Status s = CheckIds(ids); !s.ok()) return s;
   if (!logits_) {

@@ -66,6 +66,8 @@ class Engine {
   // DecodeNext through the decode plan's profiling recording (vk::Plan::RunProfiled): the same
   // step, with the GPU nanoseconds of each of its dispatches (decode_plan().dispatches() order).
   absl::StatusOr<std::vector<double>> ProfileDecodeStep();
+  // The same for one prefill chunk (ids.size() <= the prefill chunk; prefill_plan() order).
+  absl::StatusOr<std::vector<double>> ProfilePrefillChunk(std::span<const int32_t> ids);
 
   // Logits of every token of `ids` fed at the current position: [ids.size(), vocab].
   absl::StatusOr<std::vector<float>> PrefillLogits(std::span<const int32_t> ids);

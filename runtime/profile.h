@@ -45,6 +45,7 @@ struct ProfileReport {
   double total_ns = 0;             // sum of the nodes' times
   double measured_step_ns = 0;     // the step's wall time without profiling (0: not measured)
   int steps = 0;                   // profiled steps averaged
+  std::string step = "a decode step";  // what was profiled, for the title
 };
 
 // `samples`: the per-dispatch nanoseconds of several profiled steps of `plan`; `kv_length` the KV
