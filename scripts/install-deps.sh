@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev
   clang libclang-rt-14-dev
+  python3
 )
 
 missing=()

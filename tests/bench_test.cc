@@ -2,6 +2,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/engine.h"
 #include "support/cli_runner.h"
+#include "support/fixtures.h"
 
 namespace doppler {
 namespace {
@@ -187,4 +190,36 @@ TEST(BenchTest, TextProfileAndClearErrors) {
 }
 
 }  // namespace
+// bench/compare.sh against a stand-in llama-bench that prints fixed llama-bench JSON: the table
+// holds both figures and their ratio.
+TEST(CompareScript, PrintsBothBenchmarksAndTheirRatio) {
+  const std::filesystem::path repo = std::filesystem::path(__FILE__).parent_path().parent_path();
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "doppler_compare_test";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream fake(dir / "llama-bench");
+    fake << "#!/bin/sh\necho '[{\"n_prompt\": 16, \"n_gen\": 0, \"avg_ts\": 100.0, \"stddev_ts\": 1.0}, "
+            "{\"n_prompt\": 0, \"n_gen\": 8, \"avg_ts\": 1.0e-3, \"stddev_ts\": 0.0}]'\n";
+  }
+  std::filesystem::permissions(dir / "llama-bench", std::filesystem::perms::owner_all);
+  const std::string model = (test::FixturesDir() / "gguf" / "llama_q-Q8_0.gguf").string();
+  const test::CommandResult r = test::RunShell("DOPPLER_BINARY=" + test::DopplerBinary() + " bash " +
+                                               (repo / "bench" / "compare.sh").string() + " " + model + " " +
+                                               dir.string() + " -p 16 -n 8 -r 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("| pp16 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 100.0 ± 1.0 |"), std::string::npos) << r.out;
+  // Any real tg8 is far above the stand-in's 0.001 tok/s: a ratio with thousands in it.
+  const size_t tg = r.out.find("| tg8 |");
+  ASSERT_NE(tg, std::string::npos) << r.out;
+  const std::string row = r.out.substr(tg, r.out.find('\n', tg) - tg);
+  EXPECT_NE(row.find("| 0.0 ± 0.0 |"), std::string::npos) << row;
+  EXPECT_NE(row.find("x |"), std::string::npos) << row;
+  EXPECT_NE(r.out.find("of the bandwidth floor"), std::string::npos) << r.out;
+
+  const test::CommandResult missing = test::RunShell("bash " + (repo / "bench" / "compare.sh").string() + " /no/such.gguf");
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("no such model file"), std::string::npos) << missing.err;
+}
+
 }  // namespace doppler
