@@ -51,6 +51,20 @@ TEST(Cli, RunStreamsTextWithTheModelsTokenizer) {
   EXPECT_NE(a.err.find("seed 11"), std::string::npos) << a.err;
 }
 
+// --profile: the text is unchanged, and stderr gets the profile of decode steps after it, every
+// dispatch naming its kernel.
+TEST(Cli, RunProfileReportsDecodeStepsAfterTheText) {
+  const std::filesystem::path s = test::FixturesDir() / "stories260K";
+  Result r = Doppler("run --model " + (s / "hf").string() + " --tokenizer " + (s / "tok512.bin").string() +
+                     " -p 'Once upon a time' --temperature 0 -n 20 --dtype f32 --profile");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Once upon a time, there was a little girl named Lily. She loved to play outsid\n");
+  EXPECT_NE(r.err.find("profile of a decode step (mean of 8 profiled steps"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("matmul.gemv."), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("attention.online_softmax"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("total/measured"), std::string::npos) << r.err;
+}
+
 // Two turns on one KV cache: the second turn's prompt is only its own text (plus the first reply's
 // end), so the position keeps growing and no turn re-reads the conversation.
 TEST(Cli, ChatKeepsTheCacheAcrossTurns) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "models/chat_format.h"
 #include "runtime/generator.h"
+#include "runtime/profile.h"
 #include "tools/cli_engine.h"
 #include "tools/commands.h"
 
@@ -30,6 +31,7 @@ CommandSpec Spec() {
       {"stop", "", "STR", "stop before this text (repeatable)", ""},
       {"ignore-eos", "", "", "keep generating after an end-of-sequence token", ""},
       {"no-bos", "", "", "do not start the prompt with the BOS token", ""},
+      {"profile", "", "", "after generating, profile 8 more decode steps (GPU time per dispatch) to stderr", ""},
   };
   spec.options.insert(spec.options.end(), more.begin(), more.end());
   for (const OptionSpec& o : SamplingOptionSpecs()) spec.options.push_back(o);
@@ -47,6 +49,25 @@ void PrintSummary(const runtime::GenerationResult& r, const runtime::SamplingOpt
                static_cast<long long>(r.prompt_tokens), prefill_rate, r.tokens.size(), decode_rate,
                runtime::StopReasonName(r.reason),
                s.temperature > 0 ? absl::StrCat("; seed ", s.seed).c_str() : "");
+}
+
+// The per-dispatch profile of up to 8 decode steps after the generated text (where the context
+// has room), beside the measured decode step time (0: not measured).
+absl::Status PrintProfile(runtime::Engine& e, double measured_step_ns) {
+  std::vector<std::vector<double>> samples;
+  while (samples.size() < 8 && e.position() < e.context()) {
+    absl::StatusOr<std::vector<double>> ns = e.ProfileDecodeStep();
+    if (!ns.ok()) return ns.status();
+    samples.push_back(*std::move(ns));
+  }
+  if (samples.empty()) {
+    std::fprintf(stderr, "no profile: the context is full\n");
+    return absl::OkStatus();
+  }
+  const runtime::ProfileReport report =
+      runtime::MakeProfile(e.graph(), e.decode_plan(), samples, e.position(), measured_step_ns);
+  std::fprintf(stderr, "\n%s", runtime::FormatProfile(report).c_str());
+  return absl::OkStatus();
 }
 
 void Print(const std::string& text) {
@@ -180,6 +201,9 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv) {
       out.push_back(*token);
     }
     Print(absl::StrCat(absl::StrJoin(out, " "), "\n"));
+    if (args.Has("profile")) {
+      if (absl::Status s = PrintProfile(e, 0); !s.ok()) return s;
+    }
     return 0;
   }
   limits.echo_prompt = true;
@@ -187,6 +211,11 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv) {
   if (!r.ok()) return r.status();
   Print("\n");
   PrintSummary(*r, *sampling);
+  if (args.Has("profile")) {
+    const size_t decoded = r->tokens.empty() ? 0 : r->tokens.size() - 1;
+    const double step_ns = decoded > 0 ? r->decode_seconds * 1e9 / static_cast<double>(decoded) : 0;
+    if (absl::Status s = PrintProfile(e, step_ns); !s.ok()) return s;
+  }
   return 0;
 }
 
