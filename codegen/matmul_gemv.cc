@@ -21,8 +21,9 @@ namespace {
 // Dot products per workgroup (RN output columns times G weight rows times TM rows of x): x,
 // loaded once per part, serves every weight row, so more rows keep x's reads (from cache) small
 // beside the weights' (from memory); fewer keep more workgroups for small matrices. A
-// workgroup takes one weight row per kRowsPerDot rows of the matrix, from 2 to 16.
-constexpr int64_t kRowsPerDot = 4096, kMinDots = 2, kMaxDots = 16;
+// workgroup takes one weight row per kRowsPerDot rows of the matrix, from 2 to 4 (on the H100,
+// 8 and 16 were slower for 128k-row LM heads).
+constexpr int64_t kRowsPerDot = 4096, kMinDots = 2, kMaxDots = 4;
 // Invocations a matrix-vector product should keep in flight to saturate a large GPU's memory.
 constexpr int64_t kTargetInvocations = int64_t{1} << 18;
 constexpr uint32_t kMinWorkgroup = 32, kMaxWorkgroup = 256;
