@@ -172,7 +172,9 @@ TEST_P(NormMatMulTest, MatchesNormThenMatmul) {
            {{{"x", RandomRows(1, c.k, 3)}, {"r", RandomRows(1, 37, 4)}}, 2}},
           coop ? 3e-3 : 1e-5);
   EXPECT_TRUE(HasVariant(variants_, "+rms_norm+silu_mul+add")) << absl::StrJoin(variants_, " ");
-  if (coop) EXPECT_TRUE(HasVariant(variants_, "coop.")) << absl::StrJoin(variants_, " ");
+  if (coop) {
+    EXPECT_TRUE(HasVariant(variants_, "coop.")) << absl::StrJoin(variants_, " ");
+  }
 }
 INSTANTIATE_TEST_SUITE_P(
     Formats, NormMatMulTest,
