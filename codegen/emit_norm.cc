@@ -32,7 +32,7 @@ absl::StatusOr<Kernel> EmitRmsNorm(const EmitContext& c) {
   if (residual) absl::StrAppend(&k.variant, "+residual");
   k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), FloatBuffer(1, "y", graph::DType::kF32, false),
                         FloatBuffer(2, "x", graph::DType::kF32, true), FloatBuffer(3, "w", w.type.dtype, true),
-                        residual ? FloatBuffer(4, "r", graph::DType::kF32, true) : "", WorkgroupReductions(kWorkgroup, c.caps.subgroup_arithmetic),
+                        residual ? FloatBuffer(4, "r", graph::DType::kF32, true) : "", WorkgroupReductions(kWorkgroup),
                         Fill(R"(
 void main() {
   uint row = gl_WorkGroupID.y;

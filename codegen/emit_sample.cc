@@ -95,7 +95,7 @@ absl::StatusOr<Kernel> EmitSample(const EmitContext& c) {
   k.family = "sample";
   k.variant = "threshold";
   k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), IntBuffer(1, "token", false),
-                        FloatBuffer(2, "x", graph::DType::kF32, true), WorkgroupReductions(kWorkgroup, /*subgroups=*/false), kUniform, Fill(R"(
+                        FloatBuffer(2, "x", graph::DType::kF32, true), WorkgroupReductions(kWorkgroup), kUniform, Fill(R"(
 const uint WG = {{WG}}u, V = {{V}}u, CHUNK = (V + WG - 1u) / WG;
 const uint TOP_K = {{TOP_K}}u;
 const float INV_T = {{INV_T}}, TOP_P = {{TOP_P}}, MIN_P = {{MIN_P}};

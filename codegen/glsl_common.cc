@@ -117,28 +117,7 @@ std::string IntBuffer(uint32_t binding, const std::string& name, bool readonly) 
                       name, " { int ", name, "[]; };\n");
 }
 
-std::string WorkgroupReductions(uint32_t workgroup_size, bool subgroups) {
-  if (subgroups) {
-    // One subgroup operation, one slot per subgroup, two barriers: the leading one keeps a write
-    // from overtaking the previous call's reads.
-    return Fill(R"(
-#extension GL_KHR_shader_subgroup_basic : enable
-#extension GL_KHR_shader_subgroup_arithmetic : enable
-shared float wg_scratch[{{WG}}];
-float wg_reduce(float v, bool take_max) {
-  v = take_max ? subgroupMax(v) : subgroupAdd(v);
-  barrier();
-  if (subgroupElect()) wg_scratch[gl_SubgroupID] = v;
-  barrier();
-  float r = wg_scratch[0];
-  for (uint i = 1u; i < gl_NumSubgroups; ++i) r = take_max ? max(r, wg_scratch[i]) : r + wg_scratch[i];
-  return r;
-}
-float wg_sum(float v) { return wg_reduce(v, false); }
-float wg_max(float v) { return wg_reduce(v, true); }
-)",
-                {{"WG", absl::StrCat(workgroup_size)}});
-  }
+std::string WorkgroupReductions(uint32_t workgroup_size) {
   return Fill(R"(
 shared float wg_scratch[{{WG}}];
 float wg_reduce(float v, bool take_max) {

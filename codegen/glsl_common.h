@@ -23,10 +23,9 @@ std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType 
 // Declares an int buffer `name` at `binding`.
 std::string IntBuffer(uint32_t binding, const std::string& name, bool readonly);
 
-// Reductions over the workgroup: `float wg_sum(float)` and `float wg_max(float)`, through subgroup
-// operations and a slot per subgroup when `subgroups` (the device has subgroup arithmetic), else a
-// shared-memory tree. Every invocation of the workgroup must call them (they contain barriers).
-std::string WorkgroupReductions(uint32_t workgroup_size, bool subgroups);
+// Shared-memory reductions over the workgroup: `float wg_sum(float)` and `float wg_max(float)`.
+// Every invocation of the workgroup must call them (they contain barriers).
+std::string WorkgroupReductions(uint32_t workgroup_size);
 
 // Replaces every "{{KEY}}" in `tmpl` by its value.
 std::string Fill(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& values);
