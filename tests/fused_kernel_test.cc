@@ -218,6 +218,14 @@ TEST(CoopMatMul, KernelsCompileForNvidia) {
     ASSERT_EQ(k->variant.rfind("coop.", 0), 0u) << k->variant;
     absl::StatusOr<codegen::CompiledShader> spirv = codegen::CompileComputeShader(k->glsl, {});
     ASSERT_TRUE(spirv.ok()) << spirv.status();
+    // Reflected from the module's declarations (SPIRV-Cross cannot parse these instructions):
+    // the step block, then one buffer per argument, only y writable; 256 invocations.
+    ASSERT_EQ(spirv->bindings.size(), k->args.size() + 1);
+    for (size_t i = 0; i < spirv->bindings.size(); ++i) {
+      EXPECT_EQ(spirv->bindings[i].binding, i);
+      EXPECT_EQ(spirv->bindings[i].read_only, i != 1) << "binding " << i;
+    }
+    EXPECT_EQ(spirv->local_size[0], 256u);
     ++coop;
   }
   EXPECT_EQ(coop, 12);
