@@ -1,7 +1,7 @@
 // The tiled variant on NVIDIA's cooperative-matrix units (VK_NV_cooperative_matrix): a workgroup of
 // eight subgroups computes a 128-row × 64-column tile of y. For each 32-wide slice of K it stages
-// x's rows and the weight rows (decoded, G per column) in shared memory as f16, so each weight is
-// decoded once per 128 rows of x; each subgroup then multiplies 16 × 16 × 16 fragments into f32
+// x's rows and the weight rows (decoded eight values at a time, G per column) in shared memory as
+// f16, so each weight is decoded once per 128 rows of x; each subgroup then multiplies 16 × 16 × 16 fragments into f32
 // accumulators for its 32 × 32 eighth. The results go
 // through shared memory once more so that each invocation applies the epilogue to single values.
 // Products are of f16-rounded x and weights, summed in f32.
@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
+#include "codegen/weight_parts.h"
 
 namespace doppler::codegen {
 
@@ -24,6 +25,7 @@ absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
                         "#extension GL_KHR_shader_subgroup_basic : enable\n"
                         "#extension GL_KHR_shader_subgroup_arithmetic : enable\n",
                         s.io_glsl, FloatBuffer(2, "x", graph::DType::kF32, true), FloatBuffer(3, "w", s.w_dtype, true),
+                        WeightSlices(s.w_dtype, s.k),
                         Fill(R"(
 #define NORM {{NORM}}
 const uint BM = 128u, BN = 64u, BK = 32u, STRIDE = BK + 8u;  // padded rows: 80 bytes
@@ -63,12 +65,16 @@ void main() {
 #endif
       xs[r * STRIDE + kk] = float16_t(v);
     }
+    // Weights: invocation lid decodes values 8·(lid % 4).. of row lid / 4 of the slice at once.
     [[unroll]] for (uint g = 0u; g < G; ++g) {
-      [[unroll]] for (uint q = 0u; q < BN / SUBGROUPS; ++q) {
-        uint r = lid / 32u + SUBGROUPS * q;
-        uint col = col0 + r;
-        ws[(g * BN + r) * STRIDE + kk] = float16_t(col < N && kc < K ? load_w((col + g * N) * K + kc) : 0.0);
+      uint r = lid / 4u, e0 = 8u * (lid % 4u), col = col0 + r;
+      float v[8];
+      if (col < N) {
+        w_slice8(col + g * N, k0 + e0, v);
+      } else {
+        [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = 0.0;
       }
+      [[unroll]] for (uint i = 0u; i < 8u; ++i) ws[(g * BN + r) * STRIDE + e0 + i] = float16_t(v[i]);
     }
     barrier();
     [[unroll]] for (uint ks = 0u; ks < BK; ks += 16u) {

@@ -179,3 +179,73 @@ float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
 }
 
 }  // namespace doppler::codegen
+
+namespace doppler::codegen {
+std::string WeightSlices(graph::DType dtype, int64_t k) {
+  const std::string row_bytes = absl::StrCat("const uint SLICE_ROW_BYTES = ", graph::ByteSize(dtype, k), "u;\n");
+  // Byte reads of w at any (even) offset, as the part decoders use.
+  const std::string reads = R"(
+uint ws_byte(uint b) { return (w[b >> 2] >> ((b & 3u) << 3)) & 255u; }
+float ws_half(uint b) { return unpackHalf2x16((w[b >> 2] >> ((b & 2u) << 3)) & 65535u).x; }
+uint ws_u32(uint b) { uint i = b >> 2; return (b & 2u) == 0u ? w[i] : (w[i] >> 16) | (w[i + 1u] << 16); }
+)";
+  switch (dtype) {
+    case graph::DType::kQ8_0:
+      return absl::StrCat(row_bytes, reads, R"(
+void w_slice8(uint row, uint k, out float v[8]) {
+  uint base = row * SLICE_ROW_BYTES + (k >> 5) * 34u;
+  float d = ws_half(base);
+  uint q[2] = uint[2](ws_u32(base + 2u + (k & 31u)), ws_u32(base + 6u + (k & 31u)));
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = d * float(bitfieldExtract(int(q[i >> 2]), int(8u * (i & 3u)), 8));
+}
+)");
+    case graph::DType::kQ4_K:
+    case graph::DType::kQ5_K: {
+      const bool five = dtype == graph::DType::kQ5_K;
+      return absl::StrCat(row_bytes, reads, R"(
+void w_slice8(uint row, uint k, out float v[8]) {
+  uint base = row * SLICE_ROW_BYTES + (k >> 8) * )", five ? "176u" : "144u", R"(;
+  uint r = k & 255u, j = r >> 5, l = r & 31u;
+  uint sh = (j & 3u) * 8u;
+  uint s0 = (w[base / 4u + 1u] >> sh) & 255u, s1 = (w[base / 4u + 2u] >> sh) & 255u, s2 = (w[base / 4u + 3u] >> sh) & 255u;
+  float sc = float(j < 4u ? s0 & 63u : (s2 & 15u) | ((s0 >> 6) << 4));
+  float mn = float(j < 4u ? s1 & 63u : (s2 >> 4) | ((s1 >> 6) << 4));
+  vec2 dm = unpackHalf2x16(w[base / 4u]);
+  float d = dm.x * sc, m = dm.y * mn;
+  uint qb = base + )", five ? "48u" : "16u", R"( + 32u * (j >> 1) + l;
+  uint q[2] = uint[2](w[qb / 4u], w[qb / 4u + 1u]);
+  uint shift = (j & 1u) * 4u;
+)", five ? "  uint h[2] = uint[2](w[(base + 16u + l) / 4u], w[(base + 16u + l) / 4u + 1u]);\n" : "", R"(
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+    uint qv = (q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;
+)", five ? "    qv |= ((h[i >> 2] >> (8u * (i & 3u) + j)) & 1u) << 4;\n" : "", R"(
+    v[i] = d * float(qv) - m;
+  }
+}
+)");
+    }
+    case graph::DType::kQ6_K:
+      return absl::StrCat(row_bytes, reads, R"(
+void w_slice8(uint row, uint k, out float v[8]) {
+  uint base = row * SLICE_ROW_BYTES + (k >> 8) * 210u;
+  uint r = k & 255u, n = r >> 7, kq = (r >> 5) & 3u, l = r & 31u;
+  float d = ws_half(base + 208u) * float(bitfieldExtract(int(ws_byte(base + 192u + (r >> 4))), 0, 8));
+  uint lo_at = base + 64u * n + 32u * (kq & 1u) + l, hi_at = base + 128u + 32u * n + l;
+  uint ql[2] = uint[2](ws_u32(lo_at), ws_u32(lo_at + 4u));
+  uint qh[2] = uint[2](ws_u32(hi_at), ws_u32(hi_at + 4u));
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+    uint lo = (ql[i >> 2] >> (8u * (i & 3u) + (kq < 2u ? 0u : 4u))) & 15u;
+    uint hi = (qh[i >> 2] >> (8u * (i & 3u) + 2u * kq)) & 3u;
+    v[i] = d * float(int(lo | (hi << 4)) - 32);
+  }
+}
+)");
+    default:
+      return absl::StrCat(row_bytes, R"(
+void w_slice8(uint row, uint k, out float v[8]) {
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = k + i < )", k, R"(u ? load_w(row * )", k, R"(u + k + i) : 0.0;
+}
+)");
+  }
+}
+}  // namespace doppler::codegen

@@ -185,7 +185,8 @@ INSTANTIATE_TEST_SUITE_P(
                       NormMatMulCase{DType::kQ5_K, 256, 1, 1}, NormMatMulCase{DType::kQ6_K, 4352, 1, 1},
                       // Buckets that take the cooperative-matrix variant where the device has it.
                       NormMatMulCase{DType::kF16, 200, 70, 96}, NormMatMulCase{DType::kQ4_K, 512, 65, 128},
-                      NormMatMulCase{DType::kQ8_0, 96, 64, 64}),
+                      NormMatMulCase{DType::kQ8_0, 96, 64, 64}, NormMatMulCase{DType::kQ6_K, 512, 70, 128},
+                      NormMatMulCase{DType::kQ5_K, 256, 64, 64}, NormMatMulCase{DType::kBF16, 130, 66, 96}),
     [](const ::testing::TestParamInfo<NormMatMulCase>& i) {
       return absl::StrCat(graph::Name(i.param.dtype), "_k", i.param.k, "_t", i.param.tokens, "_b", i.param.bucket);
     });
