@@ -1,9 +1,20 @@
-// Causal attention over the KV cache with an online softmax.
+// Causal attention over the KV cache with an online softmax, in two variants of one family.
 //
-// One workgroup per (query head, token). Keys are visited in chunks of one key per invocation:
-// each chunk's scores update a running max and sum, and every invocation rescales and accumulates
-// the output dimensions it owns. Shared memory is O(workgroup + head_dim), independent of the KV
-// length, so any context fits.
+// token (decode): one workgroup per (query head, token). Keys are visited in chunks of one key per
+// invocation: each chunk's scores update a running max and sum, and every invocation rescales and
+// accumulates the output dimensions it owns.
+//
+// block (prefill, buckets of 8 tokens or more): one workgroup per (query head, block of QB
+// tokens), TPQ invocations per query. Each chunk of KC keys and their values is staged in shared
+// memory once for the whole block; each invocation scores its query against its share of the
+// chunk's keys, the query's invocations read the chunk's scores back for the running max and sum,
+// and each accumulates its HD / TPQ output dimensions. K and V are read once per block of queries
+// instead of once per query.
+//
+// Shared memory is independent of the KV length, so any context fits.
+#include <algorithm>
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
@@ -12,30 +23,13 @@
 namespace doppler::codegen {
 namespace {
 constexpr uint32_t kWorkgroup = 64;
-}
+// The block variant: its workgroup, and the smallest bucket that takes it.
+constexpr uint32_t kBlockWorkgroup = 128;
+constexpr int64_t kBlockMinTokens = 8;
 
-absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
-  const int64_t heads = c.node.attrs.Int("heads"), kv_heads = c.node.attrs.Int("kv_heads");
-  const int64_t head_dim = c.node.attrs.Int("head_dim"), window = c.node.attrs.Int("window");
-  const graph::DType cache_dtype = c.input(1).type.dtype;
-  Kernel k;
-  k.family = "attention";
-  k.variant = absl::StrCat("online_softmax.", graph::Name(cache_dtype), window > 0 ? ".window" : "");
-  // A rope prologue (a table input) rotates q as it is loaded.
-  const bool rope = c.node.inputs.size() == 4;
-  std::string q_value = "float q_value(uint t, uint e) { return q[t * QW + e]; }\n";
-  if (rope) {
-    absl::StrAppend(&k.variant, c.node.attrs.Str("style") == "neox" ? "+rope.neox" : "+rope.interleaved");
-    q_value = absl::StrCat(FloatBuffer(5, "table", graph::DType::kF32, true),
-                           RopeFunction("q_value", "load_q", "table", heads * head_dim, head_dim,
-                                        c.node.attrs.Str("style") == "neox"));
-  }
-  k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), FloatBuffer(1, "o", graph::DType::kF32, false),
-                        FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, true),
-                        FloatBuffer(4, "vc", cache_dtype, true), WorkgroupReductions(kWorkgroup),
-                        "const uint QW = ", heads * head_dim, "u;\n", q_value, Fill(R"(
-const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u;
-const uint WINDOW = {{WINDOW}}u, CAP = {{CAP}}u;  // key j lives in cache row j % CAP (a ring)
+// The token variant's main(): see the file comment. Needs the prelude's q_value, load_kc, load_vc,
+// wg_max, wg_sum and constants.
+constexpr const char* kTokenMain = R"(
 const uint DIMS_PER_INVOCATION = (HD + WG - 1u) / WG;
 shared float s_q[HD];
 shared float s_p[WG];
@@ -90,18 +84,128 @@ void main() {
     if (d < HD) o[t * QW + h * HD + d] = acc[i] / run_sum;
   }
 }
+)";
+
+// The block variant's main(): see the file comment. Needs the prelude's q_value, load_kc,
+// load_vc and constants.
+constexpr const char* kBlockMain = R"(
+const uint TPQ = {{TPQ}}u, QB = WG / TPQ, KC = {{KC}}u, DPT = HD / TPQ;
+shared float s_q[QB][HD];
+shared float s_k[KC][HD + 1u];  // padded: invocations of one query read different rows
+shared float s_v[KC][HD];
+shared float s_p[QB][KC];
+
+void main() {
+  uint lid = gl_LocalInvocationID.x;
+  uint h = gl_WorkGroupID.x;
+  uint qi = lid / TPQ, sub = lid % TPQ;
+  uint t0 = gl_WorkGroupID.y * QB;
+  uint n = step.n_tokens;
+  if (t0 >= n) return;  // uniform across the workgroup
+  uint t = t0 + qi;
+  bool live = t < n;
+  uint p = step.pos + min(t, n - 1u);  // a dead query shadows the last live one
+  uint first = (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WINDOW : 0u;
+  // Keys of the whole block: from the first query's first key to the last query's position.
+  uint p0 = step.pos + t0, p_last = step.pos + min(t0 + QB, n) - 1u;
+  uint block_first = (WINDOW > 0u && p0 + 1u > WINDOW) ? p0 + 1u - WINDOW : 0u;
+  uint kv_base = (h / GROUP) * HD;
+
+  for (uint e = lid; e < QB * HD; e += WG) {
+    uint qq = e / HD, d = e % HD;
+    s_q[qq][d] = t0 + qq < n ? q_value(t0 + qq, h * HD + d) * {{SCALE}} : 0.0;
+  }
+  float run_max = -3.0e38, run_sum = 0.0;
+  float acc[DPT];
+  [[unroll]] for (uint i = 0u; i < DPT; ++i) acc[i] = 0.0;
+
+  for (uint c0 = block_first; c0 <= p_last; c0 += KC) {
+    barrier();  // the previous chunk's readers are done (and s_q is written)
+    for (uint e = lid; e < KC * HD; e += WG) {
+      uint j = e / HD, d = e % HD;
+      uint row = ((c0 + j) % CAP) * KVW + kv_base + d;
+      bool in_range = c0 + j <= p_last;
+      s_k[j][d] = in_range ? load_kc(row) : 0.0;
+      s_v[j][d] = in_range ? load_vc(row) : 0.0;
+    }
+    barrier();
+    for (uint j = sub; j < KC; j += TPQ) {
+      uint key = c0 + j;
+      float score = -3.0e38;
+      if (key >= first && key <= p) {
+        score = 0.0;
+        for (uint d = 0u; d < HD; ++d) score += s_q[qi][d] * s_k[j][d];
+      }
+      s_p[qi][j] = score;
+    }
+    barrier();
+    float chunk_max = -3.0e38;
+    for (uint j = 0u; j < KC; ++j) chunk_max = max(chunk_max, s_p[qi][j]);
+    float new_max = max(run_max, chunk_max);
+    float alpha = exp(run_max - new_max);
+    float chunk_sum = 0.0;
+    [[unroll]] for (uint i = 0u; i < DPT; ++i) acc[i] *= alpha;
+    for (uint j = 0u; j < KC; ++j) {
+      uint key = c0 + j;
+      float e = key >= first && key <= p ? exp(s_p[qi][j] - new_max) : 0.0;
+      chunk_sum += e;
+      [[unroll]] for (uint i = 0u; i < DPT; ++i) acc[i] += e * s_v[j][sub * DPT + i];
+    }
+    run_sum = run_sum * alpha + chunk_sum;
+    run_max = new_max;
+  }
+  if (live) {
+    [[unroll]] for (uint i = 0u; i < DPT; ++i) o[t * QW + h * HD + sub * DPT + i] = acc[i] / run_sum;
+  }
+}
+)";
+}
+
+absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
+  const int64_t heads = c.node.attrs.Int("heads"), kv_heads = c.node.attrs.Int("kv_heads");
+  const int64_t head_dim = c.node.attrs.Int("head_dim"), window = c.node.attrs.Int("window");
+  const graph::DType cache_dtype = c.input(1).type.dtype;
+  Kernel k;
+  k.family = "attention";
+  k.variant = absl::StrCat("online_softmax.", graph::Name(cache_dtype), window > 0 ? ".window" : "");
+  // A rope prologue (a table input) rotates q as it is loaded.
+  const bool rope = c.node.inputs.size() == 4;
+  std::string q_value = "float q_value(uint t, uint e) { return q[t * QW + e]; }\n";
+  if (rope) {
+    absl::StrAppend(&k.variant, c.node.attrs.Str("style") == "neox" ? "+rope.neox" : "+rope.interleaved");
+    q_value = absl::StrCat(FloatBuffer(5, "table", graph::DType::kF32, true),
+                           RopeFunction("q_value", "load_q", "table", heads * head_dim, head_dim,
+                                        c.node.attrs.Str("style") == "neox"));
+  }
+  // Invocations per query in the block variant: enough that each owns at most 16 output
+  // dimensions (of a head_dim they divide). Keys per chunk: as many as 16 KiB of shared memory
+  // holds for K (and again for V), up to 32.
+  const int64_t tpq = std::min<int64_t>(std::max<int64_t>(4, head_dim / 16), kBlockWorkgroup);
+  const int64_t kc = std::max<int64_t>(1, std::min<int64_t>(32, 4096 / head_dim));
+  // A block of queries per workgroup when the plan's steps can hold several.
+  const bool block = c.tokens >= kBlockMinTokens && head_dim % tpq == 0;
+  const uint32_t wg = block ? kBlockWorkgroup : kWorkgroup;
+  if (block) k.variant = absl::StrCat("block.", k.variant.substr(std::string("online_softmax.").size()));
+  k.glsl = absl::StrCat(ShaderHeader(wg), FloatBuffer(1, "o", graph::DType::kF32, false),
+                        FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, true),
+                        FloatBuffer(4, "vc", cache_dtype, true), block ? "" : WorkgroupReductions(kWorkgroup),
+                        "const uint QW = ", heads * head_dim, "u;\n", q_value, Fill(R"(
+const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u;
+const uint WINDOW = {{WINDOW}}u, CAP = {{CAP}}u;  // key j lives in cache row j % CAP (a ring)
 )",
-                                                                                       {{"WG", absl::StrCat(kWorkgroup)},
-                                                                                        {"HD", absl::StrCat(head_dim)},
-                                                                                        {"GROUP", absl::StrCat(heads / kv_heads)},
-                                                                                        {"KVW", absl::StrCat(kv_heads * head_dim)},
-                                                                                        
-                                                                                        {"WINDOW", absl::StrCat(window)},
-                                                                                        {"CAP", absl::StrCat(c.input(1).type.shape[0].value)},
-                                                                                        {"SCALE", FloatLiteral(c.node.attrs.Float("scale"))}}));
+                                                                               {{"WG", absl::StrCat(wg)},
+                                                                                {"HD", absl::StrCat(head_dim)},
+                                                                                {"GROUP", absl::StrCat(heads / kv_heads)},
+                                                                                {"KVW", absl::StrCat(kv_heads * head_dim)},
+                                                                                {"WINDOW", absl::StrCat(window)},
+                                                                                {"CAP", absl::StrCat(c.input(1).type.shape[0].value)}}),
+                        Fill(block ? kBlockMain : kTokenMain, {{"TPQ", absl::StrCat(tpq)},
+                                                               {"KC", absl::StrCat(kc)},
+                                                               {"SCALE", FloatLiteral(c.node.attrs.Float("scale"))}}));
   k.args = {{c.node.id, true}};
   for (graph::ValueId in : c.node.inputs) k.args.push_back({in, false});
-  k.groups = {static_cast<uint32_t>(heads), static_cast<uint32_t>(c.tokens), 1};
+  k.groups = {static_cast<uint32_t>(heads),
+              block ? CeilDiv(c.tokens, kBlockWorkgroup / tpq) : static_cast<uint32_t>(c.tokens), 1};
   return k;
 }
 

@@ -397,7 +397,11 @@ TEST_P(RingCacheKernelTest, WindowedAttentionOverAWrappingCache) {
 INSTANTIATE_TEST_SUITE_P(Shapes, RingCacheKernelTest,
                          ::testing::Values(RingCase{4, 2, 20, 5, 4, DType::kF32}, RingCase{4, 1, 64, 8, 7, DType::kF16},
                                            RingCase{3, 3, 18, 3, 1, DType::kF32},
-                                           RingCase{6, 2, 10, 70, 9, DType::kF16}),
+                                           RingCase{6, 2, 10, 70, 9, DType::kF16},
+                                           // Buckets that take the block-of-queries variant: a window
+                                           // shorter than a block, and one spanning two blocks.
+                                           RingCase{4, 2, 32, 6, 40, DType::kF16},
+                                           RingCase{2, 1, 16, 20, 12, DType::kF32}),
                          [](const ::testing::TestParamInfo<RingCase>& i) {
                            const RingCase& c = i.param;
                            return absl::StrCat("h", c.heads, "_kv", c.kv_heads, "_d", c.head_dim, "_w", c.window, "_b",
