@@ -25,7 +25,7 @@ namespace {
 constexpr uint32_t kWorkgroup = 64;
 // The block variant: its workgroup, and the smallest bucket that takes it.
 constexpr uint32_t kBlockWorkgroup = 128;
-constexpr int64_t kBlockMinTokens = 8;
+constexpr int64_t kBlockMinTokens = 8, kBlockMaxHeadDim = 128;
 
 // The token variant's main(): see the file comment. Needs the prelude's q_value, load_kc, load_vc,
 // wg_max, wg_sum and constants.
@@ -182,8 +182,10 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   // holds for K (and again for V), up to 32.
   const int64_t tpq = std::min<int64_t>(std::max<int64_t>(4, head_dim / 16), kBlockWorkgroup);
   const int64_t kc = std::max<int64_t>(1, std::min<int64_t>(32, 4096 / head_dim));
-  // A block of queries per workgroup when the plan's steps can hold several.
-  const bool block = c.tokens >= kBlockMinTokens && head_dim % tpq == 0;
+  // A block of queries per workgroup when the plan's steps can hold several. Heads wider than 128
+  // keep the token variant: their blocks would be 8 queries over 16-key chunks, which measured
+  // slower on the H100 (Gemma 3's 256).
+  const bool block = c.tokens >= kBlockMinTokens && head_dim % tpq == 0 && head_dim <= kBlockMaxHeadDim;
   const uint32_t wg = block ? kBlockWorkgroup : kWorkgroup;
   if (block) k.variant = absl::StrCat("block.", k.variant.substr(std::string("online_softmax.").size()));
   k.glsl = absl::StrCat(ShaderHeader(wg), FloatBuffer(1, "o", graph::DType::kF32, false),
