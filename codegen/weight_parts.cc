@@ -18,17 +18,6 @@ float unit_quant(uint v, int pos, int width) {
 }
 )";
 
-// Byte and 16/32-bit reads at any even byte offset of the uint array w (little-endian). Q8_0 and
-// Q6_K blocks have an even but not always 4-aligned size, so their fields straddle words.
-constexpr const char* kReads = R"(
-uint w_byte(uint b) { return (w[b >> 2] >> ((b & 3u) << 3)) & 255u; }
-float w_half(uint b) { return unpackHalf2x16((w[b >> 2] >> ((b & 2u) << 3)) & 65535u).x; }
-uint w_u32(uint b) {
-  uint i = b >> 2;
-  return (b & 2u) == 0u ? w[i] : (w[i] >> 16) | (w[i + 1u] << 16);
-}
-)";
-
 // Q4_K and Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes at block
 // byte 4, held in three words s (llama.cpp's get_scale_min_k4 layout). Byte j & 3 of each word is
 // selected by shifting: indexing s by a runtime value would put it in local memory.
@@ -152,13 +141,13 @@ float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
     parts.per_row = k / parts.values;
     return parts;
   }
-  const std::string decl =
-      absl::StrCat("layout(std430, set = 0, binding = ", binding, ") readonly buffer Buf_w { uint w[]; };\n");
+  // The buffer, with its byte, f16 and 32-bit readers (w_byte, w_half, w_u32).
+  const std::string decl = FloatBuffer(binding, "w", dtype, true);
   switch (dtype) {
     case graph::DType::kQ8_0:
       parts.values = 8;
       parts.runs = 1;
-      parts.glsl = absl::StrCat(decl, row_size, kUnitQuant, kReads, kQ8_0);
+      parts.glsl = absl::StrCat(decl, row_size, kUnitQuant, kQ8_0);
       break;
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K:
@@ -169,7 +158,7 @@ float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
     case graph::DType::kQ6_K:
       parts.values = 16;
       parts.runs = 4;
-      parts.glsl = absl::StrCat(decl, row_size, kReads, kQ6K);
+      parts.glsl = absl::StrCat(decl, row_size, kQ6K);
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("no matrix-vector decoder for weights of type ", graph::Name(dtype)));
@@ -183,35 +172,26 @@ float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]) {
 namespace doppler::codegen {
 std::string WeightSlices(graph::DType dtype, int64_t k) {
   const std::string row_bytes = absl::StrCat("const uint SLICE_ROW_BYTES = ", graph::ByteSize(dtype, k), "u;\n");
-  // Byte reads of w at any (even) offset, as the part decoders use.
-  const std::string reads = R"(
-uint ws_byte(uint b) { return (w[b >> 2] >> ((b & 3u) << 3)) & 255u; }
-float ws_half(uint b) { return unpackHalf2x16((w[b >> 2] >> ((b & 2u) << 3)) & 65535u).x; }
-uint ws_u32(uint b) { uint i = b >> 2; return (b & 2u) == 0u ? w[i] : (w[i] >> 16) | (w[i + 1u] << 16); }
-)";
   switch (dtype) {
     case graph::DType::kQ8_0:
-      return absl::StrCat(row_bytes, reads, R"(
+      return absl::StrCat(row_bytes, R"(
 void w_slice8(uint row, uint k, out float v[8]) {
   uint base = row * SLICE_ROW_BYTES + (k >> 5) * 34u;
-  float d = ws_half(base);
-  uint q[2] = uint[2](ws_u32(base + 2u + (k & 31u)), ws_u32(base + 6u + (k & 31u)));
+  float d = w_half(base);
+  uint q[2] = uint[2](w_u32(base + 2u + (k & 31u)), w_u32(base + 6u + (k & 31u)));
   [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = d * float(bitfieldExtract(int(q[i >> 2]), int(8u * (i & 3u)), 8));
 }
 )");
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K: {
       const bool five = dtype == graph::DType::kQ5_K;
-      return absl::StrCat(row_bytes, reads, R"(
+      return absl::StrCat(row_bytes, kScaleMinK4, R"(
 void w_slice8(uint row, uint k, out float v[8]) {
   uint base = row * SLICE_ROW_BYTES + (k >> 8) * )", five ? "176u" : "144u", R"(;
   uint r = k & 255u, j = r >> 5, l = r & 31u;
-  uint sh = (j & 3u) * 8u;
-  uint s0 = (w[base / 4u + 1u] >> sh) & 255u, s1 = (w[base / 4u + 2u] >> sh) & 255u, s2 = (w[base / 4u + 3u] >> sh) & 255u;
-  float sc = float(j < 4u ? s0 & 63u : (s2 & 15u) | ((s0 >> 6) << 4));
-  float mn = float(j < 4u ? s1 & 63u : (s2 >> 4) | ((s1 >> 6) << 4));
+  vec2 sm = k4_scale_min(uvec3(w[base / 4u + 1u], w[base / 4u + 2u], w[base / 4u + 3u]), j);
   vec2 dm = unpackHalf2x16(w[base / 4u]);
-  float d = dm.x * sc, m = dm.y * mn;
+  float d = dm.x * sm.x, m = dm.y * sm.y;
   uint qb = base + )", five ? "48u" : "16u", R"( + 32u * (j >> 1) + l;
   uint q[2] = uint[2](w[qb / 4u], w[qb / 4u + 1u]);
   uint shift = (j & 1u) * 4u;
@@ -225,14 +205,14 @@ void w_slice8(uint row, uint k, out float v[8]) {
 )");
     }
     case graph::DType::kQ6_K:
-      return absl::StrCat(row_bytes, reads, R"(
+      return absl::StrCat(row_bytes, R"(
 void w_slice8(uint row, uint k, out float v[8]) {
   uint base = row * SLICE_ROW_BYTES + (k >> 8) * 210u;
   uint r = k & 255u, n = r >> 7, kq = (r >> 5) & 3u, l = r & 31u;
-  float d = ws_half(base + 208u) * float(bitfieldExtract(int(ws_byte(base + 192u + (r >> 4))), 0, 8));
+  float d = w_half(base + 208u) * float(bitfieldExtract(int(w_byte(base + 192u + (r >> 4))), 0, 8));
   uint lo_at = base + 64u * n + 32u * (kq & 1u) + l, hi_at = base + 128u + 32u * n + l;
-  uint ql[2] = uint[2](ws_u32(lo_at), ws_u32(lo_at + 4u));
-  uint qh[2] = uint[2](ws_u32(hi_at), ws_u32(hi_at + 4u));
+  uint ql[2] = uint[2](w_u32(lo_at), w_u32(lo_at + 4u));
+  uint qh[2] = uint[2](w_u32(hi_at), w_u32(hi_at + 4u));
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
     uint lo = (ql[i >> 2] >> (8u * (i & 3u) + (kq < 2u ? 0u : 4u))) & 15u;
     uint hi = (qh[i >> 2] >> (8u * (i & 3u) + 2u * kq)) & 3u;
