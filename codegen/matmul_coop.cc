@@ -24,7 +24,7 @@ absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
                         "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
                         "#extension GL_KHR_shader_subgroup_basic : enable\n"
                         "#extension GL_KHR_shader_subgroup_arithmetic : enable\n",
-                        s.io_glsl, FloatBuffer(2, "x", graph::DType::kF32, true), FloatBuffer(3, "w", s.w_dtype, true),
+                        s.io_glsl, s.tile_x_glsl, FloatBuffer(3, "w", s.w_dtype, true),
                         WeightSlices(s.w_dtype, s.k),
                         Fill(R"(
 #define NORM {{NORM}}
@@ -58,12 +58,7 @@ void main() {
     [[unroll]] for (uint q = 0u; q < 16u; ++q) {
       uint r = lid / 32u + SUBGROUPS * q;
       uint t = tok0 + r;
-      float v = t < m && kc < K ? x[t * K + kc] : 0.0;
-#if NORM
-      sum_sq[q] += v * v;
-      if (kc < K) v *= norm_weight(kc);
-#endif
-      xs[r * STRIDE + kk] = float16_t(v);
+      xs[r * STRIDE + kk] = float16_t(staged_x(t, kc, m, sum_sq[q]));
     }
     // Weights: invocation lid decodes values 8·(lid % 4).. of row lid / 4 of the slice at once.
     [[unroll]] for (uint g = 0u; g < G; ++g) {

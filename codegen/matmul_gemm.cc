@@ -14,7 +14,7 @@ namespace doppler::codegen {
 absl::StatusOr<Kernel> EmitGemm(const EmitContext& c, const MatMulSpec& s) {
   Kernel k;
   k.variant = absl::StrCat("gemm.", graph::Name(s.w_dtype), ".tile64x64", s.variant_suffix);
-  k.glsl = absl::StrCat(ShaderHeader(256), s.io_glsl, FloatBuffer(2, "x", graph::DType::kF32, true),
+  k.glsl = absl::StrCat(ShaderHeader(256), s.io_glsl, s.tile_x_glsl,
                         FloatBuffer(3, "w", s.w_dtype, true), Fill(R"(
 #define NORM {{NORM}}
 const uint BM = 64u, BN = 64u, BK = 16u;
@@ -43,12 +43,7 @@ void main() {
     [[unroll]] for (uint j = 0u; j < 4u; ++j) {
       uint r = r0 + 16u * j;
       uint t = tok0 + r;
-      float xv = t < m && kc < K ? x[t * K + kc] : 0.0;
-#if NORM
-      sum_sq[j] += xv * xv;
-      if (kc < K) xv *= norm_weight(kc);
-#endif
-      xs[kk][r / 4u][r % 4u] = xv;
+      xs[kk][r / 4u][r % 4u] = staged_x(t, kc, m, sum_sq[j]);
       [[unroll]] for (uint g = 0u; g < G; ++g) {
         uint col = col0 + r;
         ws[g][kk][r / 4u][r % 4u] = col < N && kc < K ? load_w((col + g * N) * K + kc) : 0.0;
