@@ -11,7 +11,6 @@
 #include "glslang/Public/ResourceLimits.h"
 #include "glslang/Public/ShaderLang.h"
 #include "glslang/SPIRV/GlslangToSpv.h"
-#include "spirv-tools/optimizer.hpp"
 #include "glslang/build_info.h"
 
 namespace doppler::codegen {
@@ -19,7 +18,7 @@ namespace {
 
 // Bump when anything that changes the produced SPIR-V changes outside the source text (compiler
 // flags, message options): old cache entries then simply stop matching.
-constexpr std::string_view kCacheFormat = "doppler-spirv-v2";  // v2: loops unrolled by spirv-opt
+constexpr std::string_view kCacheFormat = "doppler-spirv-v1";
 
 // glslang keeps process-wide state (symbol tables, pool allocators) behind InitializeProcess, and
 // its thread-safety across concurrent compiles has varied between releases; one compile at a time
@@ -55,15 +54,14 @@ absl::Status CompileError(std::string_view stage, std::string_view log, std::str
 struct Targets {
   glslang::EShTargetClientVersion client;
   glslang::EShTargetLanguageVersion spirv;
-  spv_target_env spirv_env;  // the same target for spirv-opt
 };
 
 absl::StatusOr<Targets> TargetsFor(uint32_t vulkan_minor) {
   switch (vulkan_minor) {
-    case 0: return Targets{glslang::EShTargetVulkan_1_0, glslang::EShTargetSpv_1_0, SPV_ENV_VULKAN_1_0};
-    case 1: return Targets{glslang::EShTargetVulkan_1_1, glslang::EShTargetSpv_1_3, SPV_ENV_VULKAN_1_1};
-    case 2: return Targets{glslang::EShTargetVulkan_1_2, glslang::EShTargetSpv_1_5, SPV_ENV_VULKAN_1_2};
-    case 3: return Targets{glslang::EShTargetVulkan_1_3, glslang::EShTargetSpv_1_6, SPV_ENV_VULKAN_1_3};
+    case 0: return Targets{glslang::EShTargetVulkan_1_0, glslang::EShTargetSpv_1_0};
+    case 1: return Targets{glslang::EShTargetVulkan_1_1, glslang::EShTargetSpv_1_3};
+    case 2: return Targets{glslang::EShTargetVulkan_1_2, glslang::EShTargetSpv_1_5};
+    case 3: return Targets{glslang::EShTargetVulkan_1_3, glslang::EShTargetSpv_1_6};
   }
   return absl::InvalidArgumentError(absl::StrCat("unsupported target Vulkan 1.", vulkan_minor,
                                                  " (glslang ", GLSLANG_VERSION_MAJOR,
@@ -102,18 +100,7 @@ absl::StatusOr<std::vector<uint32_t>> CompileWithGlslang(std::string_view glsl,
   spv_opts.disableOptimizer = !opts.optimize;
   glslang::GlslangToSpv(*program.getIntermediate(EShLangCompute), spirv, &logger, &spv_opts);
   if (spirv.empty()) return CompileError("SPIR-V generation", logger.getAllMessages(), glsl);
-  if (!opts.optimize) return spirv;
-  // Loops marked [[unroll]] are unrolled here rather than left to the driver, then the arrays they
-  // indexed are split into scalars: a kernel's per-invocation arrays (a part's x values, partial
-  // sums) must live in registers on every driver, not in local memory.
-  spvtools::Optimizer optimizer(targets->spirv_env);
-  optimizer.RegisterPass(spvtools::CreateLoopUnrollPass(true));
-  optimizer.RegisterPerformancePasses();
-  std::vector<uint32_t> unrolled;
-  if (!optimizer.Run(spirv.data(), spirv.size(), &unrolled)) {
-    return CompileError("SPIR-V optimisation", "spirv-opt failed on the generated module", glsl);
-  }
-  return unrolled;
+  return spirv;
 }
 
 }  // namespace
