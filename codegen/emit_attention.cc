@@ -13,7 +13,6 @@
 //
 // Shared memory is independent of the KV length, so any context fits.
 #include <algorithm>
-#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -165,18 +164,6 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   const int64_t heads = c.node.attrs.Int("heads"), kv_heads = c.node.attrs.Int("kv_heads");
   const int64_t head_dim = c.node.attrs.Int("head_dim"), window = c.node.attrs.Int("window");
   const graph::DType cache_dtype = c.input(1).type.dtype;
-  Kernel k;
-  k.family = "attention";
-  k.variant = absl::StrCat("online_softmax.", graph::Name(cache_dtype), window > 0 ? ".window" : "");
-  // A rope prologue (a table input) rotates q as it is loaded.
-  const bool rope = c.node.inputs.size() == 4;
-  std::string q_value = "float q_value(uint t, uint e) { return q[t * QW + e]; }\n";
-  if (rope) {
-    absl::StrAppend(&k.variant, c.node.attrs.Str("style") == "neox" ? "+rope.neox" : "+rope.interleaved");
-    q_value = absl::StrCat(FloatBuffer(5, "table", graph::DType::kF32, true),
-                           RopeFunction("q_value", "load_q", "table", heads * head_dim, head_dim,
-                                        c.node.attrs.Str("style") == "neox"));
-  }
   // Invocations per query in the block variant: enough that each owns at most 16 output
   // dimensions (of a head_dim they divide). Keys per chunk: as many as 16 KiB of shared memory
   // holds for K (and again for V), up to 32.
@@ -187,7 +174,18 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   // slower on the H100 (Gemma 3's 256).
   const bool block = c.tokens >= kBlockMinTokens && head_dim % tpq == 0 && head_dim <= kBlockMaxHeadDim;
   const uint32_t wg = block ? kBlockWorkgroup : kWorkgroup;
-  if (block) k.variant = absl::StrCat("block.", k.variant.substr(std::string("online_softmax.").size()));
+  Kernel k;
+  k.family = "attention";
+  k.variant = absl::StrCat(block ? "block." : "online_softmax.", graph::Name(cache_dtype), window > 0 ? ".window" : "");
+  // A rope prologue (a table input) rotates q as it is loaded.
+  const bool rope = c.node.inputs.size() == 4;
+  std::string q_value = "float q_value(uint t, uint e) { return q[t * QW + e]; }\n";
+  if (rope) {
+    const std::string& style = c.node.attrs.Str("style");
+    absl::StrAppend(&k.variant, "+rope.", style);
+    q_value = absl::StrCat(FloatBuffer(5, "table", graph::DType::kF32, true),
+                           RopeFunction("q_value", "load_q", "table", heads * head_dim, head_dim, style == "neox"));
+  }
   k.glsl = absl::StrCat(ShaderHeader(wg), FloatBuffer(1, "o", graph::DType::kF32, false),
                         FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, true),
                         FloatBuffer(4, "vc", cache_dtype, true), block ? "" : WorkgroupReductions(kWorkgroup),

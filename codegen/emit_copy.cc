@@ -72,7 +72,7 @@ absl::StatusOr<Kernel> EmitCacheWrite(const EmitContext& c) {
   // `float value(uint t, uint i)`: what goes to column i for token t.
   std::string value = "float value(uint t, uint i) { return src[t * W + i]; }\n";
   if (rope) {
-    k.variant += c.node.attrs.Str("style") == "neox" ? "+rope.neox" : "+rope.interleaved";
+    k.variant += "+rope." + c.node.attrs.Str("style");
     k.args.push_back({c.node.inputs[2], false});
     value = absl::StrCat(FloatBuffer(3, "table", graph::DType::kF32, true),
                          RopeFunction("value", "load_src", "table", width, c.node.attrs.Int("head_dim"),
