@@ -151,14 +151,15 @@ absl::StatusOr<int32_t> Engine::DecodeNext() {
   return ReadToken();
 }
 
-absl::StatusOr<std::vector<double>> Engine::ProfileDecodeStep() {
-  if (position_ + 1 > options_.context) {
-    return absl::OutOfRangeError(absl::StrCat("the context of ", options_.context, " tokens is full"));
+absl::StatusOr<std::vector<std::vector<double>>> Engine::ProfileDecodeSteps(int64_t steps) {
+  std::vector<std::vector<double>> samples;
+  while (static_cast<int64_t>(samples.size()) < steps && position_ < options_.context) {
+    absl::StatusOr<std::vector<double>> ns = decode_->RunProfiled(1, static_cast<uint32_t>(position_));
+    if (!ns.ok()) return ns.status();
+    ++position_;
+    samples.push_back(*std::move(ns));
   }
-  absl::StatusOr<std::vector<double>> ns = decode_->RunProfiled(1, static_cast<uint32_t>(position_));
-  if (!ns.ok()) return ns.status();
-  ++position_;
-  return ns;
+  return samples;
 }
 
 absl::StatusOr<std::vector<double>> Engine::ProfilePrefillChunk(std::span<const int32_t> ids) {

@@ -63,9 +63,10 @@ class Engine {
   absl::StatusOr<int32_t> Prefill(std::span<const int32_t> ids);
   // Feeds the token the last step produced and returns the next one.
   absl::StatusOr<int32_t> DecodeNext();
-  // DecodeNext through the decode plan's profiling recording (vk::Plan::RunProfiled): the same
-  // step, with the GPU nanoseconds of each of its dispatches (decode_plan().dispatches() order).
-  absl::StatusOr<std::vector<double>> ProfileDecodeStep();
+  // Up to `steps` DecodeNext steps (as many as the context has room for) through the decode plan's
+  // profiling recording (vk::Plan::RunProfiled): for each, the GPU nanoseconds of each of its
+  // dispatches (decode_plan().dispatches() order).
+  absl::StatusOr<std::vector<std::vector<double>>> ProfileDecodeSteps(int64_t steps);
   // The same for one prefill chunk (ids.size() <= the prefill chunk; prefill_plan() order).
   absl::StatusOr<std::vector<double>> ProfilePrefillChunk(std::span<const int32_t> ids);
 

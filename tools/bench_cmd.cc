@@ -178,13 +178,9 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   if (profile) {
     e.Reset();
     const int64_t steps = std::min<int64_t>(*n, 16);
-    std::vector<std::vector<double>> samples;
-    for (int64_t i = 0; i < steps; ++i) {
-      absl::StatusOr<std::vector<double>> ns = e.ProfileDecodeStep();
-      if (!ns.ok()) return ns.status();
-      samples.push_back(*std::move(ns));
-    }
-    report = runtime::MakeProfile(e.graph(), decode, samples, std::max<int64_t>(1, steps / 2), lat.mean * 1e6);
+    absl::StatusOr<std::vector<std::vector<double>>> samples = e.ProfileDecodeSteps(steps);
+    if (!samples.ok()) return samples.status();
+    report = runtime::MakeProfile(e.graph(), decode, *samples, std::max<int64_t>(1, steps / 2), lat.mean * 1e6);
     // The first prefill chunk of the prompt, from an empty context, three times.
     const std::span<const int32_t> chunk(prompt.data(), std::min<size_t>(prompt.size(), options->prefill_chunk));
     std::vector<std::vector<double>> chunk_samples;

@@ -54,18 +54,14 @@ void PrintSummary(const runtime::GenerationResult& r, const runtime::SamplingOpt
 // The per-dispatch profile of up to 8 decode steps after the generated text (where the context
 // has room), beside the measured decode step time (0: not measured).
 absl::Status PrintProfile(runtime::Engine& e, double measured_step_ns) {
-  std::vector<std::vector<double>> samples;
-  while (samples.size() < 8 && e.position() < e.context()) {
-    absl::StatusOr<std::vector<double>> ns = e.ProfileDecodeStep();
-    if (!ns.ok()) return ns.status();
-    samples.push_back(*std::move(ns));
-  }
-  if (samples.empty()) {
+  absl::StatusOr<std::vector<std::vector<double>>> samples = e.ProfileDecodeSteps(8);
+  if (!samples.ok()) return samples.status();
+  if (samples->empty()) {
     std::fprintf(stderr, "no profile: the context is full\n");
     return absl::OkStatus();
   }
   const runtime::ProfileReport report =
-      runtime::MakeProfile(e.graph(), e.decode_plan(), samples, e.position(), measured_step_ns);
+      runtime::MakeProfile(e.graph(), e.decode_plan(), *samples, e.position(), measured_step_ns);
   std::fprintf(stderr, "\n%s", runtime::FormatProfile(report).c_str());
   return absl::OkStatus();
 }
