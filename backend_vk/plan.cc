@@ -12,6 +12,7 @@ namespace doppler::vk {
 codegen::TargetCaps TargetCapsOf(const DeviceInfo& info) {
   codegen::TargetCaps caps;
   caps.subgroup_size = info.subgroup_size;
+  caps.min_subgroup_size = info.min_subgroup_size;
   caps.max_shared_memory = info.max_shared_memory;
   caps.max_workgroup_invocations = info.max_workgroup_invocations;
   caps.subgroup_arithmetic = info.subgroup_arithmetic;

@@ -1,8 +1,15 @@
 // Causal attention over the KV cache with an online softmax, in two variants of one family.
 //
-// token (decode): one workgroup per (query head, token). Keys are visited in chunks of one key per
-// invocation: each chunk's scores update a running max and sum, and every invocation rescales and
-// accumulates the output dimensions it owns.
+// subgroups (decode, where the device has subgroup arithmetic): one workgroup per (query head,
+// token), up to 32 subgroups, each taking every NSG-th key with its own running max, sum and
+// output (each lane owns the head dimensions lane, lane + S, ...: a key's score is one
+// subgroupAdd). A subgroup loads KPI keys and their values before it uses any, so its loads are in
+// flight together; the subgroups' partial results are merged through shared memory at the end.
+// A decode step has only heads × tokens workgroups, so each is wide.
+//
+// token (decode, without subgroup arithmetic): one workgroup per (query head, token). Keys are
+// visited in chunks of one key per invocation: each chunk's scores update a running max and sum,
+// and every invocation rescales and accumulates the output dimensions it owns.
 //
 // block (prefill, buckets of 8 tokens or more): one workgroup per (query head, block of QB
 // tokens), TPQ invocations per query. Each chunk of KC keys and their values is staged in shared
@@ -81,6 +88,82 @@ void main() {
   [[unroll]] for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) {
     uint d = lid + i * WG;
     if (d < HD) o[t * QW + h * HD + d] = acc[i] / run_sum;
+  }
+}
+)";
+
+// The subgroups variant's main(): see the file comment. Needs the prelude's q_value, load_kc,
+// load_vc and constants.
+constexpr const char* kSubgroupsMain = R"(
+const uint MIN_SG = {{MIN_SG}}u, MAX_NSG = WG / MIN_SG, DPL = (HD + MIN_SG - 1u) / MIN_SG, KPI = {{KPI}}u;
+shared float s_q[HD];
+shared float s_m[MAX_NSG], s_l[MAX_NSG];
+shared float s_acc[MAX_NSG][HD];
+
+void main() {
+  uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
+  if (t >= step.n_tokens) return;  // uniform across the workgroup
+  uint p = step.pos + t;
+  uint first = (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WINDOW : 0u;
+  uint kv_base = (h / GROUP) * HD;
+  for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) s_q[d] = q_value(t, h * HD + d) * {{SCALE}};
+  barrier();
+
+  uint lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, nsg = gl_NumSubgroups, S = gl_SubgroupSize;
+  float qv[DPL], acc[DPL];
+  [[unroll]] for (uint i = 0u; i < DPL; ++i) {
+    uint d = lane + S * i;
+    qv[i] = d < HD ? s_q[d] : 0.0;
+    acc[i] = 0.0;
+  }
+  float m = -3.0e38, l = 0.0;
+  // Keys j, j + nsg, ..., j + (KPI - 1)·nsg; every branch below is uniform across the subgroup.
+  for (uint j = first + sg; j <= p; j += nsg * KPI) {
+    float vv[KPI][DPL], score[KPI];
+    [[unroll]] for (uint u = 0u; u < KPI; ++u) {
+      uint row = (min(j + u * nsg, p) % CAP) * KVW + kv_base;
+      float part = 0.0;
+      [[unroll]] for (uint i = 0u; i < DPL; ++i) {
+        uint d = lane + S * i;
+        vv[u][i] = d < HD ? load_vc(row + d) : 0.0;
+        part += d < HD ? qv[i] * load_kc(row + d) : 0.0;
+      }
+      score[u] = subgroupAdd(part);
+    }
+    float mx = m;
+    [[unroll]] for (uint u = 0u; u < KPI; ++u) {
+      if (j + u * nsg <= p) mx = max(mx, score[u]);
+    }
+    float alpha = exp(m - mx);
+    l *= alpha;
+    [[unroll]] for (uint i = 0u; i < DPL; ++i) acc[i] *= alpha;
+    [[unroll]] for (uint u = 0u; u < KPI; ++u) {
+      float e = j + u * nsg <= p ? exp(score[u] - mx) : 0.0;
+      l += e;
+      [[unroll]] for (uint i = 0u; i < DPL; ++i) acc[i] += e * vv[u][i];
+    }
+    m = mx;
+  }
+  if (subgroupElect()) {
+    s_m[sg] = m;
+    s_l[sg] = l;
+  }
+  [[unroll]] for (uint i = 0u; i < DPL; ++i) {
+    uint d = lane + S * i;
+    if (d < HD) s_acc[sg][d] = acc[i];
+  }
+  barrier();
+  // A subgroup that had no key holds m = -3e38 and weighs nothing.
+  float mg = -3.0e38;
+  for (uint g = 0u; g < nsg; ++g) mg = max(mg, s_m[g]);
+  for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) {
+    float lg = 0.0, o_d = 0.0;
+    for (uint g = 0u; g < nsg; ++g) {
+      float w = exp(s_m[g] - mg);
+      lg += w * s_l[g];
+      o_d += w * s_acc[g][d];
+    }
+    o[t * QW + h * HD + d] = o_d / lg;
   }
 }
 )";
@@ -173,10 +256,21 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   // keep the token variant: their blocks would be 8 queries over 16-key chunks, which measured
   // slower on the H100 (Gemma 3's 256).
   const bool block = c.tokens >= kBlockMinTokens && head_dim % tpq == 0 && head_dim <= kBlockMaxHeadDim;
-  const uint32_t wg = block ? kBlockWorkgroup : kWorkgroup;
+  const bool subgroups = !block && c.caps.subgroup_arithmetic;
+  // The subgroups variant: up to 32 subgroups, fewer where their partial outputs (and q) would pass
+  // half the device's shared memory; keys per subgroup per trip: as many as keep 16 values per
+  // lane in flight.
+  const int64_t min_sg = std::max<int64_t>(1, c.caps.min_subgroup_size);
+  const int64_t shared_for_partials = static_cast<int64_t>(c.caps.max_shared_memory) / 2 - 4 * head_dim;
+  const int64_t nsg = std::max<int64_t>(1, std::min<int64_t>({32, shared_for_partials / (4 * head_dim + 8),
+                                                              c.caps.max_workgroup_invocations / min_sg}));
+  const int64_t dims_per_lane = (head_dim + min_sg - 1) / min_sg;
+  const int64_t kpi = std::max<int64_t>(1, std::min<int64_t>(4, 16 / dims_per_lane));
+  const uint32_t wg = block ? kBlockWorkgroup : subgroups ? static_cast<uint32_t>(nsg * min_sg) : kWorkgroup;
   Kernel k;
   k.family = "attention";
-  k.variant = absl::StrCat(block ? "block." : "online_softmax.", graph::Name(cache_dtype), window > 0 ? ".window" : "");
+  k.variant = absl::StrCat(block ? "block." : subgroups ? "subgroups." : "online_softmax.", graph::Name(cache_dtype),
+                           window > 0 ? ".window" : "");
   // A rope prologue (a table input) rotates q as it is loaded.
   const bool rope = c.node.inputs.size() == 4;
   std::string q_value = "float q_value(uint t, uint e) { return q[t * QW + e]; }\n";
@@ -186,9 +280,13 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
     q_value = absl::StrCat(FloatBuffer(5, "table", graph::DType::kF32, true),
                            RopeFunction("q_value", "load_q", "table", heads * head_dim, head_dim, style == "neox"));
   }
-  k.glsl = absl::StrCat(ShaderHeader(wg), FloatBuffer(1, "o", graph::DType::kF32, false),
+  k.glsl = absl::StrCat(ShaderHeader(wg),
+                        subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
+                                    "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
+                                  : "",
+                        FloatBuffer(1, "o", graph::DType::kF32, false),
                         FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, true),
-                        FloatBuffer(4, "vc", cache_dtype, true), block ? "" : WorkgroupReductions(kWorkgroup),
+                        FloatBuffer(4, "vc", cache_dtype, true), block || subgroups ? "" : WorkgroupReductions(kWorkgroup),
                         "const uint QW = ", heads * head_dim, "u;\n", q_value, Fill(R"(
 const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u;
 const uint WINDOW = {{WINDOW}}u, CAP = {{CAP}}u;  // key j lives in cache row j % CAP (a ring)
@@ -199,8 +297,11 @@ const uint WINDOW = {{WINDOW}}u, CAP = {{CAP}}u;  // key j lives in cache row j 
                                                                                 {"KVW", absl::StrCat(kv_heads * head_dim)},
                                                                                 {"WINDOW", absl::StrCat(window)},
                                                                                 {"CAP", absl::StrCat(c.input(1).type.shape[0].value)}}),
-                        Fill(block ? kBlockMain : kTokenMain, {{"TPQ", absl::StrCat(tpq)},
-                                                               {"KC", absl::StrCat(kc)},
+                        Fill(block ? kBlockMain : subgroups ? kSubgroupsMain : kTokenMain,
+                             {{"TPQ", absl::StrCat(tpq)},
+                              {"KC", absl::StrCat(kc)},
+                              {"MIN_SG", absl::StrCat(min_sg)},
+                              {"KPI", absl::StrCat(kpi)},
                                                                {"SCALE", FloatLiteral(c.node.attrs.Float("scale"))}}));
   k.args = {{c.node.id, true}};
   for (graph::ValueId in : c.node.inputs) k.args.push_back({in, false});

@@ -1,5 +1,8 @@
 // RMSNorm: one workgroup per group of a row (the whole row, or e.g. one head); the sum of squares
-// is reduced in shared memory. With residual = 1 (inputs x, w, r) the row is s = x + r, and the
+// is reduced in shared memory. With a norm prologue (attr norm_eps; its weight is input 3, binding
+// 5) the residual form first normalises x by its own weight: s = norm(x) · (w' + offset) + r. Each invocation loads its values of the group once, all before the
+// first is used (a constant, unrolled count), and keeps them for the output: a row is small, and
+// a loop that waits on one load per trip is what such a kernel's time would be made of. With residual = 1 (inputs x, w, r) the row is s = x + r, and the
 // value is split "D,D": s goes to part 0, norm(s) * (w + offset) to part 1 (graph/layout.h).
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
@@ -8,8 +11,15 @@
 
 namespace doppler::codegen {
 namespace {
-constexpr uint32_t kWorkgroup = 128;
+// Values per invocation: the workgroup is the narrowest power of two from 64 to 1024 (or the
+// device's limit) that keeps a group within kMaxItems values per invocation.
+constexpr int64_t kMaxItems = 8;
+uint32_t WorkgroupFor(int64_t dim, uint32_t max_invocations) {
+  uint32_t wg = 64;
+  while (wg < 1024 && wg * 2 <= max_invocations && wg * kMaxItems < dim) wg *= 2;
+  return wg;
 }
+}  // namespace
 
 absl::StatusOr<Kernel> EmitRmsNorm(const EmitContext& c) {
   const graph::Node& w = c.input(1);
@@ -18,46 +28,68 @@ absl::StatusOr<Kernel> EmitRmsNorm(const EmitContext& c) {
   const int64_t dim = c.node.attrs.Has("group") ? c.node.attrs.Int("group") : width;  // values per group
   const int64_t rows = c.rows(c.node);
   // Where the input row is read and the sum and normalised values are written (in floats).
+  const bool prologue = c.node.attrs.Has("norm_eps");
   std::string load_x = "x[base + i]", sum_index, out_index = "base + i";
   if (residual) {
     const std::vector<graph::PartRange> layout = graph::SplitLayout({width, width}, rows, graph::DType::kF32);
-    load_x = "(x[base + i] + r[base + i])";
+    if (!prologue) load_x = "(x[base + i] + r[base + i])";
     sum_index = absl::StrCat(layout[0].offset / sizeof(float), "u + base + i");
     out_index = absl::StrCat(layout[1].offset / sizeof(float), "u + base + i");
   }
+  const uint32_t wg = WorkgroupFor(dim, c.caps.max_workgroup_invocations);
   Kernel k;
   k.family = "rms_norm";
   k.variant = dim == width ? absl::StrCat("row.", graph::Name(w.type.dtype))
                            : absl::StrCat("group", dim, ".", graph::Name(w.type.dtype));
-  if (residual) absl::StrAppend(&k.variant, "+residual");
-  k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), FloatBuffer(1, "y", graph::DType::kF32, false),
+  if (residual) absl::StrAppend(&k.variant, prologue ? "+rms_norm+residual" : "+residual");
+  k.glsl = absl::StrCat(ShaderHeader(wg), FloatBuffer(1, "y", graph::DType::kF32, false),
                         FloatBuffer(2, "x", graph::DType::kF32, true), FloatBuffer(3, "w", w.type.dtype, true),
-                        residual ? FloatBuffer(4, "r", graph::DType::kF32, true) : "", WorkgroupReductions(kWorkgroup),
+                        residual ? FloatBuffer(4, "r", graph::DType::kF32, true) : "",
+                        prologue ? FloatBuffer(5, "wp", c.input(3).type.dtype, true) : "", WorkgroupReductions(wg),
                         Fill(R"(
 void main() {
   uint row = gl_WorkGroupID.y;
   if (row >= {{ROWS}}) return;  // uniform across the workgroup
   uint base = row * {{WIDTH}}u + gl_WorkGroupID.x * {{D}}u;
+  const uint ITEMS = ({{D}}u + {{WG}}u - 1u) / {{WG}}u;
+  float v[ITEMS];
   float ss = 0.0;
-  for (uint i = gl_LocalInvocationID.x; i < {{D}}u; i += {{WG}}u) {
-    float s = {{LOAD_X}};
-{{WRITE_SUM}}    ss += s * s;
+  [[unroll]] for (uint it = 0u; it < ITEMS; ++it) {
+    uint i = gl_LocalInvocationID.x + it * {{WG}}u;
+    float s = i < {{D}}u ? {{LOAD_X}} : 0.0;
+    v[it] = s;
+    ss += s * s;
   }
+#if {{PROLOGUE}}
+  float inv_x = inversesqrt(wg_sum(ss) / float({{D}}) + {{PRE_EPS}});
+  ss = 0.0;
+  [[unroll]] for (uint it = 0u; it < ITEMS; ++it) {
+    uint i = gl_LocalInvocationID.x + it * {{WG}}u;
+    if (i < {{D}}u) v[it] = v[it] * inv_x * (load_wp(i) + {{PRE_OFFSET}}) + r[base + i];
+    ss += v[it] * v[it];
+  }
+#endif
   float inv = inversesqrt(wg_sum(ss) / float({{D}}) + {{EPS}});
-  for (uint i = gl_LocalInvocationID.x; i < {{D}}u; i += {{WG}}u) {
-    y[{{OUT_INDEX}}] = {{LOAD_X}} * inv * (load_w(i) + {{OFFSET}});
+  [[unroll]] for (uint it = 0u; it < ITEMS; ++it) {
+    uint i = gl_LocalInvocationID.x + it * {{WG}}u;
+    if (i < {{D}}u) {
+{{WRITE_SUM}}      y[{{OUT_INDEX}}] = v[it] * inv * (load_w(i) + {{OFFSET}});
+    }
   }
 }
 )",
                              {{"ROWS", RowsExpr(c.node.type.shape[0].tokens, rows)},
                               {"D", absl::StrCat(dim)},
                               {"WIDTH", absl::StrCat(width)},
-                              {"WG", absl::StrCat(kWorkgroup)},
+                              {"WG", absl::StrCat(wg)},
                               {"LOAD_X", load_x},
-                              {"WRITE_SUM", residual ? absl::StrCat("    y[", sum_index, "] = s;\n") : ""},
+                              {"WRITE_SUM", residual ? absl::StrCat("      y[", sum_index, "] = v[it];\n") : ""},
                               {"OUT_INDEX", out_index},
                               {"EPS", FloatLiteral(c.node.attrs.Float("eps"))},
-                              {"OFFSET", FloatLiteral(c.node.attrs.Float("weight_offset"))}}));
+                              {"OFFSET", FloatLiteral(c.node.attrs.Float("weight_offset"))},
+                              {"PROLOGUE", prologue ? "1" : "0"},
+                              {"PRE_EPS", prologue ? FloatLiteral(c.node.attrs.Float("norm_eps")) : "0.0"},
+                              {"PRE_OFFSET", prologue ? FloatLiteral(c.node.attrs.Float("norm_offset")) : "0.0"}}));
   k.args = {{c.node.id, true}};
   for (graph::ValueId in : c.node.inputs) k.args.push_back({in, false});
   k.groups = {static_cast<uint32_t>(width / dim), static_cast<uint32_t>(rows), 1};

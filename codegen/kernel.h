@@ -18,6 +18,7 @@ namespace doppler::codegen {
 // What the target device offers that changes the generated code.
 struct TargetCaps {
   uint32_t subgroup_size = 32;
+  uint32_t min_subgroup_size = 32;  // the smallest a shader may get (devices with varying sizes)
   uint32_t max_shared_memory = 16384;
   uint32_t max_workgroup_invocations = 128;
   bool subgroup_arithmetic = false;  // subgroupAdd etc. in compute shaders

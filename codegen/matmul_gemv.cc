@@ -1,7 +1,8 @@
 // The matrix-vector variant (a few rows of x, as in decode). A workgroup computes RN output
 // columns for all TM rows of x: its invocations split K by parts (codegen/weight_parts.h),
 // invocation i taking parts i, i + WG, ... of each of the RN·G weight rows, so the workgroup reads
-// contiguous bytes and each weight row is read once per step. A part's x values are loaded once
+// contiguous bytes and each weight row is read once per step. An invocation loads a part of every
+// row before it computes with any, so that its loads are in flight together. A part's x values are loaded once
 // (16-byte loads) and reused for every row. The workgroup is as wide as it takes to keep enough
 // invocations in flight for the whole matrix (narrow for many columns, wide for few), but never
 // wider than a row has parts. Sums are reduced with subgroupAdd and then across subgroups in
@@ -125,6 +126,11 @@ void main() {
     // Past the last part (when WG does not divide PARTS), read the last part again with x = 0.
     uint p = min(lid + it * WG, PARTS - 1u);
     bool live = lid + it * WG < PARTS;
+    // Every row's loads first, so they are all in flight together; rows past N read row N - 1.
+    WPart wp[RN * G];
+    [[unroll]] for (uint r = 0u; r < RN; ++r) {
+      [[unroll]] for (uint g = 0u; g < G; ++g) wp[r * G + g] = w_load(min(col0 + r, N - 1u) + g * N, p);
+    }
     float xv[TM][PV], xrun[TM][RUNS];
     [[unroll]] for (uint t = 0u; t < TM; ++t) {
       if (t < m && live) {
@@ -147,7 +153,7 @@ void main() {
     [[unroll]] for (uint r = 0u; r < RN; ++r) {
       if (col0 + r < N) {
         [[unroll]] for (uint g = 0u; g < G; ++g) {
-          [[unroll]] for (uint t = 0u; t < TM; ++t) acc[(t * RN + r) * G + g] += w_dot(col0 + r + g * N, p, xv[t], xrun[t]);
+          [[unroll]] for (uint t = 0u; t < TM; ++t) acc[(t * RN + r) * G + g] += w_dot(wp[r * G + g], p, xv[t], xrun[t]);
         }
       }
     }

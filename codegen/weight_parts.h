@@ -1,7 +1,13 @@
 // A matrix-vector kernel reads each weight row in "parts": a fixed number of values one invocation
-// takes together, chosen so that a part shares its block's scales and its quants come in whole
-// 32-bit words. Consecutive invocations take consecutive parts, so a subgroup's loads are
-// contiguous, and each block's scale fields are decoded once per part instead of once per value.
+// takes together, chosen so that a part shares its block's scales and its quants come in a few
+// wide loads (16 bytes where the block layout is 16-byte aligned). Consecutive invocations take
+// consecutive parts, so a subgroup's loads are contiguous, and each block's scale fields are
+// decoded once per part instead of once per value.
+//
+// Loading a part (w_load) is separate from using it (w_dot) so that a kernel can issue the loads
+// of all its rows before the first is needed: a matrix-vector product is bound by how many bytes
+// are in flight, and an invocation that waits on each load before issuing the next keeps a GPU's
+// memory a fraction busy.
 //
 // A part is RUNS runs of equal length, each under one scale (and min): its dot product with x is
 // Σ_runs (scale · Σ q·x − min · Σ x), so the per-value work is an integer-to-float step and one
@@ -21,11 +27,12 @@ struct WeightParts {
   int64_t values = 0;   // values per part (PV)
   int64_t runs = 0;     // runs per part (RUNS), each PV / RUNS consecutive values of K
   int64_t per_row = 0;  // parts per weight row
-  // GLSL for the weight buffer `w` at the given binding, `const uint PV, RUNS`, and
+  // GLSL for the weight buffer at the given binding, `const uint PV, RUNS`, and
   //   uint w_part_k(uint p, uint i): the column (0..K) of value i of part p of a row; values
   //     4j..4j+3 are consecutive and 4-aligned whenever PV is a multiple of 4
-  //   float w_dot(uint row, uint p, float xv[PV], float xrun[RUNS]): Σ w·x over part p of weight
-  //     row `row`, given x at the part's columns and the sum of x over each run
+  //   struct WPart: a part's raw words;  WPart w_load(uint row, uint p): part p of weight row `row`
+  //   float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]): Σ w·x over the part, given x
+  //     at the part's columns and the sum of x over each run
   std::string glsl;
 };
 

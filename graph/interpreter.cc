@@ -328,9 +328,12 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
         return RmsNorm(in(0), in(1), n.attrs.Has("group") ? n.attrs.Int("group") : in(0).shape[1],
                        n.attrs.Float("eps"), n.attrs.Float("weight_offset"));
       }
-      // [s | norm(s)] with s = x + r, row by row.
+      // [s | norm(s)] with s = x + r, row by row; with a norm prologue (attr norm_eps),
+      // s = norm(x) · (w' + norm_offset) + r with w' input 3.
       const int64_t rows = in(0).shape[0], d = in(0).shape[1];
-      Tensor sum = Tensor::F32(in(0).shape, in(0).f);
+      Tensor sum = n.attrs.Has("norm_eps")
+                       ? *RmsNorm(in(0), in(3), d, n.attrs.Float("norm_eps"), n.attrs.Float("norm_offset"))
+                       : Tensor::F32(in(0).shape, in(0).f);
       for (size_t i = 0; i < sum.f.size(); ++i) sum.f[i] += in(2).f[i];
       TensorPtr normed = RmsNorm(sum, in(1), d, n.attrs.Float("eps"), n.attrs.Float("weight_offset"));
       TensorPtr out = NewF32({rows, 2 * d});

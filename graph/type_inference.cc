@@ -157,8 +157,15 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
         if (in.size() != 2) return Error(kind, "takes (x, w), or (x, w, r) with residual = 1");
         return in[0];
       }
-      if (in.size() != 3 || in[2] != in[0] || group != width) {
-        return Error(kind, "with residual = 1 it takes (x, w, r), r of x's type, over whole rows");
+      // A norm prologue (attr norm_eps): x is normalised by its own weight, input 3, before the add.
+      const bool prologue = attrs.Has("norm_eps");
+      if (in.size() != (prologue ? 4u : 3u) || in[2] != in[0] || group != width) {
+        return Error(kind, "with residual = 1 it takes (x, w, r), r of x's type, over whole rows, and with "
+                           "norm_eps the prologue's weight after them");
+      }
+      if (prologue && (in[3].shape != in[1].shape || !IsFloat(in[3].dtype))) {
+        return Error(kind, absl::StrCat("the prologue's weight must be a float vector of ", width, " values, got ",
+                                        ToString(in[3])));
       }
       if (absl::Status st = CheckSplit(kind, attrs, 2 * width); !st.ok()) return st;
       if (SplitWidthsOf(attrs) != std::vector<int64_t>{width, width}) {

@@ -6,6 +6,9 @@
 //            s = part(f, 0)   n = part(f, 1)
 //
 // Applies when x and r have one [rows, D] shape (no broadcast) and the norm covers whole rows.
+// When x (or r: the add is symmetric) is itself a row norm read only by the add, it becomes the
+// op's prologue (attrs norm_eps, norm_offset; its weight is input 3): Gemma 3's post-norm, the
+// residual add and the next pre-norm are then one op.
 // Run after fuse-matmul-epilogue: a residual add right after a matmul is better in its epilogue
 // (Llama's), so this catches the adds of values that are not matmul outputs (Gemma 3's
 // post-norms feeding the next pre-norm).
@@ -27,7 +30,7 @@ class FuseResidualRmsNorm : public Pass {
       const Node norm = g.node(id);
       if (norm.kind != OpKind::kRmsNorm || norm.attrs.Has("group") || norm.attrs.Int("residual") != 0) continue;
       const ValueId sum = norm.inputs[0];
-      const Node& add = g.node(sum);
+      const Node add = g.node(sum);  // a copy: adding nodes below moves the graph's nodes
       if (add.kind != OpKind::kAdd || g.node(add.inputs[0]).type != g.node(add.inputs[1]).type) continue;
       // The sum's other readers take part 0; only one norm may absorb it.
       int norms = 0;
@@ -37,10 +40,24 @@ class FuseResidualRmsNorm : public Pass {
       graph::Attrs attrs = norm.attrs;
       attrs.Set("residual", int64_t{1});
       attrs.Set("split", absl::StrCat(d, ",", d));
-      absl::StatusOr<ValueId> fused =
-          AddNode(g, OpKind::kRmsNorm, {add.inputs[0], norm.inputs[1], add.inputs[1]}, attrs, norm.label);
+      std::vector<ValueId> inputs = {add.inputs[0], norm.inputs[1], add.inputs[1]};
+      std::vector<ValueId> absorbed = {sum};
+      for (int side = 0; side < 2; ++side) {
+        const ValueId v = add.inputs[static_cast<size_t>(side)];
+        const Node& pre = g.node(v);
+        if (pre.kind != OpKind::kRmsNorm || pre.attrs.Has("group") || pre.attrs.Int("residual") != 0 ||
+            SoleUser(g, v) != sum) {
+          continue;
+        }
+        inputs = {pre.inputs[0], norm.inputs[1], add.inputs[static_cast<size_t>(1 - side)], pre.inputs[1]};
+        attrs.Set("norm_eps", pre.attrs.Float("eps"));
+        attrs.Set("norm_offset", pre.attrs.Float("weight_offset"));
+        absorbed.push_back(v);
+        break;
+      }
+      absl::StatusOr<ValueId> fused = AddNode(g, OpKind::kRmsNorm, inputs, attrs, norm.label);
       if (!fused.ok()) return fused.status();
-      NoteFused(g, *fused, {sum});
+      NoteFused(g, *fused, absorbed);
       absl::StatusOr<ValueId> sum_part = AddNode(g, OpKind::kPart, {*fused}, graph::Attrs{{"index", int64_t{0}}}, add.label);
       if (!sum_part.ok()) return sum_part.status();
       absl::StatusOr<ValueId> norm_part = AddNode(g, OpKind::kPart, {*fused}, graph::Attrs{{"index", int64_t{1}}}, norm.label);

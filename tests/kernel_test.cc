@@ -40,6 +40,7 @@ class KernelTest : public vk::VkTest {
     auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params, caps);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     graph::Interpreter interp(params);
+    tolerance = test::ToleranceFor((*gpu)->plan(), tolerance);
     for (size_t s = 0; s < steps.size(); ++s) {
       auto want = interp.Run(g, steps[s].first, steps[s].second);
       ASSERT_TRUE(want.ok()) << want.status();
@@ -271,6 +272,44 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernelTest,
                            return "h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) + "_d" +
                                   std::to_string(c.head_dim) + "_w" + std::to_string(c.window) + "_" +
                                   graph::Name(c.cache);
+                         });
+
+struct DecodeAttentionCase {
+  int64_t heads, kv_heads, head_dim, window;
+  bool subgroup_arithmetic;
+};
+
+class DecodeAttentionTest : public KernelTest, public ::testing::WithParamInterface<DecodeAttentionCase> {};
+
+// Decode-sized steps (a bucket of 2) over a cache of up to 300 keys: more than the decode
+// kernel's subgroups take in one trip, so every subgroup keeps a running softmax over several,
+// with and without subgroup arithmetic (the portable variant).
+TEST_P(DecodeAttentionTest, StepsOfTwoTokensOverManyKeys) {
+  const DecodeAttentionCase& c = GetParam();
+  const int64_t capacity = 320, kv_width = c.kv_heads * c.head_dim, q_width = c.heads * c.head_dim;
+  GraphBuilder b;
+  AddCachedAttention(b, c.heads, c.kv_heads, c.head_dim, c.window, DType::kF16, capacity);
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::vector<std::pair<std::map<std::string, Tensor>, uint32_t>> steps;
+  for (uint32_t pos = 0, seed = 500; pos < 300; pos += 2, seed += 3) {
+    steps.push_back({{{"q", RandomRows(2, q_width, seed)},
+                      {"k", RandomRows(2, kv_width, seed + 1)},
+                      {"v", RandomRows(2, kv_width, seed + 2)}},
+                     pos});
+  }
+  codegen::TargetCaps caps = vk::TargetCapsOf(ctx().info());
+  caps.subgroup_arithmetic = caps.subgroup_arithmetic && c.subgroup_arithmetic;
+  Compare(*g, 2, steps, 2e-5, caps);
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionTest,
+                         ::testing::Values(DecodeAttentionCase{4, 1, 256, 0, true}, DecodeAttentionCase{8, 2, 64, 0, true},
+                                           DecodeAttentionCase{6, 3, 40, 100, true},
+                                           DecodeAttentionCase{4, 2, 72, 0, false}),
+                         [](const ::testing::TestParamInfo<DecodeAttentionCase>& i) {
+                           const DecodeAttentionCase& c = i.param;
+                           return absl::StrCat("h", c.heads, "_kv", c.kv_heads, "_d", c.head_dim, "_w", c.window,
+                                               c.subgroup_arithmetic ? "_subgroups" : "_shared");
                          });
 
 TEST_F(KernelTest, ArgmaxTakesTheFirstMaximum) {

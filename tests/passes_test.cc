@@ -204,6 +204,36 @@ TEST(FuseResidualRmsNorm, WritesTheSumAndTheNormKeepingTheSumForOthers) {
   ExpectSameResults(before, after, {{"x", RandomRows(3, 20)}, {"r", RandomRows(3, 20)}});
 }
 
+// Gemma 3's post-norm: a norm read only by the residual add becomes the fused op's prologue, on
+// either side of the add; a norm with another reader stays.
+TEST(FuseResidualRmsNorm, APostNormBecomesThePrologue) {
+  for (bool norm_first : {true, false}) {
+    GraphBuilder b;
+    ValueId x = b.Input("x", Rows(24));
+    ValueId r = b.Input("r", Rows(24));
+    ValueId post = b.RmsNorm(x, b.Param("wp", Vec(24)), 1e-6, 1.0, "post_norm");
+    ValueId s = norm_first ? b.Add(post, r, "residual") : b.Add(r, post, "residual");
+    b.Output("n", b.RmsNorm(s, b.Param("w", Vec(24)), 1e-5, 1.0, "next_norm"));
+    b.Output("s", s);
+    Graph before = *std::move(b).Finish();
+    Graph after = RunPass(before, "fuse-residual-rmsnorm");
+    ASSERT_EQ(Count(after, OpKind::kRmsNorm), 1) << graph::ToText(after);
+    const graph::Node& norm = *Nodes(after, OpKind::kRmsNorm)[0];
+    EXPECT_EQ(norm.attrs.Float("norm_eps"), 1e-6);
+    EXPECT_EQ(norm.attrs.Float("norm_offset"), 1.0);
+    EXPECT_EQ(after.node(norm.inputs[3]).label, "wp");
+    ExpectSameResults(before, after, {{"x", RandomRows(3, 24)}, {"r", RandomRows(3, 24)}});
+  }
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(24));
+  ValueId post = b.RmsNorm(x, b.Param("wp", Vec(24)), 1e-6, 1.0, "post_norm");
+  b.Output("n", b.RmsNorm(b.Add(post, b.Input("r", Rows(24))), b.Param("w", Vec(24)), 1e-5, 0.0));
+  b.Output("post", post);  // read again: the norm stays
+  Graph after = RunPass(*std::move(b).Finish(), "fuse-residual-rmsnorm");
+  EXPECT_EQ(Count(after, OpKind::kRmsNorm), 2);
+  for (const graph::Node* n : Nodes(after, OpKind::kRmsNorm)) EXPECT_FALSE(n->attrs.Has("norm_eps"));
+}
+
 TEST(FuseResidualRmsNorm, BroadcastAddsAndGroupNormsStay) {
   GraphBuilder b;
   ValueId x = b.Input("x", Rows(20));

@@ -41,6 +41,7 @@ class QuantKernelTest : public vk::VkTest {
     auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params);
     EXPECT_TRUE(gpu.ok()) << gpu.status();
     if (!gpu.ok()) return -1;
+    tolerance_ = test::ToleranceFor((*gpu)->plan(), 1e-5);
     graph::Interpreter interp(params);
     double worst = 0;
     for (const auto& [inputs, pos] : steps) {
@@ -57,6 +58,7 @@ class QuantKernelTest : public vk::VkTest {
     }
     return worst;
   }
+  double tolerance_ = 1e-5;  // for the last plan WorstError ran
 };
 
 struct QuantMatMulCase {
@@ -79,9 +81,9 @@ TEST_P(QuantMatMulTest, MatchesInterpreterOnDequantizedWeights) {
   std::printf("[ matmul %s t%lld k%lld n%lld ] relative error %.3g\n", graph::Name(c.dtype),
               static_cast<long long>(c.tokens), static_cast<long long>(c.k), static_cast<long long>(c.n), err);
   // Same weights on both sides; only the order of the K-long sums differs (f32 on the GPU, double in
-  // the interpreter).
+  // the interpreter), and on cooperative-matrix units the f16 rounding of the operands.
   EXPECT_GE(err, 0);
-  EXPECT_LE(err, 1e-5);
+  EXPECT_LE(err, tolerance_);
 }
 
 INSTANTIATE_TEST_SUITE_P(

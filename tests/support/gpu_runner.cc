@@ -1,5 +1,7 @@
 #include "tests/support/gpu_runner.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -119,6 +121,13 @@ double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
     scale = std::max(scale, std::abs(static_cast<double>(b[i])));
   }
   return a.size() == b.size() ? diff / scale : 1e30;
+}
+
+double ToleranceFor(const vk::Plan& plan, double f32_tolerance) {
+  for (const auto& d : plan.dispatches()) {
+    if (d.variant.find("coop.") != std::string::npos) return std::max(f32_tolerance, 3e-3);
+  }
+  return f32_tolerance;
 }
 
 }  // namespace doppler::test

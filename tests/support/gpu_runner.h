@@ -64,4 +64,9 @@ class GpuRunner {
 // max |a - b| / max(1e-30, max |b|) over all elements.
 double RelativeError(const std::vector<float>& a, const std::vector<float>& b);
 
+// The relative error a plan's results may carry against the interpreter: `f32_tolerance`, or 3e-3
+// where a matmul runs on the cooperative-matrix units, which multiply f16-rounded operands (2^-11
+// relative each).
+double ToleranceFor(const vk::Plan& plan, double f32_tolerance);
+
 }  // namespace doppler::test
