@@ -1,5 +1,7 @@
 // Argmax of each row: strided scan per invocation, then a shared-memory tree that keeps the
-// larger value and, on ties, the lower index (the first maximum, as the interpreter defines).
+// larger value and, on ties, the lower index (the first maximum, as the interpreter defines). The
+// scan loads 8 values before it compares any, so a row is a few rounds of loads in flight, not
+// hundreds of waits.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -32,9 +34,16 @@ void main() {
   if (row >= {{ROWS}}) return;  // uniform across the workgroup
   float best = uintBitsToFloat(0xFF800000u);  // -inf
   uint best_i = 0xFFFFFFFFu;
-  for (uint i = lid; i < {{N}}u; i += {{WG}}u) {
-    float v = x[row * {{N}}u + i];
-    if (v > best || best_i == 0xFFFFFFFFu) { best = v; best_i = i; }
+  for (uint i0 = lid; i0 < {{N}}u; i0 += 8u * {{WG}}u) {
+    float v[8];
+    [[unroll]] for (uint u = 0u; u < 8u; ++u) {
+      uint i = i0 + u * {{WG}}u;
+      v[u] = i < {{N}}u ? x[row * {{N}}u + i] : 0.0;
+    }
+    [[unroll]] for (uint u = 0u; u < 8u; ++u) {
+      uint i = i0 + u * {{WG}}u;
+      if (i < {{N}}u && (v[u] > best || best_i == 0xFFFFFFFFu)) { best = v[u]; best_i = i; }
+    }
   }
   s_val[lid] = best;
   s_idx[lid] = best_i;

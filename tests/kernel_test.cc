@@ -327,6 +327,21 @@ TEST_F(KernelTest, ArgmaxTakesTheFirstMaximum) {
   Compare(*g, 9, {{{{"x", xs}}, 0}}, 0.0);
 }
 
+// Rows longer than one round of the scan's loads (8 per invocation): maxima and ties in late rounds.
+TEST_F(KernelTest, ArgmaxOverLongRows) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(20001));
+  b.Output("ids", b.Argmax(x));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  Tensor xs = RandomRows(3, 20001, 51);
+  xs.f[0 * 20001 + 20000] = 7.0f;  // the last column
+  xs.f[1 * 20001 + 17000] = 7.0f;  // a tie across rounds: the lower index wins
+  xs.f[1 * 20001 + 19999] = 7.0f;
+  xs.f[2 * 20001 + 9000] = 7.0f;
+  Compare(*g, 3, {{{{"x", xs}}, 0}}, 0.0);
+}
+
 TEST_F(KernelTest, GeluTanhScaleAndRowBroadcast) {
   GraphBuilder b;
   ValueId x = b.Input("x", Rows(101));
