@@ -50,7 +50,16 @@ void main() {
   uint first = (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WINDOW : 0u;
   uint kv_base = (h / GROUP) * HD;
 
-  for (uint d = lid; d < HD; d += WG) s_q[d] = q_value(t, h * HD + d) * {{SCALE}};
+  float ss = 0.0;
+  for (uint d = lid; d < HD; d += WG) {
+    s_q[d] = q_value(t, h * HD + d);
+    ss += q_square(t, h * HD + d);
+  }
+#if QNORM
+  ss = wg_sum(ss);
+#endif
+  float qs = q_scale(ss);
+  for (uint d = lid; d < HD; d += WG) s_q[d] *= qs;
   barrier();
 
   float run_max = -3.0e38;
@@ -106,14 +115,26 @@ void main() {
   uint p = step.pos + t;
   uint first = (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WINDOW : 0u;
   uint kv_base = (h / GROUP) * HD;
-  for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) s_q[d] = q_value(t, h * HD + d) * {{SCALE}};
-  barrier();
-
   uint lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, nsg = gl_NumSubgroups, S = gl_SubgroupSize;
+  float ss = 0.0;
+  for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) {
+    s_q[d] = q_value(t, h * HD + d);
+    ss += q_square(t, h * HD + d);
+  }
+#if QNORM
+  ss = subgroupAdd(ss);
+  if (subgroupElect()) s_l[sg] = ss;
+  barrier();
+  ss = 0.0;
+  for (uint g = 0u; g < nsg; ++g) ss += s_l[g];
+#endif
+  float qs = q_scale(ss);
+  barrier();  // s_q is written, and s_l read before its reuse below
+
   float qv[DPL], acc[DPL];
   [[unroll]] for (uint i = 0u; i < DPL; ++i) {
     uint d = lane + S * i;
-    qv[i] = d < HD ? s_q[d] : 0.0;
+    qv[i] = d < HD ? s_q[d] * qs : 0.0;
     acc[i] = 0.0;
   }
   float m = -3.0e38, l = 0.0;
@@ -173,6 +194,7 @@ void main() {
 constexpr const char* kBlockMain = R"(
 const uint TPQ = {{TPQ}}u, QB = WG / TPQ, KC = {{KC}}u, DPT = HD / TPQ;
 shared float s_q[QB][HD];
+shared float s_part[QB][TPQ];  // each query's invocations' sums of squares
 shared float s_k[KC][HD + 1u];  // padded: invocations of one query read different rows
 shared float s_v[KC][HD];
 shared float s_p[QB][KC];
@@ -195,8 +217,17 @@ void main() {
 
   for (uint e = lid; e < QB * HD; e += WG) {
     uint qq = e / HD, d = e % HD;
-    s_q[qq][d] = t0 + qq < n ? q_value(t0 + qq, h * HD + d) * {{SCALE}} : 0.0;
+    s_q[qq][d] = t0 + qq < n ? q_value(t0 + qq, h * HD + d) : 0.0;
   }
+  // Each query's scale: its invocations sum their share of the head's squares.
+  float ss = 0.0;
+  for (uint d = sub; d < HD; d += TPQ) ss += live ? q_square(t, h * HD + d) : 0.0;
+  s_part[qi][sub] = ss;
+  barrier();
+  ss = 0.0;
+  for (uint i = 0u; i < TPQ; ++i) ss += s_part[qi][i];
+  float qs = q_scale(ss);
+  [[unroll]] for (uint d = 0u; d < DPT; ++d) s_q[qi][sub * DPT + d] *= qs;
   float run_max = -3.0e38, run_sum = 0.0;
   float acc[DPT];
   [[unroll]] for (uint i = 0u; i < DPT; ++i) acc[i] = 0.0;
@@ -271,14 +302,35 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   k.family = "attention";
   k.variant = absl::StrCat(block ? "block." : subgroups ? "subgroups." : "online_softmax.", graph::Name(cache_dtype),
                            window > 0 ? ".window" : "");
-  // A rope prologue (a table input) rotates q as it is loaded.
-  const bool rope = c.node.inputs.size() == 4;
+  // A rope prologue (a table input) rotates q as it is loaded; a head norm prologue (its weight
+  // after the table) normalises each head of q first: the weight as q is loaded, 1 / rms in
+  // `q_head_scale` (with the softmax scale), which sums the head's squares (a few hundred values
+  // at most, from cache) once per invocation, or per query in the block variant.
+  const bool rope = c.node.inputs.size() >= 4, norm = c.node.inputs.size() == 5;
+  const std::string scale = FloatLiteral(c.node.attrs.Float("scale"));
   std::string q_value = "float q_value(uint t, uint e) { return q[t * QW + e]; }\n";
+  // `float q_square(uint t, uint e)`: q[t, e]² for a head's norm (0 without one); `float
+  // q_scale(float sum_sq)`: what multiplies a head's q given its sum of squares (the softmax scale,
+  // times 1 / rms with a norm).
+  std::string q_norm = absl::StrCat("#define QNORM 0\nfloat q_square(uint t, uint e) { return 0.0; }\n",
+                                    "float q_scale(float sum_sq) { return ", scale, "; }\n");
   if (rope) {
     const std::string& style = c.node.attrs.Str("style");
+    if (norm) absl::StrAppend(&k.variant, "+rms_norm");
     absl::StrAppend(&k.variant, "+rope.", style);
     q_value = absl::StrCat(FloatBuffer(5, "table", graph::DType::kF32, true),
-                           RopeFunction("q_value", "load_q", "table", heads * head_dim, head_dim, style == "neox"));
+                           norm ? absl::StrCat(FloatBuffer(6, "nw", c.input(4).type.dtype, true),
+                                               "float load_normed(uint i) { return q[i] * (load_nw(i % ", head_dim,
+                                               "u) + ", FloatLiteral(c.node.attrs.Float("norm_offset")), "); }\n")
+                                : "",
+                           RopeFunction("q_value", norm ? "load_normed" : "load_q", "table", heads * head_dim, head_dim,
+                                        style == "neox"));
+    if (norm) {
+      q_norm = absl::StrCat("#define QNORM 1\n",
+                            "float q_square(uint t, uint e) { return q[t * QW + e] * q[t * QW + e]; }\n",
+                            "float q_scale(float sum_sq) { return ", scale, " * inversesqrt(sum_sq / ", head_dim,
+                            ".0 + ", FloatLiteral(c.node.attrs.Float("norm_eps")), "); }\n");
+    }
   }
   k.glsl = absl::StrCat(ShaderHeader(wg),
                         subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
@@ -297,12 +349,12 @@ const uint WINDOW = {{WINDOW}}u, CAP = {{CAP}}u;  // key j lives in cache row j 
                                                                                 {"KVW", absl::StrCat(kv_heads * head_dim)},
                                                                                 {"WINDOW", absl::StrCat(window)},
                                                                                 {"CAP", absl::StrCat(c.input(1).type.shape[0].value)}}),
+                        q_norm,
                         Fill(block ? kBlockMain : subgroups ? kSubgroupsMain : kTokenMain,
                              {{"TPQ", absl::StrCat(tpq)},
                               {"KC", absl::StrCat(kc)},
                               {"MIN_SG", absl::StrCat(min_sg)},
-                              {"KPI", absl::StrCat(kpi)},
-                                                               {"SCALE", FloatLiteral(c.node.attrs.Float("scale"))}}));
+                              {"KPI", absl::StrCat(kpi)}}));
   k.args = {{c.node.id, true}};
   for (graph::ValueId in : c.node.inputs) k.args.push_back({in, false});
   k.groups = {static_cast<uint32_t>(heads),

@@ -58,42 +58,79 @@ void main() {
 }
 
 // Position p goes to row p % C of a cache of C rows (a ring, as the interpreter defines it). With a
-// rope prologue (a table input), the values are rotated as they are written.
+// rope prologue (a table input), the values are rotated as they are written; with a head norm
+// prologue (its weight after the table), each head is RMS-normalised before it is rotated: a
+// workgroup then writes one head of one token, and reduces the head's squares in shared memory.
 absl::StatusOr<Kernel> EmitCacheWrite(const EmitContext& c) {
   const graph::Node& state = c.input(0);
   const int64_t width = state.type.shape[1].value, capacity = state.type.shape[0].value;
-  const bool rope = c.node.inputs.size() == 3;
+  const bool rope = c.node.inputs.size() >= 3, norm = c.node.inputs.size() == 4;
   const bool f16 = state.type.dtype == graph::DType::kF16;
+  const int64_t per = f16 ? 2 : 1;  // values per invocation: an f16 cache is written a pair (one uint) at a time
   if (f16 && width % 2 != 0) return absl::InvalidArgumentError("cache_write: f16 cache rows must have an even width");
+  const int64_t head_dim = rope ? c.node.attrs.Int("head_dim") : width;
+  uint32_t wg = kWorkgroup;
+  if (norm) {
+    wg = 32;
+    while (wg < head_dim / per && wg * 2 <= c.caps.max_workgroup_invocations) wg *= 2;
+    if (wg < head_dim / per) return absl::InvalidArgumentError("cache_write: a head norm wider than a workgroup");
+  }
   Kernel k;
   k.family = "cache_write";
   k.variant = f16 ? "f16" : "f32";
   k.args = {{c.node.inputs[0], true}, {c.node.inputs[1], false}};
-  // `float value(uint t, uint i)`: what goes to column i for token t.
+  // `float value(uint t, uint i)`: what goes to column i for token t (before the head's 1 / rms).
   std::string value = "float value(uint t, uint i) { return src[t * W + i]; }\n";
   if (rope) {
+    if (norm) absl::StrAppend(&k.variant, "+rms_norm");
     k.variant += "+rope." + c.node.attrs.Str("style");
     k.args.push_back({c.node.inputs[2], false});
-    value = absl::StrCat(FloatBuffer(3, "table", graph::DType::kF32, true),
-                         RopeFunction("value", "load_src", "table", width, c.node.attrs.Int("head_dim"),
-                                      c.node.attrs.Str("style") == "neox"));
+    value = FloatBuffer(3, "table", graph::DType::kF32, true);
+    if (norm) {
+      k.args.push_back({c.node.inputs[3], false});
+      absl::StrAppend(&value, FloatBuffer(4, "nw", c.input(3).type.dtype, true),
+                      "float load_normed(uint i) { return src[i] * (load_nw(i % HD) + ",
+                      FloatLiteral(c.node.attrs.Float("norm_offset")), "); }\n", WorkgroupReductions(wg));
+    }
+    absl::StrAppend(&value, RopeFunction("value", norm ? "load_normed" : "load_src", "table", width, head_dim,
+                                         c.node.attrs.Str("style") == "neox"));
   }
-  // An f16 cache is written a pair of values (one uint) per invocation.
   const std::string cache_decl =
       f16 ? "layout(std430, set = 0, binding = 1) buffer Buf_cache { uint cache[]; };\n"
           : FloatBuffer(1, "cache", graph::DType::kF32, false);
-  k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), cache_decl, FloatBuffer(2, "src", graph::DType::kF32, true),
-                        "const uint W = ", width, "u, C = ", capacity, "u, PER = ", f16 ? 2 : 1, "u;\n", value, R"(
+  k.glsl = absl::StrCat(ShaderHeader(wg), cache_decl, FloatBuffer(2, "src", graph::DType::kF32, true),
+                        "const uint W = ", width, "u, C = ", capacity, "u, PER = ", per, "u, HD = ", head_dim, "u;\n",
+                        value, Fill(R"(
 void main() {
-  uint i = gl_GlobalInvocationID.x;
   uint t = gl_WorkGroupID.y;
-  if (t >= step.n_tokens || i >= W / PER) return;
+  if (t >= step.n_tokens) return;  // uniform across the workgroup
+#if {{NORM}}
+  // Invocation j writes values PER·j.. of head gl_WorkGroupID.x.
+  uint j = gl_LocalInvocationID.x;
+  bool live = j < HD / PER;
+  uint i = gl_WorkGroupID.x * (HD / PER) + min(j, HD / PER - 1u);
+  float ss = 0.0;
+  [[unroll]] for (uint e = 0u; e < PER; ++e) {
+    float v = live ? src[t * W + PER * i + e] : 0.0;
+    ss += v * v;
+  }
+  float s = inversesqrt(wg_sum(ss) / float(HD) + {{EPS}});
+  if (!live) return;
+#else
+  uint i = gl_GlobalInvocationID.x;
+  if (i >= W / PER) return;
+  float s = 1.0;
+#endif
   uint row = ((step.pos + t) % C) * W / PER;
-  cache[row + i] = )",
-                        f16 ? "packHalf2x16(vec2(value(t, 2u * i), value(t, 2u * i + 1u)));" : "value(t, i);", R"(
+  cache[row + i] = {{STORE}};
 }
-)");
-  k.groups = {CeilDiv(width / (f16 ? 2 : 1), kWorkgroup), static_cast<uint32_t>(c.tokens), 1};
+)",
+                                    {{"NORM", norm ? "1" : "0"},
+                                     {"EPS", norm ? FloatLiteral(c.node.attrs.Float("norm_eps")) : "0.0"},
+                                     {"STORE", f16 ? "packHalf2x16(vec2(value(t, 2u * i), value(t, 2u * i + 1u)) * s)"
+                                                   : "value(t, i) * s"}}));
+  k.groups = {norm ? static_cast<uint32_t>(width / head_dim) : CeilDiv(width / per, kWorkgroup),
+              static_cast<uint32_t>(c.tokens), 1};
   return k;
 }
 

@@ -85,6 +85,12 @@ TensorPtr RmsNorm(const Tensor& x, const Tensor& w, int64_t group, double eps, d
   return out;
 }
 
+// A node's head norm prologue: RMSNorm over each head_dim-wide group of x (attrs norm_eps,
+// norm_offset).
+TensorPtr HeadNorm(const Node& n, const Tensor& x, const Tensor& w) {
+  return RmsNorm(x, w, n.attrs.Int("head_dim"), n.attrs.Float("norm_eps"), n.attrs.Float("norm_offset"));
+}
+
 // Rotates pairs of each head: (i, i + d/2) for "neox" (rotate-half), (2i, 2i + 1) for "interleaved".
 absl::StatusOr<TensorPtr> Rope(const Node& n, const Tensor& x, const Tensor& table, int64_t pos) {
   const int64_t tokens = x.shape[0], width = x.shape[1];
@@ -346,16 +352,18 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
     case OpKind::kRope:
       return Rope(n, in(0), in(1), pos);
     case OpKind::kCacheWrite: {
-      // A rope prologue (a third input, the table): x is rotated first, with the node's rope attrs.
+      // A rope prologue (a third input, the table): x is rotated first, with the node's rope attrs;
+      // before that, a head norm prologue (a fourth input, its weight) normalises each head.
       if (n.inputs.size() == 2) return CacheWrite(n, values_[static_cast<size_t>(n.inputs[0])], in(1), pos);
-      absl::StatusOr<TensorPtr> roped = Rope(n, in(1), in(2), pos);
+      absl::StatusOr<TensorPtr> roped = Rope(n, n.inputs.size() == 4 ? *HeadNorm(n, in(1), in(3)) : in(1), in(2), pos);
       if (!roped.ok()) return roped.status();
       return CacheWrite(n, values_[static_cast<size_t>(n.inputs[0])], **roped, pos);
     }
     case OpKind::kAttention: {
-      // A rope prologue (a fourth input, the table): q is rotated first (attr style).
+      // A rope prologue (a fourth input, the table): q is rotated first (attr style); before that,
+      // a head norm prologue (a fifth input, its weight) normalises each head.
       if (n.inputs.size() == 3) return Attention(n, in(0), in(1), in(2), pos);
-      absl::StatusOr<TensorPtr> roped = Rope(n, in(0), in(3), pos);
+      absl::StatusOr<TensorPtr> roped = Rope(n, n.inputs.size() == 5 ? *HeadNorm(n, in(0), in(4)) : in(0), in(3), pos);
       if (!roped.ok()) return roped.status();
       return Attention(n, **roped, in(1), in(2), pos);
     }

@@ -63,6 +63,17 @@ absl::Status CheckRope(OpKind kind, const Attrs& attrs, const TensorType& x, con
   return absl::OkStatus();
 }
 
+// A per-head RMSNorm prologue (before a rope prologue): attrs norm_eps, norm_offset and a weight
+// of head_dim floats.
+absl::Status CheckHeadNorm(OpKind kind, const Attrs& attrs, const TensorType& w) {
+  if (!attrs.Has("norm_eps") || !attrs.Has("norm_offset")) return Error(kind, "a head norm needs norm_eps and norm_offset");
+  if (w.shape.size() != 1 || w.shape[0] != Dim::Static(attrs.Int("head_dim")) || !IsFloat(w.dtype)) {
+    return Error(kind, absl::StrCat("the head norm's weight must be a float vector of head_dim ", attrs.Int("head_dim"),
+                                    ", got ", ToString(w)));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vector<ValueId>& inputs,
                                      const Attrs& attrs) {
   std::vector<TensorType> in;
@@ -206,10 +217,14 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
     }
     case OpKind::kCacheWrite: {
       if (auto s = ExpectMatrix(kind, "state", in[0]); !s.ok()) return s;
-      // A rope prologue: the table as a third input, and rope's attrs.
-      if (in.size() > 3) return Error(kind, "takes the state, x and optionally a rope table");
-      if (in.size() == 3) {
+      // A rope prologue: the table as a third input, and rope's attrs; after it, a per-head norm
+      // prologue (attr norm_eps): the norm's weight as a fourth input.
+      if (in.size() > 4) return Error(kind, "takes the state, x, optionally a rope table and then a head norm's weight");
+      if (in.size() >= 3) {
         if (auto s = CheckRope(kind, attrs, in[1], in[2]); !s.ok()) return s;
+      }
+      if (in.size() == 4) {
+        if (auto s = CheckHeadNorm(kind, attrs, in[3]); !s.ok()) return s;
       }
       if (auto s = ExpectMatrix(kind, "x", in[1]); !s.ok()) return s;
       if (in[0].shape[1] != in[1].shape[1] || !in[1].shape[0].tokens || !IsF32(in[1])) {
@@ -231,10 +246,16 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
       if (!IsF32(in[0]) || !in[0].shape[0].tokens || in[0].shape[1].value != heads * head_dim) {
         return Error(kind, absl::StrCat("q must be f32[T, heads*head_dim], got ", ToString(in[0])));
       }
-      if (in.size() > 4) return Error(kind, "takes q, the k and v caches and optionally a rope table");
-      // A rope prologue for q: the table as a fourth input, and attr style.
-      if (in.size() == 4) {
+      if (in.size() > 5) {
+        return Error(kind, "takes q, the k and v caches, optionally a rope table and then a head norm's weight");
+      }
+      // A rope prologue for q: the table as a fourth input, and attr style; after it, a per-head
+      // norm prologue (attr norm_eps): the norm's weight as a fifth input.
+      if (in.size() >= 4) {
         if (auto s = CheckRope(kind, attrs, in[0], in[3]); !s.ok()) return s;
+      }
+      if (in.size() == 5) {
+        if (auto s = CheckHeadNorm(kind, attrs, in[4]); !s.ok()) return s;
       }
       if (in[1].shape != in[2].shape || in[1].shape[1].value != kv_heads * head_dim) {
         return Error(kind, absl::StrCat("k/v caches must be [C, kv_heads*head_dim], got ", ToString(in[1]), " and ",

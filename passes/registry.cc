@@ -10,6 +10,7 @@ const std::vector<PassEntry>& Registry() {
       {"fuse-residual-rmsnorm", MakeFuseResidualRmsNorm},
       {"fuse-norm-matmul", MakeFuseNormMatmul},
       {"fuse-rope", MakeFuseRope},
+      {"fuse-head-norm", MakeFuseHeadNorm},
       {"dce", MakeDce},
   };
   return entries;
@@ -19,10 +20,11 @@ const std::vector<PassEntry>& Registry() {
 // plain pair); then projections of one input; then epilogues, which take a matmul's residual add
 // before the norm fusion can; then the remaining residual+norm pairs; then plain norms into the
 // matmuls that read them (after the merges above, which take plain matmuls only); rotary
-// embeddings into the cache writes and attention that read them; dce last.
+// embeddings into the cache writes and attention that read them, and then the per-head norms
+// before them; dce last.
 std::vector<std::string> DefaultPipeline() {
-  return {"fuse-gate-up", "fuse-qkv",  "fuse-matmul-epilogue", "fuse-residual-rmsnorm", "fuse-norm-matmul",
-          "fuse-rope",    "dce"};
+  return {"fuse-gate-up", "fuse-qkv",       "fuse-matmul-epilogue", "fuse-residual-rmsnorm", "fuse-norm-matmul",
+          "fuse-rope",    "fuse-head-norm", "dce"};
 }
 
 }  // namespace doppler::passes

@@ -21,6 +21,7 @@ std::unique_ptr<Pass> MakeFuseResidualRmsNorm();
 std::unique_ptr<Pass> MakeFuseMatmulEpilogue();
 std::unique_ptr<Pass> MakeFuseNormMatmul();
 std::unique_ptr<Pass> MakeFuseRope();
+std::unique_ptr<Pass> MakeFuseHeadNorm();
 std::unique_ptr<Pass> MakeDce();
 
 }  // namespace doppler::passes

@@ -61,7 +61,7 @@ TEST(Cli, RunProfileReportsDecodeStepsAfterTheText) {
   EXPECT_EQ(r.out, "Once upon a time, there was a little girl named Lily. She loved to play outsid\n");
   EXPECT_NE(r.err.find("profile of a decode step (mean of 8 profiled steps"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("matmul.gemv."), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("attention.online_softmax"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("attention."), std::string::npos) << r.err;  // a kernel variant
   EXPECT_NE(r.err.find("total/measured"), std::string::npos) << r.err;
 }
 

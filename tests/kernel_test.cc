@@ -178,6 +178,7 @@ INSTANTIATE_TEST_SUITE_P(Styles, RopeKernelTest, ::testing::Values("neox", "inte
 struct RopePrologueCase {
   std::string style;
   DType cache;
+  bool head_norm;  // q and k normalised per head first (fuse-head-norm's form)
 };
 
 class RopePrologueTest : public KernelTest, public ::testing::WithParamInterface<RopePrologueCase> {};
@@ -193,30 +194,41 @@ TEST_P(RopePrologueTest, CacheWriteAndAttentionRotateAsTheyLoad) {
   auto values = std::make_shared<std::vector<float>>(test::RandomFloats(positions * head_dim, 11));
   ValueId table = b.Const("table", {DType::kF32, {Dim::Static(positions), Dim::Static(head_dim / 2), Dim::Static(2)}}, values);
   TensorType cache{GetParam().cache, {Dim::Static(capacity), Dim::Static(kv_heads * head_dim)}};
+  if (GetParam().head_norm) {
+    q = b.GroupRmsNorm(q, b.Param("q_norm", {DType::kF32, {Dim::Static(head_dim)}}), head_dim, 1e-6, 1.0);
+    k = b.GroupRmsNorm(k, b.Param("k_norm", {DType::kF32, {Dim::Static(head_dim)}}), head_dim, 1e-6, 1.0);
+  }
   ValueId kc = b.CacheWrite(b.State("k_cache", cache), b.Rope(k, table, kv_heads, head_dim, GetParam().style));
   ValueId vc = b.CacheWrite(b.State("v_cache", cache), v);
   b.Output("o", b.Attention(b.Rope(q, table, heads, head_dim, GetParam().style), kc, vc, heads, kv_heads, head_dim,
                             0.3, 0));
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
-  absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse("fuse-rope,dce");
+  absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse("fuse-rope,fuse-head-norm,dce");
   ASSERT_TRUE(pm.ok()) << pm.status();
   ASSERT_TRUE(pm->Run(*g).ok());
-  int ropes = 0;
-  for (const graph::Node& n : g->nodes()) ropes += n.kind == graph::OpKind::kRope ? 1 : 0;
-  ASSERT_EQ(ropes, 0) << graph::ToText(*g);
+  int unfused = 0;
+  for (const graph::Node& n : g->nodes()) {
+    unfused += n.kind == graph::OpKind::kRope || n.kind == graph::OpKind::kRmsNorm ? 1 : 0;
+  }
+  ASSERT_EQ(unfused, 0) << graph::ToText(*g);
   auto step = [&](int64_t tokens, uint32_t seed) {
     return std::map<std::string, Tensor>{{"q", RandomRows(tokens, heads * head_dim, seed)},
                                          {"k", RandomRows(tokens, kv_heads * head_dim, seed + 1)},
                                          {"v", RandomRows(tokens, kv_heads * head_dim, seed + 2)}};
   };
+  // A 16-token bucket (prefill's block attention), and a 2-token one (decode's).
   Compare(*g, 16, {{step(13, 20), 0}, {step(1, 30), 13}, {step(5, 40), 14}}, 2e-5);
+  Compare(*g, 2, {{step(2, 50), 0}, {step(1, 60), 2}, {step(2, 70), 3}}, 2e-5);
 }
 INSTANTIATE_TEST_SUITE_P(Forms, RopePrologueTest,
-                         ::testing::Values(RopePrologueCase{"neox", DType::kF32}, RopePrologueCase{"neox", DType::kF16},
-                                           RopePrologueCase{"interleaved", DType::kF16}),
+                         ::testing::Values(RopePrologueCase{"neox", DType::kF32, false},
+                                           RopePrologueCase{"neox", DType::kF16, false},
+                                           RopePrologueCase{"interleaved", DType::kF16, false},
+                                           RopePrologueCase{"neox", DType::kF16, true},
+                                           RopePrologueCase{"interleaved", DType::kF32, true}),
                          [](const ::testing::TestParamInfo<RopePrologueCase>& i) {
-                           return i.param.style + "_" + graph::Name(i.param.cache);
+                           return i.param.style + "_" + graph::Name(i.param.cache) + (i.param.head_norm ? "_head_norm" : "");
                          });
 
 struct AttentionCase {

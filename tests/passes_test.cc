@@ -242,6 +242,36 @@ TEST(FuseResidualRmsNorm, BroadcastAddsAndGroupNormsStay) {
   EXPECT_EQ(Count(after, OpKind::kAdd), 1);
 }
 
+// Per-head norms before rope (Qwen 3, Gemma 3) become prologues of the ops that already rotate;
+// a norm over other groups, or one also read elsewhere, stays.
+TEST(FuseHeadNorm, QAndKNormsJoinTheirRopePrologues) {
+  const int64_t heads = 4, kv_heads = 2, hd = 8;
+  for (bool fusable : {true, false}) {
+    GraphBuilder b;
+    ValueId q = b.Input("q", Rows(heads * hd));
+    ValueId k = b.Input("k", Rows(kv_heads * hd));
+    ValueId v = b.Input("v", Rows(kv_heads * hd));
+    auto values = std::make_shared<std::vector<float>>(test::RandomFloats(32 * hd / 2 * 2, 5));
+    ValueId table = b.Const("table", {DType::kF32, {graph::Dim::Static(32), graph::Dim::Static(hd / 2), graph::Dim::Static(2)}}, values);
+    const int64_t group = fusable ? hd : hd / 2;
+    ValueId qn = b.GroupRmsNorm(q, b.Param("qw", Vec(group)), group, 1e-6, 1.0, "q_norm");
+    ValueId kn = b.GroupRmsNorm(k, b.Param("kw", Vec(group)), group, 1e-6, 1.0, "k_norm");
+    graph::TensorType cache{DType::kF32, {graph::Dim::Static(32), graph::Dim::Static(kv_heads * hd)}};
+    ValueId kc = b.CacheWrite(b.State("k_cache", cache), b.Rope(kn, table, kv_heads, hd, "neox"));
+    ValueId vc = b.CacheWrite(b.State("v_cache", cache), v);
+    b.Output("o", b.Attention(b.Rope(qn, table, heads, hd, "neox"), kc, vc, heads, kv_heads, hd, 0.5, 0));
+    Graph before = *std::move(b).Finish();
+    Graph after = RunPass(before, "fuse-rope,fuse-head-norm,dce");
+    EXPECT_EQ(Count(after, OpKind::kRmsNorm), fusable ? 0 : 2) << graph::ToText(after);
+    if (fusable) {
+      EXPECT_EQ(Nodes(after, OpKind::kAttention)[0]->attrs.Float("norm_offset"), 1.0);
+      EXPECT_EQ(after.node(Nodes(after, OpKind::kAttention)[0]->inputs[4]).label, "qw");
+    }
+    ExpectSameResults(before, after,
+                      {{"q", RandomRows(3, heads * hd)}, {"k", RandomRows(3, kv_heads * hd)}, {"v", RandomRows(3, kv_heads * hd)}});
+  }
+}
+
 TEST(FuseNormMatmul, EveryMatmulReaderTakesTheNormAsItsPrologue) {
   GraphBuilder b;
   ValueId x = b.Input("x", Rows(32));
@@ -334,6 +364,31 @@ TEST(DefaultPipeline, LlamaDecodeLayerShape) {
               static_cast<int>(std::count_if(g->nodes().begin(), g->nodes().end(), [](const graph::Node& n) {
                 return n.label.rfind("layers.0.", 0) == 0 && n.kind != OpKind::kParam && n.kind != OpKind::kState;
               })));
+}
+
+// Gemma 3's layer after the default pipeline: its q and k norms are prologues of attention and
+// the k cache write, each post-norm a prologue of the residual norm after it, so the only norms
+// left are those residual ones: two a layer, the last layer's second being the final norm (with
+// logits for every token, no last_row stands between the last residual add and it).
+TEST(DefaultPipeline, Gemma3NormsBecomePrologues) {
+  absl::StatusOr<Graph> g = FixtureGraph("gemma3", 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  Graph fused = RunPass(*g, "default");
+  int layers = 0;
+  for (const graph::Node& n : g->nodes()) layers += n.kind == OpKind::kAttention ? 1 : 0;
+  int residual_norms = 0, other_norms = 0, normed_attention = 0, normed_cache_writes = 0;
+  for (const graph::Node& n : fused.nodes()) {
+    if (n.kind == OpKind::kRmsNorm) {
+      (n.attrs.Int("residual") == 1 && n.attrs.Has("norm_eps") ? residual_norms : other_norms) += 1;
+    }
+    normed_attention += n.kind == OpKind::kAttention && n.attrs.Has("norm_eps") ? 1 : 0;
+    normed_cache_writes += n.kind == OpKind::kCacheWrite && n.attrs.Has("norm_eps") ? 1 : 0;
+  }
+  EXPECT_GT(layers, 0);
+  EXPECT_EQ(other_norms, 0) << graph::ToText(fused);
+  EXPECT_EQ(residual_norms, 2 * layers) << graph::ToText(fused);
+  EXPECT_EQ(normed_attention, layers);
+  EXPECT_EQ(normed_cache_writes, layers);
 }
 
 class FusedEqualsUnfused : public ::testing::TestWithParam<std::string> {};
