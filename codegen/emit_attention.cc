@@ -1,4 +1,4 @@
-// Causal attention over the KV cache with an online softmax, in two variants of one family.
+// Causal attention over the KV cache, in four variants of one family.
 //
 // subgroups (decode, where the device has subgroup arithmetic): one workgroup per (query head,
 // token), up to 32 subgroups, each taking every NSG-th key with its own running max, sum and
@@ -18,13 +18,19 @@
 // and each accumulates its HD / TPQ output dimensions. K and V are read once per block of queries
 // instead of once per query.
 //
+// coop (prefill buckets from kCoopMinRows rows over an f16 cache, on NVIDIA's cooperative-matrix
+// units): blocks of 16 queries per subgroup against chunks of 16 keys as f16 fragments, in two
+// passes over the keys (codegen/attention_coop.cc).
+//
 // Shared memory is independent of the KV length, so any context fits.
 #include <algorithm>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "codegen/attention_coop.h"
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
+#include "codegen/matmul.h"
 
 namespace doppler::codegen {
 namespace {
@@ -280,14 +286,26 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   const graph::DType cache_dtype = c.input(1).type.dtype;
   // Invocations per query in the block variant: enough that each owns at most 16 output
   // dimensions (of a head_dim they divide). Keys per chunk: as many as 16 KiB of shared memory
-  // holds for K (and again for V), up to 32.
+  // holds for K (and again for V), up to 32, fewer where the whole does not fit the device's
+  // shared memory (32 KiB on some).
   const int64_t tpq = std::min<int64_t>(std::max<int64_t>(4, head_dim / 16), kBlockWorkgroup);
-  const int64_t kc = std::max<int64_t>(1, std::min<int64_t>(32, 4096 / head_dim));
+  const int64_t qb = kBlockWorkgroup / tpq;
+  auto block_shared = [&](int64_t keys) {  // s_q, s_k (padded), s_v, s_p, s_part
+    return 4 * (qb * head_dim + keys * (head_dim + 1) + keys * head_dim + qb * keys + qb * tpq);
+  };
+  int64_t kc = std::max<int64_t>(1, std::min<int64_t>(32, 4096 / head_dim));
+  while (kc > 1 && block_shared(kc) > c.caps.max_shared_memory) --kc;
   // A block of queries per workgroup when the plan's steps can hold several. Heads wider than 128
   // keep the token variant: their blocks would be 8 queries over 16-key chunks, which measured
   // slower on the H100 (Gemma 3's 256).
-  const bool block = c.tokens >= kBlockMinTokens && head_dim % tpq == 0 && head_dim <= kBlockMaxHeadDim;
-  const bool subgroups = !block && c.caps.subgroup_arithmetic;
+  // Cooperative-matrix units for prefill buckets as large as the matmuls take them at (their f16
+  // operands keep short prompts off them) over an f16 cache.
+  const int64_t coop_subgroups = CoopAttentionSubgroups(c.caps, head_dim);
+  const bool coop = c.caps.coop_matrix_nv && c.tokens >= kCoopMinRows && cache_dtype == graph::DType::kF16 &&
+                    coop_subgroups > 0;
+  const bool block = !coop && c.tokens >= kBlockMinTokens && head_dim % tpq == 0 && head_dim <= kBlockMaxHeadDim &&
+                     block_shared(kc) <= c.caps.max_shared_memory;
+  const bool subgroups = !coop && !block && c.caps.subgroup_arithmetic;
   // The subgroups variant: up to 32 subgroups, fewer where their partial outputs (and q) would pass
   // half the device's shared memory; keys per subgroup per trip: as many as keep 16 values per
   // lane in flight.
@@ -297,10 +315,14 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
                                                               c.caps.max_workgroup_invocations / min_sg}));
   const int64_t dims_per_lane = (head_dim + min_sg - 1) / min_sg;
   const int64_t kpi = std::max<int64_t>(1, std::min<int64_t>(4, 16 / dims_per_lane));
-  const uint32_t wg = block ? kBlockWorkgroup : subgroups ? static_cast<uint32_t>(nsg * min_sg) : kWorkgroup;
+  const uint32_t wg = coop    ? static_cast<uint32_t>(32 * coop_subgroups)
+                      : block ? kBlockWorkgroup
+                      : subgroups ? static_cast<uint32_t>(nsg * min_sg)
+                                  : kWorkgroup;
   Kernel k;
   k.family = "attention";
-  k.variant = absl::StrCat(block ? "block." : subgroups ? "subgroups." : "online_softmax.", graph::Name(cache_dtype),
+  k.variant = absl::StrCat(coop ? "coop." : block ? "block." : subgroups ? "subgroups." : "online_softmax.",
+                           graph::Name(cache_dtype),
                            window > 0 ? ".window" : "");
   // A rope prologue (a table input) rotates q as it is loaded; a head norm prologue (its weight
   // after the table) normalises each head of q first: the weight as q is loaded, 1 / rms in
@@ -336,9 +358,14 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
                         subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
                                     "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
                                   : "",
+                        coop ? "#extension GL_NV_cooperative_matrix : enable\n"
+                               "#extension GL_KHR_memory_scope_semantics : enable\n"
+                               "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
+                               "#extension GL_KHR_shader_subgroup_basic : enable\n"
+                             : "",
                         FloatBuffer(1, "o", graph::DType::kF32, false),
                         FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, true),
-                        FloatBuffer(4, "vc", cache_dtype, true), block || subgroups ? "" : WorkgroupReductions(kWorkgroup),
+                        FloatBuffer(4, "vc", cache_dtype, true), coop || block || subgroups ? "" : WorkgroupReductions(kWorkgroup),
                         "const uint QW = ", heads * head_dim, "u;\n", q_value, Fill(R"(
 const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u;
 const uint WINDOW = {{WINDOW}}u, CAP = {{CAP}}u;  // key j lives in cache row j % CAP (a ring)
@@ -350,7 +377,7 @@ const uint WINDOW = {{WINDOW}}u, CAP = {{CAP}}u;  // key j lives in cache row j 
                                                                                 {"WINDOW", absl::StrCat(window)},
                                                                                 {"CAP", absl::StrCat(c.input(1).type.shape[0].value)}}),
                         q_norm,
-                        Fill(block ? kBlockMain : subgroups ? kSubgroupsMain : kTokenMain,
+                        Fill(coop ? CoopAttentionMain(coop_subgroups) : block ? kBlockMain : subgroups ? kSubgroupsMain : kTokenMain,
                              {{"TPQ", absl::StrCat(tpq)},
                               {"KC", absl::StrCat(kc)},
                               {"MIN_SG", absl::StrCat(min_sg)},
@@ -358,7 +385,10 @@ const uint WINDOW = {{WINDOW}}u, CAP = {{CAP}}u;  // key j lives in cache row j 
   k.args = {{c.node.id, true}};
   for (graph::ValueId in : c.node.inputs) k.args.push_back({in, false});
   k.groups = {static_cast<uint32_t>(heads),
-              block ? CeilDiv(c.tokens, kBlockWorkgroup / tpq) : static_cast<uint32_t>(c.tokens), 1};
+              coop    ? CeilDiv(c.tokens, kCoopAttentionTile * coop_subgroups)
+              : block ? CeilDiv(c.tokens, kBlockWorkgroup / tpq)
+                      : static_cast<uint32_t>(c.tokens),
+              1};
   return k;
 }
 

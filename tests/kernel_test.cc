@@ -8,6 +8,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/kernel.h"
+#include "codegen/shader_compiler.h"
 #include "graph/builder.h"
 #include "graph/printer.h"
 #include "passes/pass.h"
@@ -186,7 +188,7 @@ class RopePrologueTest : public KernelTest, public ::testing::WithParamInterface
 // fuse-rope's forms: the k cache write and attention rotate k and q themselves (GQA, a prefill,
 // then decode steps at later positions).
 TEST_P(RopePrologueTest, CacheWriteAndAttentionRotateAsTheyLoad) {
-  const int64_t heads = 4, kv_heads = 2, head_dim = 12, positions = 40, capacity = 32;
+  const int64_t heads = 4, kv_heads = 2, head_dim = 16, positions = 40, capacity = 32;
   GraphBuilder b;
   ValueId q = b.Input("q", Rows(heads * head_dim));
   ValueId k = b.Input("k", Rows(kv_heads * head_dim));
@@ -217,8 +219,10 @@ TEST_P(RopePrologueTest, CacheWriteAndAttentionRotateAsTheyLoad) {
                                          {"k", RandomRows(tokens, kv_heads * head_dim, seed + 1)},
                                          {"v", RandomRows(tokens, kv_heads * head_dim, seed + 2)}};
   };
-  // A 16-token bucket (prefill's block attention), and a 2-token one (decode's).
+  // A 16-token bucket (prefill's block attention), a 64-token one (cooperative-matrix attention
+  // where the device has it), and a 2-token one (decode's).
   Compare(*g, 16, {{step(13, 20), 0}, {step(1, 30), 13}, {step(5, 40), 14}}, 2e-5);
+  Compare(*g, 64, {{step(13, 20), 0}, {step(1, 30), 13}, {step(5, 40), 14}}, 2e-5);
   Compare(*g, 2, {{step(2, 50), 0}, {step(1, 60), 2}, {step(2, 70), 3}}, 2e-5);
 }
 INSTANTIATE_TEST_SUITE_P(Forms, RopePrologueTest,
@@ -278,7 +282,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernelTest,
                          ::testing::Values(AttentionCase{6, 2, 20, 0, DType::kF32}, AttentionCase{6, 2, 20, 0, DType::kF16},
                                            AttentionCase{4, 1, 72, 0, DType::kF16},
                                            AttentionCase{3, 3, 18, 5, DType::kF32},
-                                           AttentionCase{4, 2, 8, 67, DType::kF16}),
+                                           AttentionCase{4, 2, 8, 67, DType::kF16},
+                                           // Head sizes the cooperative-matrix variant takes.
+                                           AttentionCase{4, 2, 64, 0, DType::kF16},
+                                           AttentionCase{2, 1, 128, 50, DType::kF16},
+                                           AttentionCase{2, 1, 256, 0, DType::kF16}),
                          [](const ::testing::TestParamInfo<AttentionCase>& i) {
                            const AttentionCase& c = i.param;
                            return "h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) + "_d" +
@@ -323,6 +331,53 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionTest,
                            return absl::StrCat("h", c.heads, "_kv", c.kv_heads, "_d", c.head_dim, "_w", c.window,
                                                c.subgroup_arithmetic ? "_subgroups" : "_shared");
                          });
+
+// The cooperative-matrix attention compiles to SPIR-V on any machine (it runs only on devices with
+// VK_NV_cooperative_matrix): head sizes from 16 to 256, plain and with rope and head norm
+// prologues, with and without a window.
+TEST(CoopAttention, KernelsCompileForNvidia) {
+  codegen::TargetCaps caps;
+  caps.subgroup_size = 32;
+  caps.min_subgroup_size = 32;
+  caps.subgroup_arithmetic = true;
+  caps.coop_matrix_nv = true;
+  caps.max_shared_memory = 49152;
+  caps.max_workgroup_invocations = 1024;
+  int compiled = 0;
+  for (int64_t head_dim : {16, 64, 128, 256}) {
+    for (bool prologues : {false, true}) {
+      const int64_t heads = 4, kv_heads = 2, positions = 64;
+      GraphBuilder b;
+      ValueId q = b.Input("q", Rows(heads * head_dim));
+      auto values = std::make_shared<std::vector<float>>(test::RandomFloats(positions * head_dim, 3));
+      ValueId table = b.Const("table", {DType::kF32, {Dim::Static(positions), Dim::Static(head_dim / 2), Dim::Static(2)}}, values);
+      TensorType cache{DType::kF16, {Dim::Static(positions), Dim::Static(kv_heads * head_dim)}};
+      ValueId kc = b.CacheWrite(b.State("k_cache", cache), b.Input("k", Rows(kv_heads * head_dim)));
+      ValueId vc = b.CacheWrite(b.State("v_cache", cache), b.Input("v", Rows(kv_heads * head_dim)));
+      if (prologues) {
+        q = b.Rope(b.GroupRmsNorm(q, b.Param("qn", {DType::kF32, {Dim::Static(head_dim)}}), head_dim, 1e-6, 1.0), table,
+                   heads, head_dim, "neox");
+      }
+      b.Output("o", b.Attention(q, kc, vc, heads, kv_heads, head_dim, 0.125, prologues ? 40 : 0));
+      auto g = std::move(b).Finish();
+      ASSERT_TRUE(g.ok()) << g.status();
+      absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse("fuse-rope,fuse-head-norm,dce");
+      ASSERT_TRUE(pm.ok() && pm->Run(*g).ok());
+      for (const graph::Node& n : g->nodes()) {
+        if (n.kind != graph::OpKind::kAttention) continue;
+        EXPECT_EQ(n.inputs.size(), prologues ? 5u : 3u);
+        absl::StatusOr<codegen::Kernel> k = codegen::EmitKernel(*g, n, caps, 128);
+        ASSERT_TRUE(k.ok()) << k.status();
+        ASSERT_EQ(k->variant.rfind("coop.", 0), 0u) << k->variant;
+        absl::StatusOr<codegen::CompiledShader> spirv = codegen::CompileComputeShader(k->glsl, {});
+        ASSERT_TRUE(spirv.ok()) << spirv.status() << "\n" << k->glsl;
+        EXPECT_EQ(spirv->bindings.size(), k->args.size() + 1);
+        ++compiled;
+      }
+    }
+  }
+  EXPECT_EQ(compiled, 8);
+}
 
 TEST_F(KernelTest, ArgmaxTakesTheFirstMaximum) {
   GraphBuilder b;

@@ -1,0 +1,24 @@
+// The prefill attention variant on NVIDIA's cooperative-matrix units (VK_NV_cooperative_matrix).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "codegen/kernel.h"
+
+namespace doppler::codegen {
+
+// Queries per subgroup and keys per chunk: one 16 × 16 fragment.
+inline constexpr int64_t kCoopAttentionTile = 16;
+
+// Subgroups per workgroup for heads of head_dim (4, or fewer where the staged queries, keys and
+// values would not fit the device's shared memory); 0 when the variant cannot take the head
+// (head_dim not a multiple of 16, or too wide for any).
+int64_t CoopAttentionSubgroups(const TargetCaps& caps, int64_t head_dim);
+
+// main() and its shared arrays, for NSG subgroups; it needs the attention prelude (q_value,
+// q_square, q_scale, the f16 caches kc and vc as words, o, and the constants HD, GROUP, KVW, WINDOW,
+// CAP, QW).
+std::string CoopAttentionMain(int64_t subgroups);
+
+}  // namespace doppler::codegen
