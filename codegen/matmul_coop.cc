@@ -1,7 +1,8 @@
 // The tiled variant on NVIDIA's cooperative-matrix units (VK_NV_cooperative_matrix): a workgroup of
 // eight subgroups computes a 128-row × 64-column tile of y. For each 32-wide slice of K it stages
 // x's rows and the weight rows (decoded eight values at a time, G per column) in shared memory as
-// f16, so each weight is decoded once per 128 rows of x; each subgroup then multiplies 16 × 16 × 16 fragments into f32
+// f16, so each weight is decoded once per 128 rows of x (each slice read into registers while the
+// previous one's products run); each subgroup then multiplies 16 × 16 × 16 fragments into f32
 // accumulators for its 32 × 32 eighth. The results go
 // through shared memory once more so that each invocation applies the epilogue to single values.
 // Products are of f16-rounded x and weights, summed in f32.
@@ -49,27 +50,23 @@ void main() {
       [[unroll]] for (uint j = 0u; j < 2u; ++j) acc[g][i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
   // Staging: element e = lid + 256·q of a slice is row e / 32, column e % 32, so a subgroup reads
-  // 32 consecutive values of one row, and row r is staged by subgroup r % 8.
+  // 32 consecutive values of one row, and row r is staged by subgroup r % 8. Weights: invocation
+  // lid decodes values 8·(lid % 4).. of row lid / 4 of the slice at once. A slice is read into
+  // registers right after the previous one's products are issued, so its loads are in flight while
+  // they run, and goes to shared memory at the top of the next round.
   float sum_sq[16];
   [[unroll]] for (uint q = 0u; q < 16u; ++q) sum_sq[q] = 0.0;
-  uint kk = lid % 32u;
+  uint kk = lid % 32u, wr = lid / 4u, e0 = 8u * (lid % 4u);
+  float xv[16], wv[G][8];
   for (uint k0 = 0u; k0 < K; k0 += BK) {
-    uint kc = k0 + kk;
-    [[unroll]] for (uint q = 0u; q < 16u; ++q) {
-      uint r = lid / 32u + SUBGROUPS * q;
-      uint t = tok0 + r;
-      xs[r * STRIDE + kk] = float16_t(staged_x(t, kc, m, sum_sq[q]));
+    if (k0 == 0u) {  // the first slice (later ones were read during the previous round)
+      [[unroll]] for (uint q = 0u; q < 16u; ++q) xv[q] = staged_x(tok0 + lid / 32u + SUBGROUPS * q, kk, m, sum_sq[q]);
+      [[unroll]] for (uint g = 0u; g < G; ++g) w_slice8(min(col0 + wr, N - 1u) + g * N, e0, wv[g]);
     }
-    // Weights: invocation lid decodes values 8·(lid % 4).. of row lid / 4 of the slice at once.
+    barrier();  // the previous round's products have read xs and ws
+    [[unroll]] for (uint q = 0u; q < 16u; ++q) xs[(lid / 32u + SUBGROUPS * q) * STRIDE + kk] = float16_t(xv[q]);
     [[unroll]] for (uint g = 0u; g < G; ++g) {
-      uint r = lid / 4u, e0 = 8u * (lid % 4u), col = col0 + r;
-      float v[8];
-      if (col < N) {
-        w_slice8(col + g * N, k0 + e0, v);
-      } else {
-        [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = 0.0;
-      }
-      [[unroll]] for (uint i = 0u; i < 8u; ++i) ws[(g * BN + r) * STRIDE + e0 + i] = float16_t(v[i]);
+      [[unroll]] for (uint i = 0u; i < 8u; ++i) ws[(g * BN + wr) * STRIDE + e0 + i] = float16_t(col0 + wr < N ? wv[g][i] : 0.0);
     }
     barrier();
     [[unroll]] for (uint ks = 0u; ks < BK; ks += 16u) {
@@ -84,7 +81,15 @@ void main() {
         }
       }
     }
-    barrier();
+    // The next slice (the last round reads its own again, and counts nothing).
+    bool more = k0 + BK < K;
+    uint next = more ? k0 + BK : k0;
+    [[unroll]] for (uint q = 0u; q < 16u; ++q) {
+      float s = 0.0;
+      xv[q] = staged_x(tok0 + lid / 32u + SUBGROUPS * q, next + kk, m, s);
+      sum_sq[q] += more ? s : 0.0;
+    }
+    [[unroll]] for (uint g = 0u; g < G; ++g) w_slice8(min(col0 + wr, N - 1u) + g * N, next + e0, wv[g]);
   }
 #if NORM
   // Rows lid / 32 + 8q were staged by this subgroup's 32 lanes: their sums are a subgroup's.
