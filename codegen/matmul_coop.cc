@@ -1,10 +1,11 @@
-// The tiled variant on NVIDIA's cooperative-matrix units (VK_NV_cooperative_matrix): a workgroup of
-// eight subgroups computes a 128-row × 64-column tile of y. For each 32-wide slice of K it stages
-// x's rows and the weight rows (decoded eight values at a time, G per column) in shared memory as
-// f16, so each weight is decoded once per 128 rows of x (each slice read into registers while the
-// previous one's products run); each subgroup then multiplies 16 × 16 × 16 fragments into f32
-// accumulators for its 32 × 32 eighth. The results go
-// through shared memory once more so that each invocation applies the epilogue to single values.
+// The tiled variant on NVIDIA's cooperative-matrix units (VK_NV_cooperative_matrix): a workgroup
+// computes a BM-row × 64-column tile of y (BM = 128 with eight subgroups, or 64 with four where
+// the grid of 128-row tiles would be small), each subgroup a 32 × 32 block of it. For each
+// 32-wide slice of K it stages x's rows and the weight rows (decoded eight values at a time, G per
+// column) in shared memory as f16, so each weight is decoded once per BM rows of x (each slice
+// read into registers while the previous one's products run); each subgroup then multiplies
+// 16 × 16 × 16 fragments into f32 accumulators. The results go through shared memory once more so
+// that each invocation applies the epilogue to single values.
 // Products are of f16-rounded x and weights, summed in f32.
 //
 // With a norm prologue, x is multiplied by the norm weight as it is staged, and each row's sum of
@@ -16,10 +17,21 @@
 
 namespace doppler::codegen {
 
+namespace {
+// Tiles of 128 rows where the grid has at least this many of them (about one per multiprocessor of
+// a large GPU); 64 otherwise, with half the subgroups, so that narrow matrices (a value
+// projection, 512 columns) still fill it. On the H100, Llama-3.2-1B's v projection (32 tall
+// tiles) took 85 µs with tall tiles and 71 µs with short ones, its output and down projections
+// (128) 81 and 285 µs with tall ones, 88 and 310 µs with short ones.
+constexpr int64_t kMinTallTiles = 128;
+}  // namespace
+
 absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
+  const int64_t bm = int64_t{CeilDiv(s.n, 64)} * CeilDiv(s.m, 128) >= kMinTallTiles ? 128 : 64;
+  const int64_t subgroups = bm / 16;  // 32 x 32 of the tile each, as bm / 32 (rows) x 2 (columns)
   Kernel k;
-  k.variant = absl::StrCat("coop.", graph::Name(s.w_dtype), ".tile128x64", s.variant_suffix);
-  k.glsl = absl::StrCat(ShaderHeader(256),
+  k.variant = absl::StrCat("coop.", graph::Name(s.w_dtype), ".tile", bm, "x64", s.variant_suffix);
+  k.glsl = absl::StrCat(ShaderHeader(static_cast<uint32_t>(32 * subgroups)),
                         "#extension GL_NV_cooperative_matrix : enable\n"
                         "#extension GL_KHR_memory_scope_semantics : enable\n"
                         "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
@@ -29,8 +41,9 @@ absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
                         WeightSlices(s.w_dtype, s.k),
                         Fill(R"(
 #define NORM {{NORM}}
-const uint BM = 128u, BN = 64u, BK = 32u, STRIDE = BK + 8u;  // padded rows: 80 bytes
-const uint SUBGROUPS = 8u;  // of 32 (NVIDIA's fixed size), as 4 (rows) x 2 (columns)
+const uint BM = {{BM}}u, BN = 64u, BK = 32u, STRIDE = BK + 8u;  // padded rows: 80 bytes
+const uint SUBGROUPS = {{SUBGROUPS}}u, WG = 32u * SUBGROUPS;  // of 32 (NVIDIA's fixed size)
+const uint WSL = BN * BK / 8u / WG;  // weight slices of 8 values each invocation stages
 shared float16_t xs[BM * STRIDE];      // xs[r * STRIDE + kk]: x row tok0 + r at column k0 + kk
 shared float16_t ws[G * BN * STRIDE];  // the same for weight rows (gate block, then up block)
 shared float outs[SUBGROUPS * G * 256u];  // per subgroup, one 16 x 16 result fragment per gate
@@ -42,31 +55,40 @@ void main() {
   uint tok0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
   uint m = {{ROWS}};
   if (tok0 >= m) return;  // uniform across the workgroup
-  uint wm = sg >> 1, wn = sg & 1u;  // this subgroup's 32 x 32 eighth
+  uint wm = sg >> 1, wn = sg & 1u;  // this subgroup's 32 x 32 of the tile
 
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[G][2][2];
   [[unroll]] for (uint g = 0u; g < G; ++g)
     [[unroll]] for (uint i = 0u; i < 2u; ++i)
       [[unroll]] for (uint j = 0u; j < 2u; ++j) acc[g][i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
-  // Staging: element e = lid + 256·q of a slice is row e / 32, column e % 32, so a subgroup reads
-  // 32 consecutive values of one row, and row r is staged by subgroup r % 8. Weights: invocation
-  // lid decodes values 8·(lid % 4).. of row lid / 4 of the slice at once. A slice is read into
+  // Staging: element e = lid + WG·q of a slice is row e / 32, column e % 32, so a subgroup reads
+  // 32 consecutive values of one row, and row r is staged by subgroup r % SUBGROUPS. Weights:
+  // invocation lid decodes values 8·(sl % 4).. of row sl / 4 of the slice at once, for slices
+  // sl = lid + WG·u (BM / SUBGROUPS = 16 rows of x and WSL slices each). A slice is read into
   // registers right after the previous one's products are issued, so its loads are in flight while
   // they run, and goes to shared memory at the top of the next round.
   float sum_sq[16];
   [[unroll]] for (uint q = 0u; q < 16u; ++q) sum_sq[q] = 0.0;
-  uint kk = lid % 32u, wr = lid / 4u, e0 = 8u * (lid % 4u);
-  float xv[16], wv[G][8];
+  uint kk = lid % 32u;
+  float xv[16], wv[G][WSL][8];
   for (uint k0 = 0u; k0 < K; k0 += BK) {
     if (k0 == 0u) {  // the first slice (later ones were read during the previous round)
       [[unroll]] for (uint q = 0u; q < 16u; ++q) xv[q] = staged_x(tok0 + lid / 32u + SUBGROUPS * q, kk, m, sum_sq[q]);
-      [[unroll]] for (uint g = 0u; g < G; ++g) w_slice8(min(col0 + wr, N - 1u) + g * N, e0, wv[g]);
+      [[unroll]] for (uint g = 0u; g < G; ++g) {
+        [[unroll]] for (uint u = 0u; u < WSL; ++u) {
+          uint sl = lid + WG * u;
+          w_slice8(min(col0 + sl / 4u, N - 1u) + g * N, 8u * (sl % 4u), wv[g][u]);
+        }
+      }
     }
     barrier();  // the previous round's products have read xs and ws
     [[unroll]] for (uint q = 0u; q < 16u; ++q) xs[(lid / 32u + SUBGROUPS * q) * STRIDE + kk] = float16_t(xv[q]);
     [[unroll]] for (uint g = 0u; g < G; ++g) {
-      [[unroll]] for (uint i = 0u; i < 8u; ++i) ws[(g * BN + wr) * STRIDE + e0 + i] = float16_t(col0 + wr < N ? wv[g][i] : 0.0);
+      [[unroll]] for (uint u = 0u; u < WSL; ++u) {
+        uint sl = lid + WG * u, wr = sl / 4u, e0 = 8u * (sl % 4u);
+        [[unroll]] for (uint i = 0u; i < 8u; ++i) ws[(g * BN + wr) * STRIDE + e0 + i] = float16_t(col0 + wr < N ? wv[g][u][i] : 0.0);
+      }
     }
     barrier();
     [[unroll]] for (uint ks = 0u; ks < BK; ks += 16u) {
@@ -89,10 +111,15 @@ void main() {
       xv[q] = staged_x(tok0 + lid / 32u + SUBGROUPS * q, next + kk, m, s);
       sum_sq[q] += more ? s : 0.0;
     }
-    [[unroll]] for (uint g = 0u; g < G; ++g) w_slice8(min(col0 + wr, N - 1u) + g * N, next + e0, wv[g]);
+    [[unroll]] for (uint g = 0u; g < G; ++g) {
+      [[unroll]] for (uint u = 0u; u < WSL; ++u) {
+        uint sl = lid + WG * u;
+        w_slice8(min(col0 + sl / 4u, N - 1u) + g * N, next + 8u * (sl % 4u), wv[g][u]);
+      }
+    }
   }
 #if NORM
-  // Rows lid / 32 + 8q were staged by this subgroup's 32 lanes: their sums are a subgroup's.
+  // Rows lid / 32 + SUBGROUPS·q were staged by this subgroup's 32 lanes: their sums are a subgroup's.
   [[unroll]] for (uint q = 0u; q < 16u; ++q) {
     float total = subgroupAdd(sum_sq[q]);
     if (gl_SubgroupInvocationID == 0u) row_scale[sg + SUBGROUPS * q] = norm_scale(total);
@@ -121,8 +148,11 @@ void main() {
   }
 }
 )",
-                             {{"ROWS", s.rows_expr}, {"NORM", s.norm ? "1" : "0"}}));
-  k.groups = {CeilDiv(s.n, 64), CeilDiv(s.m, 128), 1};
+                             {{"ROWS", s.rows_expr},
+                              {"NORM", s.norm ? "1" : "0"},
+                              {"BM", absl::StrCat(bm)},
+                              {"SUBGROUPS", absl::StrCat(subgroups)}}));
+  k.groups = {CeilDiv(s.n, 64), CeilDiv(s.m, bm), 1};
   return k;
 }
 

@@ -207,6 +207,8 @@ TEST(CoopMatMul, KernelsCompileForNvidia) {
                                             b.Param("wg_" + name, Matrix(128, 512, dtype)), {r}, "silu_mul,add"));
     b.Output("p_" + name, b.MatMul(x, b.Param("wp_" + name, Matrix(100, 512, dtype))));
   }
+  // Enough columns for a grid of 128-row tiles.
+  b.Output("wide", b.MatMul(x, b.Param("w_wide", Matrix(16384, 512, DType::kQ4_K))));
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
   codegen::TargetCaps caps;
@@ -215,7 +217,7 @@ TEST(CoopMatMul, KernelsCompileForNvidia) {
   caps.coop_matrix_nv = true;
   caps.max_shared_memory = 49152;
   caps.max_workgroup_invocations = 1024;
-  int coop = 0;
+  int coop = 0, tall_tiles = 0;
   for (const graph::Node& n : g->nodes()) {
     if (n.kind != graph::OpKind::kMatMul) continue;
     absl::StatusOr<codegen::Kernel> k = codegen::EmitKernel(*g, n, caps, 128);
@@ -224,16 +226,20 @@ TEST(CoopMatMul, KernelsCompileForNvidia) {
     absl::StatusOr<codegen::CompiledShader> spirv = codegen::CompileComputeShader(k->glsl, {});
     ASSERT_TRUE(spirv.ok()) << spirv.status();
     // Reflected from the module's declarations (SPIRV-Cross cannot parse these instructions):
-    // the step block, then one buffer per argument, only y writable; 256 invocations.
+    // the step block, then one buffer per argument, only y writable; 4 subgroups for 64-row tiles
+    // (small grids), 8 for 128-row ones.
     ASSERT_EQ(spirv->bindings.size(), k->args.size() + 1);
     for (size_t i = 0; i < spirv->bindings.size(); ++i) {
       EXPECT_EQ(spirv->bindings[i].binding, i);
       EXPECT_EQ(spirv->bindings[i].read_only, i != 1) << "binding " << i;
     }
-    EXPECT_EQ(spirv->local_size[0], 256u);
+    const bool tall = k->variant.find(".tile128x64") != std::string::npos;
+    EXPECT_EQ(spirv->local_size[0], tall ? 256u : 128u) << k->variant;
+    tall_tiles += tall ? 1 : 0;
     ++coop;
   }
-  EXPECT_EQ(coop, 12);
+  EXPECT_EQ(coop, 13);
+  EXPECT_EQ(tall_tiles, 1);
 }
 
 // --- split outputs read through parts -----------------------------------------------------------
