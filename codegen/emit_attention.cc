@@ -365,7 +365,7 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
                              : "",
                         FloatBuffer(1, "o", graph::DType::kF32, false),
                         FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, true),
-                        FloatBuffer(4, "vc", cache_dtype, true), coop || block || subgroups ? "" : WorkgroupReductions(kWorkgroup),
+                        FloatBuffer(4, "vc", cache_dtype, true), coop || block || subgroups ? "" : WorkgroupReductions(kWorkgroup, false),
                         "const uint QW = ", heads * head_dim, "u;\n", q_value, Fill(R"(
 const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u;
 const uint WINDOW = {{WINDOW}}u, CAP = {{CAP}}u;  // key j lives in cache row j % CAP (a ring)

@@ -90,7 +90,7 @@ absl::StatusOr<Kernel> EmitCacheWrite(const EmitContext& c) {
       k.args.push_back({c.node.inputs[3], false});
       absl::StrAppend(&value, FloatBuffer(4, "nw", c.input(3).type.dtype, true),
                       "float load_normed(uint i) { return src[i] * (load_nw(i % HD) + ",
-                      FloatLiteral(c.node.attrs.Float("norm_offset")), "); }\n", WorkgroupReductions(wg));
+                      FloatLiteral(c.node.attrs.Float("norm_offset")), "); }\n", WorkgroupReductions(wg, c.caps.subgroup_arithmetic));
     }
     absl::StrAppend(&value, RopeFunction("value", norm ? "load_normed" : "load_src", "table", width, head_dim,
                                          c.node.attrs.Str("style") == "neox"));

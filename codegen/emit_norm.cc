@@ -45,7 +45,7 @@ absl::StatusOr<Kernel> EmitRmsNorm(const EmitContext& c) {
   k.glsl = absl::StrCat(ShaderHeader(wg), FloatBuffer(1, "y", graph::DType::kF32, false),
                         FloatBuffer(2, "x", graph::DType::kF32, true), FloatBuffer(3, "w", w.type.dtype, true),
                         residual ? FloatBuffer(4, "r", graph::DType::kF32, true) : "",
-                        prologue ? FloatBuffer(5, "wp", c.input(3).type.dtype, true) : "", WorkgroupReductions(wg),
+                        prologue ? FloatBuffer(5, "wp", c.input(3).type.dtype, true) : "", WorkgroupReductions(wg, c.caps.subgroup_arithmetic),
                         Fill(R"(
 void main() {
   uint row = gl_WorkGroupID.y;

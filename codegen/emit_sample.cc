@@ -94,8 +94,9 @@ absl::StatusOr<Kernel> EmitSample(const EmitContext& c) {
   Kernel k;
   k.family = "sample";
   k.variant = "threshold";
+  // Shared-memory tree reductions on every device: the top-k/top-p thresholds keep one summation order.
   k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), IntBuffer(1, "token", false),
-                        FloatBuffer(2, "x", graph::DType::kF32, true), WorkgroupReductions(kWorkgroup), kUniform, Fill(R"(
+                        FloatBuffer(2, "x", graph::DType::kF32, true), WorkgroupReductions(kWorkgroup, false), kUniform, Fill(R"(
 const uint WG = {{WG}}u, V = {{V}}u, CHUNK = (V + WG - 1u) / WG;
 const uint TOP_K = {{TOP_K}}u;
 const float INV_T = {{INV_T}}, TOP_P = {{TOP_P}}, MIN_P = {{MIN_P}};

@@ -119,8 +119,22 @@ std::string IntBuffer(uint32_t binding, const std::string& name, bool readonly) 
                       name, " { int ", name, "[]; };\n");
 }
 
-std::string WorkgroupReductions(uint32_t workgroup_size) {
-  return Fill(R"(
+std::string WorkgroupReductions(uint32_t workgroup_size, bool subgroup_arithmetic) {
+  const char* reduce = subgroup_arithmetic ? R"(
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_arithmetic : enable
+shared float wg_scratch[{{WG}}];  // one slot per subgroup used; enough for any subgroup size
+float wg_reduce(float v, bool take_max) {
+  v = take_max ? subgroupMax(v) : subgroupAdd(v);
+  barrier();  // the previous reduction has read wg_scratch
+  if (subgroupElect()) wg_scratch[gl_SubgroupID] = v;
+  barrier();
+  float r = wg_scratch[0];
+  for (uint i = 1u; i < gl_NumSubgroups; ++i) r = take_max ? max(r, wg_scratch[i]) : r + wg_scratch[i];
+  return r;
+}
+)"
+                                           : R"(
 shared float wg_scratch[{{WG}}];
 float wg_reduce(float v, bool take_max) {
   barrier();
@@ -138,9 +152,10 @@ float wg_reduce(float v, bool take_max) {
   barrier();
   return r;
 }
-float wg_sum(float v) { return wg_reduce(v, false); }
+)";
+  return Fill(absl::StrCat(reduce, R"(float wg_sum(float v) { return wg_reduce(v, false); }
 float wg_max(float v) { return wg_reduce(v, true); }
-)",
+)"),
               {{"WG", absl::StrCat(workgroup_size)}});
 }
 

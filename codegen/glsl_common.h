@@ -23,9 +23,11 @@ std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType 
 // Declares an int buffer `name` at `binding`.
 std::string IntBuffer(uint32_t binding, const std::string& name, bool readonly);
 
-// Shared-memory reductions over the workgroup: `float wg_sum(float)` and `float wg_max(float)`.
-// Every invocation of the workgroup must call them (they contain barriers).
-std::string WorkgroupReductions(uint32_t workgroup_size);
+// Reductions over the workgroup: `float wg_sum(float)` and `float wg_max(float)`. Every invocation
+// of the workgroup must call them (they contain barriers). With subgroup arithmetic, each
+// subgroup reduces its own values first and shared memory takes one value per subgroup (two
+// barriers instead of a tree's log2 of the workgroup); without, a shared-memory tree.
+std::string WorkgroupReductions(uint32_t workgroup_size, bool subgroup_arithmetic);
 
 // Replaces every "{{KEY}}" in `tmpl` by its value.
 std::string Fill(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& values);
