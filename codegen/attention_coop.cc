@@ -9,7 +9,8 @@
 // accumulators and the weights into each query's sum. Scores pass through shared memory, where
 // each lane takes half a row of the fragment (the causal and window masks, the max, the exp);
 // the weights go back as f16 for the P · V product. Products are of f16-rounded q, weights and
-// cached keys and values, summed in f32.
+// cached keys and values, summed in f32. Each chunk is read into registers while the previous one's
+// products run.
 #include "codegen/attention_coop.h"
 
 #include "absl/strings/str_cat.h"
@@ -64,31 +65,48 @@ float pair_sum(uint sg, uint lane, float v) {
   return v + other;
 }
 
-// Keys c0..c0+15 and their values into sk, sv (0 past `last`).
-void stage_chunk(uint c0, uint last, uint kv_base) {
-  for (uint e = gl_LocalInvocationID.x; e < 16u * HD / 2u; e += WG) {
+// A chunk moves in two steps, so that the next chunk's loads are in flight while this one's
+// products run: its keys' (and with `values` its values') f16 pairs into registers (0 past
+// `last`), then from registers into sk and sv.
+const uint WPT = 8u * HD / WG;  // words of a chunk's keys (and again of its values) per invocation
+void load_chunk(uint c0, uint last, uint kv_base, bool values, out uint kw[WPT], out uint vw[WPT]) {
+  [[unroll]] for (uint u = 0u; u < WPT; ++u) {
+    uint e = gl_LocalInvocationID.x + WG * u;
     uint j = e / (HD / 2u), d = 2u * (e % (HD / 2u));
     uint at = (((c0 + j) % CAP) * KVW + kv_base + d) / 2u;
     bool in_range = c0 + j <= last;
-    f16vec2 kv = in_range ? unpackFloat2x16(kc[at]) : f16vec2(0.0);
-    f16vec2 vv = in_range ? unpackFloat2x16(vc[at]) : f16vec2(0.0);
+    kw[u] = in_range ? kc[at] : 0u;
+    vw[u] = values && in_range ? vc[at] : 0u;
+  }
+}
+void store_chunk(uint kw[WPT], uint vw[WPT], bool values) {
+  [[unroll]] for (uint u = 0u; u < WPT; ++u) {
+    uint e = gl_LocalInvocationID.x + WG * u;
+    uint j = e / (HD / 2u), d = 2u * (e % (HD / 2u));
+    f16vec2 kv = unpackFloat2x16(kw[u]);
     sk[j * HDP + d] = kv.x;
     sk[j * HDP + d + 1u] = kv.y;
-    sv[j * HDP + d] = vv.x;
-    sv[j * HDP + d + 1u] = vv.y;
+    if (values) {
+      f16vec2 vv = unpackFloat2x16(vw[u]);
+      sv[j * HDP + d] = vv.x;
+      sv[j * HDP + d + 1u] = vv.y;
+    }
   }
 }
 
-// This subgroup's 16 x 16 scores for the staged chunk, into its sf fragment.
+// This subgroup's 16 x 16 scores for the staged chunk, into its sf fragment. Two accumulators take
+// alternate 16-wide slices of the head, so that wide heads are not one chain of dependent products.
 void chunk_scores(uint sg) {
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> s = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> s[2];
+  s[0] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+  s[1] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
   [[unroll]] for (uint i = 0u; i < HD / 16u; ++i) {
     fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a, b;
     coopMatLoadNV(a, sq, sg * 16u * HDP + 16u * i, HDP, false);
     coopMatLoadNV(b, sk, 16u * i, HDP, true);  // key rows are the columns of Kᵀ
-    s = coopMatMulAddNV(a, b, s);
+    s[i & 1u] = coopMatMulAddNV(a, b, s[i & 1u]);
   }
-  coopMatStoreNV(s, sf, sg * 256u, 16u, false);
+  coopMatStoreNV(s[0] + s[1], sf, sg * 256u, 16u, false);
   subgroupMemoryBarrierShared();
   subgroupBarrier();
 }
@@ -120,10 +138,13 @@ void main() {
   uint block_first = (WINDOW > 0u && p0 + 1u > WINDOW) ? p0 + 1u - WINDOW : 0u;
 
   float m = -3.0e38;
+  uint kw[WPT], vw[WPT];
+  load_chunk(block_first, p_last, kv_base, false, kw, vw);  // the maxima need no values
   for (uint c0 = block_first; c0 <= p_last; c0 += 16u) {
     barrier();  // the previous chunk is used up (and sq written)
-    stage_chunk(c0, p_last, kv_base);
+    store_chunk(kw, vw, false);
     barrier();
+    load_chunk(c0 + 16u <= p_last ? c0 + 16u : c0, p_last, kv_base, false, kw, vw);
     chunk_scores(sg);
     [[unroll]] for (uint u = 0u; u < 8u; ++u) {
       uint col = 8u * side + u, key = c0 + col;
@@ -135,10 +156,12 @@ void main() {
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[HD / 16u];
   [[unroll]] for (uint i = 0u; i < HD / 16u; ++i) acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
   float l = 0.0;
+  load_chunk(block_first, p_last, kv_base, true, kw, vw);
   for (uint c0 = block_first; c0 <= p_last; c0 += 16u) {
     barrier();
-    stage_chunk(c0, p_last, kv_base);
+    store_chunk(kw, vw, true);
     barrier();
+    load_chunk(c0 + 16u <= p_last ? c0 + 16u : c0, p_last, kv_base, true, kw, vw);
     chunk_scores(sg);
     [[unroll]] for (uint u = 0u; u < 8u; ++u) {
       uint col = 8u * side + u, key = c0 + col;
