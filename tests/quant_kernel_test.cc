@@ -93,7 +93,9 @@ INSTANTIATE_TEST_SUITE_P(
                       QuantMatMulCase{DType::kQ5_K, 1, 1, 256, 21}, QuantMatMulCase{DType::kQ5_K, 5, 8, 512, 7},
                       QuantMatMulCase{DType::kQ6_K, 1, 1, 512, 67}, QuantMatMulCase{DType::kQ6_K, 13, 16, 256, 5},
                       // Rows longer than the matrix-vector kernel stages at once.
-                      QuantMatMulCase{DType::kQ4_K, 1, 1, 4608, 9}, QuantMatMulCase{DType::kQ8_0, 1, 1, 4160, 3}),
+                      QuantMatMulCase{DType::kQ4_K, 1, 1, 4608, 9}, QuantMatMulCase{DType::kQ8_0, 1, 1, 4160, 3},
+                      // Enough rows for 4 per matrix-vector workgroup (a Q6_K LM head's, read as used).
+                      QuantMatMulCase{DType::kQ6_K, 1, 1, 256, 8200}),
     [](const ::testing::TestParamInfo<QuantMatMulCase>& i) {
       const QuantMatMulCase& c = i.param;
       return std::string(graph::Name(c.dtype)) + "_t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) +
