@@ -47,22 +47,14 @@ shared float16_t sp[NSG * 16u * PS];  // per subgroup: the chunk's weights
 shared float s_qs[BQ];
 shared float s_pair[NSG * 32u];  // a lane's value for the other lane of its row
 
-// The sum (or max) of v over the two lanes that share a row.
-float pair_max(uint sg, uint lane, float v) {
+// The max (or sum) of v over the two lanes that share a row.
+float pair_reduce(uint sg, uint lane, float v, bool take_max) {
   s_pair[sg * 32u + lane] = v;
   subgroupMemoryBarrierShared();
   subgroupBarrier();
   float other = s_pair[sg * 32u + (lane ^ 1u)];
   subgroupBarrier();
-  return max(v, other);
-}
-float pair_sum(uint sg, uint lane, float v) {
-  s_pair[sg * 32u + lane] = v;
-  subgroupMemoryBarrierShared();
-  subgroupBarrier();
-  float other = s_pair[sg * 32u + (lane ^ 1u)];
-  subgroupBarrier();
-  return v + other;
+  return take_max ? max(v, other) : v + other;
 }
 
 // A chunk moves in two steps, so that the next chunk's loads are in flight while this one's
@@ -133,9 +125,9 @@ void main() {
   // Lane `lane` takes row r (a query) and columns 8·side.. of its subgroup's fragments.
   uint r = lane >> 1, side = lane & 1u;
   uint p = step.pos + min(q0 + sg * 16u + r, n - 1u);  // a dead query shadows the last live one
-  uint first = (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WINDOW : 0u;
+  uint first = first_key(p);
   uint p0 = step.pos + q0, p_last = step.pos + min(q0 + BQ, n) - 1u;
-  uint block_first = (WINDOW > 0u && p0 + 1u > WINDOW) ? p0 + 1u - WINDOW : 0u;
+  uint block_first = first_key(p0);
 
   float m = -3.0e38;
   uint kw[WPT], vw[WPT];
@@ -151,7 +143,7 @@ void main() {
       if (key >= first && key <= p) m = max(m, sf[sg * 256u + r * 16u + col]);
     }
   }
-  m = pair_max(sg, lane, m);
+  m = pair_reduce(sg, lane, m, true);
 
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[HD / 16u];
   [[unroll]] for (uint i = 0u; i < HD / 16u; ++i) acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
@@ -179,7 +171,7 @@ void main() {
       acc[i] = coopMatMulAddNV(pa, vb, acc[i]);
     }
   }
-  l = pair_sum(sg, lane, l);
+  l = pair_reduce(sg, lane, l, false);
 
   uint t = q0 + sg * 16u + r;
   [[unroll]] for (uint i = 0u; i < HD / 16u; ++i) {

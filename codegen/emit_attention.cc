@@ -53,7 +53,7 @@ void main() {
   uint t = gl_WorkGroupID.y;
   if (t >= step.n_tokens) return;  // uniform across the workgroup
   uint p = step.pos + t;
-  uint first = (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WINDOW : 0u;
+  uint first = first_key(p);
   uint kv_base = (h / GROUP) * HD;
 
   float ss = 0.0;
@@ -119,7 +119,7 @@ void main() {
   uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
   if (t >= step.n_tokens) return;  // uniform across the workgroup
   uint p = step.pos + t;
-  uint first = (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WINDOW : 0u;
+  uint first = first_key(p);
   uint kv_base = (h / GROUP) * HD;
   uint lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, nsg = gl_NumSubgroups, S = gl_SubgroupSize;
   float ss = 0.0;
@@ -215,10 +215,10 @@ void main() {
   uint t = t0 + qi;
   bool live = t < n;
   uint p = step.pos + min(t, n - 1u);  // a dead query shadows the last live one
-  uint first = (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WINDOW : 0u;
+  uint first = first_key(p);
   // Keys of the whole block: from the first query's first key to the last query's position.
   uint p0 = step.pos + t0, p_last = step.pos + min(t0 + QB, n) - 1u;
-  uint block_first = (WINDOW > 0u && p0 + 1u > WINDOW) ? p0 + 1u - WINDOW : 0u;
+  uint block_first = first_key(p0);
   uint kv_base = (h / GROUP) * HD;
 
   for (uint e = lid; e < QB * HD; e += WG) {
@@ -341,9 +341,7 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
     if (norm) absl::StrAppend(&k.variant, "+rms_norm");
     absl::StrAppend(&k.variant, "+rope.", style);
     q_value = absl::StrCat(FloatBuffer(5, "table", graph::DType::kF32, true),
-                           norm ? absl::StrCat(FloatBuffer(6, "nw", c.input(4).type.dtype, true),
-                                               "float load_normed(uint i) { return q[i] * (load_nw(i % ", head_dim,
-                                               "u) + ", FloatLiteral(c.node.attrs.Float("norm_offset")), "); }\n")
+                           norm ? HeadNormLoad(6, c.input(4).type.dtype, "q", head_dim, c.node.attrs.Float("norm_offset"))
                                 : "",
                            RopeFunction("q_value", norm ? "load_normed" : "load_q", "table", heads * head_dim, head_dim,
                                         style == "neox"));
@@ -369,6 +367,8 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
                         "const uint QW = ", heads * head_dim, "u;\n", q_value, Fill(R"(
 const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u;
 const uint WINDOW = {{WINDOW}}u, CAP = {{CAP}}u;  // key j lives in cache row j % CAP (a ring)
+// The first key a query at position p sees (its window's start, or 0).
+uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WINDOW : 0u; }
 )",
                                                                                {{"WG", absl::StrCat(wg)},
                                                                                 {"HD", absl::StrCat(head_dim)},

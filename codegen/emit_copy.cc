@@ -88,9 +88,8 @@ absl::StatusOr<Kernel> EmitCacheWrite(const EmitContext& c) {
     value = FloatBuffer(3, "table", graph::DType::kF32, true);
     if (norm) {
       k.args.push_back({c.node.inputs[3], false});
-      absl::StrAppend(&value, FloatBuffer(4, "nw", c.input(3).type.dtype, true),
-                      "float load_normed(uint i) { return src[i] * (load_nw(i % HD) + ",
-                      FloatLiteral(c.node.attrs.Float("norm_offset")), "); }\n", WorkgroupReductions(wg, c.caps.subgroup_arithmetic));
+      absl::StrAppend(&value, HeadNormLoad(4, c.input(3).type.dtype, "src", head_dim, c.node.attrs.Float("norm_offset")),
+                      WorkgroupReductions(wg, c.caps.subgroup_arithmetic));
     }
     absl::StrAppend(&value, RopeFunction("value", norm ? "load_normed" : "load_src", "table", width, head_dim,
                                          c.node.attrs.Str("style") == "neox"));

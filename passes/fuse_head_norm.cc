@@ -35,12 +35,8 @@ class FuseHeadNorm : public Pass {
       inputs[cache_write ? 1 : 0] = norm.inputs[0];
       inputs.push_back(norm.inputs[1]);
       graph::Attrs attrs = u.attrs;
-      attrs.Set("norm_eps", norm.attrs.Float("eps"));
-      attrs.Set("norm_offset", norm.attrs.Float("weight_offset"));
-      absl::StatusOr<ValueId> fused = AddNode(g, u.kind, inputs, attrs, u.label);
-      if (!fused.ok()) return fused.status();
-      NoteFused(g, *fused, {id});
-      g.ReplaceAllUses(user, *fused);
+      SetNormPrologue(attrs, norm);
+      if (absl::Status s = RebuildAs(g, user, inputs, attrs, {id}); !s.ok()) return s;
       changed = true;
     }
     if (changed) g = WithoutDeadNodes(g);

@@ -46,12 +46,8 @@ class FuseNormMatmul : public Pass {
         std::vector<ValueId> inputs = {norm.inputs[0], m.inputs[1], norm.inputs[1]};
         inputs.insert(inputs.end(), m.inputs.begin() + 2, m.inputs.end());
         graph::Attrs attrs = m.attrs;
-        attrs.Set("norm_eps", norm.attrs.Float("eps"));
-        attrs.Set("norm_offset", norm.attrs.Float("weight_offset"));
-        absl::StatusOr<ValueId> fused = AddNode(g, OpKind::kMatMul, inputs, attrs, m.label);
-        if (!fused.ok()) return fused.status();
-        NoteFused(g, *fused, {id});
-        g.ReplaceAllUses(u, *fused);
+        SetNormPrologue(attrs, norm);
+        if (absl::Status s = RebuildAs(g, u, inputs, attrs, {id}); !s.ok()) return s;
       }
       changed = true;
     }

@@ -50,8 +50,7 @@ class FuseResidualRmsNorm : public Pass {
           continue;
         }
         inputs = {pre.inputs[0], norm.inputs[1], add.inputs[static_cast<size_t>(1 - side)], pre.inputs[1]};
-        attrs.Set("norm_eps", pre.attrs.Float("eps"));
-        attrs.Set("norm_offset", pre.attrs.Float("weight_offset"));
+        SetNormPrologue(attrs, pre);
         absorbed.push_back(v);
         break;
       }

@@ -41,10 +41,7 @@ class FuseRope : public Pass {
       }
       inputs.push_back(rope.inputs[1]);
       attrs.Set("style", rope.attrs.Str("style"));
-      absl::StatusOr<ValueId> fused = AddNode(g, u.kind, inputs, attrs, u.label);
-      if (!fused.ok()) return fused.status();
-      NoteFused(g, *fused, {id});
-      g.ReplaceAllUses(user, *fused);
+      if (absl::Status s = RebuildAs(g, user, inputs, attrs, {id}); !s.ok()) return s;
       changed = true;
     }
     if (changed) g = WithoutDeadNodes(g);

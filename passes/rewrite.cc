@@ -60,6 +60,21 @@ void NoteFused(Graph& g, ValueId fused, const std::vector<ValueId>& absorbed) {
   g.mutable_node(fused).attrs.Set("fused", absl::StrJoin(parts, " "));
 }
 
+absl::Status RebuildAs(Graph& g, ValueId old, std::vector<ValueId> inputs, graph::Attrs attrs,
+                       const std::vector<ValueId>& absorbed) {
+  const Node n = g.node(old);  // a copy: adding a node moves the graph's nodes
+  absl::StatusOr<ValueId> rebuilt = AddNode(g, n.kind, std::move(inputs), std::move(attrs), n.label);
+  if (!rebuilt.ok()) return rebuilt.status();
+  NoteFused(g, *rebuilt, absorbed);
+  g.ReplaceAllUses(old, *rebuilt);
+  return absl::OkStatus();
+}
+
+void SetNormPrologue(graph::Attrs& attrs, const Node& norm) {
+  attrs.Set("norm_eps", norm.attrs.Float("eps"));
+  attrs.Set("norm_offset", norm.attrs.Float("weight_offset"));
+}
+
 Graph WithoutDeadNodes(const Graph& g) {
   std::vector<bool> live(static_cast<size_t>(g.size()), false);
   std::vector<ValueId> stack;

@@ -29,6 +29,14 @@ bool DependsOn(const Graph& g, ValueId to, ValueId from);
 // Records on a fused node what it absorbed, for `doppler graph` (attr "fused").
 void NoteFused(Graph& g, ValueId fused, const std::vector<ValueId>& absorbed);
 
+// Appends `old`'s op again with new inputs and attrs (its label kept), records that it absorbed
+// `absorbed`, and points `old`'s readers at it.
+absl::Status RebuildAs(Graph& g, ValueId old, std::vector<ValueId> inputs, graph::Attrs attrs,
+                       const std::vector<ValueId>& absorbed);
+
+// Attrs of a norm prologue taken from the rms_norm `norm`: norm_eps and norm_offset.
+void SetNormPrologue(graph::Attrs& attrs, const Node& norm);
+
 // Drops every node no output depends on and re-sorts the rest.
 Graph WithoutDeadNodes(const Graph& g);
 
