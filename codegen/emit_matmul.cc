@@ -90,11 +90,14 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   if (!widths.empty()) absl::StrAppend(&s.variant_suffix, "+split", widths.size());
   if (s.norm) {
     s.variant_suffix = "+rms_norm" + s.variant_suffix;
-    absl::StrAppend(&extras, FloatBuffer(4, "gamma", c.input(2).type.dtype, true),
+    // With K a multiple of 4 the weight is also read four values at a time (norm_weight4).
+    const graph::DType gamma = c.input(2).type.dtype;
+    const std::string offset = FloatLiteral(c.node.attrs.Float("norm_offset"));
+    absl::StrAppend(&extras, s.k % 4 == 0 ? FloatQuadBuffer(4, "gamma", gamma, true) : FloatBuffer(4, "gamma", gamma, true),
                     "float norm_scale(float sum_sq) { return inversesqrt(sum_sq / float(K) + ",
                     FloatLiteral(c.node.attrs.Float("norm_eps")), "); }\n",
-                    "float norm_weight(uint k) { return load_gamma(k) + ", FloatLiteral(c.node.attrs.Float("norm_offset")),
-                    "; }\n");
+                    "float norm_weight(uint k) { return load_gamma(k) + ", offset, "; }\n",
+                    s.k % 4 == 0 ? absl::StrCat("vec4 norm_weight4(uint k) { return load4_gamma(k) + ", offset, "; }\n") : "");
   }
   s.io_glsl = absl::StrCat(FloatBuffer(1, "y", graph::DType::kF32, false), "const uint K = ", s.k, "u, N = ", s.n,
                            "u, G = ", s.gates, "u;\n", extras, ActivationGlsl(), OutputIndex(widths, c.rows(c.node), s.n),

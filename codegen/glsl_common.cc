@@ -114,6 +114,36 @@ std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType 
   }
 }
 
+std::string FloatQuadBuffer(uint32_t binding, const std::string& name, graph::DType dtype, bool readonly) {
+  const std::string decl = absl::StrCat("layout(std430, set = 0, binding = ", binding, ") ",
+                                        readonly ? "readonly " : "", "buffer Buf_", name, " { ");
+  switch (dtype) {
+    case graph::DType::kF32:
+      return Fill(absl::StrCat(decl, R"(vec4 {{N}}4[]; };
+float load_{{N}}(uint i) { return {{N}}4[i >> 2][i & 3u]; }
+vec4 load4_{{N}}(uint i) { return {{N}}4[i >> 2]; }
+)"),
+                  {{"N", name}});
+    case graph::DType::kF16:
+      return Fill(absl::StrCat(decl, R"(uvec2 {{N}}4[]; };
+float load_{{N}}(uint i) { return unpackHalf2x16({{N}}4[i >> 2][(i >> 1) & 1u])[i & 1u]; }
+vec4 load4_{{N}}(uint i) { uvec2 q = {{N}}4[i >> 2]; return vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y)); }
+)"),
+                  {{"N", name}});
+    case graph::DType::kBF16:
+      return Fill(absl::StrCat(decl, R"(uvec2 {{N}}4[]; };
+float load_{{N}}(uint i) { return uintBitsToFloat((({{N}}4[i >> 2][(i >> 1) & 1u] >> ((i & 1u) * 16u)) & 0xFFFFu) << 16); }
+vec4 load4_{{N}}(uint i) {
+  uvec2 q = {{N}}4[i >> 2];
+  return uintBitsToFloat(uvec4(q.x << 16, q.x & 0xFFFF0000u, q.y << 16, q.y & 0xFFFF0000u));
+}
+)"),
+                  {{"N", name}});
+    default:
+      return absl::StrCat("#error no 4-element view of ", graph::Name(dtype), "\n");
+  }
+}
+
 std::string IntBuffer(uint32_t binding, const std::string& name, bool readonly) {
   return absl::StrCat("layout(std430, set = 0, binding = ", binding, ") ", readonly ? "readonly " : "", "buffer Buf_",
                       name, " { int ", name, "[]; };\n");

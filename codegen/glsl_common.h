@@ -20,6 +20,11 @@ std::string ShaderHeader(uint32_t workgroup_size);
 // so no 16-bit storage feature is needed. `readonly` adds the qualifier.
 std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType dtype, bool readonly);
 
+// FloatBuffer for a float buffer whose length is a multiple of 4, declared in 4-element vectors
+// (vec4, or uvec2 for f16/bf16) so that it also has `vec4 load4_<name>(uint i)`: elements i..i+3
+// (i a multiple of 4) in one 16- or 8-byte load.
+std::string FloatQuadBuffer(uint32_t binding, const std::string& name, graph::DType dtype, bool readonly);
+
 // Declares an int buffer `name` at `binding`.
 std::string IntBuffer(uint32_t binding, const std::string& name, bool readonly);
 

@@ -20,7 +20,8 @@ struct MatMulSpec {
   int64_t gates = 1;  // weight rows per output column: 2 when the chain starts with a gated step
   graph::DType w_dtype = graph::DType::kF32;
   // x is RMS-normalised first (attr norm_eps): io_glsl then defines `float norm_scale(float
-  // sum_sq)` (1 / rms from the sum of squares of a row of x) and `float norm_weight(uint k)`.
+  // sum_sq)` (1 / rms from the sum of squares of a row of x), `float norm_weight(uint k)` and,
+  // when K is a multiple of 4, `vec4 norm_weight4(uint k)` (k a multiple of 4).
   bool norm = false;
   std::string rows_expr;  // GLSL for the step's row count (runtime for T-shaped x)
   // GLSL shared by the variants: y (binding 1), the norm weight (4) and epilogue inputs, K, N, G, and

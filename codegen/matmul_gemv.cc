@@ -1,10 +1,10 @@
 // The matrix-vector variant (a few rows of x, as in decode). A workgroup computes RN output
 // columns for all TM rows of x: its invocations split K by parts (codegen/weight_parts.h),
 // invocation i taking parts i, i + WG, ... of each of the RN·G weight rows, so the workgroup reads
-// contiguous bytes and each weight row is read once per step. An invocation loads a part of every
-// row before it computes with any, so that its loads are in flight together (but for wide Q6_K
-// workgroups, below). A part's x values are loaded once
-// (16-byte loads) and reused for every row. The workgroup is as wide as it takes to keep enough
+// contiguous bytes and each weight row is read once per step. An invocation issues the loads of
+// its next parts of every row before it computes with the current ones, so that its loads are in
+// flight together and during its arithmetic (but for wide Q6_K workgroups, below). A part's x
+// values are loaded once (16-byte loads) and reused for every row. The workgroup is as wide as it takes to keep enough
 // invocations in flight for the whole matrix (narrow for many columns, wide for few), but never
 // wider than a row has parts. Sums are reduced with subgroupAdd and then across subgroups in
 // shared memory (entirely in shared memory without subgroup arithmetic).
@@ -45,10 +45,11 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   int64_t dots = kMinDots;
   while (dots * 2 <= kMaxDots && dots * 2 * kRowsPerDot <= s.n * s.gates) dots *= 2;
   const int64_t rows_per_workgroup = std::max<int64_t>(1, dots / (s.gates * s.m));
-  // Loads of every row before any is used, except for Q6_K parts (seven registers each) in
-  // workgroups of 4 weight rows: there the registers cost more occupancy than the early loads win.
-  // On the H100 the Q6_K LM head of Llama-3.2-1B took 166 µs read as used and 198 µs read
-  // ahead; Gemma 3's Q8_0 one 231 µs read as used and 196 µs read ahead.
+  // Loads an iteration ahead (on the H100: Llama-3.1-8B decode 215 -> 222 tok/s against loading
+  // every row's part at the top of its own iteration), except for Q6_K parts (seven registers
+  // each) in workgroups of 4 weight rows: there the registers cost more occupancy than the early
+  // loads win. On the H100 the Q6_K LM head of Llama-3.2-1B took 166 µs read as used and 198 µs
+  // read ahead; Gemma 3's Q8_0 one 231 µs read as used and 196 µs read ahead.
   const bool load_ahead = !(s.w_dtype == graph::DType::kQ6_K && rows_per_workgroup * s.gates >= 4);
   const uint32_t groups = CeilDiv(s.n, rows_per_workgroup);
   const uint32_t wg = WorkgroupSize(c.caps, groups, parts->per_row);
@@ -66,6 +67,18 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
           : absl::StrCat(FloatBuffer(2, "x", graph::DType::kF32, true),
                          "void load_x(uint t, uint p, out float v[PV]) {\n"
                          "  [[unroll]] for (uint i = 0u; i < PV; ++i) v[i] = x[t * K + w_part_k(p, i)];\n}\n");
+  // `void scale_by_norm_weight(uint p, inout float v[PV])`, for a norm prologue: the weight is read
+  // in 4-value loads wherever x is.
+  const std::string norm_decl =
+      !s.norm ? ""
+      : parts->values % 4 == 0
+          ? "void scale_by_norm_weight(uint p, inout float v[PV]) {\n"
+            "  [[unroll]] for (uint i = 0u; i < PV; i += 4u) {\n"
+            "    vec4 g = norm_weight4(w_part_k(p, i));\n"
+            "    v[i] *= g.x; v[i + 1u] *= g.y; v[i + 2u] *= g.z; v[i + 3u] *= g.w;\n"
+            "  }\n}\n"
+          : "void scale_by_norm_weight(uint p, inout float v[PV]) {\n"
+            "  [[unroll]] for (uint i = 0u; i < PV; ++i) v[i] *= norm_weight(w_part_k(p, i));\n}\n";
   // `void wg_reduce(inout float v[OUTS])`: every invocation gets the workgroup's sums. red holds a
   // slot per invocation, enough for any subgroup count.
   const std::string reduce =
@@ -107,7 +120,7 @@ void wg_reduce(inout float v[OUTS]) {
                         subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
                                     "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
                                   : "",
-                        s.io_glsl, parts->glsl, x_decl,
+                        s.io_glsl, parts->glsl, x_decl, norm_decl,
                         Fill(R"(
 #define NORM {{NORM}}
 #define LOAD_AHEAD {{LOAD_AHEAD}}
@@ -122,6 +135,13 @@ const uint OUTS = TM * RN * G + (NORM == 1 ? TM : 0u);  // dot products, then su
                               {"RN", absl::StrCat(rows_per_workgroup)},
                               {"PARTS", absl::StrCat(parts->per_row)}}),
                         reduce, Fill(R"(
+// Part p of every weight row of the workgroup (rows past N read row N - 1).
+void load_rows(uint col0, uint p, out WPart wp[RN * G]) {
+  [[unroll]] for (uint r = 0u; r < RN; ++r) {
+    [[unroll]] for (uint g = 0u; g < G; ++g) wp[r * G + g] = w_load(min(col0 + r, N - 1u) + g * N, p);
+  }
+}
+
 void main() {
   uint lid = gl_LocalInvocationID.x;
   uint col0 = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * RN;
@@ -129,17 +149,20 @@ void main() {
   float acc[OUTS];
   [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] = 0.0;
 
-  // A constant trip count, unrolled, lets every part's loads be issued before the first is used.
+#if LOAD_AHEAD
+  // The parts of the first iteration; each iteration then issues the next one's loads before it
+  // computes, so a warp keeps loads in flight while it does arithmetic.
+  WPart next[RN * G];
+  load_rows(col0, min(lid, PARTS - 1u), next);
+#endif
+  // A constant trip count, unrolled, keeps the parts in registers.
   [[unroll]] for (uint it = 0u; it < ITERS; ++it) {
     // Past the last part (when WG does not divide PARTS), read the last part again with x = 0.
     uint p = min(lid + it * WG, PARTS - 1u);
     bool live = lid + it * WG < PARTS;
-    // Every row's loads first, so they are all in flight together; rows past N read row N - 1.
 #if LOAD_AHEAD
-    WPart wp[RN * G];
-    [[unroll]] for (uint r = 0u; r < RN; ++r) {
-      [[unroll]] for (uint g = 0u; g < G; ++g) wp[r * G + g] = w_load(min(col0 + r, N - 1u) + g * N, p);
-    }
+    WPart wp[RN * G] = next;
+    if (it + 1u < ITERS) load_rows(col0, min(lid + (it + 1u) * WG, PARTS - 1u), next);
 #endif
     float xv[TM][PV], xrun[TM][RUNS];
     [[unroll]] for (uint t = 0u; t < TM; ++t) {
@@ -149,10 +172,8 @@ void main() {
         [[unroll]] for (uint i = 0u; i < PV; ++i) xv[t][i] = 0.0;
       }
 #if NORM
-      [[unroll]] for (uint i = 0u; i < PV; ++i) {
-        acc[TM * RN * G + t] += xv[t][i] * xv[t][i];
-        xv[t][i] *= norm_weight(w_part_k(p, i));
-      }
+      [[unroll]] for (uint i = 0u; i < PV; ++i) acc[TM * RN * G + t] += xv[t][i] * xv[t][i];
+      scale_by_norm_weight(p, xv[t]);
 #endif
       [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
         float sum = 0.0;

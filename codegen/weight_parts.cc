@@ -18,46 +18,61 @@ float unit_quant(uint v, int pos, int width) {
 }
 )";
 
-// Q4_K and Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes at block
-// byte 4, held in three words s (llama.cpp's get_scale_min_k4 layout). Byte j & 3 of each word is
-// selected by shifting: indexing s by a runtime value would put it in local memory.
-constexpr const char* kScaleMinK4 = R"(
-vec2 k4_scale_min(uvec3 s, uint j) {
-  uint sh = (j & 3u) * 8u;
-  uint a = (s.x >> sh) & 255u, b = (s.y >> sh) & 255u, c = (s.z >> sh) & 255u;
-  return j < 4u ? vec2(float(a & 63u), float(b & 63u))
-                : vec2(float((c & 15u) | ((a >> 6) << 4)), float((c >> 4) | ((b >> 6) << 4)));
+// `float byte_unit(uint v, int pos)`: byte [pos, pos + 8) of v, a value b < 16, as 0.5 + b / 256:
+// the byte becomes bits 16-23 of a float whose top byte is 0x3F (one byte permute where the GPU
+// has one). Σ b·x = 256 · (Σ unit·x − Σ x / 2). (Against unit_quant's shift, mask and or, Q4_K
+// decode of Llama-3.1-8B on the H100: 209 -> 215 tok/s.)
+constexpr const char* kByteUnit = R"(
+float byte_unit(uint v, int pos) { return uintBitsToFloat((((v >> uint(pos)) << 16) & 0x00FF0000u) | 0x3F000000u); }
+)";
+
+// Q4_K and Q5_K: the 6-bit scales and mins of sub-blocks 2c and 2c + 1 (c = 0..3) from the 12
+// scale bytes at block byte 4, held in three words s, as (scale 2c, scale 2c + 1, min 2c, min 2c + 1)
+// (llama.cpp's get_scale_min_k4 layout: sub-blocks 0..3 keep 6 bits in bytes 0..3 (scales) and 4..7
+// (mins); 4..7 their low 4 bits in the nibbles of bytes 8..11 and their top 2 bits in the top bits
+// of bytes 0..7). Both sub-blocks' bytes are taken at once, and become floats through the mantissa
+// of 2^23: int-to-float conversions run at a fraction of the float rate.
+constexpr const char* kScalePairK4 = R"(
+vec4 k4_scale_pair(uvec3 s, uint c) {
+  uint sh = (c & 1u) * 16u;
+  uint a = s.x >> sh, b = s.y >> sh, e = s.z >> sh;
+  uint sc = c < 2u ? a & 0x3F3Fu : (e & 0x0F0Fu) | ((a >> 2) & 0x3030u);
+  uint mn = c < 2u ? b & 0x3F3Fu : ((e >> 4) & 0x0F0Fu) | ((b >> 2) & 0x3030u);
+  return uintBitsToFloat(uvec4(sc & 255u, sc >> 8, mn & 255u, mn >> 8) | 0x4B000000u) - 8388608.0;
 }
 )";
 
 // Q4_K (144-byte blocks: f16 d, f16 dmin, scales[12], qs[128]) and Q5_K (176 bytes: the same
-// header, qh[32], qs[128]). Part q (0..15) of a block takes qs words 2·(q % 4) and +1 of 32-byte
-// chunk c = q / 4: their low nibbles are values 64c + 8·(q % 4) + 0..7 of sub-block 2c (run 0),
-// their high nibbles the same offsets + 32 of sub-block 2c + 1 (run 1). Q5_K's fifth bit of value
-// l of sub-block j is bit j of qh[l]. (Parts of 32 values, one 16-byte load of qs each, measured
-// slower on the H100: 654 against 772 tok/s for Llama-3.2-1B.)
+// header, qh[32], qs[128]), both whole 16-byte vectors. Part q (0..15) of a block takes words
+// lq = q % 4 and lq + 4 of 32-byte chunk c = q / 4 of qs: their low nibbles are values
+// 64c + 4·lq + 0..3 and 64c + 16 + 4·lq + 0..3 of sub-block 2c (run 0), their high nibbles the same
+// offsets + 32 of sub-block 2c + 1 (run 1). So the four invocations on a chunk read x in runs of
+// 64 contiguous bytes: whole 32-byte sectors (two words side by side would leave each invocation's
+// x 16 bytes of every 32 apart, twice the sectors). The block header is one 16-byte load. Q5_K's
+// fifth bit of value l of sub-block j is bit j of qh[l]. (Parts of 32 values measured slower on
+// the H100: 654 against 772 tok/s for Llama-3.2-1B.)
 std::string KQuant4or5(uint32_t binding, bool five) {
   return Fill(R"(
-layout(std430, set = 0, binding = {{BINDING}}) readonly buffer Buf_w { uint w[]; };
-const uint ROW_WORDS = ROW_BYTES / 4u, PV = 16u, RUNS = 2u;
+layout(std430, set = 0, binding = {{BINDING}}) readonly buffer Buf_w { uvec4 w4[]; };
+const uint ROW_VECS = ROW_BYTES / 16u, PV = 16u, RUNS = 2u;
 struct WPart { uvec4 head; uint qs[2];{{QH_FIELD}} };
 uint w_part_k(uint p, uint i) {
   uint q = p & 15u;
-  return (p >> 4) * 256u + 64u * (q >> 2) + 8u * (q & 3u) + (i < 8u ? i : i + 24u);
+  return (p >> 4) * 256u + 64u * (q >> 2) + 4u * (q & 3u) + (i & 3u) + 16u * (i >> 2);
 }
 WPart w_load(uint row, uint p) {
-  uint wb = row * ROW_WORDS + (p >> 4) * {{BLOCK_WORDS}}u;
+  uint b = row * ROW_VECS + (p >> 4) * {{BLOCK_VECS}}u;
   uint q = p & 15u, c = q >> 2, lq = q & 3u;
   WPart r;
-  r.head = uvec4(w[wb], w[wb + 1u], w[wb + 2u], w[wb + 3u]);
-  r.qs[0] = w[wb + {{QS_WORD}}u + 8u * c + 2u * lq];
-  r.qs[1] = w[wb + {{QS_WORD}}u + 8u * c + 2u * lq + 1u];
+  r.head = w4[b];
+  r.qs[0] = w4[b + {{QS_VEC}}u + 2u * c][lq];
+  r.qs[1] = w4[b + {{QS_VEC}}u + 2u * c + 1u][lq];
 {{QH_LOAD}}  return r;
 }
 float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
   uint c = (p & 15u) >> 2;
   vec2 dm = unpackHalf2x16(w.head.x);
-  vec2 sm0 = k4_scale_min(w.head.yzw, 2u * c), sm1 = k4_scale_min(w.head.yzw, 2u * c + 1u);
+  vec4 sm = k4_scale_pair(w.head.yzw, c);
   float lo = 0.0, hi = 0.0;
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
     uint word = w.qs[i >> 2];
@@ -65,21 +80,21 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 {{QS_UNITS}}    lo += u_lo * xv[i];
     hi += u_hi * xv[i + 8u];
   }
-  float qx_lo = {{SCALE}} * (lo - xrun[0]), qx_hi = {{SCALE}} * (hi - xrun[1]);
-  return dm.x * (sm0.x * qx_lo + sm1.x * qx_hi) - dm.y * (sm0.y * xrun[0] + sm1.y * xrun[1]);
+{{RUN_DOTS}}  return dm.x * (sm.x * qx_lo + sm.y * qx_hi) - dm.y * (sm.z * xrun[0] + sm.w * xrun[1]);
 }
 )",
               {{"BINDING", absl::StrCat(binding)},
-               {"BLOCK_WORDS", five ? "44" : "36"},
-               {"QS_WORD", five ? "12" : "4"},
+               {"BLOCK_VECS", five ? "11" : "9"},
+               {"QS_VEC", five ? "3" : "1"},
                {"QH_FIELD", five ? " uint qh[2];" : ""},
-               {"QH_LOAD", five ? "  r.qh[0] = w[wb + 4u + 2u * lq]; r.qh[1] = w[wb + 5u + 2u * lq];\n" : ""},
+               {"QH_LOAD", five ? "  r.qh[0] = w4[b + 1u][lq]; r.qh[1] = w4[b + 2u][lq];\n" : ""},
                {"QS_UNITS",
                 five ? "    uint h = w.qh[i >> 2] >> uint(at);\n"
                        "    float u_lo = unit_quant((((word >> uint(at)) & 15u) | (((h >> (2u * c)) & 1u) << 4)), 0, 5);\n"
                        "    float u_hi = unit_quant((((word >> uint(at + 4)) & 15u) | (((h >> (2u * c + 1u)) & 1u) << 4)), 0, 5);\n"
-                     : "    float u_lo = unit_quant(word, at, 4), u_hi = unit_quant(word, at + 4, 4);\n"},
-               {"SCALE", five ? "32.0" : "16.0"}});
+                     : "    float u_lo = byte_unit(word & 0x0F0F0F0Fu, at), u_hi = byte_unit((word >> 4) & 0x0F0F0F0Fu, at);\n"},
+               {"RUN_DOTS", five ? "  float qx_lo = 32.0 * (lo - xrun[0]), qx_hi = 32.0 * (hi - xrun[1]);\n"
+                                 : "  float qx_lo = 256.0 * (lo - 0.5 * xrun[0]), qx_hi = 256.0 * (hi - 0.5 * xrun[1]);\n"}});
 }
 
 // Q6_K (210-byte blocks: ql[128], qh[64], int8 scales[16], f16 d). Value 128n + 32k + l (n half,
@@ -124,18 +139,19 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 }
 )";
 
-// Q8_0 (34-byte blocks: f16 d, int8 qs[32]): part q (0..3) of a block is values 8q + 0..7. The
-// signed bytes are read with their sign bit flipped (q + 128, as an 8-bit unit). (A whole block
-// per part, nine aligned words, measured slower on the H100: Gemma-3-1B 462 against 575 tok/s.)
+// Q8_0 (34-byte blocks: f16 d, int8 qs[32]): part q (0..3) of a block is values 4q + 0..3 and
+// 16 + 4q + 0..3, so the invocations on a block read x in 64 contiguous bytes (as Q4_K's parts).
+// The signed bytes are read with their sign bit flipped (q + 128, as an 8-bit unit). (A whole
+// block per part, nine aligned words, measured slower on the H100: Gemma-3-1B 462 against 575.)
 constexpr const char* kQ8_0 = R"(
 const uint PV = 8u, RUNS = 1u;
 struct WPart { uint q[2]; float d; };
-uint w_part_k(uint p, uint i) { return p * 8u + i; }
+uint w_part_k(uint p, uint i) { return (p >> 2) * 32u + 4u * (p & 3u) + (i & 3u) + 16u * (i >> 2); }
 WPart w_load(uint row, uint p) {
   uint base = row * ROW_BYTES + (p >> 2) * 34u;
   WPart r;
-  r.q[0] = w_u32(base + 2u + 8u * (p & 3u)) ^ 0x80808080u;
-  r.q[1] = w_u32(base + 6u + 8u * (p & 3u)) ^ 0x80808080u;
+  r.q[0] = w_u32(base + 2u + 4u * (p & 3u)) ^ 0x80808080u;
+  r.q[1] = w_u32(base + 18u + 4u * (p & 3u)) ^ 0x80808080u;
   r.d = w_half(base);
   return r;
 }
@@ -187,7 +203,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
     case graph::DType::kQ5_K:
       parts.values = 16;
       parts.runs = 2;
-      parts.glsl = absl::StrCat(row_size, kUnitQuant, kScaleMinK4, KQuant4or5(binding, dtype == graph::DType::kQ5_K));
+      parts.glsl = absl::StrCat(row_size, kUnitQuant, kByteUnit, kScalePairK4, KQuant4or5(binding, dtype == graph::DType::kQ5_K));
       break;
     case graph::DType::kQ6_K:
       parts.values = 16;
@@ -219,13 +235,13 @@ void w_slice8(uint row, uint k, out float v[8]) {
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K: {
       const bool five = dtype == graph::DType::kQ5_K;
-      return absl::StrCat(row_bytes, kScaleMinK4, R"(
+      return absl::StrCat(row_bytes, kScalePairK4, R"(
 void w_slice8(uint row, uint k, out float v[8]) {
   uint base = row * SLICE_ROW_BYTES + (k >> 8) * )", five ? "176u" : "144u", R"(;
   uint r = k & 255u, j = r >> 5, l = r & 31u;
-  vec2 sm = k4_scale_min(uvec3(w[base / 4u + 1u], w[base / 4u + 2u], w[base / 4u + 3u]), j);
+  vec4 sm = k4_scale_pair(uvec3(w[base / 4u + 1u], w[base / 4u + 2u], w[base / 4u + 3u]), j >> 1);
   vec2 dm = unpackHalf2x16(w[base / 4u]);
-  float d = dm.x * sm.x, m = dm.y * sm.y;
+  float d = dm.x * ((j & 1u) == 0u ? sm.x : sm.y), m = dm.y * ((j & 1u) == 0u ? sm.z : sm.w);
   uint qb = base + )", five ? "48u" : "16u", R"( + 32u * (j >> 1) + l;
   uint q[2] = uint[2](w[qb / 4u], w[qb / 4u + 1u]);
   uint shift = (j & 1u) * 4u;

@@ -11,8 +11,10 @@
 //
 // A part is RUNS runs of equal length, each under one scale (and min): its dot product with x is
 // Σ_runs (scale · Σ q·x − min · Σ x), so the per-value work is an integer-to-float step and one
-// multiply-add. Quants become floats by OR-ing them into the mantissa of 2^23 and subtracting
-// 2^23 (exact, and full-rate, where int-to-float conversion instructions are not).
+// multiply-add. Quants become floats by moving their bits into the mantissa of a float of fixed
+// exponent, q ↦ a + q·b, with a and b powers of two taken out of the run's sum with Σ x (exact, and
+// full-rate, where int-to-float conversion instructions are not). Consecutive invocations' parts
+// lie so that their x values fill whole 32-byte sectors.
 #pragma once
 
 #include <cstdint>

@@ -154,6 +154,7 @@ TEST_F(FusedKernelTest, Bf16WeightsAndBiasOnAStaticRow) {
 struct NormMatMulCase {
   DType dtype;
   int64_t k, tokens, bucket;
+  DType gamma = DType::kF32;  // the norm weight's type
 };
 
 class NormMatMulTest : public FusedKernelTest, public ::testing::WithParamInterface<NormMatMulCase> {};
@@ -165,7 +166,7 @@ TEST_P(NormMatMulTest, MatchesNormThenMatmul) {
   GraphBuilder b;
   ValueId x = b.Input("x", Rows(c.k));
   ValueId r = b.Input("r", Rows(37));
-  b.Output("y", b.MatMulWithNorm(x, b.Param("g", Vector(c.k, DType::kF32)), 1e-6, 1.0,
+  b.Output("y", b.MatMulWithNorm(x, b.Param("g", Vector(c.k, c.gamma)), 1e-6, 1.0,
                                  b.Param("w", Matrix(74, c.k, c.dtype)), {r}, "silu_mul,add"));
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
@@ -190,9 +191,13 @@ INSTANTIATE_TEST_SUITE_P(
                       // Buckets that take the cooperative-matrix variant where the device has it.
                       NormMatMulCase{DType::kF16, 200, 70, 96}, NormMatMulCase{DType::kQ4_K, 512, 65, 128},
                       NormMatMulCase{DType::kQ8_0, 96, 64, 64}, NormMatMulCase{DType::kQ6_K, 512, 70, 128},
-                      NormMatMulCase{DType::kQ5_K, 256, 64, 64}, NormMatMulCase{DType::kBF16, 130, 66, 96}),
+                      NormMatMulCase{DType::kQ5_K, 256, 64, 64}, NormMatMulCase{DType::kBF16, 130, 66, 96},
+                      // 16-bit norm weights, read four at a time where K is a multiple of 4.
+                      NormMatMulCase{DType::kQ4_K, 512, 1, 1, DType::kF16}, NormMatMulCase{DType::kF16, 200, 3, 4, DType::kBF16},
+                      NormMatMulCase{DType::kQ8_0, 96, 13, 16, DType::kBF16}, NormMatMulCase{DType::kF32, 131, 1, 1, DType::kF16}),
     [](const ::testing::TestParamInfo<NormMatMulCase>& i) {
-      return absl::StrCat(graph::Name(i.param.dtype), "_k", i.param.k, "_t", i.param.tokens, "_b", i.param.bucket);
+      return absl::StrCat(graph::Name(i.param.dtype), "_k", i.param.k, "_t", i.param.tokens, "_b", i.param.bucket,
+                          i.param.gamma == DType::kF32 ? "" : absl::StrCat("_g", graph::Name(i.param.gamma)));
     });
 
 // The cooperative-matrix kernels compile to SPIR-V on any machine (they run only on devices with
