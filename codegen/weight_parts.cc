@@ -18,7 +18,7 @@ float unit_quant(uint v, int pos, int width) {
 }
 )";
 
-// `float byte_unit(uint v, int pos)`: byte [pos, pos + 8) of v, a value b < 16, as 0.5 + b / 256:
+// `float byte_unit(uint v, int pos)`: byte [pos, pos + 8) of v, a value b < 128, as 0.5 + b / 256:
 // the byte becomes bits 16-23 of a float whose top byte is 0x3F (one byte permute where the GPU
 // has one). Σ b·x = 256 · (Σ unit·x − Σ x / 2). (Against unit_quant's shift, mask and or, Q4_K
 // decode of Llama-3.1-8B on the H100: 209 -> 215 tok/s.)
@@ -101,16 +101,16 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 // k quarter, l 0..31) is the low (k < 2) or high nibble of ql[64n + 32(k & 1) + l], plus bits 2k,
 // 2k + 1 of qh[32n + l] as bits 4-5, minus 32, times d · scales[(128n + 32k + l) / 16]. Part q
 // (0..15) of a block is n = q / 8 and l = 4·(q % 8) + 0..3 for all four k (run k): three 32-bit
-// reads, and the part's four scales times d. The 6-bit quant is assembled at the top of the
-// mantissa: 1 + q / 64.
+// reads of quants, the 8 scale bytes of half n (the part's four are every other one), and d.
+// Run k's four 6-bit quants are assembled in the bytes of one word (mask, shift, or), then each
+// becomes a float through byte_unit; the int8 scales through the mantissa of 2^23.
 constexpr const char* kQ6K = R"(
 const uint PV = 16u, RUNS = 4u;
-struct WPart { uint ql[2]; uint qh; vec4 sc; };
+struct WPart { uint ql[2]; uint qh; uint sc[2]; float d; };
 uint w_part_k(uint p, uint i) {
   uint q = p & 15u;
   return (p >> 4) * 256u + 128u * (q >> 3) + 32u * (i >> 2) + 4u * (q & 7u) + (i & 3u);
 }
-uint shift_to(uint v, int from, int to) { return to >= from ? v << uint(to - from) : v >> uint(from - to); }
 WPart w_load(uint row, uint p) {
   uint base = row * ROW_BYTES + (p >> 4) * 210u;
   uint q = p & 15u, n = q >> 3, lq = q & 7u;
@@ -118,24 +118,25 @@ WPart w_load(uint row, uint p) {
   w.ql[0] = w_u32(base + 64u * n + 4u * lq);
   w.ql[1] = w_u32(base + 64u * n + 32u + 4u * lq);
   w.qh = w_u32(base + 128u + 32u * n + 4u * lq);
-  uint sb = base + 192u + 8u * n + (lq >> 2);
-  float d = w_half(base + 208u);
-  [[unroll]] for (uint k = 0u; k < 4u; ++k) w.sc[k] = d * float(bitfieldExtract(int(w_byte(sb + 2u * k)), 0, 8));
+  w.sc[0] = w_u32(base + 192u + 8u * n);
+  w.sc[1] = w_u32(base + 196u + 8u * n);
+  w.d = w_half(base + 208u);
   return w;
 }
 float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
+  uint odd = (p & 7u) >> 2;  // the part's scales are bytes odd, odd + 2, ... of the 8
   float total = 0.0;
   [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+    uint lo = (k < 2u ? w.ql[k & 1u] : w.ql[k & 1u] >> 4) & 0x0F0F0F0Fu;
+    uint hi = (k < 2u ? w.qh << (4u - 2u * k) : w.qh >> (2u * k - 4u)) & 0x30303030u;
+    uint q6 = lo | hi;
     float s = 0.0;
-    [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-      int lo_at = int(8u * e + (k < 2u ? 0u : 4u)), hi_at = int(8u * e + 2u * k);
-      uint bits = (shift_to(w.ql[k & 1u], lo_at, 17) & 0x001E0000u) | (shift_to(w.qh, hi_at, 21) & 0x00600000u);
-      s += uintBitsToFloat(bits | 0x3F800000u) * xv[4u * k + e];
-    }
-    // Σ (q − 32)·x = 64 · (Σ unit·x − Σ x) − 32 · Σ x
-    total += w.sc[k] * (64.0 * s - 96.0 * xrun[k]);
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) s += byte_unit(q6, int(8u * e)) * xv[4u * k + e];
+    uint sc = ((w.sc[k >> 1] >> (8u * (odd + 2u * (k & 1u)))) & 255u) ^ 0x4B000080u;
+    // Σ (q − 32)·x = 256 · (Σ unit·x − Σ x / 2) − 32 · Σ x
+    total += (uintBitsToFloat(sc) - 8388736.0) * (256.0 * s - 160.0 * xrun[k]);
   }
-  return total;
+  return w.d * total;
 }
 )";
 
@@ -208,7 +209,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
     case graph::DType::kQ6_K:
       parts.values = 16;
       parts.runs = 4;
-      parts.glsl = absl::StrCat(decl, row_size, kQ6K);
+      parts.glsl = absl::StrCat(decl, row_size, kByteUnit, kQ6K);
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("no matrix-vector decoder for weights of type ", graph::Name(dtype)));
