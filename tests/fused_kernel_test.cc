@@ -212,8 +212,12 @@ TEST(CoopMatMul, KernelsCompileForNvidia) {
                                             b.Param("wg_" + name, Matrix(128, 512, dtype)), {r}, "silu_mul,add"));
     b.Output("p_" + name, b.MatMul(x, b.Param("wp_" + name, Matrix(100, 512, dtype))));
   }
-  // Enough columns for a grid of 128-row tiles.
+  // Enough columns for a grid of 128-row tiles: small enough for K-slices of 64, and larger (32),
+  // with and without a gate.
+  b.Output("tall", b.MatMul(x, b.Param("w_tall", Matrix(8192, 512, DType::kQ6_K))));
   b.Output("wide", b.MatMul(x, b.Param("w_wide", Matrix(16384, 512, DType::kQ4_K))));
+  b.Output("wide_gated", b.MatMulWithNorm(x, b.Param("gamma_wide", Vector(512, DType::kF32)), 1e-6, 0.0,
+                                          b.Param("wg_wide", Matrix(16384, 512, DType::kQ4_K)), {}, "silu_mul"));
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
   codegen::TargetCaps caps;
@@ -222,7 +226,7 @@ TEST(CoopMatMul, KernelsCompileForNvidia) {
   caps.coop_matrix_nv = true;
   caps.max_shared_memory = 49152;
   caps.max_workgroup_invocations = 1024;
-  int coop = 0, tall_tiles = 0;
+  int coop = 0, tall_tiles = 0, k32 = 0;
   for (const graph::Node& n : g->nodes()) {
     if (n.kind != graph::OpKind::kMatMul) continue;
     absl::StatusOr<codegen::Kernel> k = codegen::EmitKernel(*g, n, caps, 128);
@@ -241,10 +245,12 @@ TEST(CoopMatMul, KernelsCompileForNvidia) {
     const bool tall = k->variant.find(".tile128x64") != std::string::npos;
     EXPECT_EQ(spirv->local_size[0], tall ? 256u : 128u) << k->variant;
     tall_tiles += tall ? 1 : 0;
+    k32 += k->variant.find(".k32") != std::string::npos ? 1 : 0;
     ++coop;
   }
-  EXPECT_EQ(coop, 13);
-  EXPECT_EQ(tall_tiles, 1);
+  EXPECT_EQ(coop, 15);
+  EXPECT_EQ(tall_tiles, 3);
+  EXPECT_EQ(k32, 2);
 }
 
 // --- split outputs read through parts -----------------------------------------------------------
