@@ -66,7 +66,9 @@ const uint XV = BK / 32u;  // x values per row each lane stages
 const uint SUBGROUPS = {{SUBGROUPS}}u, WG = 32u * SUBGROUPS;  // of 32 (NVIDIA's fixed size)
 const uint WSL = BN * BK / 8u / WG;  // weight slices of 8 values each invocation stages
 shared float16_t xs[BM * STRIDE];      // xs[r * STRIDE + kk]: x row tok0 + r at column k0 + kk
-shared float16_t ws[G * BN * STRIDE];  // the same for weight rows (gate block, then up block)
+// The same for weight rows (gate block, then up block), as f16 bits four to a uvec2: a decoded
+// slice of 8 is two 8-byte stores.
+shared uvec2 ws4[G * BN * STRIDE / 4u];
 shared float outs[SUBGROUPS * G * 256u];  // per subgroup, one 16 x 16 result fragment per gate
 shared float row_scale[BM];
 
@@ -113,7 +115,13 @@ void main() {
     [[unroll]] for (uint g = 0u; g < G; ++g) {
       [[unroll]] for (uint u = 0u; u < WSL; ++u) {
         uint sl = lid + WG * u, wr = sl / (BK / 8u), e0 = 8u * (sl % (BK / 8u));
-        [[unroll]] for (uint i = 0u; i < 8u; ++i) ws[(g * BN + wr) * STRIDE + e0 + i] = float16_t(col0 + wr < N ? wv[g][u][i] : 0.0);
+        bool live = col0 + wr < N;
+        uint at = ((g * BN + wr) * STRIDE + e0) / 4u;
+        [[unroll]] for (uint h = 0u; h < 2u; ++h) {
+          vec4 v = live ? vec4(wv[g][u][4u * h], wv[g][u][4u * h + 1u], wv[g][u][4u * h + 2u], wv[g][u][4u * h + 3u])
+                        : vec4(0.0);
+          ws4[at + h] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+        }
       }
     }
     barrier();
@@ -124,7 +132,7 @@ void main() {
         [[unroll]] for (uint j = 0u; j < 2u; ++j) {
           fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> b;
           // Weight rows are columns of the K x N operand: column-major with the row's stride.
-          coopMatLoadNV(b, ws, (g * BN + wn * 32u + 16u * j) * STRIDE + ks, STRIDE, true);
+          coopMatLoadNV(b, ws4, ((g * BN + wn * 32u + 16u * j) * STRIDE + ks) / 4u, STRIDE / 4u, true);
           [[unroll]] for (uint i = 0u; i < 2u; ++i) acc[g][i][j] = coopMatMulAddNV(a[i], b, acc[g][i][j]);
         }
       }

@@ -230,7 +230,8 @@ void w_slice8(uint row, uint k, out float v[8]) {
   uint base = row * SLICE_ROW_BYTES + (k >> 5) * 34u;
   float d = w_half(base);
   uint q[2] = uint[2](w_u32(base + 2u + (k & 31u)), w_u32(base + 6u + (k & 31u)));
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = d * float(bitfieldExtract(int(q[i >> 2]), int(8u * (i & 3u)), 8));
+  // Each byte with its sign bit flipped is q + 128, made a float through the mantissa of 2^23.
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = d * (uintBitsToFloat(((q[i >> 2] >> (8u * (i & 3u))) & 255u) ^ 0x4B000080u) - 8388736.0);
 }
 )");
     case graph::DType::kQ4_K:
@@ -250,7 +251,7 @@ void w_slice8(uint row, uint k, out float v[8]) {
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
     uint qv = (q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;
 )", five ? "    qv |= ((h[i >> 2] >> (8u * (i & 3u) + j)) & 1u) << 4;\n" : "", R"(
-    v[i] = d * float(qv) - m;
+    v[i] = d * (uintBitsToFloat(qv | 0x4B000000u) - 8388608.0) - m;  // float(qv), at full rate
   }
 }
 )");
@@ -267,7 +268,7 @@ void w_slice8(uint row, uint k, out float v[8]) {
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
     uint lo = (ql[i >> 2] >> (8u * (i & 3u) + (kq < 2u ? 0u : 4u))) & 15u;
     uint hi = (qh[i >> 2] >> (8u * (i & 3u) + 2u * kq)) & 3u;
-    v[i] = d * float(int(lo | (hi << 4)) - 32);
+    v[i] = d * (uintBitsToFloat(lo | (hi << 4) | 0x4B000000u) - 8388640.0);  // q − 32, at full rate
   }
 }
 )");
