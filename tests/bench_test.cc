@@ -147,6 +147,14 @@ TEST(BenchTest, JsonHasTheDocumentedKeys) {
   EXPECT_GT(j["vram_bytes"].get<uint64_t>(), j["model_bytes"].get<uint64_t>());
   EXPECT_GT(j["copy_bandwidth_gb_s"].get<double>(), 0);
   EXPECT_FALSE(j.contains("profile"));
+  // One entry per repetition, whose mean is the reported mean.
+  for (const char* key : {"pp_tok_s", "tg_tok_s", "ttft_ms"}) {
+    const nlohmann::json& reps = j["per_repetition"][key];
+    ASSERT_EQ(reps.size(), 2u) << key;
+    EXPECT_NEAR((reps[0].get<double>() + reps[1].get<double>()) / 2, j[key]["mean"].get<double>(),
+                1e-9 * j[key]["mean"].get<double>())
+        << key;
+  }
 }
 
 TEST(ProfileTest, NodesSumToTheTotalAndNameTheirKernels) {

@@ -220,6 +220,8 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
     j["copy_bandwidth_gb_s"] = bandwidth->bytes_per_second / 1e9;
     j["floor_tok_s"] = floor_tok_s;
     j["tg_floor_pct"] = 100.0 * tg.mean / floor_tok_s;
+    // Each repetition's figures, in order: an outlier shows which run it was.
+    j["per_repetition"] = {{"pp_tok_s", pp_rates}, {"tg_tok_s", tg_rates}, {"ttft_ms", ttft}};
     if (report) j["profile"] = runtime::ProfileJson(*report);
     if (prefill_report) j["prefill_profile"] = runtime::ProfileJson(*prefill_report);
     std::printf("%s\n", j.dump(2).c_str());
