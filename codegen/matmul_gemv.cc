@@ -34,6 +34,15 @@ uint32_t WorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts
   const uint32_t cap = std::min(kMaxWorkgroup, caps.max_workgroup_invocations);
   uint32_t wg = std::min(kMinWorkgroup, cap);
   while (wg * 2 <= cap && workgroups * wg < kTargetInvocations && wg < parts_per_row) wg *= 2;
+  // Narrower where the last round over a row would leave more than an eighth of the workgroup idle
+  // and the narrower one still keeps half the target in flight: on the H100, Gemma-3-1B's Q8_0
+  // gate and up projections (144 parts a row) took 16.1 µs at 64 invocations and 14.7 at 32.
+  // (Narrowing without the second condition made its smaller matrices slower: tg 580 -> 523.)
+  auto idle = [&](int64_t w) { return CeilDiv(parts_per_row, w) * w - parts_per_row; };
+  while (wg > kMinWorkgroup && idle(wg) * 8 > parts_per_row && idle(wg / 2) < idle(wg) &&
+         workgroups * wg >= kTargetInvocations) {
+    wg /= 2;
+  }
   return wg;
 }
 
