@@ -31,7 +31,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 CommandSpec Spec() {
   CommandSpec spec{"bench",
                    "Measure prefill (pp) and decode (tg) speed, like llama-bench: -p prompt tokens, -n generated tokens,\n"
-                   "-r repetitions after two warm-up runs. --synthetic NAME benchmarks random weights in a published\n"
+                   "-r repetitions after warm-up runs (at least two, and 0.5 s). --synthetic NAME benchmarks random weights in a published\n"
                    "model's exact shapes (no download).",
                    EngineOptionSpecs()};
   const std::vector<OptionSpec> more = {
@@ -123,10 +123,15 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   std::vector<int32_t> prompt(static_cast<size_t>(*p));
   for (int32_t& id : prompt) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab_size));
 
-  // Warm-up (not counted): two rounds of a prefill and a few decode steps. After a single round,
-  // the first timed prefill on an H100 sometimes took ~80 ms instead of ~17 (Llama-3.2-1B, 512
-  // tokens: two runs of three), a one-off stall that made pp's sd a fifth of its mean.
-  for (int round = 0; round < 2; ++round) {
+  // Warm-up (not counted): rounds of a prefill and a few decode steps, at least two and for at
+  // least kWarmupSeconds. After one round (and after two) the first timed prefill on an H100 often
+  // took 50-80 ms instead of 13-17 (Llama-3.2-1B and Qwen3-0.6B, 512 tokens), a one-off stall
+  // that made pp's sd a fifth of its mean.
+  constexpr double kWarmupSeconds = 0.5;
+  constexpr int kMaxWarmupRounds = 50;
+  const Clock::time_point warmup_start = Clock::now();
+  for (int round = 0; round < kMaxWarmupRounds && (round < 2 || Seconds(warmup_start, Clock::now()) < kWarmupSeconds);
+       ++round) {
     e.Reset();
     if (absl::StatusOr<int32_t> t = e.Prefill(prompt); !t.ok()) return t.status();
     for (int64_t i = 0; i < warmup_decode; ++i) {
@@ -246,7 +251,7 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   std::printf("copy bandwidth: %.1f GB/s (%zu MiB shader copy, read + write)\n", bandwidth->bytes_per_second / 1e9,
               bandwidth->buffer_bytes >> 20);
   std::printf("bandwidth floor: %.1f tok/s; tg = %.2f%% of the floor\n", floor_tok_s, 100.0 * tg.mean / floor_tok_s);
-  std::printf("repetitions: %lld after two warm-up runs\n", static_cast<long long>(*r));
+  std::printf("repetitions: %lld after warm-up runs\n", static_cast<long long>(*r));
   if (report) {
     std::printf("\n%s", runtime::FormatProfile(*report).c_str());
     if (prefill_report) std::printf("\n%s", runtime::FormatProfile(*prefill_report).c_str());
