@@ -24,10 +24,13 @@ codegen::TargetCaps TargetCapsOf(const DeviceInfo& info) {
 absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& pipelines, const graph::Graph& g,
                                                   int64_t tokens, const codegen::TargetCaps& caps,
                                                   const std::map<graph::ValueId, Buffer*>& external,
-                                                  const ArenaLayout& arena, const std::string& name) {
+                                                  const ArenaLayout& arena, const std::string& name, int steps,
+                                                  const std::vector<SteppedBinding>& stepped) {
+  if (steps < 1) return absl::InvalidArgumentError(absl::StrCat("plan ", name, ": ", steps, " steps"));
   std::unique_ptr<Plan> plan(new Plan(ctx));
   plan->name_ = name;
   plan->tokens_ = tokens;
+  plan->steps_ = steps;
 
   // Where every value lives: the caller's buffers (told apart by id), aliases and views, the arena.
   std::map<Buffer*, uint64_t> buffer_ids;
@@ -52,10 +55,24 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
   for (const ValueLocation& l : *locations) {
     plan->slices_.push_back(Slice{buffers[l.buffer], l.offset, l.bytes == kToTheEnd ? 0 : l.bytes});
   }
-  absl::StatusOr<std::unique_ptr<Buffer>> step =
-      ctx.CreateBuffer(sizeof(codegen::StepParams), BufferKind::kHostVisible, absl::StrCat(name, ".step"));
+  // Each step's parameter block at an offset a descriptor may start at.
+  const size_t align = std::max<size_t>(4, ctx.info().min_storage_buffer_offset_alignment);
+  plan->params_stride_ = (sizeof(codegen::StepParams) + align - 1) / align * align;
+  absl::StatusOr<std::unique_ptr<Buffer>> step = ctx.CreateBuffer(
+      plan->params_stride_ * static_cast<size_t>(steps), BufferKind::kHostVisible, absl::StrCat(name, ".step"));
   if (!step.ok()) return step.status();
   plan->step_params_ = *std::move(step);
+  // Each step's locations and slices: the plan's, but for the stepped values.
+  std::vector<std::vector<ValueLocation>> step_locations(static_cast<size_t>(steps), *locations);
+  std::vector<std::vector<Slice>> step_slices(static_cast<size_t>(steps), plan->slices_);
+  for (const SteppedBinding& b : stepped) {
+    auto [it, added] = buffer_ids.emplace(b.buffer, buffer_ids.size() + 1);
+    for (int st = 0; st < steps; ++st) {
+      const size_t offset = b.offset + static_cast<size_t>(st) * b.stride;
+      step_locations[static_cast<size_t>(st)][static_cast<size_t>(b.value)] = ValueLocation{it->second, offset, b.bytes};
+      step_slices[static_cast<size_t>(st)][static_cast<size_t>(b.value)] = Slice{b.buffer, offset, b.bytes};
+    }
+  }
 
   // Kernels, pipelines and descriptor sets, once.
   absl::StatusOr<std::unique_ptr<DescriptorAllocator>> descriptors = ctx.CreateDescriptorAllocator();
@@ -63,30 +80,38 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
   plan->descriptors_ = *std::move(descriptors);
   std::vector<codegen::Kernel> kernels;
   std::vector<const ComputePipeline*> pipes;
-  std::vector<VkDescriptorSet> sets;
-  std::vector<DispatchAccess> accesses;
   for (const graph::Node& n : g.nodes()) {
     if (!Dispatches(n.kind)) continue;  // no kernel
     absl::StatusOr<codegen::Kernel> k = codegen::EmitKernel(g, n, caps, tokens);
     if (!k.ok()) return k.status();
     absl::StatusOr<const ComputePipeline*> p = pipelines.Get(k->glsl, absl::StrCat(k->family, ".", k->variant));
     if (!p.ok()) return p.status();
-    std::vector<BufferBinding> bindings = {{0, plan->step_params_.get()}};
-    for (size_t i = 0; i < k->args.size(); ++i) {
-      const Slice& s = plan->slices_[static_cast<size_t>(k->args[i].value)];
-      bindings.push_back({static_cast<uint32_t>(i + 1), s.buffer, s.offset, s.bytes == 0 ? VK_WHOLE_SIZE : s.bytes});
-    }
-    absl::StatusOr<VkDescriptorSet> set = plan->descriptors_->Allocate(**p, bindings, n.label);
-    if (!set.ok()) return set.status();
-    accesses.push_back(AccessOf(*k, *locations));
     kernels.push_back(*std::move(k));
     pipes.push_back(*p);
-    sets.push_back(*set);
     plan->dispatches_.push_back(
         {n.id, kernels.back().family, kernels.back().variant, kernels.back().groups, false, kernels.back().args});
   }
+  // Descriptor sets and accesses of every step.
+  std::vector<std::vector<VkDescriptorSet>> sets(static_cast<size_t>(steps));
+  std::vector<DispatchAccess> accesses;
+  for (size_t st = 0; st < sets.size(); ++st) {
+    for (size_t d = 0; d < kernels.size(); ++d) {
+      const codegen::Kernel& k = kernels[d];
+      std::vector<BufferBinding> bindings = {
+          {0, plan->step_params_.get(), st * plan->params_stride_, sizeof(codegen::StepParams)}};
+      for (size_t i = 0; i < k.args.size(); ++i) {
+        const Slice& s = step_slices[st][static_cast<size_t>(k.args[i].value)];
+        bindings.push_back({static_cast<uint32_t>(i + 1), s.buffer, s.offset, s.bytes == 0 ? VK_WHOLE_SIZE : s.bytes});
+      }
+      absl::StatusOr<VkDescriptorSet> set =
+          plan->descriptors_->Allocate(*pipes[d], bindings, g.node(plan->dispatches_[d].node).label);
+      if (!set.ok()) return set.status();
+      sets[st].push_back(*set);
+      accesses.push_back(AccessOf(k, step_locations[st]));
+    }
+  }
   plan->pipelines_ = pipes;
-  plan->sets_ = sets;
+  plan->sets_ = sets[0];
   if (absl::Status s = plan->Record(kernels, pipes, sets, PlaceBarriers(accesses)); !s.ok()) return s;
   return plan;
 }
@@ -96,39 +121,48 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
 // (read-after-write, write-after-write), or writes bytes read since then (write-after-read).
 absl::Status Plan::Record(const std::vector<codegen::Kernel>& kernels,
                           const std::vector<const ComputePipeline*>& pipelines,
-                          const std::vector<VkDescriptorSet>& sets, const std::vector<bool>& barriers) {
+                          const std::vector<std::vector<VkDescriptorSet>>& sets, const std::vector<bool>& barriers) {
   absl::StatusOr<std::unique_ptr<CommandBuffer>> cmd = ctx_.CreateCommandBuffer(name_);
   if (!cmd.ok()) return cmd.status();
   cmd_ = *std::move(cmd);
   if (absl::Status s = cmd_->Begin(); !s.ok()) return s;
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    if (barriers[i]) {
-      cmd_->ComputeBarrier();
-      ++stats_.barriers;
+  for (size_t st = 0; st < sets.size(); ++st) {
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const bool barrier = barriers[st * kernels.size() + i];
+      if (barrier) {
+        cmd_->ComputeBarrier();
+        ++stats_.barriers;
+      }
+      if (st == 0) dispatches_[i].barrier_before = barrier;
+      cmd_->BindPipeline(*pipelines[i]);
+      cmd_->BindDescriptorSet(sets[st][i]);
+      cmd_->Dispatch(kernels[i].groups[0], kernels[i].groups[1], kernels[i].groups[2]);
+      ++stats_.dispatches;
     }
-    dispatches_[i].barrier_before = barriers[i];
-    cmd_->BindPipeline(*pipelines[i]);
-    cmd_->BindDescriptorSet(sets[i]);
-    cmd_->Dispatch(kernels[i].groups[0], kernels[i].groups[1], kernels[i].groups[2]);
-    ++stats_.dispatches;
   }
   ++record_count_;
   return cmd_->End();
 }
 
-absl::Status Plan::Run(uint32_t n_tokens, uint32_t pos) {
+absl::Status Plan::WriteStepParams(uint32_t n_tokens, uint32_t pos) {
   if (n_tokens == 0 || n_tokens > tokens_) {
     return absl::InvalidArgumentError(absl::StrCat("plan ", name_, ": ", n_tokens, " tokens for a plan of ", tokens_));
   }
-  const codegen::StepParams params{n_tokens, pos};
-  std::memcpy(step_params_->mapped(), &params, sizeof(params));
+  for (int st = 0; st < steps_; ++st) {
+    const codegen::StepParams params{n_tokens, pos + static_cast<uint32_t>(st) * n_tokens};
+    std::memcpy(static_cast<char*>(step_params_->mapped()) + static_cast<size_t>(st) * params_stride_, &params,
+                sizeof(params));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Plan::Run(uint32_t n_tokens, uint32_t pos) {
+  if (absl::Status s = WriteStepParams(n_tokens, pos); !s.ok()) return s;
   return ctx_.Submit(*cmd_);
 }
 
 absl::StatusOr<std::vector<double>> Plan::RunProfiled(uint32_t n_tokens, uint32_t pos) {
-  if (n_tokens == 0 || n_tokens > tokens_) {
-    return absl::InvalidArgumentError(absl::StrCat("plan ", name_, ": ", n_tokens, " tokens for a plan of ", tokens_));
-  }
+  if (steps_ != 1) return absl::FailedPreconditionError(absl::StrCat("plan ", name_, ": profiling a plan of several steps"));
   const uint32_t n = static_cast<uint32_t>(dispatches_.size());
   if (!profile_cmd_) {
     absl::StatusOr<std::unique_ptr<TimestampPool>> pool = ctx_.CreateTimestampPool(n + 1);
@@ -150,8 +184,7 @@ absl::StatusOr<std::vector<double>> Plan::RunProfiled(uint32_t n_tokens, uint32_
     timestamps_ = *std::move(pool);
     profile_cmd_ = *std::move(cmd);
   }
-  const codegen::StepParams params{n_tokens, pos};
-  std::memcpy(step_params_->mapped(), &params, sizeof(params));
+  if (absl::Status s = WriteStepParams(n_tokens, pos); !s.ok()) return s;
   if (absl::Status s = ctx_.Submit(*profile_cmd_); !s.ok()) return s;
   absl::StatusOr<std::vector<double>> ns = ctx_.ReadTimestamps(*timestamps_);
   if (!ns.ok()) return ns.status();

@@ -38,6 +38,15 @@ struct PlannedDispatch {
   std::vector<codegen::KernelArg> args;  // the values it binds (bindings 1..n), for byte counts in profiles
 };
 
+// A value bound to a different range in each step of a multi-step plan: step s binds bytes
+// [offset + s * stride, + bytes) of `buffer` (e.g. step s reads its token id from slot s and writes
+// the next one to slot s + 1).
+struct SteppedBinding {
+  graph::ValueId value;
+  Buffer* buffer = nullptr;
+  size_t offset = 0, stride = 0, bytes = 0;
+};
+
 struct PlanStats {
   int dispatches = 0;
   int barriers = 0;
@@ -52,12 +61,18 @@ class Plan {
   // is that state's buffer; a part is a range of its split parent. Every other value is its range
   // of the plan's one device-local arena, laid out by the memory planner (passes/memory_plan.h):
   // `arena` gives the arena's size and every such value's offset.
+  //
+  // With `steps` > 1 the command buffer holds that many steps back to back (e.g. decode steps, each
+  // feeding the token the one before chose), each with its own step parameters and with the
+  // values in `stepped` bound per step; barriers between steps are placed like any others.
   static absl::StatusOr<std::unique_ptr<Plan>> Build(Context& ctx, PipelineCache& pipelines, const graph::Graph& g,
                                                      int64_t tokens, const codegen::TargetCaps& caps,
                                                      const std::map<graph::ValueId, Buffer*>& external,
-                                                     const ArenaLayout& arena, const std::string& name);
+                                                     const ArenaLayout& arena, const std::string& name,
+                                                     int steps = 1, const std::vector<SteppedBinding>& stepped = {});
 
-  // Runs one step of n_tokens (<= the bucket) tokens at absolute positions pos, pos+1, ...
+  // Runs the plan's steps, each of n_tokens (<= the bucket) tokens, in one submit: step s at
+  // absolute positions pos + s * n_tokens, ...
   absl::Status Run(uint32_t n_tokens, uint32_t pos);
 
   // Runs the same step from a second recording, used only when profiling: the same dispatches in
@@ -68,6 +83,8 @@ class Plan {
 
   const Slice& slice(graph::ValueId id) const { return slices_[static_cast<size_t>(id)]; }
   int64_t tokens() const { return tokens_; }
+  int steps() const { return steps_; }
+  // The dispatches of one step (a multi-step plan records them steps() times).
   const std::vector<PlannedDispatch>& dispatches() const { return dispatches_; }
   // The pipeline dispatch i (dispatches() order) runs.
   const ComputePipeline& pipeline(size_t i) const { return *pipelines_[i]; }
@@ -76,13 +93,17 @@ class Plan {
 
  private:
   Plan(Context& ctx) : ctx_(ctx) {}
+  // sets[s][i]: dispatch i of step s; barriers: for every dispatch of every step, in order.
   absl::Status Record(const std::vector<codegen::Kernel>& kernels,
-                      const std::vector<const ComputePipeline*>& pipelines, const std::vector<VkDescriptorSet>& sets,
-                      const std::vector<bool>& barriers);
+                      const std::vector<const ComputePipeline*>& pipelines,
+                      const std::vector<std::vector<VkDescriptorSet>>& sets, const std::vector<bool>& barriers);
+  absl::Status WriteStepParams(uint32_t n_tokens, uint32_t pos);
 
   Context& ctx_;
   std::string name_;
   int64_t tokens_ = 0;
+  int steps_ = 1;
+  size_t params_stride_ = 0;  // bytes between the steps' parameter blocks
   std::vector<Slice> slices_;                     // by value id
   std::unique_ptr<Buffer> arena_;                 // activations
   std::unique_ptr<Buffer> step_params_;
@@ -91,7 +112,7 @@ class Plan {
   std::vector<PlannedDispatch> dispatches_;
   // Kept to record the profiling command buffer.
   std::vector<const ComputePipeline*> pipelines_;
-  std::vector<VkDescriptorSet> sets_;
+  std::vector<VkDescriptorSet> sets_;  // the first step's
   std::unique_ptr<CommandBuffer> profile_cmd_;
   std::unique_ptr<TimestampPool> timestamps_;
   PlanStats stats_;

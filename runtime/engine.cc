@@ -61,7 +61,31 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
       e->BuildPlan(e->graph_, e->options_.prefill_chunk, e->prompt_.get(), "prefill");
   if (!prefill.ok()) return prefill.status();
   e->prefill_ = *std::move(prefill);
+  if (absl::Status s = e->BuildDecodeLoop(); !s.ok()) return s;
   return e;
+}
+
+absl::Status Engine::BuildDecodeLoop() {
+  if (options_.gpu_loop < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("the GPU decode loop needs at least one step, not ", options_.gpu_loop));
+  }
+  const int steps = static_cast<int>(std::min<int64_t>(options_.gpu_loop, options_.prefill_chunk));
+  if (steps == 1) return absl::OkStatus();
+  const size_t align = std::max<size_t>(sizeof(int32_t), ctx_->info().min_storage_buffer_offset_alignment);
+  loop_slot_ = align;
+  absl::StatusOr<std::unique_ptr<vk::Buffer>> slots =
+      ctx_->CreateBuffer(loop_slot_ * static_cast<size_t>(steps + 1), vk::BufferKind::kHostVisible, "decode_loop.tokens");
+  if (!slots.ok()) return slots.status();
+  loop_tokens_ = *std::move(slots);
+  const std::optional<graph::ValueId> ids = graph_.FindNamed(graph::OpKind::kInput, "ids");
+  if (!ids) return absl::InvalidArgumentError("the step graph has no \"ids\" input");
+  const std::vector<vk::SteppedBinding> stepped = {
+      {*ids, loop_tokens_.get(), 0, loop_slot_, sizeof(int32_t)},
+      {*graph_.output("next_token"), loop_tokens_.get(), loop_slot_, loop_slot_, sizeof(int32_t)}};
+  absl::StatusOr<std::unique_ptr<vk::Plan>> plan = BuildPlan(graph_, 1, token_.get(), "decode_loop", steps, stepped);
+  if (!plan.ok()) return plan.status();
+  decode_loop_ = *std::move(plan);
+  return absl::OkStatus();
 }
 
 // Uploads every param and const and zeroes every state, once, shared by all plans.
@@ -82,7 +106,8 @@ absl::Status Engine::Load() {
 }
 
 absl::StatusOr<std::unique_ptr<vk::Plan>> Engine::BuildPlan(const graph::Graph& g, int64_t tokens, vk::Buffer* ids,
-                                                            const std::string& name) {
+                                                            const std::string& name, int steps,
+                                                            const std::vector<vk::SteppedBinding>& stepped) {
   std::map<graph::ValueId, vk::Buffer*> external = BindResources(g, resources_);
   for (const graph::Node& n : g.nodes()) {
     if (n.kind == graph::OpKind::kInput) external[n.id] = ids;
@@ -96,7 +121,8 @@ absl::StatusOr<std::unique_ptr<vk::Plan>> Engine::BuildPlan(const graph::Graph& 
   // Kernels compile on first use (a few seconds on a first start; later starts hit the SPIR-V cache).
   if (options_.progress) std::fprintf(stderr, "compiling the %s plan (T=%lld)...", name.c_str(), static_cast<long long>(tokens));
   absl::StatusOr<std::unique_ptr<vk::Plan>> plan = vk::Plan::Build(
-      *ctx_, *pipelines_, g, tokens, caps_, external, vk::ArenaLayout{memory->arena_bytes, memory->offset}, name);
+      *ctx_, *pipelines_, g, tokens, caps_, external, vk::ArenaLayout{memory->arena_bytes, memory->offset}, name, steps,
+      stepped);
   if (options_.progress) std::fprintf(stderr, " %s\n", plan.ok() ? "done" : "failed");
   if (!plan.ok()) return plan.status();
   if (options_.verbose) {
@@ -149,6 +175,34 @@ absl::StatusOr<int32_t> Engine::DecodeNext() {
   if (absl::Status s = decode_->Run(1, static_cast<uint32_t>(position_)); !s.ok()) return s;
   ++position_;
   return ReadToken();
+}
+
+absl::StatusOr<std::vector<int32_t>> Engine::DecodeLoop() {
+  const int steps = gpu_loop();
+  if (!decode_loop_ || position_ + steps > options_.context) {
+    absl::StatusOr<int32_t> t = DecodeNext();
+    if (!t.ok()) return t.status();
+    return std::vector<int32_t>{*t};
+  }
+  std::memcpy(loop_tokens_->mapped(), token_->mapped(), sizeof(int32_t));
+  if (absl::Status s = decode_loop_->Run(1, static_cast<uint32_t>(position_)); !s.ok()) return s;
+  position_ += steps;
+  std::vector<int32_t> out(static_cast<size_t>(steps));
+  for (int i = 0; i < steps; ++i) {
+    std::memcpy(&out[static_cast<size_t>(i)], static_cast<const char*>(loop_tokens_->mapped()) + loop_slot_ * static_cast<size_t>(i + 1),
+                sizeof(int32_t));
+  }
+  std::memcpy(token_->mapped(), &out.back(), sizeof(int32_t));  // what the one-step plan feeds next
+  return out;
+}
+
+absl::Status Engine::Rewind(int64_t position, int32_t next_token) {
+  if (position < 0 || position > position_) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot rewind to position ", position, " from ", position_));
+  }
+  position_ = position;
+  std::memcpy(token_->mapped(), &next_token, sizeof(int32_t));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::vector<double>>> Engine::ProfileDecodeSteps(int64_t steps) {

@@ -49,6 +49,11 @@ struct EngineOptions {
   bool progress = false;  // a progress line on stderr while weights load and kernels compile
   SamplingOptions sampling;  // how prefill and decode choose the next token (default: greedy)
   std::string passes = "default";  // the pass pipeline: "default", "none", or pass names (passes/pass.h)
+  // Decode steps recorded back to back in one command buffer (DecodeLoop): each step's token goes
+  // straight to the next step's input on the GPU, and the host waits once for all of them. 1: one
+  // step per submit. Taken as at most prefill_chunk: a sliding-window cache keeps that many spare
+  // rows, so the steps run past a stop token overwrite nothing still needed.
+  int gpu_loop = 8;
 };
 
 // True when `path` names a file (taken as a GGUF model) rather than a directory (an HF model).
@@ -63,6 +68,13 @@ class Engine {
   absl::StatusOr<int32_t> Prefill(std::span<const int32_t> ids);
   // Feeds the token the last step produced and returns the next one.
   absl::StatusOr<int32_t> DecodeNext();
+  // gpu_loop() DecodeNext steps in one submit (when gpu_loop() > 1 and the context has room for
+  // them): the tokens they return, in order.
+  absl::StatusOr<std::vector<int32_t>> DecodeLoop();
+  // Takes the sequence back to `position` (at most position()), with `next_token` as the token the
+  // next decode step feeds: after a DecodeLoop whose tokens ran past a stop.
+  absl::Status Rewind(int64_t position, int32_t next_token);
+  int gpu_loop() const { return decode_loop_ ? decode_loop_->steps() : 1; }
   // Up to `steps` DecodeNext steps (as many as the context has room for) through the decode plan's
   // profiling recording (vk::Plan::RunProfiled): for each, the GPU nanoseconds of each of its
   // dispatches (decode_plan().dispatches() order).
@@ -91,7 +103,9 @@ class Engine {
   Engine() = default;
   absl::Status Load();
   absl::StatusOr<std::unique_ptr<vk::Plan>> BuildPlan(const graph::Graph& g, int64_t tokens, vk::Buffer* ids,
-                                                      const std::string& name);
+                                                      const std::string& name, int steps = 1,
+                                                      const std::vector<vk::SteppedBinding>& stepped = {});
+  absl::Status BuildDecodeLoop();
   absl::Status CheckIds(std::span<const int32_t> ids) const;
   absl::StatusOr<int32_t> ReadToken() const;
 
@@ -108,6 +122,11 @@ class Engine {
   std::unique_ptr<vk::Buffer> token_;   // the next token: argmax writes it, decode reads it
   std::unique_ptr<vk::Buffer> prompt_;  // a prefill chunk's ids
   std::unique_ptr<vk::Plan> decode_, prefill_, logits_;
+  // The decode loop: step s reads its token from slot s of loop_tokens_ and writes the next to
+  // slot s + 1 (slots loop_slot_ bytes apart, where a descriptor may start).
+  std::unique_ptr<vk::Plan> decode_loop_;
+  std::unique_ptr<vk::Buffer> loop_tokens_;
+  size_t loop_slot_ = 0;
   graph::ValueId logits_output_ = -1;  // the logits value of the logits plan's graph
   int64_t position_ = 0;
 };

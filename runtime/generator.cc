@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 
 #include "models/tokenizer/stream_decoder.h"
 #include "runtime/stop_matcher.h"
@@ -49,6 +50,9 @@ absl::StatusOr<GenerationResult> Generate(Engine& engine, const models::Tokenize
   if (!token.ok()) return token.status();
   const auto t1 = Clock::now();
   r.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
+  // Tokens the GPU decode loop produced ahead of the one being looked at (the engine has fed all but
+  // the last of them): on a stop the engine is taken back to just after `token`.
+  std::deque<int32_t> ahead;
   while (true) {
     r.pending_token = *token;
     if (!options.ignore_eos && std::find(eos.begin(), eos.end(), *token) != eos.end()) {
@@ -65,12 +69,30 @@ absl::StatusOr<GenerationResult> Generate(Engine& engine, const models::Tokenize
       r.reason = StopReason::kMaxTokens;
       break;
     }
-    if (engine.position() >= engine.context()) {
+    if (engine.position() - static_cast<int64_t>(ahead.size()) >= engine.context()) {
       r.reason = StopReason::kContextFull;
       break;
     }
-    token = engine.DecodeNext();
-    if (!token.ok()) return token.status();
+    if (ahead.empty()) {
+      // The loop only where all of its tokens are wanted (a stop token aside).
+      const int64_t wanted = options.max_tokens - static_cast<int64_t>(r.tokens.size());
+      if (wanted >= engine.gpu_loop()) {
+        absl::StatusOr<std::vector<int32_t>> loop = engine.DecodeLoop();
+        if (!loop.ok()) return loop.status();
+        ahead.assign(loop->begin(), loop->end());
+      } else {
+        absl::StatusOr<int32_t> next = engine.DecodeNext();
+        if (!next.ok()) return next.status();
+        ahead.push_back(*next);
+      }
+    }
+    token = ahead.front();
+    ahead.pop_front();
+  }
+  if (!ahead.empty()) {
+    if (absl::Status s = engine.Rewind(engine.position() - static_cast<int64_t>(ahead.size()), r.pending_token); !s.ok()) {
+      return s;
+    }
   }
   if (!stops.stopped()) {
     show(stops.Push(decoder.Flush()));

@@ -123,19 +123,20 @@ TEST(BenchTest, PrintsEveryField) {
   const test::CommandResult r = test::RunDoppler("bench --synthetic tiny -p 16 -n 8 -r 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* field : {"model: tiny (synthetic)", "device:", "pp16:", "tg8:", "tok/s", "ttft (p=16):",
-                            "decode latency: p50", "p99", "peak vram:", "per decode token: 1.00 submits",
+                            "decode latency: p50", "p99", "peak vram:",
+                            "per decode token: 0.12 submits (a GPU loop of 8 steps)",
                             "dispatches", "copy bandwidth:", "bandwidth floor:", "of the floor"}) {
     EXPECT_NE(r.out.find(field), std::string::npos) << field << "\n" << r.out;
   }
 }
 
 TEST(BenchTest, JsonHasTheDocumentedKeys) {
-  const test::CommandResult r = test::RunDoppler("bench --synthetic tiny --quant q8_0 -p 8 -n 4 -r 2 --json");
+  const test::CommandResult r = test::RunDoppler("bench --synthetic tiny --quant q8_0 -p 8 -n 8 -r 2 --json --gpu-loop 4");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   for (const char* key : {"model", "quant", "device", "params", "model_bytes", "weight_bytes_per_token", "p", "n", "r",
                           "pp_tok_s", "tg_tok_s", "ttft_ms", "decode_ms", "vram_bytes", "submits_per_token",
-                          "dispatches_per_token", "barriers_per_token", "copy_bandwidth_gb_s", "floor_tok_s",
+                          "gpu_loop", "dispatches_per_token", "barriers_per_token", "copy_bandwidth_gb_s", "floor_tok_s",
                           "tg_floor_pct"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
@@ -143,7 +144,8 @@ TEST(BenchTest, JsonHasTheDocumentedKeys) {
   EXPECT_GT(j["pp_tok_s"]["mean"].get<double>(), 0);
   EXPECT_GE(j["tg_tok_s"]["sd"].get<double>(), 0);
   EXPECT_GE(j["decode_ms"]["p99"].get<double>(), j["decode_ms"]["p50"].get<double>());
-  EXPECT_DOUBLE_EQ(j["submits_per_token"].get<double>(), 1.0);
+  EXPECT_EQ(j["gpu_loop"].get<int>(), 4);
+  EXPECT_DOUBLE_EQ(j["submits_per_token"].get<double>(), 0.25);  // 8 tokens in two loops
   EXPECT_GT(j["vram_bytes"].get<uint64_t>(), j["model_bytes"].get<uint64_t>());
   EXPECT_GT(j["copy_bandwidth_gb_s"].get<double>(), 0);
   EXPECT_FALSE(j.contains("profile"));

@@ -32,6 +32,105 @@ TEST(EngineBehaviour, DecodeRecordsOnceAndSubmitsOncePerToken) {
   EXPECT_EQ(e.position(), static_cast<int64_t>(ref->input_ids.size()) + kTokens);
 }
 
+// The GPU decode loop runs the one-step plan's dispatches for several positions in one submit:
+// the same tokens at the same positions, one submit per loop.
+TEST(EngineBehaviour, GpuLoopDecodesWhatOneStepDecodingDoes) {
+  absl::StatusOr<test::HfReference> ref = test::LoadHfReference("llama");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  auto one = test::FixtureEngine(Fixture("llama"), graph::DType::kF32, 64, 32, "default", /*gpu_loop=*/1);
+  auto looped = test::FixtureEngine(Fixture("llama"), graph::DType::kF32, 64, 32, "default", /*gpu_loop=*/5);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_TRUE(looped.ok()) << looped.status();
+  EXPECT_EQ((*one)->gpu_loop(), 1);
+  EXPECT_EQ((*looped)->gpu_loop(), 5);
+  ASSERT_TRUE((*one)->Prefill(ref->input_ids).ok());
+  std::vector<int32_t> want;
+  for (int i = 0; i < 12; ++i) {
+    absl::StatusOr<int32_t> t = (*one)->DecodeNext();
+    ASSERT_TRUE(t.ok()) << t.status();
+    want.push_back(*t);
+  }
+  runtime::Engine& e = **looped;
+  ASSERT_TRUE(e.Prefill(ref->input_ids).ok());
+  const uint64_t submits_before = e.device().submit_count();
+  std::vector<int32_t> got;
+  for (int loop = 0; loop < 2; ++loop) {
+    absl::StatusOr<std::vector<int32_t>> t = e.DecodeLoop();
+    ASSERT_TRUE(t.ok()) << t.status();
+    ASSERT_EQ(t->size(), 5u);
+    got.insert(got.end(), t->begin(), t->end());
+  }
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<int32_t> t = e.DecodeNext();  // continues from the loop's last token
+    ASSERT_TRUE(t.ok()) << t.status();
+    got.push_back(*t);
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(e.device().submit_count() - submits_before, 4u);
+  EXPECT_EQ(e.position(), (*one)->position());
+}
+
+// Steps a loop ran past a stop are dropped by rewinding: decoding goes on as if the sequence had
+// stopped there.
+TEST(EngineBehaviour, RewindAfterAGpuLoopContinuesFromThere) {
+  absl::StatusOr<test::HfReference> ref = test::LoadHfReference("llama");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  auto one = test::FixtureEngine(Fixture("llama"), graph::DType::kF32, 64, 32, "default", 1);
+  auto looped = test::FixtureEngine(Fixture("llama"), graph::DType::kF32, 64, 32, "default", 6);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_TRUE(looped.ok()) << looped.status();
+  ASSERT_TRUE((*one)->Prefill(ref->input_ids).ok());
+  std::vector<int32_t> want;
+  for (int i = 0; i < 9; ++i) want.push_back(*(*one)->DecodeNext());
+  runtime::Engine& e = **looped;
+  ASSERT_TRUE(e.Prefill(ref->input_ids).ok());
+  const int64_t start = e.position();
+  absl::StatusOr<std::vector<int32_t>> loop = e.DecodeLoop();
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  // Keep the first two tokens: the second is the one the next step feeds.
+  EXPECT_FALSE(e.Rewind(e.position() + 1, 0).ok());
+  ASSERT_TRUE(e.Rewind(start + 2, (*loop)[1]).ok());
+  std::vector<int32_t> got = {(*loop)[0], (*loop)[1]};
+  absl::StatusOr<int32_t> next = e.DecodeNext();
+  ASSERT_TRUE(next.ok()) << next.status();
+  got.push_back(*next);
+  absl::StatusOr<std::vector<int32_t>> more = e.DecodeLoop();
+  ASSERT_TRUE(more.ok()) << more.status();
+  got.insert(got.end(), more->begin(), more->end());
+  EXPECT_EQ(got, want);
+}
+
+// Sampling draws from the position and the seed, and the repeat penalty's history is a GPU state:
+// the loop samples what one-step decoding samples.
+TEST(EngineBehaviour, GpuLoopSamplesWhatOneStepDecodingSamples) {
+  absl::StatusOr<test::HfReference> ref = test::LoadHfReference("llama");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  std::vector<std::vector<int32_t>> runs;
+  for (int loop : {1, 4}) {
+    runtime::EngineOptions o;
+    o.model_path = Fixture("llama");
+    o.weight_dtype = graph::DType::kF32;
+    o.context = 64;
+    o.prefill_chunk = 32;
+    o.validation = true;
+    o.gpu_loop = loop;
+    o.sampling.temperature = 1.5;
+    o.sampling.repeat_penalty = 1.3;
+    o.sampling.seed = 11;
+    absl::StatusOr<std::unique_ptr<runtime::Engine>> e = runtime::Engine::Create(o);
+    ASSERT_TRUE(e.ok()) << e.status();
+    ASSERT_TRUE((*e)->Prefill(ref->input_ids).ok());
+    std::vector<int32_t> tokens;
+    while (tokens.size() < 16) {
+      absl::StatusOr<std::vector<int32_t>> t = (*e)->DecodeLoop();
+      ASSERT_TRUE(t.ok()) << t.status();
+      tokens.insert(tokens.end(), t->begin(), t->end());
+    }
+    runs.push_back(tokens);
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+}
+
 TEST(EngineBehaviour, IndependentDispatchesShareABarrier) {
   auto engine = test::FixtureEngine(Fixture("llama"), graph::DType::kF32);
   ASSERT_TRUE(engine.ok()) << engine.status();

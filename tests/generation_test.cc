@@ -116,6 +116,38 @@ TEST(Generation, StopStringEndsGenerationBeforeIt) {
   EXPECT_EQ(streamed, ", there was a little girl named ");
 }
 
+// A stop inside a GPU decode loop: the same text, and the sequence left where one-step decoding
+// leaves it (the next tokens agree too).
+TEST(Generation, StopInsideAGpuLoopLeavesTheSequenceAsOneStepDecodingDoes) {
+  const Golden g = LoadGolden()[1];
+  absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = models::LoadLlama2cTokenizer(Stories() / "tok512.bin");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  std::vector<runtime::GenerationResult> results;
+  std::vector<std::vector<int32_t>> after;
+  std::vector<int64_t> positions;
+  for (int loop : {1, 8}) {
+    auto engine = test::FixtureEngine(Stories() / "hf", graph::DType::kF32, 256, 64, "default", loop);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    runtime::GenerationOptions options;
+    options.max_tokens = 100;
+    options.stop = {"Lily"};
+    absl::StatusOr<runtime::GenerationResult> r =
+        runtime::Generate(**engine, **tok, g.prompt_ids, options, [](const std::string&) {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->reason, runtime::StopReason::kStopString);
+    results.push_back(*r);
+    positions.push_back((*engine)->position());
+    std::vector<int32_t> next;
+    for (int i = 0; i < 5; ++i) next.push_back(*(*engine)->DecodeNext());
+    after.push_back(next);
+  }
+  EXPECT_EQ(results[1].tokens, results[0].tokens);
+  EXPECT_EQ(results[1].text, results[0].text);
+  EXPECT_EQ(results[1].pending_token, results[0].pending_token);
+  EXPECT_EQ(positions[1], positions[0]);
+  EXPECT_EQ(after[1], after[0]);
+}
+
 // Perplexity of run.c's own 128-token sequence, scored from run.c's logits in the test.
 TEST(Perplexity, MatchesRunCLogits) {
   const Golden g = LoadGolden()[0];

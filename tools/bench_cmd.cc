@@ -38,6 +38,7 @@ CommandSpec Spec() {
       {"p", "p", "N", "prompt tokens (random ids) for the prefill test and TTFT", "512"},
       {"n", "n", "N", "tokens generated for the decode test (greedy; an end-of-sequence token does not stop it)", "128"},
       {"r", "r", "N", "repetitions (mean ± sd)", "5"},
+      GpuLoopOptionSpec(),
       {"json", "", "", "print one JSON object instead of the table", ""},
       {"profile", "", "", "GPU time of every dispatch of a decode step, per op kind and per node", ""},
       {"seed", "s", "N", "seed of the random prompt ids", "1"},
@@ -68,6 +69,28 @@ double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   const size_t i = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size()))) - 1;
   return v[std::min(i, v.size() - 1)];
+}
+
+// Decodes `n` tokens, through the GPU loop where a whole loop's tokens are wanted, and returns the
+// seconds it took. Each token's latency (ms; a loop's time shared by its tokens) goes to `latencies`.
+absl::StatusOr<double> Decode(runtime::Engine& e, int64_t n, std::vector<double>* latencies) {
+  double total = 0;
+  for (int64_t done = 0; done < n;) {
+    const Clock::time_point t0 = Clock::now();
+    int64_t count = 1;
+    if (n - done >= e.gpu_loop()) {
+      absl::StatusOr<std::vector<int32_t>> loop = e.DecodeLoop();
+      if (!loop.ok()) return loop.status();
+      count = static_cast<int64_t>(loop->size());
+    } else if (absl::StatusOr<int32_t> t = e.DecodeNext(); !t.ok()) {
+      return t.status();
+    }
+    const double seconds = Seconds(t0, Clock::now());
+    if (latencies) latencies->insert(latencies->end(), static_cast<size_t>(count), seconds * 1e3 / static_cast<double>(count));
+    total += seconds;
+    done += count;
+  }
+  return total;
 }
 
 // What the driver reports about each kernel variant's compiled code (registers, spills...) in the
@@ -108,7 +131,8 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   const bool json_out = args.Has("json"), profile = args.Has("profile");
   // The context holds the prompt or the generation (each test starts from an empty cache), and
   // the prompt runs as one prefill step, as llama-bench's pp does.
-  const int64_t warmup_decode = std::min<int64_t>(*n, 8);  // after the warm-up prefill
+  // After the warm-up prefill, enough decode steps to run the GPU loop too.
+  const int64_t warmup_decode = std::min<int64_t>(*n, std::max(8, options->gpu_loop));
   const int64_t needed = std::max(*p + warmup_decode, *n);
   if (options->context <= 0) options->context = needed;
   if (options->context < needed) {
@@ -136,9 +160,7 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
        ++round) {
     e.Reset();
     if (absl::StatusOr<int32_t> t = e.Prefill(prompt); !t.ok()) return t.status();
-    for (int64_t i = 0; i < warmup_decode; ++i) {
-      if (absl::StatusOr<int32_t> t = e.DecodeNext(); !t.ok()) return t.status();
-    }
+    if (absl::StatusOr<double> t = Decode(e, warmup_decode, nullptr); !t.ok()) return t.status();
   }
   const uint64_t vram = e.device().memory_stats().used_bytes;
 
@@ -154,16 +176,10 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
     // tg from an empty cache, as llama-bench's: the first step embeds the last token chosen.
     e.Reset();
     const uint64_t submits0 = e.device().submit_count();
-    double total = 0;
-    for (int64_t i = 0; i < *n; ++i) {
-      t0 = Clock::now();
-      if (absl::StatusOr<int32_t> t = e.DecodeNext(); !t.ok()) return t.status();
-      const double step = Seconds(t0, Clock::now());
-      latencies.push_back(step * 1e3);
-      total += step;
-    }
+    absl::StatusOr<double> total = Decode(e, *n, &latencies);
+    if (!total.ok()) return total.status();
     submits += e.device().submit_count() - submits0;
-    tg_rates.push_back(static_cast<double>(*n) / total);
+    tg_rates.push_back(static_cast<double>(*n) / *total);
   }
 
   const vk::Plan& decode = e.decode_plan();
@@ -227,6 +243,7 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
     j["decode_ms"] = {{"p50", Percentile(latencies, 50)}, {"p99", Percentile(latencies, 99)}, {"mean", lat.mean}};
     j["vram_bytes"] = vram;
     j["submits_per_token"] = per_token_submits;
+    j["gpu_loop"] = e.gpu_loop();
     j["dispatches_per_token"] = decode.stats().dispatches;
     j["barriers_per_token"] = decode.stats().barriers;
     j["copy_bandwidth_gb_s"] = bandwidth->bytes_per_second / 1e9;
@@ -248,7 +265,8 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   std::printf("ttft (p=%lld): %.2f ± %.2f ms\n", static_cast<long long>(*p), first.mean, first.sd);
   std::printf("decode latency: p50 %.3f ms, p99 %.3f ms\n", Percentile(latencies, 50), Percentile(latencies, 99));
   std::printf("peak vram: %.1f MiB\n", static_cast<double>(vram) / (1 << 20));
-  std::printf("per decode token: %.2f submits, %d dispatches, %d barriers\n", per_token_submits,
+  std::printf("per decode token: %.2f submits (%s), %d dispatches, %d barriers\n", per_token_submits,
+              e.gpu_loop() > 1 ? absl::StrCat("a GPU loop of ", e.gpu_loop(), " steps").c_str() : "no GPU loop",
               decode.stats().dispatches, decode.stats().barriers);
   std::printf("copy bandwidth: %.1f GB/s (%zu MiB shader copy, read + write)\n", bandwidth->bytes_per_second / 1e9,
               bandwidth->buffer_bytes >> 20);

@@ -70,6 +70,12 @@ absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& a
     if (!dev.ok()) return dev.status();
     o.device_index = static_cast<int>(*dev);
   }
+  if (args.Has("gpu-loop")) {
+    absl::StatusOr<int64_t> loop = args.GetInt("gpu-loop");
+    if (!loop.ok()) return loop.status();
+    if (*loop < 1 || *loop > 4096) return absl::InvalidArgumentError("--gpu-loop must be between 1 and 4096");
+    o.gpu_loop = static_cast<int>(*loop);
+  }
   o.verbose = args.Has("verbose");
   o.passes = args.Get("passes");
   o.progress = isatty(STDERR_FILENO) != 0;
@@ -103,6 +109,13 @@ bool ModelHasTokenizer(const std::filesystem::path& model) {
   if (!runtime::IsGgufModel(model)) return std::filesystem::exists(model / "tokenizer.json");
   absl::StatusOr<std::unique_ptr<models::GgufFile>> file = models::GgufFile::Open(model);
   return file.ok() && models::GgufHasTokenizer(**file);
+}
+
+OptionSpec GpuLoopOptionSpec() {
+  return {"gpu-loop", "", "N",
+          "decode steps recorded back to back and run in one submit (each step's token feeds the next on the GPU; "
+          "one readback of N ids; steps past a stop are dropped); 1: a submit per token; at most the prefill chunk",
+          absl::StrCat(runtime::EngineOptions{}.gpu_loop)};
 }
 
 std::vector<OptionSpec> SamplingOptionSpecs() {

@@ -24,6 +24,8 @@ bool ModelHasTokenizer(const std::filesystem::path& model);
 
 // --temperature, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed.
 std::vector<OptionSpec> SamplingOptionSpecs();
+// --gpu-loop N, for the commands that decode (run, bench); EngineOptionsFromArgs reads it when given.
+OptionSpec GpuLoopOptionSpec();
 // The seed, when not given, is drawn at random (the run summary reports it).
 absl::StatusOr<runtime::SamplingOptions> SamplingOptionsFromArgs(const ParsedArgs& args);
 

@@ -38,6 +38,7 @@ absl::StatusOr<int> LogitsCommand(const std::vector<std::string>& argv) {
   if (!decode_ids.ok()) return decode_ids.status();
   absl::StatusOr<runtime::EngineOptions> options = EngineOptionsFromArgs(*args);
   if (!options.ok()) return options.status();
+  options->gpu_loop = 1;  // no decode loop here: logits are read after every step
   absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(*options);
   if (!engine.ok()) return engine.status();
 

@@ -42,6 +42,7 @@ absl::StatusOr<int> PerplexityCommand(const std::vector<std::string>& argv) {
   if (!window.ok()) return window.status();
   absl::StatusOr<runtime::EngineOptions> options = EngineOptionsFromArgs(args);
   if (!options.ok()) return options.status();
+  options->gpu_loop = 1;  // scoring only: no decoding
   options->context = *window;
   options->prefill_chunk = *window;
   absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = OpenTokenizer(args);

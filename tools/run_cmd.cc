@@ -32,6 +32,7 @@ CommandSpec Spec() {
       {"ignore-eos", "", "", "keep generating after an end-of-sequence token", ""},
       {"no-bos", "", "", "do not start the prompt with the BOS token", ""},
       {"profile", "", "", "after generating, profile 8 more decode steps (GPU time per dispatch) to stderr", ""},
+      GpuLoopOptionSpec(),
   };
   spec.options.insert(spec.options.end(), more.begin(), more.end());
   for (const OptionSpec& o : SamplingOptionSpecs()) spec.options.push_back(o);
@@ -192,6 +193,12 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv) {
     if (!token.ok()) return token.status();
     std::vector<int32_t> out = {*token};
     while (static_cast<int64_t>(out.size()) < *n && e.position() < e.context()) {
+      if (*n - static_cast<int64_t>(out.size()) >= e.gpu_loop()) {
+        absl::StatusOr<std::vector<int32_t>> loop = e.DecodeLoop();
+        if (!loop.ok()) return loop.status();
+        out.insert(out.end(), loop->begin(), loop->end());
+        continue;
+      }
       token = e.DecodeNext();
       if (!token.ok()) return token.status();
       out.push_back(*token);

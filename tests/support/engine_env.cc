@@ -4,7 +4,7 @@ namespace doppler::test {
 
 absl::StatusOr<std::unique_ptr<runtime::Engine>> FixtureEngine(const std::filesystem::path& dir, graph::DType dtype,
                                                                int64_t context, int64_t prefill_chunk,
-                                                               const std::string& passes) {
+                                                               const std::string& passes, int gpu_loop) {
   runtime::EngineOptions o;
   o.model_path = dir;
   o.weight_dtype = dtype;
@@ -12,6 +12,7 @@ absl::StatusOr<std::unique_ptr<runtime::Engine>> FixtureEngine(const std::filesy
   o.prefill_chunk = prefill_chunk;
   o.validation = true;
   o.passes = passes;
+  o.gpu_loop = gpu_loop;
   return runtime::Engine::Create(o);
 }
 

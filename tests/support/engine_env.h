@@ -11,7 +11,7 @@ namespace doppler::test {
 
 absl::StatusOr<std::unique_ptr<runtime::Engine>> FixtureEngine(const std::filesystem::path& dir, graph::DType dtype,
                                                                int64_t context = 64, int64_t prefill_chunk = 32,
-                                                               const std::string& passes = "default");
+                                                               const std::string& passes = "default", int gpu_loop = 8);
 
 // `count` tokens generated from `prompt` on a fresh sequence, through the GPU's token choice.
 absl::StatusOr<std::vector<int32_t>> Generate(runtime::Engine& e, const std::vector<int32_t>& prompt, size_t count);
