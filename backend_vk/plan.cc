@@ -82,14 +82,16 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
   std::vector<const ComputePipeline*> pipes;
   for (const graph::Node& n : g.nodes()) {
     if (!Dispatches(n.kind)) continue;  // no kernel
-    absl::StatusOr<codegen::Kernel> k = codegen::EmitKernel(g, n, caps, tokens);
-    if (!k.ok()) return k.status();
-    absl::StatusOr<const ComputePipeline*> p = pipelines.Get(k->glsl, absl::StrCat(k->family, ".", k->variant));
-    if (!p.ok()) return p.status();
-    kernels.push_back(*std::move(k));
-    pipes.push_back(*p);
-    plan->dispatches_.push_back(
-        {n.id, kernels.back().family, kernels.back().variant, kernels.back().groups, false, kernels.back().args});
+    absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(g, n, caps, tokens);
+    if (!ks.ok()) return ks.status();
+    for (codegen::Kernel& k : *ks) {
+      absl::StatusOr<const ComputePipeline*> p = pipelines.Get(k.glsl, absl::StrCat(k.family, ".", k.variant));
+      if (!p.ok()) return p.status();
+      kernels.push_back(std::move(k));
+      pipes.push_back(*p);
+      plan->dispatches_.push_back(
+          {n.id, kernels.back().family, kernels.back().variant, kernels.back().groups, false, kernels.back().args});
+    }
   }
   // Descriptor sets and accesses of every step.
   std::vector<std::vector<VkDescriptorSet>> sets(static_cast<size_t>(steps));

@@ -31,6 +31,7 @@
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
+#include "graph/attention_inputs.h"
 
 namespace doppler::codegen {
 namespace {
@@ -136,6 +137,37 @@ void main() {
 #endif
   float qs = q_scale(ss);
   barrier();  // s_q is written, and s_l read before its reuse below
+#if APPEND
+  // The step's key and value for this kv head (the step is one token, at p): the key normalised
+  // and rotated as the k cache write does. The pairs are rounded as the caches store them (through
+  // the caches' own type in shared memory) for the key loop; the workgroup of the group's first
+  // head also writes them to the caches, whose row p % CAP no workgroup reads in this step.
+  float kss = 0.0;
+  for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) {
+    s_kn[d] = k_value(0u, kv_base + d);
+    s_vn[d] = load_vn(kv_base + d);
+    kss += k_square(kv_base + d);
+  }
+#if KNORM
+  kss = subgroupAdd(kss);
+  if (subgroupElect()) s_l[sg] = kss;
+#endif
+  barrier();  // s_kn, s_vn (and the partial sums) are written
+#if KNORM
+  kss = 0.0;
+  for (uint g = 0u; g < nsg; ++g) kss += s_l[g];
+#endif
+  float ks = k_scale(kss);
+  for (uint d = 2u * gl_LocalInvocationID.x; d < HD; d += 2u * WG) {
+    put_new(d, s_kn[d] * ks, s_kn[d + 1u] * ks, s_vn[d], s_vn[d + 1u], h % GROUP == 0u ? (p % CAP) * KVW + kv_base : ~0u);
+  }
+  barrier();  // the pairs are rounded (and s_kn, s_vn, s_l read)
+  for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) {
+    s_kn[d] = new_k(d, ks);
+    s_vn[d] = new_v(d);
+  }
+  barrier();  // s_kn and s_vn hold the new key and value as the caches do
+#endif
 
   float qv[DPL], acc[DPL];
   [[unroll]] for (uint i = 0u; i < DPL; ++i) {
@@ -148,12 +180,27 @@ void main() {
   for (uint j = first + sg; j <= p; j += nsg * KPI) {
     float vv[KPI][DPL], score[KPI];
     [[unroll]] for (uint u = 0u; u < KPI; ++u) {
-      uint row = (min(j + u * nsg, p) % CAP) * KVW + kv_base;
+      uint key = min(j + u * nsg, p);
+#if APPEND
+      // The step's own key and value come from shared memory. The loads stay unconditional (all
+      // in flight together) and read row p + 1 instead, which no workgroup writes in this step.
+      bool fresh = key == p;
+      uint row = ((fresh ? p + 1u : key) % CAP) * KVW + kv_base;
+#else
+      uint row = (key % CAP) * KVW + kv_base;
+#endif
       float part = 0.0;
       [[unroll]] for (uint i = 0u; i < DPL; ++i) {
         uint d = lane + S * i;
+        float kd = d < HD ? load_kc(row + d) : 0.0;
         vv[u][i] = d < HD ? load_vc(row + d) : 0.0;
-        part += d < HD ? qv[i] * load_kc(row + d) : 0.0;
+#if APPEND
+        if (fresh && d < HD) {
+          kd = s_kn[d];
+          vv[u][i] = s_vn[d];
+        }
+#endif
+        part += qv[i] * kd;
       }
       score[u] = subgroupAdd(part);
     }
@@ -278,9 +325,72 @@ void main() {
   }
 }
 )";
+
+// The appending kernel's inputs (bindings after the plain ones, in input order) and helpers:
+// `float k_value(uint t, uint e)` (the new key as the k cache write computes it, before the head's
+// 1 / rms), `k_square`, `k_scale`, `load_vn`, and `put_new`, `new_k`, `new_v` (below).
+std::string AppendGlsl(const EmitContext& c, const graph::AttentionInputs& a, graph::DType cache_dtype) {
+  const int64_t head_dim = c.node.attrs.Int("head_dim"), kvw = c.node.attrs.Int("kv_heads") * head_dim;
+  auto binding = [&](graph::ValueId v) {  // input i is binding i + 2 (the output is 1)
+    for (size_t i = 0; i < c.node.inputs.size(); ++i) {
+      if (c.node.inputs[i] == v) return static_cast<uint32_t>(i + 2);
+    }
+    return uint32_t{0};
+  };
+  const bool k_norm = a.k_norm.has_value();
+  std::string out = absl::StrCat("#define APPEND 1\n#define KNORM ", k_norm ? 1 : 0, "\n",
+                                 FloatBuffer(binding(*a.k_new), "kn", graph::DType::kF32, true),
+                                 FloatBuffer(binding(*a.v_new), "vn", graph::DType::kF32, true));
+  if (k_norm) {
+    absl::StrAppend(&out, HeadNormLoad(binding(*a.k_norm), c.g.node(*a.k_norm).type.dtype, "kn", head_dim,
+                                       c.node.attrs.Float("k_norm_offset"), "knw", "load_knormed"));
+  }
+  absl::StrAppend(&out, a.rope ? RopeFunction("k_value", k_norm ? "load_knormed" : "load_kn", "table", kvw, head_dim,
+                                              c.node.attrs.Str("style") == "neox")
+                               : absl::StrCat("float k_value(uint t, uint e) { return kn[t * ", kvw, "u + e]; }\n"));
+  absl::StrAppend(&out, "float k_square(uint e) { return ", k_norm ? "kn[e] * kn[e]" : "0.0", "; }\n",
+                  "float k_scale(float sum_sq) { return ",
+                  k_norm ? absl::StrCat("inversesqrt(sum_sq / ", head_dim, ".0 + ", FloatLiteral(c.node.attrs.Float("k_norm_eps")), ")")
+                         : "1.0",
+                  "; }\n");
+  // `put_new(d, k0, k1, v0, v1, row)`: the new pair d, d + 1 as the caches store it (and into the
+  // caches at `row`, unless ~0); `new_k(d, scale)`, `new_v(d)`: element d as stored. An f16 pair
+  // goes through shared memory as packed halves, so that its rounding is the caches'.
+  absl::StrAppend(&out, "shared float s_kn[HD], s_vn[HD];  // the new key and value, for the key loop\n",
+                  cache_dtype == graph::DType::kF16 ? R"(
+shared uint s_k16[HD / 2u], s_v16[HD / 2u];
+void put_new(uint d, float k0, float k1, float v0, float v1, uint row) {
+  uint k = packHalf2x16(vec2(k0, k1)), v = packHalf2x16(vec2(v0, v1));
+  s_k16[d >> 1] = k;
+  s_v16[d >> 1] = v;
+  if (row != ~0u) {
+    kc[(row + d) >> 1] = k;
+    vc[(row + d) >> 1] = v;
+  }
+}
+float new_k(uint d, float scale) { return unpackHalf2x16(s_k16[d >> 1])[d & 1u]; }
+float new_v(uint d) { return unpackHalf2x16(s_v16[d >> 1])[d & 1u]; }
+)" : R"(
+void put_new(uint d, float k0, float k1, float v0, float v1, uint row) {
+  if (row != ~0u) {
+    kc[row + d] = k0; kc[row + d + 1u] = k1;
+    vc[row + d] = v0; vc[row + d + 1u] = v1;
+  }
+}
+float new_k(uint d, float scale) { return s_kn[d] * scale; }
+float new_v(uint d) { return s_vn[d]; }
+)");
+  return out;
 }
 
-absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
+// Whether the kernel itself appends an appending attention's keys and values: the subgroups
+// variant at one token (the decode step), for heads it can write in pairs.
+bool KernelAppends(const EmitContext& c) {
+  return c.tokens == 1 && c.caps.subgroup_arithmetic && c.node.attrs.Int("head_dim") % 2 == 0;
+}
+
+// One attention dispatch: plain, or (where KernelAppends) appending.
+absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
   const int64_t heads = c.node.attrs.Int("heads"), kv_heads = c.node.attrs.Int("kv_heads");
   const int64_t head_dim = c.node.attrs.Int("head_dim"), window = c.node.attrs.Int("window");
   const graph::DType cache_dtype = c.input(1).type.dtype;
@@ -328,7 +438,9 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   // after the table) normalises each head of q first: the weight as q is loaded, 1 / rms in
   // `q_head_scale` (with the softmax scale), which sums the head's squares (a few hundred values
   // at most, from cache) once per invocation, or per query in the block variant.
-  const bool rope = c.node.inputs.size() >= 4, norm = c.node.inputs.size() == 5;
+  const graph::AttentionInputs a = graph::AttentionInputsOf(c.node);
+  const bool rope = a.rope.has_value(), norm = a.q_norm.has_value(), append = a.k_new.has_value();
+  if (append && !subgroups) return absl::InternalError("attention: only the subgroups variant appends keys itself");
   const std::string scale = FloatLiteral(c.node.attrs.Float("scale"));
   std::string q_value = "float q_value(uint t, uint e) { return q[t * QW + e]; }\n";
   // `float q_square(uint t, uint e)`: q[t, e]² for a head's norm (0 without one); `float
@@ -341,7 +453,8 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
     if (norm) absl::StrAppend(&k.variant, "+rms_norm");
     absl::StrAppend(&k.variant, "+rope.", style);
     q_value = absl::StrCat(FloatBuffer(5, "table", graph::DType::kF32, true),
-                           norm ? HeadNormLoad(6, c.input(4).type.dtype, "q", head_dim, c.node.attrs.Float("norm_offset"))
+                           norm ? HeadNormLoad(6, c.g.node(*a.q_norm).type.dtype, "q", head_dim,
+                                               c.node.attrs.Float("norm_offset"))
                                 : "",
                            RopeFunction("q_value", norm ? "load_normed" : "load_q", "table", heads * head_dim, head_dim,
                                         style == "neox"));
@@ -362,8 +475,8 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
                                "#extension GL_KHR_shader_subgroup_basic : enable\n"
                              : "",
                         FloatBuffer(1, "o", graph::DType::kF32, false),
-                        FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, true),
-                        FloatBuffer(4, "vc", cache_dtype, true), coop || block || subgroups ? "" : WorkgroupReductions(kWorkgroup, false),
+                        FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, !append),
+                        FloatBuffer(4, "vc", cache_dtype, !append), coop || block || subgroups ? "" : WorkgroupReductions(kWorkgroup, false),
                         "const uint QW = ", heads * head_dim, "u;\n", q_value, Fill(R"(
 const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u;
 const uint WINDOW = {{WINDOW}}u, CAP = {{CAP}}u;  // key j lives in cache row j % CAP (a ring)
@@ -376,20 +489,47 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
                                                                                 {"KVW", absl::StrCat(kv_heads * head_dim)},
                                                                                 {"WINDOW", absl::StrCat(window)},
                                                                                 {"CAP", absl::StrCat(c.input(1).type.shape[0].value)}}),
-                        q_norm,
+                        q_norm, append ? AppendGlsl(c, a, cache_dtype) : "#define APPEND 0\n",
                         Fill(coop ? CoopAttentionMain(coop_subgroups) : block ? kBlockMain : subgroups ? kSubgroupsMain : kTokenMain,
                              {{"TPQ", absl::StrCat(tpq)},
                               {"KC", absl::StrCat(kc)},
                               {"MIN_SG", absl::StrCat(min_sg)},
                               {"KPI", absl::StrCat(kpi)}}));
+  if (append) absl::StrAppend(&k.variant, "+append");
   k.args = {{c.node.id, true}};
-  for (graph::ValueId in : c.node.inputs) k.args.push_back({in, false});
+  for (graph::ValueId in : c.node.inputs) k.args.push_back({in, append && (in == a.k_cache || in == a.v_cache)});
   k.groups = {static_cast<uint32_t>(heads),
               coop    ? CeilDiv(c.tokens, kCoopAttentionTile * coop_subgroups)
               : block ? CeilDiv(c.tokens, kBlockWorkgroup / tpq)
                       : static_cast<uint32_t>(c.tokens),
               1};
   return k;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Kernel>> EmitAttention(const EmitContext& c) {
+  const graph::AttentionInputs a = graph::AttentionInputsOf(c.node);
+  if (!a.k_new || KernelAppends(c)) {
+    absl::StatusOr<Kernel> k = EmitAttentionKernel(c);
+    if (!k.ok()) return k.status();
+    return std::vector<Kernel>{*std::move(k)};
+  }
+  // Elsewhere the cache-write kernels append the keys and values first, then attention reads the
+  // caches as a plain one.
+  std::vector<Kernel> out;
+  for (const graph::Node& w : graph::AppendedCacheWrites(c.g, c.node)) {
+    absl::StatusOr<Kernel> k = EmitCacheWrite(EmitContext{c.g, w, c.caps, c.tokens});
+    if (!k.ok()) return k.status();
+    out.push_back(*std::move(k));
+  }
+  graph::Node plain = c.node;
+  plain.inputs.resize(3 + (a.rope ? 1 : 0) + (a.q_norm ? 1 : 0));
+  plain.attrs.Set("append", int64_t{0});
+  absl::StatusOr<Kernel> k = EmitAttentionKernel(EmitContext{c.g, plain, c.caps, c.tokens});
+  if (!k.ok()) return k.status();
+  out.push_back(*std::move(k));
+  return out;
 }
 
 }  // namespace doppler::codegen

@@ -23,7 +23,9 @@ absl::StatusOr<Kernel> EmitElementwise(const EmitContext& c);  // add, mul (with
 absl::StatusOr<Kernel> EmitRmsNorm(const EmitContext& c);
 absl::StatusOr<Kernel> EmitRope(const EmitContext& c);
 absl::StatusOr<Kernel> EmitCacheWrite(const EmitContext& c);
-absl::StatusOr<Kernel> EmitAttention(const EmitContext& c);
+// One dispatch, or (where the decode kernel does not append an appending attention's keys and
+// values itself) the two cache writes it absorbed and then a plain attention.
+absl::StatusOr<std::vector<Kernel>> EmitAttention(const EmitContext& c);
 absl::StatusOr<Kernel> EmitLastRow(const EmitContext& c);
 absl::StatusOr<Kernel> EmitArgmax(const EmitContext& c);
 absl::StatusOr<Kernel> EmitRecordTokens(const EmitContext& c);

@@ -243,8 +243,9 @@ float {{FN}}(uint t, uint e) {
                {"PARTNER", neox ? "first ? e + HALF : e - HALF" : "first ? e + 1u : e - 1u"}});
 }
 
-std::string HeadNormLoad(uint32_t binding, graph::DType dtype, const std::string& src, int64_t head_dim, double offset) {
-  return absl::StrCat(FloatBuffer(binding, "nw", dtype, true), "float load_normed(uint i) { return ", src,
-                      "[i] * (load_nw(i % ", head_dim, "u) + ", FloatLiteral(offset), "); }\n");
+std::string HeadNormLoad(uint32_t binding, graph::DType dtype, const std::string& src, int64_t head_dim, double offset,
+                         const std::string& weight, const std::string& fn) {
+  return absl::StrCat(FloatBuffer(binding, weight, dtype, true), "float ", fn, "(uint i) { return ", src, "[i] * (load_",
+                      weight, "(i % ", head_dim, "u) + ", FloatLiteral(offset), "); }\n");
 }
 }  // namespace doppler::codegen

@@ -59,8 +59,9 @@ namespace doppler::codegen {
 std::string RopeFunction(const std::string& fn, const std::string& load, const std::string& table, int64_t width,
                          int64_t head_dim, bool neox);
 
-// A head norm prologue's loader for RopeFunction: the norm weight `nw` (head_dim values of
-// `dtype`) at `binding`, and `float load_normed(uint i)`: src[i] times its head dimension's weight
-// plus `offset` (the head's 1 / rms is applied by the caller, after the rotation).
-std::string HeadNormLoad(uint32_t binding, graph::DType dtype, const std::string& src, int64_t head_dim, double offset);
+// A head norm prologue's loader for RopeFunction: the norm weight `weight` (head_dim values of
+// `dtype`) at `binding`, and `float <fn>(uint i)`: src[i] times its head dimension's weight plus
+// `offset` (the head's 1 / rms is applied by the caller, after the rotation).
+std::string HeadNormLoad(uint32_t binding, graph::DType dtype, const std::string& src, int64_t head_dim, double offset,
+                         const std::string& weight = "nw", const std::string& fn = "load_normed");
 }  // namespace doppler::codegen

@@ -6,10 +6,11 @@
 
 namespace doppler::codegen {
 
-absl::StatusOr<Kernel> EmitKernel(const graph::Graph& g, const graph::Node& node, const TargetCaps& caps,
-                                  int64_t tokens) {
+namespace {
+
+absl::StatusOr<Kernel> EmitOne(const EmitContext& c) {
   using graph::OpKind;
-  EmitContext c{g, node, caps, tokens};
+  const graph::Node& node = c.node;
   switch (node.kind) {
     case OpKind::kEmbedding:
       return EmitEmbedding(c);
@@ -27,8 +28,6 @@ absl::StatusOr<Kernel> EmitKernel(const graph::Graph& g, const graph::Node& node
       return EmitRope(c);
     case OpKind::kCacheWrite:
       return EmitCacheWrite(c);
-    case OpKind::kAttention:
-      return EmitAttention(c);
     case OpKind::kLastRow:
       return EmitLastRow(c);
     case OpKind::kArgmax:
@@ -39,6 +38,7 @@ absl::StatusOr<Kernel> EmitKernel(const graph::Graph& g, const graph::Node& node
       return EmitRepeatPenalty(c);
     case OpKind::kSample:
       return EmitSample(c);
+    case OpKind::kAttention:   // EmitKernels: one dispatch or several
     case OpKind::kPart:        // a view of its parent's buffer
     case OpKind::kConcatRows:  // materialised at load
     case OpKind::kInput:
@@ -48,6 +48,17 @@ absl::StatusOr<Kernel> EmitKernel(const graph::Graph& g, const graph::Node& node
       break;
   }
   return absl::InvalidArgumentError(absl::StrCat("no kernel for ", graph::OpName(node.kind), " node '", node.label, "'"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Kernel>> EmitKernels(const graph::Graph& g, const graph::Node& node, const TargetCaps& caps,
+                                                int64_t tokens) {
+  const EmitContext c{g, node, caps, tokens};
+  if (node.kind == graph::OpKind::kAttention) return EmitAttention(c);
+  absl::StatusOr<Kernel> k = EmitOne(c);
+  if (!k.ok()) return k.status();
+  return std::vector<Kernel>{*std::move(k)};
 }
 
 }  // namespace doppler::codegen

@@ -42,8 +42,10 @@ struct Kernel {
 
 // The kernel for a compute node; `tokens` is the token bucket of the plan (the largest T a step
 // may have). Source nodes (inputs, params, consts, states) have no kernel.
-absl::StatusOr<Kernel> EmitKernel(const graph::Graph& g, const graph::Node& node, const TargetCaps& caps,
-                                  int64_t tokens);
+// Most nodes are one dispatch; an appending attention may be three (codegen/emit_attention.cc),
+// recorded in order, with barriers placed as between any dispatches.
+absl::StatusOr<std::vector<Kernel>> EmitKernels(const graph::Graph& g, const graph::Node& node, const TargetCaps& caps,
+                                                int64_t tokens);
 
 // The layout of the step-parameter block at binding 0, as the host writes it.
 struct StepParams {

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "graph/attention_inputs.h"
 #include "graph/epilogue.h"
 #include "graph/half.h"
 #include "graph/layout.h"
@@ -222,6 +223,17 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
                                                           const std::map<std::string, Tensor>& inputs,
                                                           int64_t tokens, int64_t pos) {
   auto in = [&](int i) -> const Tensor& { return *values_[static_cast<size_t>(n.inputs[static_cast<size_t>(i)])]; };
+  // cache_write's meaning, for cache_write nodes and the ones an appending attention stands for: a
+  // rope prologue (a third input, the table) rotates x first, with the node's rope attrs; before
+  // that, a head norm prologue (a fourth input, its weight) normalises each head.
+  auto AppendToCache = [&](const Node& w) -> absl::StatusOr<TensorPtr> {
+    auto value = [&](size_t i) -> const Tensor& { return *values_[static_cast<size_t>(w.inputs[i])]; };
+    TensorPtr state = values_[static_cast<size_t>(w.inputs[0])];
+    if (w.inputs.size() == 2) return CacheWrite(w, state, value(1), pos);
+    absl::StatusOr<TensorPtr> roped = Rope(w, w.inputs.size() == 4 ? *HeadNorm(w, value(1), value(3)) : value(1), value(2), pos);
+    if (!roped.ok()) return roped.status();
+    return CacheWrite(w, state, **roped, pos);
+  };
   const std::string& name = n.attrs.Str("name");
   switch (n.kind) {
     case OpKind::kInput: {
@@ -351,21 +363,27 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
     }
     case OpKind::kRope:
       return Rope(n, in(0), in(1), pos);
-    case OpKind::kCacheWrite: {
-      // A rope prologue (a third input, the table): x is rotated first, with the node's rope attrs;
-      // before that, a head norm prologue (a fourth input, its weight) normalises each head.
-      if (n.inputs.size() == 2) return CacheWrite(n, values_[static_cast<size_t>(n.inputs[0])], in(1), pos);
-      absl::StatusOr<TensorPtr> roped = Rope(n, n.inputs.size() == 4 ? *HeadNorm(n, in(1), in(3)) : in(1), in(2), pos);
-      if (!roped.ok()) return roped.status();
-      return CacheWrite(n, values_[static_cast<size_t>(n.inputs[0])], **roped, pos);
-    }
+    case OpKind::kCacheWrite:
+      return AppendToCache(n);
     case OpKind::kAttention: {
-      // A rope prologue (a fourth input, the table): q is rotated first (attr style); before that,
-      // a head norm prologue (a fifth input, its weight) normalises each head.
-      if (n.inputs.size() == 3) return Attention(n, in(0), in(1), in(2), pos);
-      absl::StatusOr<TensorPtr> roped = Rope(n, n.inputs.size() == 5 ? *HeadNorm(n, in(0), in(4)) : in(0), in(3), pos);
+      // Appending (attr append): the step's keys and values go to the caches first, exactly as
+      // the cache writes the op absorbed.
+      const AttentionInputs a = AttentionInputsOf(n);
+      if (a.k_new) {
+        for (const Node& w : AppendedCacheWrites(g, n)) {
+          if (absl::StatusOr<TensorPtr> s = AppendToCache(w); !s.ok()) return s.status();
+        }
+      }
+      // A rope prologue (the table): q is rotated first (attr style); before that, a head norm
+      // prologue (its weight) normalises each head.
+      const Tensor& k = *values_[static_cast<size_t>(a.k_cache)];
+      const Tensor& v = *values_[static_cast<size_t>(a.v_cache)];
+      if (!a.rope) return Attention(n, in(0), k, v, pos);
+      const Tensor& table = *values_[static_cast<size_t>(*a.rope)];
+      absl::StatusOr<TensorPtr> roped =
+          Rope(n, a.q_norm ? *HeadNorm(n, in(0), *values_[static_cast<size_t>(*a.q_norm)]) : in(0), table, pos);
       if (!roped.ok()) return roped.status();
-      return Attention(n, **roped, in(1), in(2), pos);
+      return Attention(n, **roped, k, v, pos);
     }
     case OpKind::kLastRow: {
       const Tensor& x = in(0);

@@ -246,20 +246,44 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
       if (!IsF32(in[0]) || !in[0].shape[0].tokens || in[0].shape[1].value != heads * head_dim) {
         return Error(kind, absl::StrCat("q must be f32[T, heads*head_dim], got ", ToString(in[0])));
       }
-      if (in.size() > 5) {
-        return Error(kind, "takes q, the k and v caches, optionally a rope table and then a head norm's weight");
+      // Appending (attr append, graph/attention_inputs.h): the step's keys and values, then with
+      // attr k_norm_eps the keys' head norm weight, after the other inputs.
+      const bool append = attrs.Int("append") == 1, k_norm = append && attrs.Has("k_norm_eps");
+      const size_t trailing = append ? (k_norm ? 3 : 2) : 0;
+      if (in.size() < 3 + trailing || in.size() > 5 + trailing) {
+        return Error(kind, "takes q, the k and v caches, optionally a rope table and then a head norm's weight, and "
+                           "when appending the new keys and values and optionally the keys' head norm weight");
       }
+      const size_t base = in.size() - trailing;
       // A rope prologue for q: the table as a fourth input, and attr style; after it, a per-head
       // norm prologue (attr norm_eps): the norm's weight as a fifth input.
-      if (in.size() >= 4) {
+      if (base >= 4) {
         if (auto s = CheckRope(kind, attrs, in[0], in[3]); !s.ok()) return s;
       }
-      if (in.size() == 5) {
+      if (base == 5) {
         if (auto s = CheckHeadNorm(kind, attrs, in[4]); !s.ok()) return s;
       }
       if (in[1].shape != in[2].shape || in[1].shape[1].value != kv_heads * head_dim) {
         return Error(kind, absl::StrCat("k/v caches must be [C, kv_heads*head_dim], got ", ToString(in[1]), " and ",
                                         ToString(in[2])));
+      }
+      if (append) {
+        for (size_t i = base; i < base + 2; ++i) {
+          if (auto s = ExpectMatrix(kind, "new keys or values", in[i]); !s.ok()) return s;
+          if (!IsF32(in[i]) || !in[i].shape[0].tokens || in[i].shape[1] != in[1].shape[1]) {
+            return Error(kind, absl::StrCat("new keys and values must be f32[T, width of the caches ",
+                                            ToString(in[1]), "], got ", ToString(in[i])));
+          }
+        }
+        if (k_norm && base < 4) return Error(kind, "a head norm of the new keys needs the rope prologue");
+        if (k_norm) {
+          if (!attrs.Has("k_norm_offset")) return Error(kind, "a head norm of the new keys needs k_norm_offset");
+          Attrs k_attrs;
+          k_attrs.Set("head_dim", head_dim);
+          k_attrs.Set("norm_eps", attrs.Float("k_norm_eps"));
+          k_attrs.Set("norm_offset", attrs.Float("k_norm_offset"));
+          if (auto s = CheckHeadNorm(kind, k_attrs, in[base + 2]); !s.ok()) return s;
+        }
       }
       return in[0];
     }

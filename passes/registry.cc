@@ -11,6 +11,7 @@ const std::vector<PassEntry>& Registry() {
       {"fuse-norm-matmul", MakeFuseNormMatmul},
       {"fuse-rope", MakeFuseRope},
       {"fuse-head-norm", MakeFuseHeadNorm},
+      {"fuse-kv-append", MakeFuseKvAppend},
       {"dce", MakeDce},
   };
   return entries;
@@ -21,10 +22,11 @@ const std::vector<PassEntry>& Registry() {
 // before the norm fusion can; then the remaining residual+norm pairs; then plain norms into the
 // matmuls that read them (after the merges above, which take plain matmuls only); rotary
 // embeddings into the cache writes and attention that read them, and then the per-head norms
-// before them; dce last.
+// before them; then the cache writes, with those prologues, into the attention that reads them;
+// dce last.
 std::vector<std::string> DefaultPipeline() {
   return {"fuse-gate-up", "fuse-qkv",       "fuse-matmul-epilogue", "fuse-residual-rmsnorm", "fuse-norm-matmul",
-          "fuse-rope",    "fuse-head-norm", "dce"};
+          "fuse-rope",    "fuse-head-norm", "fuse-kv-append", "dce"};
 }
 
 }  // namespace doppler::passes

@@ -134,13 +134,13 @@ TEST(EngineBehaviour, GpuLoopSamplesWhatOneStepDecodingSamples) {
 TEST(EngineBehaviour, IndependentDispatchesShareABarrier) {
   auto engine = test::FixtureEngine(Fixture("llama"), graph::DType::kF32);
   ASSERT_TRUE(engine.ok()) << engine.status();
-  const vk::PlanStats& s = (*engine)->decode_plan().stats();
-  // After the fused QKV matmul, the k cache write (rotating k) and the v cache write read
-  // different parts of its output and write different buffers: one barrier before the first,
-  // none between them.
+  const vk::PlanStats& s = (*engine)->prefill_plan().stats();
+  // In a prefill step, after the fused QKV matmul, the k cache write (rotating k) and the v cache
+  // write that attention appends read different parts of its output and write different buffers:
+  // one barrier before the first, none between them.
   EXPECT_LT(s.barriers, s.dispatches);
   int unbarriered = 0;
-  for (const vk::PlannedDispatch& d : (*engine)->decode_plan().dispatches()) unbarriered += d.barrier_before ? 0 : 1;
+  for (const vk::PlannedDispatch& d : (*engine)->prefill_plan().dispatches()) unbarriered += d.barrier_before ? 0 : 1;
   EXPECT_GE(unbarriered, (*engine)->config().num_layers);
 }
 

@@ -229,8 +229,10 @@ TEST(CoopMatMul, KernelsCompileForNvidia) {
   int coop = 0, tall_tiles = 0, k32 = 0;
   for (const graph::Node& n : g->nodes()) {
     if (n.kind != graph::OpKind::kMatMul) continue;
-    absl::StatusOr<codegen::Kernel> k = codegen::EmitKernel(*g, n, caps, 128);
-    ASSERT_TRUE(k.ok()) << k.status();
+    absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(*g, n, caps, 128);
+    ASSERT_TRUE(ks.ok()) << ks.status();
+    ASSERT_EQ(ks->size(), 1u);
+    const codegen::Kernel* k = &ks->front();
     ASSERT_EQ(k->variant.rfind("coop.", 0), 0u) << k->variant;
     absl::StatusOr<codegen::CompiledShader> spirv = codegen::CompileComputeShader(k->glsl, {});
     ASSERT_TRUE(spirv.ok()) << spirv.status();

@@ -295,10 +295,10 @@ int Barriers(const graph::Graph& g, int64_t tokens, const vk::ArenaLayout& layou
   std::vector<vk::DispatchAccess> accesses;
   for (const graph::Node& n : g.nodes()) {
     if (!vk::Dispatches(n.kind)) continue;
-    absl::StatusOr<codegen::Kernel> k = codegen::EmitKernel(g, n, codegen::TargetCaps{}, tokens);
-    EXPECT_TRUE(k.ok()) << k.status();
-    if (!k.ok()) return -1;
-    accesses.push_back(vk::AccessOf(*k, *loc));
+    absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(g, n, codegen::TargetCaps{}, tokens);
+    EXPECT_TRUE(ks.ok()) << ks.status();
+    if (!ks.ok()) return -1;
+    for (const codegen::Kernel& k : *ks) accesses.push_back(vk::AccessOf(k, *loc));
   }
   const std::vector<bool> barriers = vk::PlaceBarriers(accesses);
   return static_cast<int>(std::count(barriers.begin(), barriers.end(), true));

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 
+#include "graph/attention_inputs.h"
 #include "graph/builder.h"
 #include "graph/interpreter.h"
 #include "graph/printer.h"
@@ -349,13 +350,14 @@ TEST(DefaultPipeline, LlamaDecodeLayerShape) {
     if (n.attrs.Has("split")) d += "{split " + n.attrs.Str("split") + "}";
     if (n.attrs.Has("norm_eps")) d += "{norm}";
     if (n.kind != OpKind::kRope && n.attrs.Has("style")) d += "{rope}";
+    if (n.attrs.Int("append") == 1) d += "{append}";
     layer0.push_back(d);
   }
   // Both norms become prologues of the matmuls that read them, the ropes prologues of the k cache
-  // write and of attention.
-  const std::vector<std::string> want = {
-      "matmul{split 128,64,64}{norm}", "part", "part", "part", "cache_write{rope}", "cache_write",
-      "attention{rope}", "matmul{add}", "matmul{silu_mul}{norm}", "matmul{add}"};
+  // write and of attention, and the cache writes part of attention.
+  const std::vector<std::string> want = {"matmul{split 128,64,64}{norm}", "part", "part", "part",
+                                         "attention{rope}{append}", "matmul{add}", "matmul{silu_mul}{norm}",
+                                         "matmul{add}"};
   std::vector<std::string> sorted_got = layer0, sorted_want = want;
   std::sort(sorted_got.begin(), sorted_got.end());
   std::sort(sorted_want.begin(), sorted_want.end());
@@ -376,19 +378,65 @@ TEST(DefaultPipeline, Gemma3NormsBecomePrologues) {
   Graph fused = RunPass(*g, "default");
   int layers = 0;
   for (const graph::Node& n : g->nodes()) layers += n.kind == OpKind::kAttention ? 1 : 0;
-  int residual_norms = 0, other_norms = 0, normed_attention = 0, normed_cache_writes = 0;
+  int residual_norms = 0, other_norms = 0, normed_attention = 0, normed_key_appends = 0, cache_writes = 0;
   for (const graph::Node& n : fused.nodes()) {
     if (n.kind == OpKind::kRmsNorm) {
       (n.attrs.Int("residual") == 1 && n.attrs.Has("norm_eps") ? residual_norms : other_norms) += 1;
     }
     normed_attention += n.kind == OpKind::kAttention && n.attrs.Has("norm_eps") ? 1 : 0;
-    normed_cache_writes += n.kind == OpKind::kCacheWrite && n.attrs.Has("norm_eps") ? 1 : 0;
+    normed_key_appends += n.kind == OpKind::kAttention && n.attrs.Has("k_norm_eps") ? 1 : 0;
+    cache_writes += n.kind == OpKind::kCacheWrite ? 1 : 0;
   }
   EXPECT_GT(layers, 0);
   EXPECT_EQ(other_norms, 0) << graph::ToText(fused);
   EXPECT_EQ(residual_norms, 2 * layers) << graph::ToText(fused);
   EXPECT_EQ(normed_attention, layers);
-  EXPECT_EQ(normed_cache_writes, layers);
+  EXPECT_EQ(normed_key_appends, layers);  // the k norm, through the k cache write, into attention
+  EXPECT_EQ(cache_writes, 0);
+}
+
+// fuse-kv-append: the k write (with its rope and head norm prologues) and the v write go into
+// attention, as trailing inputs in that order; a k write that rotates with another table, or that
+// something else also reads, stays.
+TEST(FuseKvAppend, CacheWritesBecomeAttentionInputs) {
+  absl::StatusOr<Graph> g = FixtureGraph("qwen3", 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  Graph before = RunPass(*g, "fuse-rope,fuse-head-norm,dce");
+  Graph fused = RunPass(before, "fuse-kv-append");
+  int writes_before = 0;
+  std::map<std::string, const graph::Node*> k_writes;  // by label prefix (the layer)
+  for (const graph::Node& n : before.nodes()) {
+    if (n.kind != OpKind::kCacheWrite) continue;
+    ++writes_before;
+    if (n.inputs.size() == 4) k_writes[n.label.substr(0, n.label.find(".attn"))] = &n;
+  }
+  ASSERT_GT(writes_before, 0);
+  int appending = 0;
+  for (const graph::Node& n : fused.nodes()) {
+    ASSERT_NE(n.kind, OpKind::kCacheWrite) << graph::ToText(fused);
+    if (n.kind != OpKind::kAttention) continue;
+    ++appending;
+    const graph::AttentionInputs a = graph::AttentionInputsOf(n);
+    ASSERT_TRUE(a.rope && a.q_norm && a.k_new && a.v_new && a.k_norm) << graph::ToText(fused);
+    EXPECT_EQ(fused.node(a.k_cache).kind, OpKind::kState);
+    EXPECT_EQ(fused.node(a.v_cache).kind, OpKind::kState);
+    const graph::Node* kw = k_writes[n.label.substr(0, n.label.find(".attn"))];
+    ASSERT_NE(kw, nullptr);
+    EXPECT_EQ(n.attrs.Float("k_norm_eps"), kw->attrs.Float("norm_eps"));
+    EXPECT_EQ(n.attrs.Float("k_norm_offset"), kw->attrs.Float("norm_offset"));
+    const std::array<graph::Node, 2> writes = graph::AppendedCacheWrites(fused, n);
+    EXPECT_EQ(writes[0].attrs.Int("heads"), n.attrs.Int("kv_heads"));
+    EXPECT_EQ(writes[0].inputs.size(), 4u);
+    EXPECT_EQ(writes[1].inputs.size(), 2u);
+  }
+  EXPECT_EQ(2 * appending, writes_before);
+  // Without fuse-rope, the k write does not rotate but attention's q is rotated by a rope op: the
+  // writes still go in (attention rotates nothing it appends).
+  Graph plain = RunPass(*g, "fuse-kv-append");
+  for (const graph::Node& n : plain.nodes()) EXPECT_NE(n.kind, OpKind::kCacheWrite);
+  // After fuse-rope alone, the k write rotates (a third input) and attention's q does too.
+  Graph roped = RunPass(RunPass(*g, "fuse-rope,dce"), "fuse-kv-append");
+  for (const graph::Node& n : roped.nodes()) EXPECT_NE(n.kind, OpKind::kCacheWrite);
 }
 
 class FusedEqualsUnfused : public ::testing::TestWithParam<std::string> {};

@@ -104,10 +104,10 @@ absl::StatusOr<StepStats> Measure(const graph::Graph& g, int64_t tokens, bool de
   std::map<graph::ValueId, uint64_t> weight_read;
   for (const graph::Node& n : g.nodes()) {
     if (!vk::Dispatches(n.kind)) continue;
-    absl::StatusOr<codegen::Kernel> k = codegen::EmitKernel(g, n, codegen::TargetCaps{}, tokens);
-    if (!k.ok()) return k.status();
-    accesses.push_back(vk::AccessOf(*k, *locations));
-    for (const codegen::KernelArg& a : k->args) {
+    absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(g, n, codegen::TargetCaps{}, tokens);
+    if (!ks.ok()) return ks.status();
+    for (const codegen::Kernel& k : *ks) accesses.push_back(vk::AccessOf(k, *locations));
+    for (const codegen::KernelArg& a : ks->back().args) {
       const graph::Node& w = g.node(a.value);
       if (w.kind != OpKind::kParam && w.kind != OpKind::kConcatRows) continue;
       uint64_t bytes = graph::ValueBytes(w, tokens);
@@ -193,11 +193,13 @@ absl::StatusOr<int> GraphCommand(const std::vector<std::string>& argv) {
     const int64_t bucket = args.Has("tokens") ? prefill : 1;
     for (const graph::Node& n : g.nodes()) {
       if (!vk::Dispatches(n.kind)) continue;
-      absl::StatusOr<codegen::Kernel> k = codegen::EmitKernel(g, n, codegen::TargetCaps{}, bucket);
-      if (!k.ok()) return k.status();
-      std::printf("// %%%d %s %s: %s.%s, T=%lld, workgroups %ux%ux%u\n%s\n", n.id, graph::OpName(n.kind), n.label.c_str(),
-                  k->family.c_str(), k->variant.c_str(), static_cast<long long>(bucket), k->groups[0], k->groups[1],
-                  k->groups[2], k->glsl.c_str());
+      absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(g, n, codegen::TargetCaps{}, bucket);
+      if (!ks.ok()) return ks.status();
+      for (const codegen::Kernel& k : *ks) {
+        std::printf("// %%%d %s %s: %s.%s, T=%lld, workgroups %ux%ux%u\n%s\n", n.id, graph::OpName(n.kind),
+                    n.label.c_str(), k.family.c_str(), k.variant.c_str(), static_cast<long long>(bucket), k.groups[0],
+                    k.groups[1], k.groups[2], k.glsl.c_str());
+      }
     }
   }
 

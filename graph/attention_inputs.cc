@@ -1,0 +1,50 @@
+#include "graph/attention_inputs.h"
+
+namespace doppler::graph {
+
+AttentionInputs AttentionInputsOf(const Node& n) {
+  AttentionInputs a;
+  const bool append = n.attrs.Int("append") == 1;
+  const size_t trailing = append ? (n.attrs.Has("k_norm_eps") ? 3 : 2) : 0;
+  const size_t base = n.inputs.size() >= trailing ? n.inputs.size() - trailing : 0;
+  auto at = [&](size_t i) { return i < n.inputs.size() ? n.inputs[i] : ValueId{-1}; };
+  a.q = at(0);
+  a.k_cache = at(1);
+  a.v_cache = at(2);
+  if (base >= 4) a.rope = at(3);
+  if (base >= 5) a.q_norm = at(4);
+  if (append) {
+    a.k_new = at(base);
+    a.v_new = at(base + 1);
+    if (trailing == 3) a.k_norm = at(base + 2);
+  }
+  return a;
+}
+
+std::array<Node, 2> AppendedCacheWrites(const Graph& g, const Node& attention) {
+  const AttentionInputs a = AttentionInputsOf(attention);
+  Node k, v;
+  for (Node* w : {&k, &v}) {
+    w->id = attention.id;
+    w->kind = OpKind::kCacheWrite;
+    w->label = attention.label;
+  }
+  k.inputs = {a.k_cache, *a.k_new};
+  k.type = g.node(a.k_cache).type;
+  if (a.rope) {
+    k.inputs.push_back(*a.rope);
+    k.attrs.Set("heads", attention.attrs.Int("kv_heads"));
+    k.attrs.Set("head_dim", attention.attrs.Int("head_dim"));
+    k.attrs.Set("style", attention.attrs.Str("style"));
+    if (a.k_norm) {
+      k.inputs.push_back(*a.k_norm);
+      k.attrs.Set("norm_eps", attention.attrs.Float("k_norm_eps"));
+      k.attrs.Set("norm_offset", attention.attrs.Float("k_norm_offset"));
+    }
+  }
+  v.inputs = {a.v_cache, *a.v_new};
+  v.type = g.node(a.v_cache).type;
+  return {k, v};
+}
+
+}  // namespace doppler::graph
