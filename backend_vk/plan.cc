@@ -166,8 +166,19 @@ absl::Status Plan::Run(uint32_t n_tokens, uint32_t pos) {
 absl::StatusOr<std::vector<double>> Plan::RunProfiled(uint32_t n_tokens, uint32_t pos) {
   if (steps_ != 1) return absl::FailedPreconditionError(absl::StrCat("plan ", name_, ": profiling a plan of several steps"));
   const uint32_t n = static_cast<uint32_t>(dispatches_.size());
+  // Levels: runs of dispatches between the plan's barriers, which run concurrently.
+  std::vector<uint32_t> level_of(n, 0);
+  uint32_t levels = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (i > 0 && dispatches_[i].barrier_before) ++levels;
+    level_of[i] = levels;
+  }
+  if (n > 0) ++levels;
   if (!profile_cmd_) {
-    absl::StatusOr<std::unique_ptr<TimestampPool>> pool = ctx_.CreateTimestampPool(n + 1);
+    // The plan's own command stream, with a timestamp after each level: the barriers are the
+    // plan's, so the step runs as it does unprofiled (a timestamp waits for the level, as the
+    // barrier after it does anyway).
+    absl::StatusOr<std::unique_ptr<TimestampPool>> pool = ctx_.CreateTimestampPool(levels + 1);
     if (!pool.ok()) return pool.status();
     absl::StatusOr<std::unique_ptr<CommandBuffer>> cmd = ctx_.CreateCommandBuffer(absl::StrCat(name_, ".profile"));
     if (!cmd.ok()) return cmd.status();
@@ -176,11 +187,11 @@ absl::StatusOr<std::vector<double>> Plan::RunProfiled(uint32_t n_tokens, uint32_
     c.ResetTimestamps(**pool);
     c.WriteTimestamp(**pool, 0);
     for (uint32_t i = 0; i < n; ++i) {
-      c.ComputeBarrier();  // serialised: each timestamp closes one dispatch
+      if (i > 0 && dispatches_[i].barrier_before) c.ComputeBarrier();
       c.BindPipeline(*pipelines_[i]);
       c.BindDescriptorSet(sets_[i]);
       c.Dispatch(dispatches_[i].groups[0], dispatches_[i].groups[1], dispatches_[i].groups[2]);
-      c.WriteTimestamp(**pool, i + 1);
+      if (i + 1 == n || dispatches_[i + 1].barrier_before) c.WriteTimestamp(**pool, level_of[i] + 1);
     }
     if (absl::Status s = c.End(); !s.ok()) return s;
     timestamps_ = *std::move(pool);
@@ -190,8 +201,14 @@ absl::StatusOr<std::vector<double>> Plan::RunProfiled(uint32_t n_tokens, uint32_
   if (absl::Status s = ctx_.Submit(*profile_cmd_); !s.ok()) return s;
   absl::StatusOr<std::vector<double>> ns = ctx_.ReadTimestamps(*timestamps_);
   if (!ns.ok()) return ns.status();
+  // A level's time, shared evenly by its dispatches.
+  std::vector<uint32_t> level_size(levels, 0);
+  for (uint32_t i = 0; i < n; ++i) ++level_size[level_of[i]];
   std::vector<double> each(n);
-  for (uint32_t i = 0; i < n; ++i) each[i] = std::max(0.0, (*ns)[i + 1] - (*ns)[i]);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t l = level_of[i];
+    each[i] = std::max(0.0, (*ns)[l + 1] - (*ns)[l]) / level_size[l];
+  }
   return each;
 }
 

@@ -75,10 +75,11 @@ class Plan {
   // absolute positions pos + s * n_tokens, ...
   absl::Status Run(uint32_t n_tokens, uint32_t pos);
 
-  // Runs the same step from a second recording, used only when profiling: the same dispatches in
-  // the same order, each followed by a GPU timestamp, with a barrier before every dispatch so that
-  // each one's time is its own. Returns the nanoseconds of each dispatch (dispatches() order); the
-  // second recording is made on first use. Needs DeviceInfo::timestamps.
+  // Runs the same step from a second recording, used only when profiling: the same dispatches and
+  // barriers in the same order, with a GPU timestamp after each level (the dispatches between two
+  // barriers, which run concurrently). Returns the nanoseconds of each dispatch (dispatches()
+  // order): its level's time, shared evenly by the level's dispatches. The second recording is
+  // made on first use. Needs DeviceInfo::timestamps.
   absl::StatusOr<std::vector<double>> RunProfiled(uint32_t n_tokens, uint32_t pos);
 
   const Slice& slice(graph::ValueId id) const { return slices_[static_cast<size_t>(id)]; }

@@ -94,7 +94,7 @@ ProfileReport MakeProfile(const graph::Graph& g, const vk::Plan& plan, const std
 
 std::string FormatProfile(const ProfileReport& r) {
   std::string out = absl::StrFormat(
-      "profile of %s (mean of %d profiled steps; dispatches serialised, one timestamp after each)\n", r.step,
+      "profile of %s (mean of %d profiled steps; a timestamp after each barrier level; concurrent dispatches share its time)\n", r.step,
       r.steps);
   const double total = r.total_ns > 0 ? r.total_ns : 1;
   absl::StrAppendFormat(&out, "%-20s %6s %10s %7s %12s %8s\n", "op", "count", "time_us", "%", "bytes", "GB/s");
