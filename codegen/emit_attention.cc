@@ -5,7 +5,10 @@
 // output (each lane owns the head dimensions lane, lane + S, ...: a key's score is one
 // subgroupAdd). A subgroup loads KPI keys and their values before it uses any, so its loads are in
 // flight together; the subgroups' partial results are merged through shared memory at the end.
-// A decode step has only heads × tokens workgroups, so each is wide.
+// A decode step has only heads × tokens workgroups, so each is wide. At one token it also takes an
+// appending attention (fuse-kv-append) whole: each workgroup computes the step's key and value,
+// uses them for its own position, and the group's first head writes them to the caches.
+// Elsewhere an appending attention is its cache writes, then a plain attention (EmitAttention).
 //
 // token (decode, without subgroup arithmetic): one workgroup per (query head, token). Keys are
 // visited in chunks of one key per invocation: each chunk's scores update a running max and sum,
