@@ -166,7 +166,7 @@ void main() {
   }
   barrier();  // the pairs are rounded (and s_kn, s_vn, s_l read)
   for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) {
-    s_kn[d] = new_k(d, ks);
+    s_kn[d] = new_k(d);
     s_vn[d] = new_v(d);
   }
   barrier();  // s_kn and s_vn hold the new key and value as the caches do
@@ -356,33 +356,29 @@ std::string AppendGlsl(const EmitContext& c, const graph::AttentionInputs& a, gr
                   k_norm ? absl::StrCat("inversesqrt(sum_sq / ", head_dim, ".0 + ", FloatLiteral(c.node.attrs.Float("k_norm_eps")), ")")
                          : "1.0",
                   "; }\n");
-  // `put_new(d, k0, k1, v0, v1, row)`: the new pair d, d + 1 as the caches store it (and into the
-  // caches at `row`, unless ~0); `new_k(d, scale)`, `new_v(d)`: element d as stored. An f16 pair
-  // goes through shared memory as packed halves, so that its rounding is the caches'.
+  // `put_new(d, k0, k1, v0, v1, row)`: the new pair d, d + 1 as the caches store it, into shared
+  // memory of the caches' type (so that its rounding is theirs) and into the caches at `row`,
+  // unless ~0; `new_k(d)`, `new_v(d)`: element d as stored.
+  const bool f16 = cache_dtype == graph::DType::kF16;
   absl::StrAppend(&out, "shared float s_kn[HD], s_vn[HD];  // the new key and value, for the key loop\n",
-                  cache_dtype == graph::DType::kF16 ? R"(
-shared uint s_k16[HD / 2u], s_v16[HD / 2u];
+                  Fill(R"(
+shared {{T}} s_kc[HD / 2u], s_vc[HD / 2u];
 void put_new(uint d, float k0, float k1, float v0, float v1, uint row) {
-  uint k = packHalf2x16(vec2(k0, k1)), v = packHalf2x16(vec2(v0, v1));
-  s_k16[d >> 1] = k;
-  s_v16[d >> 1] = v;
+  {{T}} k = {{PACK}}(vec2(k0, k1)), v = {{PACK}}(vec2(v0, v1));
+  s_kc[d >> 1] = k;
+  s_vc[d >> 1] = v;
   if (row != ~0u) {
-    kc[(row + d) >> 1] = k;
-    vc[(row + d) >> 1] = v;
-  }
+{{STORE}}  }
 }
-float new_k(uint d, float scale) { return unpackHalf2x16(s_k16[d >> 1])[d & 1u]; }
-float new_v(uint d) { return unpackHalf2x16(s_v16[d >> 1])[d & 1u]; }
-)" : R"(
-void put_new(uint d, float k0, float k1, float v0, float v1, uint row) {
-  if (row != ~0u) {
-    kc[row + d] = k0; kc[row + d + 1u] = k1;
-    vc[row + d] = v0; vc[row + d + 1u] = v1;
-  }
-}
-float new_k(uint d, float scale) { return s_kn[d] * scale; }
-float new_v(uint d) { return s_vn[d]; }
-)");
+float new_k(uint d) { return {{UNPACK}}(s_kc[d >> 1])[d & 1u]; }
+float new_v(uint d) { return {{UNPACK}}(s_vc[d >> 1])[d & 1u]; }
+)",
+                       {{"T", f16 ? "uint" : "vec2"},
+                        {"PACK", f16 ? "packHalf2x16" : ""},
+                        {"UNPACK", f16 ? "unpackHalf2x16" : ""},
+                        {"STORE", f16 ? "    kc[(row + d) >> 1] = k;\n    vc[(row + d) >> 1] = v;\n"
+                                      : "    kc[row + d] = k.x; kc[row + d + 1u] = k.y;\n"
+                                        "    vc[row + d] = v.x; vc[row + d + 1u] = v.y;\n"}}));
   return out;
 }
 

@@ -2,10 +2,14 @@
 
 namespace doppler::graph {
 
+size_t AppendedInputCount(const Attrs& attrs) {
+  return attrs.Int("append") == 1 ? (attrs.Has("k_norm_eps") ? 3 : 2) : 0;
+}
+
 AttentionInputs AttentionInputsOf(const Node& n) {
   AttentionInputs a;
-  const bool append = n.attrs.Int("append") == 1;
-  const size_t trailing = append ? (n.attrs.Has("k_norm_eps") ? 3 : 2) : 0;
+  const size_t trailing = AppendedInputCount(n.attrs);
+  const bool append = trailing > 0;
   const size_t base = n.inputs.size() >= trailing ? n.inputs.size() - trailing : 0;
   auto at = [&](size_t i) { return i < n.inputs.size() ? n.inputs[i] : ValueId{-1}; };
   a.q = at(0);

@@ -19,6 +19,8 @@ struct AttentionInputs {
 };
 
 AttentionInputs AttentionInputsOf(const Node& attention);
+// How many inputs follow the plain ones for these attrs: 0, or 2 or 3 with append.
+size_t AppendedInputCount(const Attrs& attrs);
 
 // For an appending attention: the cache_write nodes it stands for, k then v, as fuse-kv-append
 // found them: (k cache, k[, rope table[, k norm weight]]) with rope's attrs for the kv heads and

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "graph/attention_inputs.h"
 #include "graph/epilogue.h"
 #include "graph/layout.h"
 
@@ -248,8 +249,8 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
       }
       // Appending (attr append, graph/attention_inputs.h): the step's keys and values, then with
       // attr k_norm_eps the keys' head norm weight, after the other inputs.
-      const bool append = attrs.Int("append") == 1, k_norm = append && attrs.Has("k_norm_eps");
-      const size_t trailing = append ? (k_norm ? 3 : 2) : 0;
+      const size_t trailing = AppendedInputCount(attrs);
+      const bool append = trailing > 0, k_norm = trailing == 3;
       if (in.size() < 3 + trailing || in.size() > 5 + trailing) {
         return Error(kind, "takes q, the k and v caches, optionally a rope table and then a head norm's weight, and "
                            "when appending the new keys and values and optionally the keys' head norm weight");

@@ -177,9 +177,9 @@ absl::StatusOr<int32_t> Engine::DecodeNext() {
   return ReadToken();
 }
 
-absl::StatusOr<std::vector<int32_t>> Engine::DecodeLoop() {
+absl::StatusOr<std::vector<int32_t>> Engine::DecodeUpTo(int64_t wanted) {
   const int steps = gpu_loop();
-  if (!decode_loop_ || position_ + steps > options_.context) {
+  if (!decode_loop_ || wanted < steps || position_ + steps > options_.context) {
     absl::StatusOr<int32_t> t = DecodeNext();
     if (!t.ok()) return t.status();
     return std::vector<int32_t>{*t};

@@ -49,7 +49,7 @@ struct EngineOptions {
   bool progress = false;  // a progress line on stderr while weights load and kernels compile
   SamplingOptions sampling;  // how prefill and decode choose the next token (default: greedy)
   std::string passes = "default";  // the pass pipeline: "default", "none", or pass names (passes/pass.h)
-  // Decode steps recorded back to back in one command buffer (DecodeLoop): each step's token goes
+  // Decode steps recorded back to back in one command buffer (DecodeUpTo): each step's token goes
   // straight to the next step's input on the GPU, and the host waits once for all of them. 1: one
   // step per submit. Taken as at most prefill_chunk: a sliding-window cache keeps that many spare
   // rows, so the steps run past a stop token overwrite nothing still needed.
@@ -68,11 +68,12 @@ class Engine {
   absl::StatusOr<int32_t> Prefill(std::span<const int32_t> ids);
   // Feeds the token the last step produced and returns the next one.
   absl::StatusOr<int32_t> DecodeNext();
-  // gpu_loop() DecodeNext steps in one submit (when gpu_loop() > 1 and the context has room for
-  // them): the tokens they return, in order.
-  absl::StatusOr<std::vector<int32_t>> DecodeLoop();
+  // Up to `wanted` (>= 1) DecodeNext steps in one submit: a whole GPU loop where all of its
+  // gpu_loop() tokens are wanted and the context has room for them, else one step. Returns the
+  // tokens, in order.
+  absl::StatusOr<std::vector<int32_t>> DecodeUpTo(int64_t wanted);
   // Takes the sequence back to `position` (at most position()), with `next_token` as the token the
-  // next decode step feeds: after a DecodeLoop whose tokens ran past a stop.
+  // next decode step feeds: after a GPU loop whose tokens ran past a stop.
   absl::Status Rewind(int64_t position, int32_t next_token);
   int gpu_loop() const { return decode_loop_ ? decode_loop_->steps() : 1; }
   // Up to `steps` DecodeNext steps (as many as the context has room for) through the decode plan's

@@ -74,17 +74,10 @@ absl::StatusOr<GenerationResult> Generate(Engine& engine, const models::Tokenize
       break;
     }
     if (ahead.empty()) {
-      // The loop only where all of its tokens are wanted (a stop token aside).
-      const int64_t wanted = options.max_tokens - static_cast<int64_t>(r.tokens.size());
-      if (wanted >= engine.gpu_loop()) {
-        absl::StatusOr<std::vector<int32_t>> loop = engine.DecodeLoop();
-        if (!loop.ok()) return loop.status();
-        ahead.assign(loop->begin(), loop->end());
-      } else {
-        absl::StatusOr<int32_t> next = engine.DecodeNext();
-        if (!next.ok()) return next.status();
-        ahead.push_back(*next);
-      }
+      absl::StatusOr<std::vector<int32_t>> next =
+          engine.DecodeUpTo(options.max_tokens - static_cast<int64_t>(r.tokens.size()));
+      if (!next.ok()) return next.status();
+      ahead.assign(next->begin(), next->end());
     }
     token = ahead.front();
     ahead.pop_front();

@@ -55,7 +55,7 @@ TEST(EngineBehaviour, GpuLoopDecodesWhatOneStepDecodingDoes) {
   const uint64_t submits_before = e.device().submit_count();
   std::vector<int32_t> got;
   for (int loop = 0; loop < 2; ++loop) {
-    absl::StatusOr<std::vector<int32_t>> t = e.DecodeLoop();
+    absl::StatusOr<std::vector<int32_t>> t = e.DecodeUpTo(5);
     ASSERT_TRUE(t.ok()) << t.status();
     ASSERT_EQ(t->size(), 5u);
     got.insert(got.end(), t->begin(), t->end());
@@ -85,8 +85,9 @@ TEST(EngineBehaviour, RewindAfterAGpuLoopContinuesFromThere) {
   runtime::Engine& e = **looped;
   ASSERT_TRUE(e.Prefill(ref->input_ids).ok());
   const int64_t start = e.position();
-  absl::StatusOr<std::vector<int32_t>> loop = e.DecodeLoop();
+  absl::StatusOr<std::vector<int32_t>> loop = e.DecodeUpTo(6);
   ASSERT_TRUE(loop.ok()) << loop.status();
+  ASSERT_EQ(loop->size(), 6u);
   // Keep the first two tokens: the second is the one the next step feeds.
   EXPECT_FALSE(e.Rewind(e.position() + 1, 0).ok());
   ASSERT_TRUE(e.Rewind(start + 2, (*loop)[1]).ok());
@@ -94,7 +95,7 @@ TEST(EngineBehaviour, RewindAfterAGpuLoopContinuesFromThere) {
   absl::StatusOr<int32_t> next = e.DecodeNext();
   ASSERT_TRUE(next.ok()) << next.status();
   got.push_back(*next);
-  absl::StatusOr<std::vector<int32_t>> more = e.DecodeLoop();
+  absl::StatusOr<std::vector<int32_t>> more = e.DecodeUpTo(6);
   ASSERT_TRUE(more.ok()) << more.status();
   got.insert(got.end(), more->begin(), more->end());
   EXPECT_EQ(got, want);
@@ -122,7 +123,7 @@ TEST(EngineBehaviour, GpuLoopSamplesWhatOneStepDecodingSamples) {
     ASSERT_TRUE((*e)->Prefill(ref->input_ids).ok());
     std::vector<int32_t> tokens;
     while (tokens.size() < 16) {
-      absl::StatusOr<std::vector<int32_t>> t = (*e)->DecodeLoop();
+      absl::StatusOr<std::vector<int32_t>> t = (*e)->DecodeUpTo(16 - static_cast<int64_t>(tokens.size()));
       ASSERT_TRUE(t.ok()) << t.status();
       tokens.insert(tokens.end(), t->begin(), t->end());
     }

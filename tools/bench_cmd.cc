@@ -71,20 +71,15 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
-// Decodes `n` tokens, through the GPU loop where a whole loop's tokens are wanted, and returns the
+// Decodes `n` tokens (through the GPU loop where a whole loop's tokens are wanted) and returns the
 // seconds it took. Each token's latency (ms; a loop's time shared by its tokens) goes to `latencies`.
 absl::StatusOr<double> Decode(runtime::Engine& e, int64_t n, std::vector<double>* latencies) {
   double total = 0;
   for (int64_t done = 0; done < n;) {
     const Clock::time_point t0 = Clock::now();
-    int64_t count = 1;
-    if (n - done >= e.gpu_loop()) {
-      absl::StatusOr<std::vector<int32_t>> loop = e.DecodeLoop();
-      if (!loop.ok()) return loop.status();
-      count = static_cast<int64_t>(loop->size());
-    } else if (absl::StatusOr<int32_t> t = e.DecodeNext(); !t.ok()) {
-      return t.status();
-    }
+    absl::StatusOr<std::vector<int32_t>> tokens = e.DecodeUpTo(n - done);
+    if (!tokens.ok()) return tokens.status();
+    const int64_t count = static_cast<int64_t>(tokens->size());
     const double seconds = Seconds(t0, Clock::now());
     if (latencies) latencies->insert(latencies->end(), static_cast<size_t>(count), seconds * 1e3 / static_cast<double>(count));
     total += seconds;

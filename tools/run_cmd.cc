@@ -193,15 +193,9 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv) {
     if (!token.ok()) return token.status();
     std::vector<int32_t> out = {*token};
     while (static_cast<int64_t>(out.size()) < *n && e.position() < e.context()) {
-      if (*n - static_cast<int64_t>(out.size()) >= e.gpu_loop()) {
-        absl::StatusOr<std::vector<int32_t>> loop = e.DecodeLoop();
-        if (!loop.ok()) return loop.status();
-        out.insert(out.end(), loop->begin(), loop->end());
-        continue;
-      }
-      token = e.DecodeNext();
-      if (!token.ok()) return token.status();
-      out.push_back(*token);
+      absl::StatusOr<std::vector<int32_t>> next = e.DecodeUpTo(*n - static_cast<int64_t>(out.size()));
+      if (!next.ok()) return next.status();
+      out.insert(out.end(), next->begin(), next->end());
     }
     Print(absl::StrCat(absl::StrJoin(out, " "), "\n"));
     if (args.Has("profile")) {
