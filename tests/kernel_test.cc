@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -481,6 +482,9 @@ TEST_F(KernelTest, ArgmaxTakesTheFirstMaximum) {
   xs.f[2 * 1000 + 258] = 5.0f;
   xs.f[6 * 1000 + 0] = 5.0f;    // the last row: the first column
   Compare(*g, 9, {{{{"x", xs}}, 0}}, 0.0);
+  codegen::TargetCaps portable = vk::TargetCapsOf(ctx().info());
+  portable.subgroup_arithmetic = false;  // the shared-memory tree
+  Compare(*g, 9, {{{{"x", xs}}, 0}}, 0.0, portable);
 }
 
 // Rows longer than one round of the scan's loads (8 per invocation): maxima and ties in late rounds.
@@ -496,6 +500,33 @@ TEST_F(KernelTest, ArgmaxOverLongRows) {
   xs.f[1 * 20001 + 19999] = 7.0f;
   xs.f[2 * 20001 + 9000] = 7.0f;
   Compare(*g, 3, {{{{"x", xs}}, 0}}, 0.0);
+  codegen::TargetCaps portable = vk::TargetCapsOf(ctx().info());
+  portable.subgroup_arithmetic = false;
+  Compare(*g, 3, {{{{"x", xs}}, 0}}, 0.0, portable);
+}
+
+// Rows whose length is a multiple of 4 are scanned a quad at a time: maxima and ties within a
+// quad, across quads of one round and across rounds (past 8 quads per invocation of the widest
+// workgroup), and a row whose values are all -inf.
+TEST_F(KernelTest, ArgmaxOverQuads) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(40000));
+  b.Output("ids", b.Argmax(x));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  Tensor xs = RandomRows(5, 40000, 52);
+  xs.f[0 * 40000 + 39999] = 7.0f;  // the last column
+  xs.f[1 * 40000 + 34002] = 7.0f;  // ties within a quad and in a later round: the lowest wins
+  xs.f[1 * 40000 + 34001] = 7.0f;
+  xs.f[1 * 40000 + 39000] = 7.0f;
+  xs.f[2 * 40000 + 3] = 7.0f;      // the last lane of the first quad
+  xs.f[2 * 40000 + 4099] = 7.0f;
+  for (int64_t i = 0; i < 40000; ++i) xs.f[static_cast<size_t>(3 * 40000 + i)] = -std::numeric_limits<float>::infinity();
+  xs.f[4 * 40000 + 12345] = 7.0f;
+  Compare(*g, 5, {{{{"x", xs}}, 0}}, 0.0);
+  codegen::TargetCaps portable = vk::TargetCapsOf(ctx().info());
+  portable.subgroup_arithmetic = false;
+  Compare(*g, 5, {{{{"x", xs}}, 0}}, 0.0, portable);
 }
 
 TEST_F(KernelTest, GeluTanhScaleAndRowBroadcast) {
