@@ -72,6 +72,8 @@ ProfileReport MakeProfile(const graph::Graph& g, const vk::Plan& plan, const std
   std::map<std::string, ProfileKind> kinds;
   for (size_t i = 0; i < ds.size(); ++i) {
     ProfileNode n;
+    if (i > 0 && ds[i].barrier_before) ++r.levels;
+    n.level = r.levels;
     const graph::Node& node = g.node(ds[i].node);
     n.label = node.label.empty() ? absl::StrCat("%", node.id) : node.label;
     n.op = graph::OpName(node.kind);
@@ -87,6 +89,7 @@ ProfileReport MakeProfile(const graph::Graph& g, const vk::Plan& plan, const std
     k.bytes += n.bytes.total();
     r.nodes.push_back(std::move(n));
   }
+  if (!ds.empty()) ++r.levels;
   for (auto& [op, k] : kinds) r.kinds.push_back(k);
   std::sort(r.kinds.begin(), r.kinds.end(), [](const ProfileKind& a, const ProfileKind& b) { return a.ns > b.ns; });
   return r;
@@ -94,23 +97,25 @@ ProfileReport MakeProfile(const graph::Graph& g, const vk::Plan& plan, const std
 
 std::string FormatProfile(const ProfileReport& r) {
   std::string out = absl::StrFormat(
-      "profile of %s (mean of %d profiled steps; a timestamp after each barrier level; concurrent dispatches share its time)\n", r.step,
-      r.steps);
+      "profile of %s (mean of %d profiled steps; a timestamp after each barrier level; the dispatches of a level run "
+      "concurrently and share its time evenly)\n",
+      r.step, r.steps);
   const double total = r.total_ns > 0 ? r.total_ns : 1;
   absl::StrAppendFormat(&out, "%-20s %6s %10s %7s %12s %8s\n", "op", "count", "time_us", "%", "bytes", "GB/s");
   for (const ProfileKind& k : r.kinds) {
     absl::StrAppendFormat(&out, "%-20s %6d %10.2f %6.1f%% %12llu %8.1f\n", k.op, k.count, k.ns / 1e3,
                           100.0 * k.ns / total, static_cast<unsigned long long>(k.bytes), GBps(k.bytes, k.ns));
   }
-  absl::StrAppendFormat(&out, "\n%-4s %-40s %-14s %-34s %10s %7s %12s %8s\n", "#", "node", "op", "kernel", "time_us",
-                        "%", "bytes", "GB/s");
+  absl::StrAppendFormat(&out, "\n%-4s %-5s %-40s %-14s %-34s %10s %7s %12s %8s\n", "#", "level", "node", "op", "kernel",
+                        "time_us", "%", "bytes", "GB/s");
   for (size_t i = 0; i < r.nodes.size(); ++i) {
     const ProfileNode& n = r.nodes[i];
-    absl::StrAppendFormat(&out, "%-4zu %-40s %-14s %-34s %10.2f %6.1f%% %12llu %8.1f\n", i, n.label, n.op, n.kernel,
-                          n.ns / 1e3, 100.0 * n.ns / total, static_cast<unsigned long long>(n.bytes.total()),
+    absl::StrAppendFormat(&out, "%-4zu %-5d %-40s %-14s %-34s %10.2f %6.1f%% %12llu %8.1f\n", i, n.level, n.label, n.op,
+                          n.kernel, n.ns / 1e3, 100.0 * n.ns / total, static_cast<unsigned long long>(n.bytes.total()),
                           GBps(n.bytes.total(), n.ns));
   }
-  absl::StrAppendFormat(&out, "\nprofile total %.3f ms (sum of %zu dispatches)", r.total_ns / 1e6, r.nodes.size());
+  absl::StrAppendFormat(&out, "\nprofile total %.3f ms (sum of %zu dispatches in %d levels)", r.total_ns / 1e6,
+                        r.nodes.size(), r.levels);
   if (r.measured_step_ns > 0) {
     absl::StrAppendFormat(&out, " | measured step %.3f ms (wall, unprofiled) | total/measured %.1f%%",
                           r.measured_step_ns / 1e6, 100.0 * r.total_ns / r.measured_step_ns);
@@ -124,6 +129,7 @@ nlohmann::json ProfileJson(const ProfileReport& r) {
   j["steps"] = r.steps;
   j["total_us"] = r.total_ns / 1e3;
   j["measured_step_us"] = r.measured_step_ns / 1e3;
+  j["levels"] = r.levels;
   j["kinds"] = nlohmann::json::array();
   for (const ProfileKind& k : r.kinds) {
     j["kinds"].push_back({{"op", k.op}, {"count", k.count}, {"time_us", k.ns / 1e3}, {"bytes", k.bytes},
@@ -134,6 +140,7 @@ nlohmann::json ProfileJson(const ProfileReport& r) {
     j["nodes"].push_back({{"label", n.label},
                           {"op", n.op},
                           {"kernel", n.kernel},
+                          {"level", n.level},
                           {"time_us", n.ns / 1e3},
                           {"weight_bytes", n.bytes.weights},
                           {"bytes", n.bytes.total()},

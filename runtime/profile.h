@@ -28,7 +28,8 @@ uint64_t WeightBytesPerStep(const graph::Graph& g, const vk::Plan& plan, int64_t
 
 struct ProfileNode {
   std::string label, op, kernel;  // kernel: family.variant
-  double ns = 0;                  // mean over the profiled steps
+  int level = 0;                  // the barrier level it runs in, with the other nodes of that level
+  double ns = 0;                  // mean over the profiled steps: its share of its level's time
   DispatchBytes bytes;
 };
 
@@ -43,6 +44,7 @@ struct ProfileReport {
   std::vector<ProfileNode> nodes;  // dispatch order
   std::vector<ProfileKind> kinds;  // by time, largest first
   double total_ns = 0;             // sum of the nodes' times
+  int levels = 0;                  // barrier levels (a level's nodes run concurrently)
   double measured_step_ns = 0;     // the step's wall time without profiling (0: not measured)
   int steps = 0;                   // profiled steps averaged
   std::string step = "a decode step";  // what was profiled, for the title

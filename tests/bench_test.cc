@@ -167,7 +167,11 @@ TEST(ProfileTest, NodesSumToTheTotalAndNameTheirKernels) {
   const nlohmann::json& p = j["profile"];
   ASSERT_EQ(p["nodes"].size(), j["dispatches_per_token"].get<size_t>());
   double sum = 0;
+  int level = 0;  // levels count up from 0 in dispatch order, one per barrier
   for (const nlohmann::json& n : p["nodes"]) {
+    const int l = n["level"].get<int>();
+    EXPECT_TRUE(l == level || l == level + 1) << n.dump();
+    level = l;
     const std::string kernel = n["kernel"];
     EXPECT_NE(kernel.find('.'), std::string::npos) << n.dump();  // family.variant
     EXPECT_GT(kernel.find('.'), 0u);
@@ -176,6 +180,8 @@ TEST(ProfileTest, NodesSumToTheTotalAndNameTheirKernels) {
     sum += n["time_us"].get<double>();
   }
   EXPECT_NEAR(sum, p["total_us"].get<double>(), 1e-6 * sum + 1e-9);
+  EXPECT_EQ(p["levels"].get<int>(), level + 1);
+  EXPECT_EQ(p["levels"].get<int>(), j["barriers_per_token"].get<int>() + 1);
   int count = 0;
   for (const nlohmann::json& k : p["kinds"]) count += k["count"].get<int>();
   EXPECT_EQ(count, static_cast<int>(p["nodes"].size()));
