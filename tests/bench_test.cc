@@ -128,6 +128,31 @@ TEST(BenchTest, PrintsEveryField) {
                             "dispatches", "copy bandwidth:", "bandwidth floor:", "of the floor"}) {
     EXPECT_NE(r.out.find(field), std::string::npos) << field << "\n" << r.out;
   }
+  EXPECT_NE(r.out.find("tok/s (greedy)"), std::string::npos) << r.out;
+}
+
+// --temperature above 0 samples in the decode test, through the sampler's kernel; the settings are
+// in the output. A bad value is an error naming the option.
+TEST(BenchTest, DecodesWithTheSampler) {
+  test::CommandResult r =
+      test::RunDoppler("bench --synthetic tiny -p 8 -n 8 -r 1 --json --profile --temperature 0.7 --top-k 20");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_DOUBLE_EQ(j["sampling"]["temperature"].get<double>(), 0.7);
+  EXPECT_EQ(j["sampling"]["top_k"].get<int>(), 20);
+  EXPECT_DOUBLE_EQ(j["sampling"]["top_p"].get<double>(), 0.95);  // run's defaults
+  EXPECT_DOUBLE_EQ(j["sampling"]["min_p"].get<double>(), 0.05);
+  bool sampler = false;
+  for (const nlohmann::json& n : j["profile"]["nodes"]) {
+    sampler = sampler || n["kernel"].get<std::string>().rfind("sample.", 0) == 0;
+  }
+  EXPECT_TRUE(sampler) << j["profile"].dump();
+  r = test::RunDoppler("bench --synthetic tiny -p 8 -n 8 -r 1 --temperature 0.7");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("tok/s (sampled: temperature 0.7, top-k 40, top-p 0.95, min-p 0.05)"), std::string::npos) << r.out;
+  r = test::RunDoppler("bench --synthetic tiny -p 8 -n 8 -r 1 --top-p 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--top-p must be in (0, 1]"), std::string::npos) << r.err;
 }
 
 TEST(BenchTest, JsonHasTheDocumentedKeys) {

@@ -94,6 +94,53 @@ TEST_F(SamplingTest, KernelsMatchTheInterpreter) {
   }
 }
 
+// Long rows (many values per invocation) through both of the kernel's paths: top-k's candidates
+// listed in shared memory (run's defaults), and the general path for a k past the bound's 256
+// groups, for top-k off, and for logits with so many ties at the boundary that the candidates do
+// not fit the list.
+struct LongRowCase {
+  const char* name;
+  int64_t vocab;
+  Sampler sampler;
+  int levels;  // logits rounded to this many distinct values (0: not rounded)
+};
+
+class SamplingLongRowTest : public SamplingTest, public ::testing::WithParamInterface<LongRowCase> {};
+
+TEST_P(SamplingLongRowTest, MatchesTheInterpreter) {
+  const LongRowCase& c = GetParam();
+  graph::Graph g = SamplerGraph(c.vocab, c.sampler);
+  test::RandomParams params(g, 1);
+  auto gpu = test::GpuRunner::Create(ctx(), g, 1, params);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  graph::Interpreter interp(params);
+  std::vector<int32_t> tokens;
+  for (uint32_t step = 0; step < 6; ++step) {
+    std::vector<float> x = test::RandomFloats(static_cast<size_t>(c.vocab), 300 + step, -6.0f, 6.0f);
+    if (c.levels > 0) {
+      for (float& v : x) v = std::round(v * static_cast<float>(c.levels) / 12.0f) * 12.0f / static_cast<float>(c.levels);
+    }
+    std::map<std::string, Tensor> in = {{"ids", Ids({1})}, {"x", Tensor::F32({1, c.vocab}, x)}};
+    auto want = interp.Run(g, in, step);
+    ASSERT_TRUE(want.ok()) << want.status();
+    auto got = (*gpu)->Run(in, step);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->at("token").i[0], want->at("token").i[0]) << "step " << step;
+    tokens.push_back(got->at("token").i[0]);
+  }
+  std::sort(tokens.begin(), tokens.end());
+  EXPECT_GT(std::unique(tokens.begin(), tokens.end()) - tokens.begin(), 1);  // the draws vary
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, SamplingLongRowTest,
+    ::testing::Values(LongRowCase{"listed_defaults", 40000, Sampler{0.8, 0.95, 0.05, 1.0, 40}, 0},
+                      LongRowCase{"listed_top_k_only", 151936, Sampler{1.2, 1.0, 0.0, 1.0, 200}, 0},
+                      LongRowCase{"general_large_k", 40000, Sampler{1.5, 0.9, 0.0, 1.0, 300}, 0},
+                      LongRowCase{"general_no_top_k", 40000, Sampler{2.0, 0.5, 0.0, 1.0, 0}, 0},
+                      LongRowCase{"general_ties", 40000, Sampler{0.9, 0.95, 0.0, 1.0, 40}, 6}),
+    [](const ::testing::TestParamInfo<LongRowCase>& i) { return std::string(i.param.name); });
+
 TEST_F(SamplingTest, SameSeedSameTokensOtherSeedOtherTokens) {
   const std::vector<float> logits = test::RandomFloats(500, 3, -2.0f, 2.0f);
   Sampler s;

@@ -36,14 +36,24 @@ CommandSpec Spec() {
                    EngineOptionSpecs()};
   const std::vector<OptionSpec> more = {
       {"p", "p", "N", "prompt tokens (random ids) for the prefill test and TTFT", "512"},
-      {"n", "n", "N", "tokens generated for the decode test (greedy; an end-of-sequence token does not stop it)", "128"},
+      {"n", "n", "N", "tokens generated for the decode test (an end-of-sequence token does not stop it)", "128"},
       {"r", "r", "N", "repetitions (mean ± sd)", "5"},
       GpuLoopOptionSpec(),
       {"json", "", "", "print one JSON object instead of the table", ""},
       {"profile", "", "", "GPU time of a decode step and a prefill chunk per barrier level (shared by its dispatches), per op kind and per node", ""},
-      {"seed", "s", "N", "seed of the random prompt ids", "1"},
+      {"seed", "s", "N", "seed of the random prompt ids and of the sampler", "1"},
   };
   spec.options.insert(spec.options.end(), more.begin(), more.end());
+  // The decode test chooses tokens as `doppler run` does, but greedily unless told otherwise (as
+  // llama-bench, which does not sample).
+  for (OptionSpec o : SamplingOptionSpecs()) {
+    if (o.name == "seed") continue;  // bench's own, above
+    if (o.name == "temperature") {
+      o.help = "sampling temperature of the decode test; 0 is greedy (the options below apply above 0)";
+      o.default_value = "0";
+    }
+    spec.options.push_back(o);
+  }
   return spec;
 }
 
@@ -123,6 +133,9 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   if (*r < 1) return absl::InvalidArgumentError("-r must be at least 1");
   absl::StatusOr<runtime::EngineOptions> options = EngineOptionsFromArgs(args);
   if (!options.ok()) return options.status();
+  absl::StatusOr<runtime::SamplingOptions> sampling = SamplingOptionsFromArgs(args);
+  if (!sampling.ok()) return sampling.status();
+  options->sampling = *sampling;
   const bool json_out = args.Has("json"), profile = args.Has("profile");
   // The context holds the prompt or the generation (each test starts from an empty cache), and
   // the prompt runs as one prefill step, as llama-bench's pp does.
@@ -239,6 +252,11 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
     j["vram_bytes"] = vram;
     j["submits_per_token"] = per_token_submits;
     j["gpu_loop"] = e.gpu_loop();
+    j["sampling"] = {{"temperature", sampling->temperature},
+                     {"top_k", sampling->top_k},
+                     {"top_p", sampling->top_p},
+                     {"min_p", sampling->min_p},
+                     {"repeat_penalty", sampling->repeat_penalty}};
     j["dispatches_per_token"] = decode.stats().dispatches;
     j["barriers_per_token"] = decode.stats().barriers;
     j["copy_bandwidth_gb_s"] = bandwidth->bytes_per_second / 1e9;
@@ -256,7 +274,12 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
               static_cast<double>(weight_bytes_per_token) / 1e9);
   std::printf("device: %s\n", e.device().info().name.c_str());
   std::printf("pp%lld: %.1f ± %.1f tok/s\n", static_cast<long long>(*p), pp.mean, pp.sd);
-  std::printf("tg%lld: %.1f ± %.1f tok/s\n", static_cast<long long>(*n), tg.mean, tg.sd);
+  std::printf("tg%lld: %.1f ± %.1f tok/s (%s)\n", static_cast<long long>(*n), tg.mean, tg.sd,
+              sampling->temperature > 0
+                  ? absl::StrFormat("sampled: temperature %g, top-k %lld, top-p %g, min-p %g", sampling->temperature,
+                                    static_cast<long long>(sampling->top_k), sampling->top_p, sampling->min_p)
+                        .c_str()
+                  : "greedy");
   std::printf("ttft (p=%lld): %.2f ± %.2f ms\n", static_cast<long long>(*p), first.mean, first.sd);
   std::printf("decode latency: p50 %.3f ms, p99 %.3f ms\n", Percentile(latencies, 50), Percentile(latencies, 99));
   std::printf("peak vram: %.1f MiB\n", static_cast<double>(vram) / (1 << 20));
