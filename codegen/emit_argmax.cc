@@ -4,8 +4,6 @@
 // so a 128k-entry row is a few rounds of loads in flight, not hundreds of waits. With subgroup
 // arithmetic, subgroupMax then subgroupMin over the indices holding it reduce a subgroup, and the
 // first subgroup reduces the subgroups' results; otherwise a shared-memory tree does it all.
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
@@ -22,50 +20,17 @@ constexpr uint32_t kUnroll = 8;
 absl::StatusOr<Kernel> EmitArgmax(const EmitContext& c) {
   const graph::Node& x = c.input(0);
   const int64_t cols = x.type.shape[1].value;
-  uint32_t wg = 1;
-  while (wg * 2 <= std::min(kWorkgroup, c.caps.max_workgroup_invocations)) wg *= 2;  // a power of two for the tree
-  const bool quads = cols % 4 == 0;
+  const uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, kWorkgroup);
+  // Values per load: 4 where the row length allows 16-byte loads.
+  const int width = cols % 4 == 0 ? 4 : 1;
   const bool subgroups = c.caps.subgroup_arithmetic;
   Kernel k;
   k.family = "argmax";
-  k.variant = absl::StrCat("row", quads ? ".vec4" : "", subgroups ? ".sg" : "");
-  // `void scan(uint row, inout float best, inout uint best_i)`: the invocation's values of the
-  // row, in increasing index order, so that a strict > keeps its first maximum.
-  const std::string scan =
-      quads ? R"(
-layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };
-void scan(uint row, inout float best, inout uint best_i) {
-  const uint NQ = {{N}}u / 4u;
-  for (uint q0 = gl_LocalInvocationID.x; q0 < NQ; q0 += {{U}}u * {{WG}}u) {
-    vec4 v[{{U}}];
-    [[unroll]] for (uint u = 0u; u < {{U}}u; ++u) v[u] = x4[row * NQ + min(q0 + u * {{WG}}u, NQ - 1u)];
-    [[unroll]] for (uint u = 0u; u < {{U}}u; ++u) {
-      uint q = q0 + u * {{WG}}u;
-      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-        if (q < NQ && (v[u][e] > best || best_i == NONE)) { best = v[u][e]; best_i = q * 4u + e; }
-      }
-    }
-  }
-}
-)"
-            : absl::StrCat(FloatBuffer(2, "x", graph::DType::kF32, true), R"(
-void scan(uint row, inout float best, inout uint best_i) {
-  for (uint i0 = gl_LocalInvocationID.x; i0 < {{N}}u; i0 += {{U}}u * {{WG}}u) {
-    float v[{{U}}];
-    [[unroll]] for (uint u = 0u; u < {{U}}u; ++u) v[u] = x[row * {{N}}u + min(i0 + u * {{WG}}u, {{N}}u - 1u)];
-    [[unroll]] for (uint u = 0u; u < {{U}}u; ++u) {
-      uint i = i0 + u * {{WG}}u;
-      if (i < {{N}}u && (v[u] > best || best_i == NONE)) { best = v[u]; best_i = i; }
-    }
-  }
-}
-)");
+  k.variant = absl::StrCat("row", width == 4 ? ".vec4" : "", subgroups ? ".sg" : "");
   // `uint reduce(float best, uint best_i)`: the workgroup's first maximum, for invocation 0.
   const std::string reduce = subgroups ? R"(
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
-shared float s_val[{{WG}}];
-shared uint s_idx[{{WG}}];
 // The subgroup's first maximum, in every invocation (invocations without a value hold NONE).
 void subgroup_first_max(inout float best, inout uint best_i) {
   float m = subgroupMax(best_i == NONE ? uintBitsToFloat(0xFF800000u) : best);
@@ -78,13 +43,9 @@ uint reduce(float best, uint best_i) {
   if (subgroupElect()) { s_val[gl_SubgroupID] = best; s_idx[gl_SubgroupID] = best_i; }
   barrier();
   if (gl_SubgroupID == 0u) {
-    best = uintBitsToFloat(0xFF800000u);
     best_i = NONE;
     for (uint s = gl_SubgroupInvocationID; s < gl_NumSubgroups; s += gl_SubgroupSize) {
-      if (s_idx[s] != NONE && (best_i == NONE || s_val[s] > best || (s_val[s] == best && s_idx[s] < best_i))) {
-        best = s_val[s];
-        best_i = s_idx[s];
-      }
+      if (earlier_max(s_val[s], s_idx[s], best, best_i)) { best = s_val[s]; best_i = s_idx[s]; }
     }
     subgroup_first_max(best, best_i);
   }
@@ -92,21 +53,15 @@ uint reduce(float best, uint best_i) {
 }
 )"
                                        : R"(
-shared float s_val[{{WG}}];
-shared uint s_idx[{{WG}}];
 uint reduce(float best, uint best_i) {
   uint lid = gl_LocalInvocationID.x;
   s_val[lid] = best;
   s_idx[lid] = best_i;
   barrier();
-  for (uint s = {{WG}}u / 2u; s > 0u; s >>= 1) {
-    if (lid < s) {
-      float ov = s_val[lid + s];
-      uint oi = s_idx[lid + s];
-      if (oi != NONE && (s_idx[lid] == NONE || ov > s_val[lid] || (ov == s_val[lid] && oi < s_idx[lid]))) {
-        s_val[lid] = ov;
-        s_idx[lid] = oi;
-      }
+  for (uint s = WG / 2u; s > 0u; s >>= 1) {
+    if (lid < s && earlier_max(s_val[lid + s], s_idx[lid + s], s_val[lid], s_idx[lid])) {
+      s_val[lid] = s_val[lid + s];
+      s_idx[lid] = s_idx[lid + s];
     }
     barrier();
   }
@@ -114,7 +69,34 @@ uint reduce(float best, uint best_i) {
 }
 )";
   k.glsl = absl::StrCat(ShaderHeader(wg), IntBuffer(1, "ids", false),
-                        Fill(absl::StrCat("const uint NONE = 0xFFFFFFFFu;\n", scan, reduce, R"(
+                        Fill(absl::StrCat(R"(
+const uint WG = {{WG}}u, N = {{N}}u, W = {{W}}u, NW = N / W, NONE = 0xFFFFFFFFu;
+layout(std430, set = 0, binding = 2) readonly buffer Buf_x { {{VEC}} xw[]; };
+float lane(vec4 v, uint e) { return v[e]; }
+float lane(float v, uint e) { return v; }
+shared float s_val[WG];
+shared uint s_idx[WG];
+// Whether value v at index i is a maximum before (best, best_i): larger, or equal at a lower index.
+bool earlier_max(float v, uint i, float best, uint best_i) {
+  return i != NONE && (best_i == NONE || v > best || (v == best && i < best_i));
+}
+
+// The invocation's values of the row, W per load, kUnroll loads in flight, in increasing index
+// order, so that a strict > keeps its first maximum.
+void scan(uint row, inout float best, inout uint best_i) {
+  for (uint q0 = gl_LocalInvocationID.x; q0 < NW; q0 += {{U}}u * WG) {
+    {{VEC}} v[{{U}}];
+    [[unroll]] for (uint u = 0u; u < {{U}}u; ++u) v[u] = xw[row * NW + min(q0 + u * WG, NW - 1u)];
+    [[unroll]] for (uint u = 0u; u < {{U}}u; ++u) {
+      uint q = q0 + u * WG;
+      [[unroll]] for (uint e = 0u; e < W; ++e) {
+        if (q < NW && (lane(v[u], e) > best || best_i == NONE)) { best = lane(v[u], e); best_i = q * W + e; }
+      }
+    }
+  }
+}
+)",
+                                          reduce, R"(
 void main() {
   uint row = gl_WorkGroupID.x;
   if (row >= {{ROWS}}) return;  // uniform across the workgroup
@@ -122,11 +104,13 @@ void main() {
   uint best_i = NONE;
   scan(row, best, best_i);
   best_i = reduce(best, best_i);
-  if (gl_LocalInvocationID.x == 0u) ids[row] = int(min(best_i, {{N}}u - 1u));
+  if (gl_LocalInvocationID.x == 0u) ids[row] = int(min(best_i, N - 1u));
 }
 )"),
                              {{"WG", absl::StrCat(wg)},
                               {"U", absl::StrCat(kUnroll)},
+                              {"W", absl::StrCat(width)},
+                              {"VEC", width == 4 ? "vec4" : "float"},
                               {"N", absl::StrCat(cols)},
                               {"ROWS", RowsExpr(x.type.shape[0].tokens, c.rows(x))}}));
   k.args = {{c.node.id, true}, {c.node.inputs[0], false}};

@@ -1,7 +1,5 @@
 // Sampling on the GPU: recording recent tokens, the repeat penalty, and the draw itself. The steps
 // and the random generator are those of graph/sampling.h, so the interpreter is the oracle.
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
@@ -97,8 +95,7 @@ absl::StatusOr<Kernel> EmitSample(const EmitContext& c) {
     if (greedy.ok()) greedy->family = "sample", greedy->variant = "greedy";
     return greedy;
   }
-  uint32_t wg = 1;
-  while (wg * 2 <= std::min<uint32_t>(1024, c.caps.max_workgroup_invocations)) wg *= 2;
+  const uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, 1024);
   // The list's entries (index, value, weight: 12 bytes) in what the reductions, the maxima and the
   // offsets leave of the shared memory.
   const int64_t spare = static_cast<int64_t>(c.caps.max_shared_memory) - 8 * int64_t{wg} - 2048;
@@ -128,6 +125,9 @@ uint key_of(float f) {
   return (b & 0x80000000u) != 0u ? ~b : b | 0x80000000u;
 }
 
+// Whether entry e survives the thresholds and min-p with a weight to draw.
+bool kept(uint e, float threshold) { return s_y[e] >= threshold && s_w[e] >= MIN_P && s_w[e] > 0.0; }
+
 // The draw from the list of n entries (every value at or above the top-k threshold among them):
 // the top-k and top-p thresholds, min-p, and the first index in index order at which the running
 // kept weight passes the target. Maxima and minima are workgroup reductions (indices are exact
@@ -156,17 +156,13 @@ void draw_from_list(uint n, uint lid) {
     threshold = max(threshold, wg_max(best));
   }
   float total = 0.0;
-  for (uint e = lid; e < n; e += WG) {
-    if (s_y[e] >= threshold && s_w[e] >= MIN_P && s_w[e] > 0.0) total += s_w[e];
-  }
+  for (uint e = lid; e < n; e += WG) total += kept(e, threshold) ? s_w[e] : 0.0;
   float target = sample_uniform({{SEED}}u, step.pos + step.n_tokens - 1u) * wg_sum(total);
   float first = NEG_INF, last = NEG_INF;  // -index of the first entry past the target; last kept index
   for (uint e = lid; e < n; e += WG) {
-    if (!(s_y[e] >= threshold && s_w[e] >= MIN_P && s_w[e] > 0.0)) continue;
+    if (!kept(e, threshold)) continue;
     float before = 0.0;
-    for (uint f = 0u; f < n; ++f) {
-      if (s_idx[f] < s_idx[e] && s_y[f] >= threshold && s_w[f] >= MIN_P) before += s_w[f];
-    }
+    for (uint f = 0u; f < n; ++f) before += s_idx[f] < s_idx[e] && kept(f, threshold) ? s_w[f] : 0.0;
     if (before + s_w[e] > target) first = max(first, -float(s_idx[e]));
     last = max(last, float(s_idx[e]));
   }

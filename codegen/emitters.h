@@ -35,6 +35,14 @@ absl::StatusOr<Kernel> EmitSample(const EmitContext& c);
 // ceil(a / b)
 inline uint32_t CeilDiv(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 
+// The widest workgroup of a power-of-two size (for tree reductions) up to `limit` invocations that
+// the device allows.
+inline uint32_t WidestPowerOfTwoWorkgroup(const TargetCaps& caps, uint32_t limit) {
+  uint32_t wg = 1;
+  while (wg * 2 <= limit && wg * 2 <= caps.max_workgroup_invocations) wg *= 2;
+  return wg;
+}
+
 // A grid of at least `count` workgroups along x, folded into y above 32768 (the x limit is only
 // guaranteed to be 65535). Workgroup i is gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
 // the kernel skips i >= count.

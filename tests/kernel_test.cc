@@ -60,6 +60,21 @@ class KernelTest : public vk::VkTest {
       }
     }
   }
+  // This device's capabilities but subgroup arithmetic: the kernels' portable variants.
+  codegen::TargetCaps WithoutSubgroupArithmetic() {
+    codegen::TargetCaps caps = vk::TargetCapsOf(ctx().info());
+    caps.subgroup_arithmetic = false;
+    return caps;
+  }
+  // Argmax of every row of xs, with and without subgroup arithmetic, exactly as the interpreter's.
+  void CompareArgmax(const Tensor& xs) {
+    GraphBuilder b;
+    b.Output("ids", b.Argmax(b.Input("x", Rows(xs.shape[1]))));
+    auto g = std::move(b).Finish();
+    ASSERT_TRUE(g.ok()) << g.status();
+    Compare(*g, xs.shape[0], {{{{"x", xs}}, 0}}, 0.0);
+    Compare(*g, xs.shape[0], {{{{"x", xs}}, 0}}, 0.0, WithoutSubgroupArithmetic());
+  }
 };
 
 class EmbeddingKernelTest : public KernelTest, public ::testing::WithParamInterface<DType> {};
@@ -121,9 +136,8 @@ TEST_F(KernelTest, MatMulWithoutSubgroupArithmetic) {
   b.Output("y", b.MatMul(x, b.Param("w", Matrix(37, 200, DType::kF16))));
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
-  codegen::TargetCaps caps = vk::TargetCapsOf(ctx().info());
-  caps.subgroup_arithmetic = false;
-  Compare(*g, 2, {{{{"x", RandomRows(2, 200, 1)}}, 0}, {{{"x", RandomRows(1, 200, 2)}}, 4}}, 1e-5, caps);
+  Compare(*g, 2, {{{{"x", RandomRows(2, 200, 1)}}, 0}, {{{"x", RandomRows(1, 200, 2)}}, 4}}, 1e-5,
+          WithoutSubgroupArithmetic());
 }
 
 TEST_F(KernelTest, MatMulOnAStaticRow) {
@@ -302,9 +316,7 @@ TEST_P(AppendingAttentionTest, WritesTheNewKeysThenAttends) {
   // to 1.7e-4 seen, 256-wide heads with a head norm).
   const double tolerance = c.cache == DType::kF16 ? 2e-4 : 2e-5;
   Compare(*g, 1, decode, tolerance);
-  codegen::TargetCaps portable = vk::TargetCapsOf(ctx().info());
-  portable.subgroup_arithmetic = false;
-  Compare(*g, 1, {decode.begin(), decode.begin() + 12}, tolerance, portable);
+  Compare(*g, 1, {decode.begin(), decode.begin() + 12}, tolerance, WithoutSubgroupArithmetic());
   // A prefill bucket: the cache writes, then attention.
   Compare(*g, 16, {{step(7, 20), 0}, {step(1, 30), 7}, {step(5, 40), 8}}, tolerance);
 }
@@ -482,38 +494,23 @@ TEST_F(KernelTest, ArgmaxTakesTheFirstMaximum) {
   xs.f[2 * 1000 + 258] = 5.0f;
   xs.f[6 * 1000 + 0] = 5.0f;    // the last row: the first column
   Compare(*g, 9, {{{{"x", xs}}, 0}}, 0.0);
-  codegen::TargetCaps portable = vk::TargetCapsOf(ctx().info());
-  portable.subgroup_arithmetic = false;  // the shared-memory tree
-  Compare(*g, 9, {{{{"x", xs}}, 0}}, 0.0, portable);
+  Compare(*g, 9, {{{{"x", xs}}, 0}}, 0.0, WithoutSubgroupArithmetic());  // the shared-memory tree
 }
 
 // Rows longer than one round of the scan's loads (8 per invocation): maxima and ties in late rounds.
 TEST_F(KernelTest, ArgmaxOverLongRows) {
-  GraphBuilder b;
-  ValueId x = b.Input("x", Rows(20001));
-  b.Output("ids", b.Argmax(x));
-  auto g = std::move(b).Finish();
-  ASSERT_TRUE(g.ok()) << g.status();
   Tensor xs = RandomRows(3, 20001, 51);
   xs.f[0 * 20001 + 20000] = 7.0f;  // the last column
   xs.f[1 * 20001 + 17000] = 7.0f;  // a tie across rounds: the lower index wins
   xs.f[1 * 20001 + 19999] = 7.0f;
   xs.f[2 * 20001 + 9000] = 7.0f;
-  Compare(*g, 3, {{{{"x", xs}}, 0}}, 0.0);
-  codegen::TargetCaps portable = vk::TargetCapsOf(ctx().info());
-  portable.subgroup_arithmetic = false;
-  Compare(*g, 3, {{{{"x", xs}}, 0}}, 0.0, portable);
+  CompareArgmax(xs);
 }
 
 // Rows whose length is a multiple of 4 are scanned a quad at a time: maxima and ties within a
 // quad, across quads of one round and across rounds (past 8 quads per invocation of the widest
 // workgroup), and a row whose values are all -inf.
 TEST_F(KernelTest, ArgmaxOverQuads) {
-  GraphBuilder b;
-  ValueId x = b.Input("x", Rows(40000));
-  b.Output("ids", b.Argmax(x));
-  auto g = std::move(b).Finish();
-  ASSERT_TRUE(g.ok()) << g.status();
   Tensor xs = RandomRows(5, 40000, 52);
   xs.f[0 * 40000 + 39999] = 7.0f;  // the last column
   xs.f[1 * 40000 + 34002] = 7.0f;  // ties within a quad and in a later round: the lowest wins
@@ -523,10 +520,7 @@ TEST_F(KernelTest, ArgmaxOverQuads) {
   xs.f[2 * 40000 + 4099] = 7.0f;
   for (int64_t i = 0; i < 40000; ++i) xs.f[static_cast<size_t>(3 * 40000 + i)] = -std::numeric_limits<float>::infinity();
   xs.f[4 * 40000 + 12345] = 7.0f;
-  Compare(*g, 5, {{{{"x", xs}}, 0}}, 0.0);
-  codegen::TargetCaps portable = vk::TargetCapsOf(ctx().info());
-  portable.subgroup_arithmetic = false;
-  Compare(*g, 5, {{{{"x", xs}}, 0}}, 0.0, portable);
+  CompareArgmax(xs);
 }
 
 TEST_F(KernelTest, GeluTanhScaleAndRowBroadcast) {
