@@ -120,6 +120,14 @@ shared uint s_owner;
 shared uint s_idx[CAP];  // the list: index, value (y = x / T) and weight exp(y - m) of each entry
 shared float s_y[CAP], s_w[CAP];
 
+// This invocation's values i = base, base + WG, ... (RUN of them) times 1/T, loaded together: a
+// loop that waits on one load per trip is bound by its latency. Past V the last value is read
+// again; the caller skips it.
+const uint RUN = 8u;
+void load_run(uint base, out float ys[RUN]) {
+  [[unroll]] for (uint u = 0u; u < RUN; ++u) ys[u] = x[min(base + u * WG, V - 1u)] * INV_T;
+}
+
 uint key_of(float f) {
   uint b = floatBitsToUint(f);
   return (b & 0x80000000u) != 0u ? ~b : b | 0x80000000u;
@@ -178,14 +186,19 @@ void draw_from_row(float m, uint lid) {
     for (int bit = 31; bit >= 0; --bit) {
       uint candidate = threshold | (1u << uint(bit));
       float count = 0.0;
-      for (uint i = lid; i < V; i += WG) count += key_of(x[i] * INV_T) >= candidate ? 1.0 : 0.0;
+      for (uint base = lid; base < V; base += RUN * WG) {
+        float ys[RUN];
+        load_run(base, ys);
+        [[unroll]] for (uint u = 0u; u < RUN; ++u) count += base + u * WG < V && key_of(ys[u]) >= candidate ? 1.0 : 0.0;
+      }
       if (wg_sum(count) >= float(TOP_K)) threshold = candidate;
     }
   }
   float z = 0.0;
-  for (uint i = lid; i < V; i += WG) {
-    float y = x[i] * INV_T;
-    if (key_of(y) >= threshold) z += exp(y - m);
+  for (uint base = lid; base < V; base += RUN * WG) {
+    float ys[RUN];
+    load_run(base, ys);
+    [[unroll]] for (uint u = 0u; u < RUN; ++u) z += base + u * WG < V && key_of(ys[u]) >= threshold ? exp(ys[u] - m) : 0.0;
   }
   z = wg_sum(z);
   if (TOP_P < 1.0) {
@@ -193,9 +206,12 @@ void draw_from_row(float m, uint lid) {
     for (int bit = 31; bit >= 0; --bit) {
       uint candidate = max(threshold, p_threshold | (1u << uint(bit)));
       float mass = 0.0;
-      for (uint i = lid; i < V; i += WG) {
-        float y = x[i] * INV_T;
-        if (key_of(y) >= candidate) mass += exp(y - m);
+      for (uint base = lid; base < V; base += RUN * WG) {
+        float ys[RUN];
+        load_run(base, ys);
+        [[unroll]] for (uint u = 0u; u < RUN; ++u) {
+          mass += base + u * WG < V && key_of(ys[u]) >= candidate ? exp(ys[u] - m) : 0.0;
+        }
       }
       if (wg_sum(mass) >= TOP_P * z) p_threshold = p_threshold | (1u << uint(bit));
     }
@@ -248,7 +264,11 @@ void main() {
   uint lid = gl_LocalInvocationID.x;
   // Pass 1: the maximum, and each invocation's.
   float own = NEG_INF;
-  for (uint i = lid; i < V; i += WG) own = max(own, x[i] * INV_T);
+  for (uint base = lid; base < V; base += RUN * WG) {
+    float ys[RUN];
+    load_run(base, ys);
+    [[unroll]] for (uint u = 0u; u < RUN; ++u) own = max(own, base + u * WG < V ? ys[u] : NEG_INF);
+  }
   s_prefix[lid] = own;
   float m = wg_max(own);  // its barriers publish s_prefix
   if (!USE_TOP_K || TOP_K > GROUPS) {
@@ -273,7 +293,11 @@ void main() {
   // Pass 2: how many values reach the bound; where they fit the list, pass 3 lists them, each
   // invocation from its offset (an inclusive scan of the counts).
   uint count = 0u;
-  for (uint i = lid; i < V; i += WG) count += x[i] * INV_T >= bound ? 1u : 0u;
+  for (uint base = lid; base < V; base += RUN * WG) {
+    float ys[RUN];
+    load_run(base, ys);
+    [[unroll]] for (uint u = 0u; u < RUN; ++u) count += base + u * WG < V && ys[u] >= bound ? 1u : 0u;
+  }
   s_prefix[lid] = float(count);  // wg_max above read s_prefix before its last barrier
   uint n = uint(wg_sum(float(count)));
   if (n > CAP) {  // uniform
@@ -287,13 +311,16 @@ void main() {
     barrier();
   }
   uint slot = uint(s_prefix[lid]) - count;
-  for (uint i = lid; i < V; i += WG) {
-    float y = x[i] * INV_T;
-    if (y >= bound) {
-      s_idx[slot] = i;
-      s_y[slot] = y;
-      s_w[slot] = exp(y - m);
-      ++slot;
+  for (uint base = lid; base < V; base += RUN * WG) {
+    float ys[RUN];
+    load_run(base, ys);
+    [[unroll]] for (uint u = 0u; u < RUN; ++u) {
+      if (base + u * WG < V && ys[u] >= bound) {
+        s_idx[slot] = base + u * WG;
+        s_y[slot] = ys[u];
+        s_w[slot] = exp(ys[u] - m);
+        ++slot;
+      }
     }
   }
   barrier();
