@@ -119,6 +119,23 @@ shared float s_q[HD];
 shared float s_m[MAX_NSG], s_l[MAX_NSG];
 shared float s_acc[MAX_NSG][HD];
 
+// A subgroup's trip over the keys j, j + nsg, ..., j + (KPI - 1)·nsg: their rows of the caches, the
+// lane's dimensions (a key past p reads p's row again). With APPEND, p's own row reads row p + 1
+// instead, which no workgroup writes in this step: the trip takes p's key and value from shared
+// memory.
+void load_trip(uint j, uint p, uint kv_base, out float kd[KPI][DPL], out float vd[KPI][DPL]) {
+  uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize, nsg = gl_NumSubgroups;
+  [[unroll]] for (uint u = 0u; u < KPI; ++u) {
+    uint key = min(j + u * nsg, p);
+    uint row = ((APPEND == 1 && key == p ? p + 1u : key) % CAP) * KVW + kv_base;
+    [[unroll]] for (uint i = 0u; i < DPL; ++i) {
+      uint d = lane + S * i;
+      kd[u][i] = d < HD ? load_kc(row + d) : 0.0;
+      vd[u][i] = d < HD ? load_vc(row + d) : 0.0;
+    }
+  }
+}
+
 void main() {
   uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
   if (t >= step.n_tokens) return;  // uniform across the workgroup
@@ -126,36 +143,43 @@ void main() {
   uint first = first_key(p);
   uint kv_base = (h / GROUP) * HD;
   uint lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, nsg = gl_NumSubgroups, S = gl_SubgroupSize;
-  float ss = 0.0;
+  // The first trip's keys and values are loaded before anything else, so that they are in flight
+  // with q's loads (a decode step over a short context has one trip). Later trips load their own:
+  // loading the next trip's during one needs twice the registers, which with 1,024 invocations
+  // (at most 64 registers each) measured slower on the H100 (Qwen3-0.6B, 128-wide heads).
+  float kd[KPI][DPL], vd[KPI][DPL];
+  if (first + sg <= p) load_trip(first + sg, p, kv_base, kd, vd);  // uniform across the subgroup
+  // q, and with APPEND the step's key and value for this kv head (the step is one token, at p),
+  // loaded in one round; the heads' sums of squares (for their norms) reduced together: q's in
+  // s_m, k's in s_l.
+  float ss = 0.0, kss = 0.0;
   for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) {
     s_q[d] = q_value(t, h * HD + d);
     ss += q_square(t, h * HD + d);
-  }
-#if QNORM
-  ss = subgroupAdd(ss);
-  if (subgroupElect()) s_l[sg] = ss;
-  barrier();
-  ss = 0.0;
-  for (uint g = 0u; g < nsg; ++g) ss += s_l[g];
-#endif
-  float qs = q_scale(ss);
-  barrier();  // s_q is written, and s_l read before its reuse below
 #if APPEND
-  // The step's key and value for this kv head (the step is one token, at p): the key normalised
-  // and rotated as the k cache write does. The pairs are rounded as the caches store them (through
-  // the caches' own type in shared memory) for the key loop; the workgroup of the group's first
-  // head also writes them to the caches, whose row p % CAP no workgroup reads in this step.
-  float kss = 0.0;
-  for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) {
     s_kn[d] = k_value(0u, kv_base + d);
     s_vn[d] = load_vn(kv_base + d);
     kss += k_square(kv_base + d);
+#endif
   }
-#if KNORM
+#if QNORM
+  ss = subgroupAdd(ss);
+  if (subgroupElect()) s_m[sg] = ss;
+#endif
+#if APPEND && KNORM
   kss = subgroupAdd(kss);
   if (subgroupElect()) s_l[sg] = kss;
 #endif
-  barrier();  // s_kn, s_vn (and the partial sums) are written
+  barrier();  // s_q, s_kn, s_vn and the partial sums are written
+#if QNORM
+  ss = 0.0;
+  for (uint g = 0u; g < nsg; ++g) ss += s_m[g];
+#endif
+  float qs = q_scale(ss);
+#if APPEND
+  // The key normalised and rotated as the k cache write does; the pairs rounded as the caches
+  // store them (new_k, new_v) for the key loop. The workgroup of the group's first head also
+  // writes them to the caches, whose row p % CAP no workgroup reads in this step.
 #if KNORM
   kss = 0.0;
   for (uint g = 0u; g < nsg; ++g) kss += s_l[g];
@@ -164,12 +188,9 @@ void main() {
   for (uint d = 2u * gl_LocalInvocationID.x; d < HD; d += 2u * WG) {
     put_new(d, s_kn[d] * ks, s_kn[d + 1u] * ks, s_vn[d], s_vn[d + 1u], h % GROUP == 0u ? (p % CAP) * KVW + kv_base : ~0u);
   }
-  barrier();  // the pairs are rounded (and s_kn, s_vn, s_l read)
-  for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) {
-    s_kn[d] = new_k(d);
-    s_vn[d] = new_v(d);
-  }
-  barrier();  // s_kn and s_vn hold the new key and value as the caches do
+#endif
+#if QNORM || APPEND
+  barrier();  // q's sums are read (s_m is reused below); with APPEND, the new pairs are rounded
 #endif
 
   float qv[DPL], acc[DPL];
@@ -179,31 +200,22 @@ void main() {
     acc[i] = 0.0;
   }
   float m = -3.0e38, l = 0.0;
-  // Keys j, j + nsg, ..., j + (KPI - 1)·nsg; every branch below is uniform across the subgroup.
+  // Trips of keys j, j + nsg, ..., j + (KPI - 1)·nsg; every branch below is uniform across the
+  // subgroup.
   for (uint j = first + sg; j <= p; j += nsg * KPI) {
-    float vv[KPI][DPL], score[KPI];
+    if (j != first + sg) load_trip(j, p, kv_base, kd, vd);
+    float score[KPI];
     [[unroll]] for (uint u = 0u; u < KPI; ++u) {
-      uint key = min(j + u * nsg, p);
-#if APPEND
-      // The step's own key and value come from shared memory. The loads stay unconditional (all
-      // in flight together) and read row p + 1 instead, which no workgroup writes in this step.
-      bool fresh = key == p;
-      uint row = ((fresh ? p + 1u : key) % CAP) * KVW + kv_base;
-#else
-      uint row = (key % CAP) * KVW + kv_base;
-#endif
       float part = 0.0;
       [[unroll]] for (uint i = 0u; i < DPL; ++i) {
         uint d = lane + S * i;
-        float kd = d < HD ? load_kc(row + d) : 0.0;
-        vv[u][i] = d < HD ? load_vc(row + d) : 0.0;
 #if APPEND
-        if (fresh && d < HD) {
-          kd = s_kn[d];
-          vv[u][i] = s_vn[d];
+        if (min(j + u * nsg, p) == p && d < HD) {  // the step's own key and value
+          kd[u][i] = new_k(d);
+          vd[u][i] = new_v(d);
         }
 #endif
-        part += qv[i] * kd;
+        part += qv[i] * kd[u][i];
       }
       score[u] = subgroupAdd(part);
     }
@@ -217,7 +229,7 @@ void main() {
     [[unroll]] for (uint u = 0u; u < KPI; ++u) {
       float e = j + u * nsg <= p ? exp(score[u] - mx) : 0.0;
       l += e;
-      [[unroll]] for (uint i = 0u; i < DPL; ++i) acc[i] += e * vv[u][i];
+      [[unroll]] for (uint i = 0u; i < DPL; ++i) acc[i] += e * vd[u][i];
     }
     m = mx;
   }
@@ -230,15 +242,20 @@ void main() {
     if (d < HD) s_acc[sg][d] = acc[i];
   }
   barrier();
-  // A subgroup that had no key holds m = -3e38 and weighs nothing.
+  // A subgroup that had no key holds m = -3e38 and weighs nothing. The loops over the subgroups
+  // are unrolled to the most there can be, so that their shared-memory reads are issued together.
   float mg = -3.0e38;
-  for (uint g = 0u; g < nsg; ++g) mg = max(mg, s_m[g]);
+  [[unroll]] for (uint g = 0u; g < MAX_NSG; ++g) {
+    if (g < nsg) mg = max(mg, s_m[g]);
+  }
   for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) {
     float lg = 0.0, o_d = 0.0;
-    for (uint g = 0u; g < nsg; ++g) {
-      float w = exp(s_m[g] - mg);
-      lg += w * s_l[g];
-      o_d += w * s_acc[g][d];
+    [[unroll]] for (uint g = 0u; g < MAX_NSG; ++g) {
+      if (g < nsg) {
+        float w = exp(s_m[g] - mg);
+        lg += w * s_l[g];
+        o_d += w * s_acc[g][d];
+      }
     }
     o[t * QW + h * HD + d] = o_d / lg;
   }
@@ -357,10 +374,11 @@ std::string AppendGlsl(const EmitContext& c, const graph::AttentionInputs& a, gr
                          : "1.0",
                   "; }\n");
   // `put_new(d, k0, k1, v0, v1, row)`: the new pair d, d + 1 as the caches store it, into shared
-  // memory of the caches' type (so that its rounding is theirs) and into the caches at `row`,
-  // unless ~0; `new_k(d)`, `new_v(d)`: element d as stored.
+  // memory of the caches' type and into the caches at `row`, unless ~0; `new_k(d)`, `new_v(d)`:
+  // element d as stored. (Rounded through shared memory, read back after a barrier: a round trip
+  // through the type in registers, unpack(pack(x)), the driver may fold to x.)
   const bool f16 = cache_dtype == graph::DType::kF16;
-  absl::StrAppend(&out, "shared float s_kn[HD], s_vn[HD];  // the new key and value, for the key loop\n",
+  absl::StrAppend(&out, "shared float s_kn[HD], s_vn[HD];  // the new key and value as loaded\n",
                   Fill(R"(
 shared {{T}} s_kc[HD / 2u], s_vc[HD / 2u];
 void put_new(uint d, float k0, float k1, float v0, float v1, uint row) {
