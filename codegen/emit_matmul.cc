@@ -112,7 +112,7 @@ float staged_x(uint t, uint k, uint m, inout float sum_sq) {
                                s.norm ? "  sum_sq += v * v;\n  if (k < K) v *= norm_weight(k);\n" : "",
                                "  return v;\n}\n");
 
-  absl::StatusOr<Kernel> k = s.m <= kGemvMaxRows ? EmitGemv(c, s) : coop ? EmitCoopGemm(c, s) : EmitGemm(c, s);
+  absl::StatusOr<Kernel> k = s.m <= kGemvMaxBucket ? EmitGemv(c, s) : coop ? EmitCoopGemm(c, s) : EmitGemm(c, s);
   if (!k.ok()) return absl::InvalidArgumentError(absl::StrCat("matmul '", c.node.label, "': ", k.status().message()));
   k->family = "matmul";
   k->args = {{c.node.id, true}};

@@ -1,5 +1,5 @@
 // The matrix-vector variant (a few rows of x, as in decode). A workgroup computes RN output
-// columns for all TM rows of x: its invocations split K by parts (codegen/weight_parts.h),
+// columns for TM rows of x (all of them, or a block of kGemvMaxRows: gl_WorkGroupID.z): its invocations split K by parts (codegen/weight_parts.h),
 // invocation i taking parts i, i + WG, ... of each of the RN·G weight rows, so the workgroup reads
 // contiguous bytes and each weight row is read once per step. An invocation issues the loads of
 // its next parts of every row before it computes with the current ones, so that its loads are in
@@ -51,9 +51,10 @@ uint32_t WorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts
 absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, s.w_dtype, s.k);
   if (!parts.ok()) return parts.status();
+  const int64_t tm = std::min(s.m, kGemvMaxRows);
   int64_t dots = kMinDots;
   while (dots * 2 <= kMaxDots && dots * 2 * kRowsPerDot <= s.n * s.gates) dots *= 2;
-  const int64_t rows_per_workgroup = std::max<int64_t>(1, dots / (s.gates * s.m));
+  const int64_t rows_per_workgroup = std::max<int64_t>(1, dots / (s.gates * tm));
   // Loads an iteration ahead (on the H100: Llama-3.1-8B decode 215 -> 222 tok/s against loading
   // every row's part at the top of its own iteration), except for Q6_K parts (seven registers
   // each) in workgroups of 4 weight rows: there the registers cost more occupancy than the early
@@ -123,7 +124,7 @@ void wg_reduce(inout float v[OUTS]) {
 }
 )";
   Kernel k;
-  k.variant = absl::StrCat("gemv.", graph::Name(s.w_dtype), ".t", s.m, "x", rows_per_workgroup, ".wg", wg,
+  k.variant = absl::StrCat("gemv.", graph::Name(s.w_dtype), ".t", tm, "x", rows_per_workgroup, ".wg", wg,
                            subgroups ? ".sg" : "", s.variant_suffix);
   k.glsl = absl::StrCat(ShaderHeader(wg),
                         subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
@@ -133,6 +134,7 @@ void wg_reduce(inout float v[OUTS]) {
                         Fill(R"(
 #define NORM {{NORM}}
 #define LOAD_AHEAD {{LOAD_AHEAD}}
+#define BLOCKS {{BLOCKS}}
 const uint WG = {{WG}}u, TM = {{TM}}u, RN = {{RN}}u, PARTS = {{PARTS}}u;
 const uint RUN = PV / RUNS, ITERS = (PARTS + WG - 1u) / WG;
 const uint OUTS = TM * RN * G + (NORM == 1 ? TM : 0u);  // dot products, then sums of x²
@@ -140,7 +142,8 @@ const uint OUTS = TM * RN * G + (NORM == 1 ? TM : 0u);  // dot products, then su
                              {{"NORM", s.norm ? "1" : "0"},
                               {"LOAD_AHEAD", load_ahead ? "1" : "0"},
                               {"WG", absl::StrCat(wg)},
-                              {"TM", absl::StrCat(s.m)},
+                              {"TM", absl::StrCat(tm)},
+                              {"BLOCKS", absl::StrCat(CeilDiv(s.m, tm))},
                               {"RN", absl::StrCat(rows_per_workgroup)},
                               {"PARTS", absl::StrCat(parts->per_row)}}),
                         reduce, Fill(R"(
@@ -154,7 +157,15 @@ void load_rows(uint col0, uint p, out WPart wp[RN * G]) {
 void main() {
   uint lid = gl_LocalInvocationID.x;
   uint col0 = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * RN;
+  // This workgroup's block of rows: t0 .. t0 + m - 1 (all of them in a decode step's kernel).
+#if BLOCKS > 1
+  uint rows = {{ROWS}}, t0 = gl_WorkGroupID.z * TM;
+  if (t0 >= rows) return;  // uniform across the workgroup
+  uint m = min(rows - t0, TM);
+#else
+  const uint t0 = 0u;
   uint m = {{ROWS}};
+#endif
   float acc[OUTS];
   [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] = 0.0;
 
@@ -176,7 +187,7 @@ void main() {
     float xv[TM][PV], xrun[TM][RUNS];
     [[unroll]] for (uint t = 0u; t < TM; ++t) {
       if (t < m && live) {
-        load_x(t, p, xv[t]);
+        load_x(t0 + t, p, xv[t]);
       } else {
         [[unroll]] for (uint i = 0u; i < PV; ++i) xv[t][i] = 0.0;
       }
@@ -215,7 +226,7 @@ void main() {
 #endif
     [[unroll]] for (uint r = 0u; r < RN; ++r) {
       if (lid == t * RN + r && t < m && col0 + r < N) {
-        store(t, col0 + r, acc[(t * RN + r) * G] * scale, acc[(t * RN + r) * G + G - 1u] * scale);
+        store(t0 + t, col0 + r, acc[(t * RN + r) * G] * scale, acc[(t * RN + r) * G + G - 1u] * scale);
       }
     }
   }
@@ -223,6 +234,7 @@ void main() {
 )",
                                      {{"ROWS", s.rows_expr}}));
   k.groups = WideGrid(groups);
+  k.groups[2] = CeilDiv(s.m, tm);
   return k;
 }
 

@@ -115,7 +115,7 @@ TEST_P(MatMulEpilogueTest, MatchesInterpreter) {
   // the device has them).
   const bool coop = vk::TargetCapsOf(ctx().info()).coop_matrix_nv && shape.bucket >= codegen::kCoopMinRows &&
                     dtype != DType::kF32;
-  EXPECT_TRUE(HasVariant(variants_, absl::StrCat(shape.bucket <= codegen::kGemvMaxRows ? "gemv." : coop ? "coop." : "gemm.",
+  EXPECT_TRUE(HasVariant(variants_, absl::StrCat(shape.bucket <= codegen::kGemvMaxBucket ? "gemv." : coop ? "coop." : "gemm.",
                                                  graph::Name(dtype), ".")))
       << absl::StrJoin(variants_, " ");
   EXPECT_TRUE(HasVariant(variants_, absl::StrReplaceAll(absl::StrCat("+", epilogue), {{",", "+"}})))
