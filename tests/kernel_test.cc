@@ -255,6 +255,7 @@ struct AppendCase {
   DType cache;
   std::string style;  // "" for no rope
   bool head_norm;     // q and k normalised per head first
+  int steps = 40;     // one-token decode steps
 };
 
 class AppendingAttentionTest : public KernelTest, public ::testing::WithParamInterface<AppendCase> {};
@@ -302,7 +303,7 @@ TEST_P(AppendingAttentionTest, WritesTheNewKeysThenAttends) {
   // One token a step: the appending kernel (where the device has subgroup arithmetic), over
   // more positions than a small ring holds.
   std::vector<std::pair<std::map<std::string, Tensor>, uint32_t>> decode;
-  for (uint32_t pos = 0; pos < 40; ++pos) decode.push_back({step(1, 100 + 3 * pos), pos});
+  for (uint32_t pos = 0; pos < static_cast<uint32_t>(c.steps); ++pos) decode.push_back({step(1, 100 + 3 * pos), pos});
   {
     test::RandomParams params(*g, 1234);
     auto runner = test::GpuRunner::Create(ctx(), *g, 1, params);
@@ -328,11 +329,17 @@ INSTANTIATE_TEST_SUITE_P(
                       AppendCase{3, 3, 18, 0, 48, DType::kF32, "neox", false},
                       AppendCase{4, 1, 72, 0, 64, DType::kF16, "neox", true},
                       AppendCase{4, 2, 8, 5, 20, DType::kF16, "neox", false},  // a ring of 20 rows
-                      AppendCase{2, 1, 256, 0, 48, DType::kF16, "neox", true}),
+                      AppendCase{2, 1, 256, 0, 48, DType::kF16, "neox", true},
+                      // Contexts past one trip of the decode kernel's subgroups (128 keys on the
+                      // H100 and lavapipe), with the step's own key in a later trip; one through a
+                      // window over a ring.
+                      AppendCase{4, 2, 16, 0, 320, DType::kF32, "", false, 300},
+                      AppendCase{6, 3, 40, 150, 160, DType::kF32, "", false, 300}),
     [](const ::testing::TestParamInfo<AppendCase>& i) {
       const AppendCase& c = i.param;
       return absl::StrCat("h", c.heads, "_kv", c.kv_heads, "_d", c.head_dim, "_w", c.window, "_",
-                          graph::Name(c.cache), "_", c.style.empty() ? "norope" : c.style, c.head_norm ? "_head_norm" : "");
+                          graph::Name(c.cache), "_", c.style.empty() ? "norope" : c.style, c.head_norm ? "_head_norm" : "",
+                          c.steps == 40 ? "" : absl::StrCat("_steps", c.steps));
     });
 
 struct AttentionCase {
