@@ -42,7 +42,7 @@ struct MatMulSpec {
 inline constexpr int64_t kGemvMaxRows = 4, kGemvMaxBucket = 16;
 // Rows from which the cooperative-matrix variant is used, where the device has it and the weights
 // are not f32 (f32 weights keep f32 products). Its f16 operands cost ~1e-3 of relative error, so
-// short prompts keep the f32 tiled kernel, exact to the fixtures' 1e-4 of max |logit| (from 5 rows
+// short prompts keep the f32 kernels, exact to the fixtures' 1e-4 of max |logit| (from 5 rows
 // it made a 16-token Llama-3.1-8B prefill 116 -> 51 ms on the H100, but its logits 7.6e-4 off).
 inline constexpr int64_t kCoopMinRows = 64;
 

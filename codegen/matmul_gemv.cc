@@ -1,7 +1,8 @@
 // The matrix-vector variant (a few rows of x, as in decode). A workgroup computes RN output
-// columns for TM rows of x (all of them, or a block of kGemvMaxRows: gl_WorkGroupID.z): its invocations split K by parts (codegen/weight_parts.h),
-// invocation i taking parts i, i + WG, ... of each of the RN·G weight rows, so the workgroup reads
-// contiguous bytes and each weight row is read once per step. An invocation issues the loads of
+// columns for TM rows of x (all of them, or block gl_WorkGroupID.z of kGemvMaxRows rows): its
+// invocations split K by parts (codegen/weight_parts.h), invocation i taking parts i, i + WG, ...
+// of each of the RN·G weight rows, so the workgroup reads contiguous bytes and each weight row is
+// read once per step (and block). An invocation issues the loads of
 // its next parts of every row before it computes with the current ones, so that its loads are in
 // flight together and during its arithmetic (but for wide Q6_K workgroups, below). A part's x
 // values are loaded once (16-byte loads) and reused for every row. The workgroup is as wide as it takes to keep enough
