@@ -120,13 +120,23 @@ shared uint s_owner;
 shared uint s_idx[CAP];  // the list: index, value (y = x / T) and weight exp(y - m) of each entry
 shared float s_y[CAP], s_w[CAP];
 
-// This invocation's values i = base, base + WG, ... (RUN of them) times 1/T, loaded together: a
-// loop that waits on one load per trip is bound by its latency. Past V the last value is read
-// again; the caller skips it.
+// FOR_EACH_Y(BODY) runs BODY for each of invocation lid's values of the row, in index order: its
+// index i (lid, lid + WG, ...) and y = x[i] / T. They are loaded RUN at a time, together: a loop
+// that waits on one load per trip is bound by its latency.
 const uint RUN = 8u;
 void load_run(uint base, out float ys[RUN]) {
   [[unroll]] for (uint u = 0u; u < RUN; ++u) ys[u] = x[min(base + u * WG, V - 1u)] * INV_T;
 }
+#define FOR_EACH_Y(BODY)                                     \
+  for (uint base_ = lid; base_ < V; base_ += RUN * WG) {     \
+    float ys_[RUN];                                          \
+    load_run(base_, ys_);                                    \
+    [[unroll]] for (uint u_ = 0u; u_ < RUN; ++u_) {          \
+      uint i = base_ + u_ * WG;                              \
+      float y = ys_[u_];                                     \
+      if (i < V) { BODY }                                    \
+    }                                                        \
+  }
 
 uint key_of(float f) {
   uint b = floatBitsToUint(f);
@@ -186,33 +196,19 @@ void draw_from_row(float m, uint lid) {
     for (int bit = 31; bit >= 0; --bit) {
       uint candidate = threshold | (1u << uint(bit));
       float count = 0.0;
-      for (uint base = lid; base < V; base += RUN * WG) {
-        float ys[RUN];
-        load_run(base, ys);
-        [[unroll]] for (uint u = 0u; u < RUN; ++u) count += base + u * WG < V && key_of(ys[u]) >= candidate ? 1.0 : 0.0;
-      }
+      FOR_EACH_Y(count += key_of(y) >= candidate ? 1.0 : 0.0;)
       if (wg_sum(count) >= float(TOP_K)) threshold = candidate;
     }
   }
   float z = 0.0;
-  for (uint base = lid; base < V; base += RUN * WG) {
-    float ys[RUN];
-    load_run(base, ys);
-    [[unroll]] for (uint u = 0u; u < RUN; ++u) z += base + u * WG < V && key_of(ys[u]) >= threshold ? exp(ys[u] - m) : 0.0;
-  }
+  FOR_EACH_Y(z += key_of(y) >= threshold ? exp(y - m) : 0.0;)
   z = wg_sum(z);
   if (TOP_P < 1.0) {
     uint p_threshold = 0u;
     for (int bit = 31; bit >= 0; --bit) {
       uint candidate = max(threshold, p_threshold | (1u << uint(bit)));
       float mass = 0.0;
-      for (uint base = lid; base < V; base += RUN * WG) {
-        float ys[RUN];
-        load_run(base, ys);
-        [[unroll]] for (uint u = 0u; u < RUN; ++u) {
-          mass += base + u * WG < V && key_of(ys[u]) >= candidate ? exp(ys[u] - m) : 0.0;
-        }
-      }
+      FOR_EACH_Y(mass += key_of(y) >= candidate ? exp(y - m) : 0.0;)
       if (wg_sum(mass) >= TOP_P * z) p_threshold = p_threshold | (1u << uint(bit));
     }
     threshold = max(threshold, p_threshold);
@@ -264,11 +260,7 @@ void main() {
   uint lid = gl_LocalInvocationID.x;
   // Pass 1: the maximum, and each invocation's.
   float own = NEG_INF;
-  for (uint base = lid; base < V; base += RUN * WG) {
-    float ys[RUN];
-    load_run(base, ys);
-    [[unroll]] for (uint u = 0u; u < RUN; ++u) own = max(own, base + u * WG < V ? ys[u] : NEG_INF);
-  }
+  FOR_EACH_Y(own = max(own, y);)
   s_prefix[lid] = own;
   float m = wg_max(own);  // its barriers publish s_prefix
   if (!USE_TOP_K || TOP_K > GROUPS) {
@@ -293,11 +285,7 @@ void main() {
   // Pass 2: how many values reach the bound; where they fit the list, pass 3 lists them, each
   // invocation from its offset (an inclusive scan of the counts).
   uint count = 0u;
-  for (uint base = lid; base < V; base += RUN * WG) {
-    float ys[RUN];
-    load_run(base, ys);
-    [[unroll]] for (uint u = 0u; u < RUN; ++u) count += base + u * WG < V && ys[u] >= bound ? 1u : 0u;
-  }
+  FOR_EACH_Y(count += y >= bound ? 1u : 0u;)
   s_prefix[lid] = float(count);  // wg_max above read s_prefix before its last barrier
   uint n = uint(wg_sum(float(count)));
   if (n > CAP) {  // uniform
@@ -311,18 +299,12 @@ void main() {
     barrier();
   }
   uint slot = uint(s_prefix[lid]) - count;
-  for (uint base = lid; base < V; base += RUN * WG) {
-    float ys[RUN];
-    load_run(base, ys);
-    [[unroll]] for (uint u = 0u; u < RUN; ++u) {
-      if (base + u * WG < V && ys[u] >= bound) {
-        s_idx[slot] = base + u * WG;
-        s_y[slot] = ys[u];
-        s_w[slot] = exp(ys[u] - m);
-        ++slot;
-      }
-    }
-  }
+  FOR_EACH_Y(if (y >= bound) {
+    s_idx[slot] = i;
+    s_y[slot] = y;
+    s_w[slot] = exp(y - m);
+    ++slot;
+  })
   barrier();
   draw_from_list(n, lid);
 }
