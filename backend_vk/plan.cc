@@ -90,7 +90,7 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
       kernels.push_back(std::move(k));
       pipes.push_back(*p);
       plan->dispatches_.push_back(
-          {n.id, kernels.back().family, kernels.back().variant, kernels.back().groups, false, kernels.back().args});
+          {n.id, kernels.back().family, kernels.back().variant, kernels.back().groups, false, 0, kernels.back().args});
     }
   }
   // Descriptor sets and accesses of every step.
@@ -135,13 +135,18 @@ absl::Status Plan::Record(const std::vector<codegen::Kernel>& kernels,
         cmd_->ComputeBarrier();
         ++stats_.barriers;
       }
-      if (st == 0) dispatches_[i].barrier_before = barrier;
+      if (st == 0) {
+        dispatches_[i].barrier_before = barrier;
+        if (i > 0 && barrier) ++stats_.levels;
+        dispatches_[i].level = stats_.levels;
+      }
       cmd_->BindPipeline(*pipelines[i]);
       cmd_->BindDescriptorSet(sets[st][i]);
       cmd_->Dispatch(kernels[i].groups[0], kernels[i].groups[1], kernels[i].groups[2]);
       ++stats_.dispatches;
     }
   }
+  if (!kernels.empty()) ++stats_.levels;
   ++record_count_;
   return cmd_->End();
 }
@@ -166,14 +171,7 @@ absl::Status Plan::Run(uint32_t n_tokens, uint32_t pos) {
 absl::StatusOr<std::vector<double>> Plan::RunProfiled(uint32_t n_tokens, uint32_t pos) {
   if (steps_ != 1) return absl::FailedPreconditionError(absl::StrCat("plan ", name_, ": profiling a plan of several steps"));
   const uint32_t n = static_cast<uint32_t>(dispatches_.size());
-  // Levels: runs of dispatches between the plan's barriers, which run concurrently.
-  std::vector<uint32_t> level_of(n, 0);
-  uint32_t levels = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    if (i > 0 && dispatches_[i].barrier_before) ++levels;
-    level_of[i] = levels;
-  }
-  if (n > 0) ++levels;
+  const uint32_t levels = static_cast<uint32_t>(stats_.levels);
   if (!profile_cmd_) {
     // The plan's own command stream, with a timestamp after each level: the barriers are the
     // plan's, so the step runs as it does unprofiled (a timestamp waits for the level, as the
@@ -191,7 +189,7 @@ absl::StatusOr<std::vector<double>> Plan::RunProfiled(uint32_t n_tokens, uint32_
       c.BindPipeline(*pipelines_[i]);
       c.BindDescriptorSet(sets_[i]);
       c.Dispatch(dispatches_[i].groups[0], dispatches_[i].groups[1], dispatches_[i].groups[2]);
-      if (i + 1 == n || dispatches_[i + 1].barrier_before) c.WriteTimestamp(**pool, level_of[i] + 1);
+      if (i + 1 == n || dispatches_[i + 1].barrier_before) c.WriteTimestamp(**pool, dispatches_[i].level + 1);
     }
     if (absl::Status s = c.End(); !s.ok()) return s;
     timestamps_ = *std::move(pool);
@@ -203,10 +201,10 @@ absl::StatusOr<std::vector<double>> Plan::RunProfiled(uint32_t n_tokens, uint32_
   if (!ns.ok()) return ns.status();
   // A level's time, shared evenly by its dispatches.
   std::vector<uint32_t> level_size(levels, 0);
-  for (uint32_t i = 0; i < n; ++i) ++level_size[level_of[i]];
+  for (uint32_t i = 0; i < n; ++i) ++level_size[dispatches_[i].level];
   std::vector<double> each(n);
   for (uint32_t i = 0; i < n; ++i) {
-    const uint32_t l = level_of[i];
+    const uint32_t l = dispatches_[i].level;
     each[i] = std::max(0.0, (*ns)[l + 1] - (*ns)[l]) / level_size[l];
   }
   return each;

@@ -35,6 +35,7 @@ struct PlannedDispatch {
   std::string family, variant;
   std::array<uint32_t, 3> groups;
   bool barrier_before;  // a barrier precedes it: it reads or overwrites what an earlier dispatch wrote
+  int level = 0;        // its barrier level: the dispatches between two barriers run concurrently
   std::vector<codegen::KernelArg> args;  // the values it binds (bindings 1..n), for byte counts in profiles
 };
 
@@ -50,6 +51,7 @@ struct SteppedBinding {
 struct PlanStats {
   int dispatches = 0;
   int barriers = 0;
+  int levels = 0;  // barrier levels of one step
   uint64_t activation_bytes = 0;  // bytes of the plan's activation arena
 };
 

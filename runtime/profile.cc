@@ -72,8 +72,7 @@ ProfileReport MakeProfile(const graph::Graph& g, const vk::Plan& plan, const std
   std::map<std::string, ProfileKind> kinds;
   for (size_t i = 0; i < ds.size(); ++i) {
     ProfileNode n;
-    if (i > 0 && ds[i].barrier_before) ++r.levels;
-    n.level = r.levels;
+    n.level = ds[i].level;
     const graph::Node& node = g.node(ds[i].node);
     n.label = node.label.empty() ? absl::StrCat("%", node.id) : node.label;
     n.op = graph::OpName(node.kind);
@@ -89,7 +88,7 @@ ProfileReport MakeProfile(const graph::Graph& g, const vk::Plan& plan, const std
     k.bytes += n.bytes.total();
     r.nodes.push_back(std::move(n));
   }
-  if (!ds.empty()) ++r.levels;
+  r.levels = plan.stats().levels;
   for (auto& [op, k] : kinds) r.kinds.push_back(k);
   std::sort(r.kinds.begin(), r.kinds.end(), [](const ProfileKind& a, const ProfileKind& b) { return a.ns > b.ns; });
   return r;
