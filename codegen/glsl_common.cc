@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "codegen/device_layout.h"
 
 namespace doppler::codegen {
 namespace {
@@ -58,7 +59,7 @@ std::string BlockDecoder(const std::string& name, graph::DType dtype) {
       break;
     case graph::DType::kQ6_K:  // ql[128], qh[64], int8 scales[16], f16 d
       body = R"(
-  uint base = (i >> 8) * 210u;
+  uint base = (i >> 8) * {{Q6K_BLOCK}}u;  // device blocks (codegen/device_layout.h)
   uint v = i & 255u, n = v >> 7, k = (v >> 5) & 3u, l = v & 31u;
   uint lo = {{N}}_byte(base + 64u * n + 32u * (k & 1u) + l);
   uint hi = ({{N}}_byte(base + 128u + 32u * n + l) >> (2u * k)) & 3u;
@@ -77,7 +78,7 @@ float {{N}}_half(uint b) { return unpackHalf2x16(({{N}}[b >> 2] >> ((b & 2u) << 
 uint {{N}}_u32(uint b) { uint i = b >> 2; return (b & 2u) == 0u ? {{N}}[i] : ({{N}}[i] >> 16) | ({{N}}[i + 1u] << 16); }
 float load_{{N}}(uint i) {)",
                            body, "}\n"),
-              {{"N", name}});
+              {{"N", name}, {"Q6K_BLOCK", absl::StrCat(DeviceBlockBytes(graph::DType::kQ6_K))}});
 }
 
 }  // namespace

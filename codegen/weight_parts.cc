@@ -1,6 +1,7 @@
 #include "codegen/weight_parts.h"
 
 #include "absl/strings/str_cat.h"
+#include "codegen/device_layout.h"
 #include "codegen/glsl_common.h"
 
 namespace doppler::codegen {
@@ -25,6 +26,11 @@ float unit_quant(uint v, int pos, int width) {
 constexpr const char* kByteUnit = R"(
 float byte_unit(uint v, int pos) { return uintBitsToFloat((((v >> uint(pos)) << 16) & 0x00FF0000u) | 0x3F000000u); }
 )";
+
+// Q6_K blocks as they lie on the device: padded so that every field starts on a 32-bit word.
+std::string Q6KBlockBytes() {
+  return absl::StrCat("const uint Q6K_BLOCK_BYTES = ", DeviceBlockBytes(graph::DType::kQ6_K), "u;\n");
+}
 
 // Q4_K and Q5_K: the 6-bit scales and mins of sub-blocks 2c and 2c + 1 (c = 0..3) from the 12
 // scale bytes at block byte 4, held in three words s, as (scale 2c, scale 2c + 1, min 2c, min 2c + 1)
@@ -101,7 +107,8 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 // k quarter, l 0..31) is the low (k < 2) or high nibble of ql[64n + 32(k & 1) + l], plus bits 2k,
 // 2k + 1 of qh[32n + l] as bits 4-5, minus 32, times d · scales[(128n + 32k + l) / 16]. Part q
 // (0..15) of a block is n = q / 8 and l = 4·(q % 8) + 0..3 for all four k (run k): three 32-bit
-// reads of quants, the 8 scale bytes of half n (the part's four are every other one), and d.
+// reads of quants, the 8 scale bytes of half n (the part's four are every other one), and d, each
+// a single word load since the device's blocks are padded to 212 bytes (codegen/device_layout.h).
 // Run k's four 6-bit quants are assembled in the bytes of one word (mask, shift, or), then each
 // becomes a float through byte_unit; the int8 scales through the mantissa of 2^23.
 constexpr const char* kQ6K = R"(
@@ -112,16 +119,16 @@ uint w_part_k(uint p, uint i) {
   return (p >> 4) * 256u + 128u * (q >> 3) + 32u * (i >> 2) + 4u * (q & 7u) + (i & 3u);
 }
 WPart w_load(uint row, uint p) {
-  uint base = row * ROW_BYTES + (p >> 4) * 210u;
+  uint base = (row * ROW_BYTES + (p >> 4) * Q6K_BLOCK_BYTES) >> 2;  // in words
   uint q = p & 15u, n = q >> 3, lq = q & 7u;
-  WPart w;
-  w.ql[0] = w_u32(base + 64u * n + 4u * lq);
-  w.ql[1] = w_u32(base + 64u * n + 32u + 4u * lq);
-  w.qh = w_u32(base + 128u + 32u * n + 4u * lq);
-  w.sc[0] = w_u32(base + 192u + 8u * n);
-  w.sc[1] = w_u32(base + 196u + 8u * n);
-  w.d = w_half(base + 208u);
-  return w;
+  WPart r;
+  r.ql[0] = w[base + 16u * n + lq];
+  r.ql[1] = w[base + 16u * n + 8u + lq];
+  r.qh = w[base + 32u + 8u * n + lq];
+  r.sc[0] = w[base + 48u + 2u * n];
+  r.sc[1] = w[base + 49u + 2u * n];
+  r.d = unpackHalf2x16(w[base + 52u]).x;
+  return r;
 }
 float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
   uint odd = (p & 7u) >> 2;  // the part's scales are bytes odd, odd + 2, ... of the 8
@@ -169,7 +176,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dtype, int64_t k) {
   WeightParts parts;
   const std::string row_size =
-      absl::StrCat("const uint ROW_BYTES = ", graph::ByteSize(dtype, k), "u;\n");
+      absl::StrCat("const uint ROW_BYTES = ", DeviceByteSize(dtype, k), "u;\n");
   if (graph::IsFloat(dtype)) {
     // Plain floats: the widest run of 8, 4, 2 or 1 consecutive values that divides K.
     parts.values = k % 8 == 0 ? 8 : k % 4 == 0 ? 4 : k % 2 == 0 ? 2 : 1;
@@ -209,7 +216,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
     case graph::DType::kQ6_K:
       parts.values = 16;
       parts.runs = 4;
-      parts.glsl = absl::StrCat(decl, row_size, kByteUnit, kQ6K);
+      parts.glsl = absl::StrCat(decl, row_size, Q6KBlockBytes(), kByteUnit, kQ6K);
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("no matrix-vector decoder for weights of type ", graph::Name(dtype)));
@@ -222,7 +229,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 
 namespace doppler::codegen {
 std::string WeightSlices(graph::DType dtype, int64_t k) {
-  const std::string row_bytes = absl::StrCat("const uint SLICE_ROW_BYTES = ", graph::ByteSize(dtype, k), "u;\n");
+  const std::string row_bytes = absl::StrCat("const uint SLICE_ROW_BYTES = ", DeviceByteSize(dtype, k), "u;\n");
   switch (dtype) {
     case graph::DType::kQ8_0:
       return absl::StrCat(row_bytes, R"(
@@ -257,14 +264,14 @@ void w_slice8(uint row, uint k, out float v[8]) {
 )");
     }
     case graph::DType::kQ6_K:
-      return absl::StrCat(row_bytes, R"(
+      return absl::StrCat(row_bytes, Q6KBlockBytes(), R"(
 void w_slice8(uint row, uint k, out float v[8]) {
-  uint base = row * SLICE_ROW_BYTES + (k >> 8) * 210u;
+  uint base = row * SLICE_ROW_BYTES + (k >> 8) * Q6K_BLOCK_BYTES;
   uint r = k & 255u, n = r >> 7, kq = (r >> 5) & 3u, l = r & 31u;
   float d = w_half(base + 208u) * float(bitfieldExtract(int(w_byte(base + 192u + (r >> 4))), 0, 8));
-  uint lo_at = base + 64u * n + 32u * (kq & 1u) + l, hi_at = base + 128u + 32u * n + l;
-  uint ql[2] = uint[2](w_u32(lo_at), w_u32(lo_at + 4u));
-  uint qh[2] = uint[2](w_u32(hi_at), w_u32(hi_at + 4u));
+  uint lo_at = (base + 64u * n + 32u * (kq & 1u) + l) >> 2, hi_at = (base + 128u + 32u * n + l) >> 2;
+  uint ql[2] = uint[2](w[lo_at], w[lo_at + 1u]);
+  uint qh[2] = uint[2](w[hi_at], w[hi_at + 1u]);
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
     uint lo = (ql[i >> 2] >> (8u * (i & 3u) + (kq < 2u ? 0u : 4u))) & 15u;
     uint hi = (qh[i >> 2] >> (8u * (i & 3u) + 2u * kq)) & 3u;

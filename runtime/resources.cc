@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "codegen/device_layout.h"
+
 namespace doppler::runtime {
 namespace {
 
@@ -57,15 +59,16 @@ absl::Status CreateResources(vk::Context& ctx, const graph::Graph& g, const Para
   for (size_t i = 0; i < todo.size(); ++i) {
     const graph::Node& n = *todo[i];
     const std::string& name = n.attrs.Str("name");
-    const size_t bytes = graph::ByteSize(n.type.dtype, graph::NumElements(n.type.shape, 0));
+    const size_t bytes = codegen::DeviceByteSize(n.type.dtype, graph::NumElements(n.type.shape, 0));
     absl::StatusOr<std::unique_ptr<vk::Buffer>> buf = ctx.CreateBuffer(bytes, vk::BufferKind::kDeviceLocal, name);
     if (!buf.ok()) return buf.status();
     if (n.kind == graph::OpKind::kState) {
       if (absl::Status s = ctx.Fill(**buf, 0); !s.ok()) return s;
     } else {
-      absl::StatusOr<std::vector<uint8_t>> data = WeightBytes(g, n, param_bytes);
-      if (!data.ok()) return data.status();
-      if (absl::Status s = ctx.Upload(**buf, 0, data->data(), data->size()); !s.ok()) return s;
+      absl::StatusOr<std::vector<uint8_t>> stored = WeightBytes(g, n, param_bytes);
+      if (!stored.ok()) return stored.status();
+      const std::vector<uint8_t> data = codegen::ToDeviceLayout(n.type.dtype, *std::move(stored));
+      if (absl::Status s = ctx.Upload(**buf, 0, data.data(), data.size()); !s.ok()) return s;
     }
     resources[name] = *std::move(buf);
     if (progress) progress(i + 1, todo.size());

@@ -4,10 +4,12 @@
 // models/quant does; and ggml's own quantized fixture rows decoded on the GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 
+#include "codegen/device_layout.h"
 #include "graph/builder.h"
 #include "models/quant/quant.h"
 #include "tests/support/fixtures.h"
@@ -31,6 +33,26 @@ using test::Rows;
 using test::Vector;
 
 
+
+// On the device a Q6_K block (210 bytes) is followed by 2 bytes of padding so that every block
+// starts on a 32-bit word; every other format lies as stored.
+TEST(DeviceLayout, PadsQ6KBlocksToWholeWords) {
+  EXPECT_EQ(codegen::DeviceByteSize(DType::kQ6_K, 512), 424u);
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K}) {
+    EXPECT_EQ(codegen::DeviceByteSize(t, 768), graph::ByteSize(t, 768)) << graph::Name(t);
+  }
+  std::vector<uint8_t> stored(3 * 210);
+  for (size_t i = 0; i < stored.size(); ++i) stored[i] = static_cast<uint8_t>(1 + i % 251);
+  const std::vector<uint8_t> device = codegen::ToDeviceLayout(DType::kQ6_K, stored);
+  ASSERT_EQ(device.size(), 3u * 212u);
+  for (size_t b = 0; b < 3; ++b) {
+    EXPECT_TRUE(std::equal(stored.begin() + 210 * b, stored.begin() + 210 * (b + 1), device.begin() + 212 * b)) << b;
+    EXPECT_EQ(device[212 * b + 210], 0);
+    EXPECT_EQ(device[212 * b + 211], 0);
+  }
+  const std::vector<uint8_t> q4(2 * 144, 7);
+  EXPECT_EQ(codegen::ToDeviceLayout(DType::kQ4_K, q4), q4);
+}
 
 class QuantKernelTest : public vk::VkTest {
  protected:
