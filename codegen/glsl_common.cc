@@ -21,8 +21,8 @@ std::string BlockDecoder(const std::string& name, graph::DType dtype) {
   switch (dtype) {
     case graph::DType::kQ8_0:  // f16 d, int8 q[32]: d * q
       body = R"(
-  uint base = (i >> 5) * 34u;
-  int q = bitfieldExtract(int({{N}}_byte(base + 2u + (i & 31u))), 0, 8);
+  uint base = (i >> 5) * {{Q8_0_BLOCK}}u;  // device blocks (codegen/device_layout.h)
+  int q = bitfieldExtract(int({{N}}_byte(base + {{Q8_0_QS}}u + (i & 31u))), 0, 8);
   precise float y = {{N}}_half(base) * float(q);
   return y;
 )";
@@ -78,7 +78,10 @@ float {{N}}_half(uint b) { return unpackHalf2x16(({{N}}[b >> 2] >> ((b & 2u) << 
 uint {{N}}_u32(uint b) { uint i = b >> 2; return (b & 2u) == 0u ? {{N}}[i] : ({{N}}[i] >> 16) | ({{N}}[i + 1u] << 16); }
 float load_{{N}}(uint i) {)",
                            body, "}\n"),
-              {{"N", name}, {"Q6K_BLOCK", absl::StrCat(DeviceBlockBytes(graph::DType::kQ6_K))}});
+              {{"N", name},
+               {"Q6K_BLOCK", absl::StrCat(DeviceBlockBytes(graph::DType::kQ6_K))},
+               {"Q8_0_BLOCK", absl::StrCat(DeviceBlockBytes(graph::DType::kQ8_0))},
+               {"Q8_0_QS", absl::StrCat(kQ8_0DeviceQuantOffset)}});
 }
 
 }  // namespace

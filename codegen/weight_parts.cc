@@ -27,9 +27,14 @@ constexpr const char* kByteUnit = R"(
 float byte_unit(uint v, int pos) { return uintBitsToFloat((((v >> uint(pos)) << 16) & 0x00FF0000u) | 0x3F000000u); }
 )";
 
-// Q6_K blocks as they lie on the device: padded so that every field starts on a 32-bit word.
+// Q6_K and Q8_0 blocks as they lie on the device: padded so that every field starts on a 32-bit
+// word (Q8_0's quants at word 1).
 std::string Q6KBlockBytes() {
   return absl::StrCat("const uint Q6K_BLOCK_BYTES = ", DeviceBlockBytes(graph::DType::kQ6_K), "u;\n");
+}
+std::string Q8_0Block() {
+  return absl::StrCat("const uint Q8_0_BLOCK_BYTES = ", DeviceBlockBytes(graph::DType::kQ8_0),
+                      "u, Q8_0_QS = ", kQ8_0DeviceQuantOffset, "u;\n");
 }
 
 // Q4_K and Q5_K: the 6-bit scales and mins of sub-blocks 2c and 2c + 1 (c = 0..3) from the 12
@@ -147,8 +152,9 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 }
 )";
 
-// Q8_0 (34-byte blocks: f16 d, int8 qs[32]): part q (0..3) of a block is values 4q + 0..3 and
-// 16 + 4q + 0..3, so the invocations on a block read x in 64 contiguous bytes (as Q4_K's parts).
+// Q8_0 (34-byte blocks: f16 d, int8 qs[32]; on the device 36, the quants from byte 4): part q
+// (0..3) of a block is values 4q + 0..3 and 16 + 4q + 0..3, so the invocations on a block read x
+// in 64 contiguous bytes (as Q4_K's parts).
 // The signed bytes are read with their sign bit flipped (q + 128, as an 8-bit unit). (A whole
 // block per part, nine aligned words, measured slower on the H100: Gemma-3-1B 462 against 575.)
 constexpr const char* kQ8_0 = R"(
@@ -156,11 +162,12 @@ const uint PV = 8u, RUNS = 1u;
 struct WPart { uint q[2]; float d; };
 uint w_part_k(uint p, uint i) { return (p >> 2) * 32u + 4u * (p & 3u) + (i & 3u) + 16u * (i >> 2); }
 WPart w_load(uint row, uint p) {
-  uint base = row * ROW_BYTES + (p >> 2) * 34u;
+  uint base = (row * ROW_BYTES + (p >> 2) * Q8_0_BLOCK_BYTES) >> 2;  // in words
+  uint qs = base + Q8_0_QS / 4u + (p & 3u);
   WPart r;
-  r.q[0] = w_u32(base + 2u + 4u * (p & 3u)) ^ 0x80808080u;
-  r.q[1] = w_u32(base + 18u + 4u * (p & 3u)) ^ 0x80808080u;
-  r.d = w_half(base);
+  r.q[0] = w[qs] ^ 0x80808080u;
+  r.q[1] = w[qs + 4u] ^ 0x80808080u;
+  r.d = unpackHalf2x16(w[base]).x;
   return r;
 }
 float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
@@ -205,7 +212,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
     case graph::DType::kQ8_0:
       parts.values = 8;
       parts.runs = 1;
-      parts.glsl = absl::StrCat(decl, row_size, kUnitQuant, kQ8_0);
+      parts.glsl = absl::StrCat(decl, row_size, Q8_0Block(), kUnitQuant, kQ8_0);
       break;
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K:
@@ -232,11 +239,12 @@ std::string WeightSlices(graph::DType dtype, int64_t k) {
   const std::string row_bytes = absl::StrCat("const uint SLICE_ROW_BYTES = ", DeviceByteSize(dtype, k), "u;\n");
   switch (dtype) {
     case graph::DType::kQ8_0:
-      return absl::StrCat(row_bytes, R"(
+      return absl::StrCat(row_bytes, Q8_0Block(), R"(
 void w_slice8(uint row, uint k, out float v[8]) {
-  uint base = row * SLICE_ROW_BYTES + (k >> 5) * 34u;
+  uint base = row * SLICE_ROW_BYTES + (k >> 5) * Q8_0_BLOCK_BYTES;
   float d = w_half(base);
-  uint q[2] = uint[2](w_u32(base + 2u + (k & 31u)), w_u32(base + 6u + (k & 31u)));
+  uint qs = (base + Q8_0_QS + (k & 31u)) >> 2;
+  uint q[2] = uint[2](w[qs], w[qs + 1u]);
   // Each byte with its sign bit flipped is q + 128, made a float through the mantissa of 2^23.
   [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = d * (uintBitsToFloat(((q[i >> 2] >> (8u * (i & 3u))) & 255u) ^ 0x4B000080u) - 8388736.0);
 }

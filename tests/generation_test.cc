@@ -99,7 +99,9 @@ TEST_P(StreamedGeneration, TextEqualsRunC) {
 INSTANTIATE_TEST_SUITE_P(RunCGolden, StreamedGeneration, ::testing::Range(0, 4));
 
 TEST(Generation, StopStringEndsGenerationBeforeIt) {
-  const Golden g = LoadGolden()[1];
+  const std::vector<Golden> golden = LoadGolden();
+  ASSERT_EQ(golden.size(), 4u) << "the run.c golden cases (stories260K/runc_golden.json)";
+  const Golden& g = golden[1];
   absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = models::LoadLlama2cTokenizer(Stories() / "tok512.bin");
   ASSERT_TRUE(tok.ok()) << tok.status();
   auto engine = test::FixtureEngine(Stories() / "hf", graph::DType::kF32, 256, 64);
@@ -119,7 +121,9 @@ TEST(Generation, StopStringEndsGenerationBeforeIt) {
 // A stop inside a GPU decode loop: the same text, and the sequence left where one-step decoding
 // leaves it (the next tokens agree too).
 TEST(Generation, StopInsideAGpuLoopLeavesTheSequenceAsOneStepDecodingDoes) {
-  const Golden g = LoadGolden()[1];
+  const std::vector<Golden> golden = LoadGolden();
+  ASSERT_EQ(golden.size(), 4u) << "the run.c golden cases (stories260K/runc_golden.json)";
+  const Golden& g = golden[1];
   absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = models::LoadLlama2cTokenizer(Stories() / "tok512.bin");
   ASSERT_TRUE(tok.ok()) << tok.status();
   std::vector<runtime::GenerationResult> results;

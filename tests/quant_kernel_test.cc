@@ -34,11 +34,12 @@ using test::Vector;
 
 
 
-// On the device a Q6_K block (210 bytes) is followed by 2 bytes of padding so that every block
-// starts on a 32-bit word; every other format lies as stored.
+// On the device a Q6_K block (210 bytes) is followed by 2 bytes of padding and a Q8_0 block has 2
+// after its scale, so that every field starts on a 32-bit word; every other format lies as stored.
 TEST(DeviceLayout, PadsQ6KBlocksToWholeWords) {
   EXPECT_EQ(codegen::DeviceByteSize(DType::kQ6_K, 512), 424u);
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K}) {
+  EXPECT_EQ(codegen::DeviceByteSize(DType::kQ8_0, 64), 72u);
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_K, DType::kQ5_K}) {
     EXPECT_EQ(codegen::DeviceByteSize(t, 768), graph::ByteSize(t, 768)) << graph::Name(t);
   }
   std::vector<uint8_t> stored(3 * 210);
@@ -49,6 +50,16 @@ TEST(DeviceLayout, PadsQ6KBlocksToWholeWords) {
     EXPECT_TRUE(std::equal(stored.begin() + 210 * b, stored.begin() + 210 * (b + 1), device.begin() + 212 * b)) << b;
     EXPECT_EQ(device[212 * b + 210], 0);
     EXPECT_EQ(device[212 * b + 211], 0);
+  }
+  // Q8_0: d, 2 bytes of padding, the 32 quants.
+  const std::vector<uint8_t> q8 = codegen::ToDeviceLayout(DType::kQ8_0, std::vector<uint8_t>(stored.begin(), stored.begin() + 68));
+  ASSERT_EQ(q8.size(), 72u);
+  for (size_t b = 0; b < 2; ++b) {
+    EXPECT_EQ(q8[36 * b], stored[34 * b]);
+    EXPECT_EQ(q8[36 * b + 1], stored[34 * b + 1]);
+    EXPECT_EQ(q8[36 * b + 2], 0);
+    EXPECT_EQ(q8[36 * b + 3], 0);
+    EXPECT_TRUE(std::equal(stored.begin() + 34 * b + 2, stored.begin() + 34 * (b + 1), q8.begin() + 36 * b + 4)) << b;
   }
   const std::vector<uint8_t> q4(2 * 144, 7);
   EXPECT_EQ(codegen::ToDeviceLayout(DType::kQ4_K, q4), q4);
