@@ -10,10 +10,10 @@ namespace {
 
 // `float load_<name>(uint i)` for a row-major matrix stored in one of llama.cpp's block formats:
 // rows hold whole blocks, so element i is value i % E of block i / E, which starts at byte
-// (i / E) * B (E values in B bytes per block). Bytes are read out of the uint array with shifts
-// (little-endian), f16 fields with unpackHalf2x16 (every f16 field is 2-byte aligned: block
-// sizes and field offsets are even); `<name>_byte`, `<name>_half` and `<name>_u32` (32 bits at
-// an even offset) serve other decoders of the same buffer too. The arithmetic is models/quant/dequantize.cc's, in the same
+// (i / E) * B (E values in B bytes per block as the block lies on the device,
+// codegen/device_layout.h). Bytes are read out of the uint array with shifts (little-endian), f16
+// fields with unpackHalf2x16 (every f16 field is 2-byte aligned: block sizes and field offsets are
+// even); `<name>_byte` and `<name>_half` serve other decoders of the same buffer too. The arithmetic is models/quant/dequantize.cc's, in the same
 // float32 order, and `precise` keeps the compiler from fusing it into a multiply-add, so the
 // values are bit-identical to the CPU's.
 std::string BlockDecoder(const std::string& name, graph::DType dtype) {
@@ -75,7 +75,6 @@ std::string BlockDecoder(const std::string& name, graph::DType dtype) {
   }
   return Fill(absl::StrCat(R"(uint {{N}}_byte(uint b) { return ({{N}}[b >> 2] >> ((b & 3u) << 3)) & 255u; }
 float {{N}}_half(uint b) { return unpackHalf2x16(({{N}}[b >> 2] >> ((b & 2u) << 3)) & 65535u).x; }
-uint {{N}}_u32(uint b) { uint i = b >> 2; return (b & 2u) == 0u ? {{N}}[i] : ({{N}}[i] >> 16) | ({{N}}[i + 1u] << 16); }
 float load_{{N}}(uint i) {)",
                            body, "}\n"),
               {{"N", name},

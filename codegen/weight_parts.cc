@@ -29,7 +29,7 @@ float byte_unit(uint v, int pos) { return uintBitsToFloat((((v >> uint(pos)) << 
 
 // Q6_K and Q8_0 blocks as they lie on the device: padded so that every field starts on a 32-bit
 // word (Q8_0's quants at word 1).
-std::string Q6KBlockBytes() {
+std::string Q6KBlock() {
   return absl::StrCat("const uint Q6K_BLOCK_BYTES = ", DeviceBlockBytes(graph::DType::kQ6_K), "u;\n");
 }
 std::string Q8_0Block() {
@@ -205,8 +205,8 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
     parts.per_row = k / parts.values;
     return parts;
   }
-  // The buffer, with its byte, f16 and 32-bit readers (w_byte, w_half, w_u32), for the formats
-  // whose blocks are not 16-byte vectors.
+  // The buffer as words, with its byte and f16 readers (w_byte, w_half), for the formats whose
+  // blocks are not 16-byte vectors.
   const std::string decl = FloatBuffer(binding, "w", dtype, true);
   switch (dtype) {
     case graph::DType::kQ8_0:
@@ -223,7 +223,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
     case graph::DType::kQ6_K:
       parts.values = 16;
       parts.runs = 4;
-      parts.glsl = absl::StrCat(decl, row_size, Q6KBlockBytes(), kByteUnit, kQ6K);
+      parts.glsl = absl::StrCat(decl, row_size, Q6KBlock(), kByteUnit, kQ6K);
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("no matrix-vector decoder for weights of type ", graph::Name(dtype)));
@@ -272,7 +272,7 @@ void w_slice8(uint row, uint k, out float v[8]) {
 )");
     }
     case graph::DType::kQ6_K:
-      return absl::StrCat(row_bytes, Q6KBlockBytes(), R"(
+      return absl::StrCat(row_bytes, Q6KBlock(), R"(
 void w_slice8(uint row, uint k, out float v[8]) {
   uint base = row * SLICE_ROW_BYTES + (k >> 8) * Q6K_BLOCK_BYTES;
   uint r = k & 255u, n = r >> 7, kq = (r >> 5) & 3u, l = r & 31u;

@@ -46,9 +46,8 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
 namespace doppler::codegen {
 // `void w_slice8(uint row, uint k, out float v[8])`: values k..k+7 of weight row `row` (k a multiple
 // of 8, and for block formats within one 32-value window, which K's block size guarantees), for
-// kernels that stage weight tiles. It reads the buffer FloatBuffer(binding, "w", dtype) declares,
-// through that declaration's w_byte / w_half / w_u32 (load_w for plain floats, bounds-checked
-// against K). Each slice decodes its
-// block's scale fields once.
+// kernels that stage weight tiles. It reads the buffer FloatBuffer(binding, "w", dtype) declares:
+// its words, and that declaration's w_byte / w_half (load_w for plain floats, bounds-checked
+// against K). Each slice decodes its block's scale fields once.
 std::string WeightSlices(graph::DType dtype, int64_t k);
 }  // namespace doppler::codegen
