@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+
 namespace doppler::codegen {
 namespace {
 // Where the padding goes in a block: after the stored bytes [0, at).
@@ -26,6 +28,12 @@ int64_t DeviceBlockBytes(graph::DType dtype) {
 
 size_t DeviceByteSize(graph::DType dtype, int64_t n) {
   return static_cast<size_t>(n / graph::Info(dtype).block_elems) * static_cast<size_t>(DeviceBlockBytes(dtype));
+}
+
+std::vector<std::pair<std::string, std::string>> DeviceLayoutValues() {
+  return {{"Q6K_BLOCK", absl::StrCat(DeviceBlockBytes(graph::DType::kQ6_K))},
+          {"Q8_0_BLOCK", absl::StrCat(DeviceBlockBytes(graph::DType::kQ8_0))},
+          {"Q8_0_QS", absl::StrCat(kQ8_0DeviceQuantOffset)}};
 }
 
 std::vector<uint8_t> ToDeviceLayout(graph::DType dtype, std::vector<uint8_t> stored) {

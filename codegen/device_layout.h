@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/dtype.h"
@@ -26,6 +28,10 @@ inline constexpr int64_t kQ8_0DeviceQuantOffset = 4;
 
 // Bytes of `n` values of `dtype` on the device (n a multiple of the block size for block formats).
 size_t DeviceByteSize(graph::DType dtype, int64_t n);
+
+// The device's block geometry as template values for GLSL decoders (codegen/glsl_common.h Fill):
+// {{Q6K_BLOCK}} and {{Q8_0_BLOCK}} (bytes per block), {{Q8_0_QS}} (where a Q8_0 block's quants start).
+std::vector<std::pair<std::string, std::string>> DeviceLayoutValues();
 
 // A weight's bytes as stored (graph::ByteSize(dtype, n) of them) laid out for the device.
 std::vector<uint8_t> ToDeviceLayout(graph::DType dtype, std::vector<uint8_t> stored);

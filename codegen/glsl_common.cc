@@ -13,9 +13,9 @@ namespace {
 // (i / E) * B (E values in B bytes per block as the block lies on the device,
 // codegen/device_layout.h). Bytes are read out of the uint array with shifts (little-endian), f16
 // fields with unpackHalf2x16 (every f16 field is 2-byte aligned: block sizes and field offsets are
-// even); `<name>_byte` and `<name>_half` serve other decoders of the same buffer too. The arithmetic is models/quant/dequantize.cc's, in the same
-// float32 order, and `precise` keeps the compiler from fusing it into a multiply-add, so the
-// values are bit-identical to the CPU's.
+// even); `<name>_byte` and `<name>_half` serve other decoders of the same buffer too. The
+// arithmetic is models/quant/dequantize.cc's, in the same float32 order, and `precise` keeps the
+// compiler from fusing it into a multiply-add, so the values are bit-identical to the CPU's.
 std::string BlockDecoder(const std::string& name, graph::DType dtype) {
   std::string body;
   switch (dtype) {
@@ -73,14 +73,13 @@ std::string BlockDecoder(const std::string& name, graph::DType dtype) {
     default:
       return absl::StrCat("#error ", graph::Name(dtype), " is not a block format\n");
   }
+  std::vector<std::pair<std::string, std::string>> values = DeviceLayoutValues();
+  values.emplace_back("N", name);
   return Fill(absl::StrCat(R"(uint {{N}}_byte(uint b) { return ({{N}}[b >> 2] >> ((b & 3u) << 3)) & 255u; }
 float {{N}}_half(uint b) { return unpackHalf2x16(({{N}}[b >> 2] >> ((b & 2u) << 3)) & 65535u).x; }
 float load_{{N}}(uint i) {)",
                            body, "}\n"),
-              {{"N", name},
-               {"Q6K_BLOCK", absl::StrCat(DeviceBlockBytes(graph::DType::kQ6_K))},
-               {"Q8_0_BLOCK", absl::StrCat(DeviceBlockBytes(graph::DType::kQ8_0))},
-               {"Q8_0_QS", absl::StrCat(kQ8_0DeviceQuantOffset)}});
+              values);
 }
 
 }  // namespace

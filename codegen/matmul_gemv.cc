@@ -53,6 +53,7 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, s.w_dtype, s.k);
   if (!parts.ok()) return parts.status();
   const int64_t tm = std::min(s.m, kGemvMaxRows);
+  const uint32_t blocks = CeilDiv(s.m, tm);
   int64_t dots = kMinDots;
   while (dots * 2 <= kMaxDots && dots * 2 * kRowsPerDot <= s.n * s.gates) dots *= 2;
   const int64_t rows_per_workgroup = std::max<int64_t>(1, dots / (s.gates * tm));
@@ -144,7 +145,7 @@ const uint OUTS = TM * RN * G + (NORM == 1 ? TM : 0u);  // dot products, then su
                               {"LOAD_AHEAD", load_ahead ? "1" : "0"},
                               {"WG", absl::StrCat(wg)},
                               {"TM", absl::StrCat(tm)},
-                              {"BLOCKS", absl::StrCat(CeilDiv(s.m, tm))},
+                              {"BLOCKS", absl::StrCat(blocks)},
                               {"RN", absl::StrCat(rows_per_workgroup)},
                               {"PARTS", absl::StrCat(parts->per_row)}}),
                         reduce, Fill(R"(
@@ -235,7 +236,7 @@ void main() {
 )",
                                      {{"ROWS", s.rows_expr}}));
   k.groups = WideGrid(groups);
-  k.groups[2] = CeilDiv(s.m, tm);
+  k.groups[2] = blocks;
   return k;
 }
 

@@ -27,16 +27,6 @@ constexpr const char* kByteUnit = R"(
 float byte_unit(uint v, int pos) { return uintBitsToFloat((((v >> uint(pos)) << 16) & 0x00FF0000u) | 0x3F000000u); }
 )";
 
-// Q6_K and Q8_0 blocks as they lie on the device: padded so that every field starts on a 32-bit
-// word (Q8_0's quants at word 1).
-std::string Q6KBlock() {
-  return absl::StrCat("const uint Q6K_BLOCK_BYTES = ", DeviceBlockBytes(graph::DType::kQ6_K), "u;\n");
-}
-std::string Q8_0Block() {
-  return absl::StrCat("const uint Q8_0_BLOCK_BYTES = ", DeviceBlockBytes(graph::DType::kQ8_0),
-                      "u, Q8_0_QS = ", kQ8_0DeviceQuantOffset, "u;\n");
-}
-
 // Q4_K and Q5_K: the 6-bit scales and mins of sub-blocks 2c and 2c + 1 (c = 0..3) from the 12
 // scale bytes at block byte 4, held in three words s, as (scale 2c, scale 2c + 1, min 2c, min 2c + 1)
 // (llama.cpp's get_scale_min_k4 layout: sub-blocks 0..3 keep 6 bits in bytes 0..3 (scales) and 4..7
@@ -124,7 +114,7 @@ uint w_part_k(uint p, uint i) {
   return (p >> 4) * 256u + 128u * (q >> 3) + 32u * (i >> 2) + 4u * (q & 7u) + (i & 3u);
 }
 WPart w_load(uint row, uint p) {
-  uint base = (row * ROW_BYTES + (p >> 4) * Q6K_BLOCK_BYTES) >> 2;  // in words
+  uint base = (row * ROW_BYTES + (p >> 4) * {{Q6K_BLOCK}}u) >> 2;  // in words
   uint q = p & 15u, n = q >> 3, lq = q & 7u;
   WPart r;
   r.ql[0] = w[base + 16u * n + lq];
@@ -162,8 +152,8 @@ const uint PV = 8u, RUNS = 1u;
 struct WPart { uint q[2]; float d; };
 uint w_part_k(uint p, uint i) { return (p >> 2) * 32u + 4u * (p & 3u) + (i & 3u) + 16u * (i >> 2); }
 WPart w_load(uint row, uint p) {
-  uint base = (row * ROW_BYTES + (p >> 2) * Q8_0_BLOCK_BYTES) >> 2;  // in words
-  uint qs = base + Q8_0_QS / 4u + (p & 3u);
+  uint base = (row * ROW_BYTES + (p >> 2) * {{Q8_0_BLOCK}}u) >> 2;  // in words
+  uint qs = base + {{Q8_0_QS}}u / 4u + (p & 3u);
   WPart r;
   r.q[0] = w[qs] ^ 0x80808080u;
   r.q[1] = w[qs + 4u] ^ 0x80808080u;
@@ -212,7 +202,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
     case graph::DType::kQ8_0:
       parts.values = 8;
       parts.runs = 1;
-      parts.glsl = absl::StrCat(decl, row_size, Q8_0Block(), kUnitQuant, kQ8_0);
+      parts.glsl = absl::StrCat(decl, row_size, kUnitQuant, Fill(kQ8_0, DeviceLayoutValues()));
       break;
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K:
@@ -223,7 +213,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
     case graph::DType::kQ6_K:
       parts.values = 16;
       parts.runs = 4;
-      parts.glsl = absl::StrCat(decl, row_size, Q6KBlock(), kByteUnit, kQ6K);
+      parts.glsl = absl::StrCat(decl, row_size, kByteUnit, Fill(kQ6K, DeviceLayoutValues()));
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("no matrix-vector decoder for weights of type ", graph::Name(dtype)));
@@ -239,16 +229,16 @@ std::string WeightSlices(graph::DType dtype, int64_t k) {
   const std::string row_bytes = absl::StrCat("const uint SLICE_ROW_BYTES = ", DeviceByteSize(dtype, k), "u;\n");
   switch (dtype) {
     case graph::DType::kQ8_0:
-      return absl::StrCat(row_bytes, Q8_0Block(), R"(
+      return absl::StrCat(row_bytes, Fill(R"(
 void w_slice8(uint row, uint k, out float v[8]) {
-  uint base = row * SLICE_ROW_BYTES + (k >> 5) * Q8_0_BLOCK_BYTES;
+  uint base = row * SLICE_ROW_BYTES + (k >> 5) * {{Q8_0_BLOCK}}u;
   float d = w_half(base);
-  uint qs = (base + Q8_0_QS + (k & 31u)) >> 2;
+  uint qs = (base + {{Q8_0_QS}}u + (k & 31u)) >> 2;
   uint q[2] = uint[2](w[qs], w[qs + 1u]);
   // Each byte with its sign bit flipped is q + 128, made a float through the mantissa of 2^23.
   [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = d * (uintBitsToFloat(((q[i >> 2] >> (8u * (i & 3u))) & 255u) ^ 0x4B000080u) - 8388736.0);
 }
-)");
+)", DeviceLayoutValues()));
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K: {
       const bool five = dtype == graph::DType::kQ5_K;
@@ -272,9 +262,9 @@ void w_slice8(uint row, uint k, out float v[8]) {
 )");
     }
     case graph::DType::kQ6_K:
-      return absl::StrCat(row_bytes, Q6KBlock(), R"(
+      return absl::StrCat(row_bytes, Fill(R"(
 void w_slice8(uint row, uint k, out float v[8]) {
-  uint base = row * SLICE_ROW_BYTES + (k >> 8) * Q6K_BLOCK_BYTES;
+  uint base = row * SLICE_ROW_BYTES + (k >> 8) * {{Q6K_BLOCK}}u;
   uint r = k & 255u, n = r >> 7, kq = (r >> 5) & 3u, l = r & 31u;
   float d = w_half(base + 208u) * float(bitfieldExtract(int(w_byte(base + 192u + (r >> 4))), 0, 8));
   uint lo_at = (base + 64u * n + 32u * (kq & 1u) + l) >> 2, hi_at = (base + 128u + 32u * n + l) >> 2;
@@ -286,7 +276,7 @@ void w_slice8(uint row, uint k, out float v[8]) {
     v[i] = d * (uintBitsToFloat(lo | (hi << 4) | 0x4B000000u) - 8388640.0);  // q − 32, at full rate
   }
 }
-)");
+)", DeviceLayoutValues()));
     default:
       return absl::StrCat(row_bytes, R"(
 void w_slice8(uint row, uint k, out float v[8]) {
