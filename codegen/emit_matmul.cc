@@ -105,12 +105,17 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
                            "  y[out_index(tok, col)] = v;\n}\n");
 
   const bool coop = c.caps.coop_matrix_nv && s.m >= kCoopMinRows && s.w_dtype != graph::DType::kF32;
-  s.tile_x_glsl = absl::StrCat(FloatBuffer(2, "x", graph::DType::kF32, true), R"(
+  s.tile_x_glsl = absl::StrCat(
+      s.k % 4 == 0 ? FloatQuadBuffer(2, "x", graph::DType::kF32, true) : FloatBuffer(2, "x", graph::DType::kF32, true), R"(
 float staged_x(uint t, uint k, uint m, inout float sum_sq) {
-  float v = t < m && k < K ? x[t * K + k] : 0.0;
+  float v = t < m && k < K ? load_x(t * K + k) : 0.0;
 )",
-                               s.norm ? "  sum_sq += v * v;\n  if (k < K) v *= norm_weight(k);\n" : "",
-                               "  return v;\n}\n");
+      s.norm ? "  sum_sq += v * v;\n  if (k < K) v *= norm_weight(k);\n" : "", "  return v;\n}\n",
+      s.k % 4 == 0 ? absl::StrCat(R"(
+vec4 staged_x4(uint t, uint k, uint m, inout float sum_sq) {
+  vec4 v = t < m && k < K ? load4_x(t * K + k) : vec4(0.0);
+)", s.norm ? "  sum_sq += dot(v, v);\n  if (k < K) v *= norm_weight4(k);\n" : "", "  return v;\n}\n")
+                   : "");
 
   absl::StatusOr<Kernel> k = s.m <= kGemvMaxBucket ? EmitGemv(c, s) : coop ? EmitCoopGemm(c, s) : EmitGemm(c, s);
   if (!k.ok()) return absl::InvalidArgumentError(absl::StrCat("matmul '", c.node.label, "': ", k.status().message()));

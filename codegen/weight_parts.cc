@@ -225,11 +225,12 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 }  // namespace doppler::codegen
 
 namespace doppler::codegen {
-std::string WeightSlices(graph::DType dtype, int64_t k) {
+std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k) {
   const std::string row_bytes = absl::StrCat("const uint SLICE_ROW_BYTES = ", DeviceByteSize(dtype, k), "u;\n");
+  const std::string words = FloatBuffer(binding, "w", dtype, true);
   switch (dtype) {
     case graph::DType::kQ8_0:
-      return absl::StrCat(row_bytes, Fill(R"(
+      return absl::StrCat(words, row_bytes, Fill(R"(
 void w_slice8(uint row, uint k, out float v[8]) {
   uint base = row * SLICE_ROW_BYTES + (k >> 5) * {{Q8_0_BLOCK}}u;
   float d = w_half(base);
@@ -241,18 +242,26 @@ void w_slice8(uint row, uint k, out float v[8]) {
 )", DeviceLayoutValues()));
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K: {
+      // In 16-byte vectors: the header (d, dmin, 12 scale bytes) is vector 0 of a block; Q5_K's
+      // qh[32] vectors 1-2; the quants follow. The slice's 8 quant bytes (its 8 high bits) are
+      // half of one vector (l is a multiple of 8).
       const bool five = dtype == graph::DType::kQ5_K;
-      return absl::StrCat(row_bytes, kScalePairK4, R"(
+      return absl::StrCat(Fill(R"(
+layout(std430, set = 0, binding = {{BINDING}}) readonly buffer Buf_w { uvec4 w4[]; };
+)",
+                               {{"BINDING", absl::StrCat(binding)}}),
+                          row_bytes, kScalePairK4, R"(
 void w_slice8(uint row, uint k, out float v[8]) {
-  uint base = row * SLICE_ROW_BYTES + (k >> 8) * )", five ? "176u" : "144u", R"(;
-  uint r = k & 255u, j = r >> 5, l = r & 31u;
-  vec4 sm = k4_scale_pair(uvec3(w[base / 4u + 1u], w[base / 4u + 2u], w[base / 4u + 3u]), j >> 1);
-  vec2 dm = unpackHalf2x16(w[base / 4u]);
+  uint base = (row * SLICE_ROW_BYTES) / 16u + (k >> 8) * )", five ? "11u" : "9u", R"(;
+  uint r = k & 255u, j = r >> 5, l = r & 31u, at = (l >> 2) & 2u;
+  uvec4 head = w4[base];
+  vec4 sm = k4_scale_pair(head.yzw, j >> 1);
+  vec2 dm = unpackHalf2x16(head.x);
   float d = dm.x * ((j & 1u) == 0u ? sm.x : sm.y), m = dm.y * ((j & 1u) == 0u ? sm.z : sm.w);
-  uint qb = base + )", five ? "48u" : "16u", R"( + 32u * (j >> 1) + l;
-  uint q[2] = uint[2](w[qb / 4u], w[qb / 4u + 1u]);
+  uvec4 qvec = w4[base + )", five ? "3u" : "1u", R"( + 2u * (j >> 1) + (l >> 4)];
+  uint q[2] = uint[2](qvec[at], qvec[at + 1u]);
   uint shift = (j & 1u) * 4u;
-)", five ? "  uint h[2] = uint[2](w[(base + 16u + l) / 4u], w[(base + 16u + l) / 4u + 1u]);\n" : "", R"(
+)", five ? "  uvec4 hvec = w4[base + 1u + (l >> 4)];\n  uint h[2] = uint[2](hvec[at], hvec[at + 1u]);\n" : "", R"(
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
     uint qv = (q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;
 )", five ? "    qv |= ((h[i >> 2] >> (8u * (i & 3u) + j)) & 1u) << 4;\n" : "", R"(
@@ -262,7 +271,7 @@ void w_slice8(uint row, uint k, out float v[8]) {
 )");
     }
     case graph::DType::kQ6_K:
-      return absl::StrCat(row_bytes, Fill(R"(
+      return absl::StrCat(words, row_bytes, Fill(R"(
 void w_slice8(uint row, uint k, out float v[8]) {
   uint base = row * SLICE_ROW_BYTES + (k >> 8) * {{Q6K_BLOCK}}u;
   uint r = k & 255u, n = r >> 7, kq = (r >> 5) & 3u, l = r & 31u;
@@ -278,7 +287,7 @@ void w_slice8(uint row, uint k, out float v[8]) {
 }
 )", DeviceLayoutValues()));
     default:
-      return absl::StrCat(row_bytes, R"(
+      return absl::StrCat(words, row_bytes, R"(
 void w_slice8(uint row, uint k, out float v[8]) {
   [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = k + i < )", k, R"(u ? load_w(row * )", k, R"(u + k + i) : 0.0;
 }

@@ -44,10 +44,11 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
 }  // namespace doppler::codegen
 
 namespace doppler::codegen {
-// `void w_slice8(uint row, uint k, out float v[8])`: values k..k+7 of weight row `row` (k a multiple
-// of 8, and for block formats within one 32-value window, which K's block size guarantees), for
-// kernels that stage weight tiles. It reads the buffer FloatBuffer(binding, "w", dtype) declares:
-// its words, and that declaration's w_byte / w_half (load_w for plain floats, bounds-checked
-// against K). Each slice decodes its block's scale fields once.
-std::string WeightSlices(graph::DType dtype, int64_t k);
+// The weight buffer at `binding` and `void w_slice8(uint row, uint k, out float v[8])`: values
+// k..k+7 of weight row `row` (k a multiple of 8, and for block formats within one 32-value window,
+// which K's block size guarantees), for kernels that stage weight tiles. Each slice decodes its
+// block's scale fields once. Q4_K and Q5_K, whose blocks are whole 16-byte vectors, are read in
+// 16-byte loads (the block header, the slice's quants); other formats through
+// FloatBuffer(binding, "w", dtype) (plain floats bounds-checked against K).
+std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k);
 }  // namespace doppler::codegen
