@@ -122,12 +122,46 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatMulKernelTest,
                                            // last round partly past the row's end.
                                            MatMulCase{1, 1, 800, 8192, DType::kF32},
                                            // x longer than the matrix-vector kernel stages at once.
-                                           MatMulCase{2, 2, 5000, 7, DType::kF16}),
+                                           MatMulCase{2, 2, 5000, 7, DType::kF16},
+                                           // Tiled, with grids wide enough for tiles of 64 and 32
+                                           // columns (narrower matrices take 16), K not a
+                                           // multiple of the slice.
+                                           MatMulCase{40, 64, 72, 8192, DType::kF32},
+                                           MatMulCase{33, 64, 200, 4096, DType::kF32}),
                          [](const ::testing::TestParamInfo<MatMulCase>& i) {
                            const MatMulCase& c = i.param;
                            return "t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) + "_n" +
                                   std::to_string(c.n) + "_" + graph::Name(c.dtype);
                          });
+
+// The tiled kernel's width follows the grid, and its K-slices the shared memory: 32 values where
+// they fit, 16 in Vulkan's minimum of 16 KiB. Both compile (slices of 32 run above).
+TEST(GemmKernel, WidthFollowsTheGridAndSlicesTheSharedMemory) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(256));
+  b.Output("wide", b.MatMul(x, b.Param("w_wide", Matrix(8192, 256, DType::kQ4_K))));
+  b.Output("mid", b.MatMul(x, b.Param("w_mid", Matrix(4096, 256, DType::kQ8_0))));
+  b.Output("gated", b.MatMulWithNorm(x, b.Param("gamma", Vector(256, DType::kF32)), 1e-6, 0.0,
+                                     b.Param("w_gated", Matrix(512, 256, DType::kQ6_K)), {}, "silu_mul"));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  for (const uint32_t shared_memory : {32768u, 16384u}) {
+    codegen::TargetCaps caps;
+    caps.max_shared_memory = shared_memory;
+    std::vector<std::string> variants;
+    for (const graph::Node& n : g->nodes()) {
+      if (n.kind != graph::OpKind::kMatMul) continue;
+      absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(*g, n, caps, 64);
+      ASSERT_TRUE(ks.ok()) << ks.status();
+      absl::StatusOr<codegen::CompiledShader> spirv = codegen::CompileComputeShader(ks->front().glsl, {});
+      ASSERT_TRUE(spirv.ok()) << ks->front().variant << ": " << spirv.status();
+      variants.push_back(ks->front().variant);
+    }
+    const std::string k = shared_memory == 32768u ? ".k32" : ".k16";
+    EXPECT_EQ(variants, (std::vector<std::string>{"gemm.q4_k.tile64x64" + k, "gemm.q8_0.tile64x32" + k,
+                                                  "gemm.q6_k.tile64x16" + k + "+rms_norm+silu_mul"}));
+  }
+}
 
 // A device without subgroup arithmetic gets a matrix-vector kernel that reduces in shared memory.
 TEST_F(KernelTest, MatMulWithoutSubgroupArithmetic) {
