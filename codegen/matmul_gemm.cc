@@ -38,6 +38,8 @@ absl::StatusOr<Kernel> EmitGemm(const EmitContext& c, const MatMulSpec& s) {
   const int64_t row_tiles = CeilDiv(s.m, 64);
   int64_t bn = 64;
   while (bn > 16 && int64_t{CeilDiv(s.n, bn)} * row_tiles < kMinWideTiles) bn /= 2;
+  // A narrow tile's groups' sums must fit in shared memory beside slices of 16; else the next width.
+  while (bn < 64 && SharedBytes(16, bn, s.gates) > c.caps.max_shared_memory) bn *= 2;
   // Slices of 32 where shared memory has room (half the rounds), else 16.
   const int64_t bk = SharedBytes(32, bn, s.gates) <= c.caps.max_shared_memory ? 32 : 16;
   Kernel k;

@@ -134,8 +134,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatMulKernelTest,
                                   std::to_string(c.n) + "_" + graph::Name(c.dtype);
                          });
 
-// The tiled kernel's width follows the grid, and its K-slices the shared memory: 32 values where
-// they fit, 16 in Vulkan's minimum of 16 KiB. Both compile (slices of 32 run above).
+// The tiled kernel's width follows the grid (where shared memory allows), and its K-slices the
+// shared memory: 32 values where they fit, 16 in Vulkan's minimum of 16 KiB. Both compile (slices
+// of 32 run above).
 TEST(GemmKernel, WidthFollowsTheGridAndSlicesTheSharedMemory) {
   GraphBuilder b;
   ValueId x = b.Input("x", Rows(256));
@@ -143,6 +144,7 @@ TEST(GemmKernel, WidthFollowsTheGridAndSlicesTheSharedMemory) {
   b.Output("mid", b.MatMul(x, b.Param("w_mid", Matrix(4096, 256, DType::kQ8_0))));
   b.Output("gated", b.MatMulWithNorm(x, b.Param("gamma", Vector(256, DType::kF32)), 1e-6, 0.0,
                                      b.Param("w_gated", Matrix(512, 256, DType::kQ6_K)), {}, "silu_mul"));
+  b.Output("gated_mid", b.MatMulFused(x, b.Param("w_gated_mid", Matrix(8192, 256, DType::kQ4_K)), {}, "silu_mul"));
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
   for (const uint32_t shared_memory : {32768u, 16384u}) {
@@ -158,8 +160,13 @@ TEST(GemmKernel, WidthFollowsTheGridAndSlicesTheSharedMemory) {
       variants.push_back(ks->front().variant);
     }
     const std::string k = shared_memory == 32768u ? ".k32" : ".k16";
-    EXPECT_EQ(variants, (std::vector<std::string>{"gemm.q4_k.tile64x64" + k, "gemm.q8_0.tile64x32" + k,
-                                                  "gemm.q6_k.tile64x16" + k + "+rms_norm+silu_mul"}));
+    // A gated matrix of 4,096 columns: 32-column tiles with slices of 16 in 32 KiB; in 16 KiB their
+    // groups' sums do not fit, and it keeps 64-column tiles.
+    EXPECT_EQ(variants,
+              (std::vector<std::string>{"gemm.q4_k.tile64x64" + k, "gemm.q8_0.tile64x32" + k,
+                                        "gemm.q6_k.tile64x16" + k + "+rms_norm+silu_mul",
+                                        shared_memory == 32768u ? "gemm.q4_k.tile64x32.k16+silu_mul"
+                                                                : "gemm.q4_k.tile64x64.k16+silu_mul"}));
   }
 }
 
