@@ -111,11 +111,13 @@ float staged_x(uint t, uint k, uint m, inout float sum_sq) {
   float v = t < m && k < K ? load_x(t * K + k) : 0.0;
 )",
       s.norm ? "  sum_sq += v * v;\n  if (k < K) v *= norm_weight(k);\n" : "", "  return v;\n}\n",
-      s.k % 4 == 0 ? absl::StrCat(R"(
-vec4 staged_x4(uint t, uint k, uint m, inout float sum_sq) {
-  vec4 v = t < m && k < K ? load4_x(t * K + k) : vec4(0.0);
-)", s.norm ? "  sum_sq += dot(v, v);\n  if (k < K) v *= norm_weight4(k);\n" : "", "  return v;\n}\n")
-                   : "");
+      "vec4 staged_x4(uint t, uint k, uint m, inout float sum_sq) {\n",
+      s.k % 4 == 0 ? absl::StrCat("  vec4 v = t < m && k < K ? load4_x(t * K + k) : vec4(0.0);\n",
+                                  s.norm ? "  sum_sq += dot(v, v);\n  if (k < K) v *= norm_weight4(k);\n" : "",
+                                  "  return v;\n")
+                   : "  return vec4(staged_x(t, k, m, sum_sq), staged_x(t, k + 1u, m, sum_sq), staged_x(t, k + 2u, m, sum_sq),\n"
+                     "              staged_x(t, k + 3u, m, sum_sq));\n",
+      "}\n");
 
   absl::StatusOr<Kernel> k = s.m <= kGemvMaxBucket ? EmitGemv(c, s) : coop ? EmitCoopGemm(c, s) : EmitGemm(c, s);
   if (!k.ok()) return absl::InvalidArgumentError(absl::StrCat("matmul '", c.node.label, "': ", k.status().message()));

@@ -30,8 +30,8 @@ struct MatMulSpec {
   std::string io_glsl;
   // For the tiled variants: x (binding 2), and `float staged_x(uint t, uint k, uint m, inout float
   // sum_sq)`: x[t, k] (0 past row m or column K), with a norm prologue times the norm weight, its
-  // square added to sum_sq first. Where K is a multiple of 4, also `vec4 staged_x4(...)`: the same
-  // for x[t, k .. k + 3] (k a multiple of 4), one 16-byte load.
+  // square added to sum_sq first; and `vec4 staged_x4(...)`, the same for x[t, k .. k + 3] (k a
+  // multiple of 4), one 16-byte load where K is a multiple of 4.
   std::string tile_x_glsl;
   std::string variant_suffix;  // "+silu_mul+add+split3" ...
 };

@@ -54,7 +54,6 @@ absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
                         s.io_glsl, s.tile_x_glsl, WeightSlices(3, s.w_dtype, s.k),
                         Fill(R"(
 #define NORM {{NORM}}
-#define X_QUADS {{X_QUADS}}
 const uint BM = {{BM}}u, BN = 64u, BK = {{BK}}u, STRIDE = BK + 8u;  // padded rows: 16 bytes apart in banks
 const uint SUBGROUPS = {{SUBGROUPS}}u, WG = 32u * SUBGROUPS;  // of 32 (NVIDIA's fixed size)
 const uint WSL = BN * BK / 8u / WG;  // weight slices of 8 values each invocation stages
@@ -69,15 +68,6 @@ shared uvec2 xs4[BM * STRIDE / 4u];
 shared uvec2 ws4[G * BN * STRIDE / 4u];
 shared float outs[SUBGROUPS * 256u];  // per subgroup, one 16 x 16 result fragment
 shared float row_scale[BM];
-
-vec4 stage_load(uint t, uint k, uint m, inout float sum_sq) {
-#if X_QUADS
-  return staged_x4(t, k, m, sum_sq);  // one 16-byte load
-#else
-  return vec4(staged_x(t, k, m, sum_sq), staged_x(t, k + 1u, m, sum_sq), staged_x(t, k + 2u, m, sum_sq),
-              staged_x(t, k + 3u, m, sum_sq));
-#endif
-}
 
 void main() {
   uint lid = gl_LocalInvocationID.x;
@@ -99,7 +89,7 @@ void main() {
   uint kk = 4u * (lane % LPR);
   vec4 xv[XI];
   float wv[G][WSL][8];
-  [[unroll]] for (uint q = 0u; q < XI; ++q) xv[q] = stage_load(tok0 + sg + SUBGROUPS * (RPI * q + lane / LPR), kk, m, sum_sq[q]);
+  [[unroll]] for (uint q = 0u; q < XI; ++q) xv[q] = staged_x4(tok0 + sg + SUBGROUPS * (RPI * q + lane / LPR), kk, m, sum_sq[q]);
   [[unroll]] for (uint g = 0u; g < G; ++g) {
     [[unroll]] for (uint u = 0u; u < WSL; ++u) {
       uint sl = lid + WG * u;
@@ -130,7 +120,7 @@ void main() {
     uint next = more ? k0 + BK : k0;
     [[unroll]] for (uint q = 0u; q < XI; ++q) {
       float s = 0.0;
-      xv[q] = stage_load(tok0 + sg + SUBGROUPS * (RPI * q + lane / LPR), next + kk, m, s);
+      xv[q] = staged_x4(tok0 + sg + SUBGROUPS * (RPI * q + lane / LPR), next + kk, m, s);
       sum_sq[q] += more ? s : 0.0;
     }
     [[unroll]] for (uint g = 0u; g < G; ++g) {
@@ -193,7 +183,6 @@ void main() {
                               {"NORM", s.norm ? "1" : "0"},
                               {"BM", absl::StrCat(bm)},
                               {"BK", absl::StrCat(bk)},
-                              {"X_QUADS", s.k % 4 == 0 ? "1" : "0"},
                               {"SUBGROUPS", absl::StrCat(subgroups)}}));
   k.groups = {CeilDiv(s.n, 64), CeilDiv(s.m, bm), 1};
   return k;

@@ -46,7 +46,6 @@ absl::StatusOr<Kernel> EmitGemm(const EmitContext& c, const MatMulSpec& s) {
   k.variant = absl::StrCat("gemm.", graph::Name(s.w_dtype), ".tile64x", bn, ".k", bk, s.variant_suffix);
   k.glsl = absl::StrCat(ShaderHeader(256), s.io_glsl, s.tile_x_glsl, WeightSlices(3, s.w_dtype, s.k), Fill(R"(
 #define NORM {{NORM}}
-#define X_QUADS {{X_QUADS}}
 #define KG {{KG}}  // groups of invocations sharing the tile, each taking every KG-th column of a slice
 const uint BM = 64u, BN = {{BN}}u, BK = {{BK}}u;
 // Runs of 8 values a row of a slice has: x row r's run q is staged by invocation RPR·r + q, weight
@@ -63,14 +62,10 @@ shared float sum_sq_part[BM][RPR];  // [row][q]: x² summed by the invocation st
 
 // Values k .. k + 7 of row t of x (0 past row m or column K).
 void load_x8(uint t, uint k, uint m, inout float sum_sq, out float v[8]) {
-#if X_QUADS
   [[unroll]] for (uint h = 0u; h < 2u; ++h) {
     vec4 q = staged_x4(t, k + 4u * h, m, sum_sq);
     v[4u * h] = q.x; v[4u * h + 1u] = q.y; v[4u * h + 2u] = q.z; v[4u * h + 3u] = q.w;
   }
-#else
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = staged_x(t, k + i, m, sum_sq);
-#endif
 }
 
 void main() {
@@ -169,8 +164,7 @@ void main() {
                                                                                                    {"NORM", s.norm ? "1" : "0"},
                                                                                                    {"BN", absl::StrCat(bn)},
                                                                                                    {"BK", absl::StrCat(bk)},
-                                                                                                   {"KG", absl::StrCat(64 / bn)},
-                                                                                                   {"X_QUADS", s.k % 4 == 0 ? "1" : "0"}}));
+                                                                                                   {"KG", absl::StrCat(64 / bn)}}));
   k.groups = {CeilDiv(s.n, bn), static_cast<uint32_t>(row_tiles), 1};
   return k;
 }

@@ -17,6 +17,7 @@
 #include "graph/builder.h"
 #include "graph/epilogue.h"
 #include "passes/registry.h"
+#include "tests/support/compiled_kernel.h"
 #include "tests/support/gpu_runner.h"
 #include "tests/support/graph_values.h"
 #include "tests/support/vk_test_env.h"
@@ -222,11 +223,7 @@ TEST(CoopMatMul, KernelsCompileForNvidia) {
                                      0.0, b.Param("w_odd", Matrix(100, 130, DType::kBF16)), {}, ""));
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
-  codegen::TargetCaps caps;
-  caps.subgroup_size = 32;
-  caps.subgroup_arithmetic = true;
-  caps.coop_matrix_nv = true;
-  caps.max_workgroup_invocations = 1024;
+  codegen::TargetCaps caps = test::NvidiaCoopCaps();
   // K-slices of 64 wherever they fit in shared memory: with NVIDIA's 48 KiB all of them; with 40 KiB
   // not the gated 128-row tiles (two 64-row blocks of weights beside 128 rows of x), which take
   // slices of 32.
@@ -235,13 +232,11 @@ TEST(CoopMatMul, KernelsCompileForNvidia) {
     int coop = 0, tall_tiles = 0, k32 = 0;
     for (const graph::Node& n : g->nodes()) {
       if (n.kind != graph::OpKind::kMatMul) continue;
-      absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(*g, n, caps, 128);
-      ASSERT_TRUE(ks.ok()) << ks.status();
-      ASSERT_EQ(ks->size(), 1u);
-      const codegen::Kernel* k = &ks->front();
+      absl::StatusOr<test::CompiledKernel> compiled = test::EmitAndCompile(*g, n, caps, 128);
+      ASSERT_TRUE(compiled.ok()) << compiled.status();
+      const codegen::Kernel* k = &compiled->kernel;
+      const codegen::CompiledShader* spirv = &compiled->spirv;
       ASSERT_EQ(k->variant.rfind("coop.", 0), 0u) << k->variant;
-      absl::StatusOr<codegen::CompiledShader> spirv = codegen::CompileComputeShader(k->glsl, {});
-      ASSERT_TRUE(spirv.ok()) << spirv.status();
       // Reflected from the module's declarations (SPIRV-Cross cannot parse these instructions):
       // the step block, then one buffer per argument, only y writable; 4 subgroups for 64-row
       // tiles (small grids), 8 for 128-row ones.

@@ -10,10 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "codegen/kernel.h"
-#include "codegen/shader_compiler.h"
 #include "graph/builder.h"
 #include "graph/printer.h"
 #include "passes/pass.h"
+#include "tests/support/compiled_kernel.h"
 #include "tests/support/gpu_runner.h"
 #include "tests/support/graph_values.h"
 #include "tests/support/vk_test_env.h"
@@ -153,11 +153,9 @@ TEST(GemmKernel, WidthFollowsTheGridAndSlicesTheSharedMemory) {
     std::vector<std::string> variants;
     for (const graph::Node& n : g->nodes()) {
       if (n.kind != graph::OpKind::kMatMul) continue;
-      absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(*g, n, caps, 64);
-      ASSERT_TRUE(ks.ok()) << ks.status();
-      absl::StatusOr<codegen::CompiledShader> spirv = codegen::CompileComputeShader(ks->front().glsl, {});
-      ASSERT_TRUE(spirv.ok()) << ks->front().variant << ": " << spirv.status();
-      variants.push_back(ks->front().variant);
+      absl::StatusOr<test::CompiledKernel> compiled = test::EmitAndCompile(*g, n, caps, 64);
+      ASSERT_TRUE(compiled.ok()) << compiled.status();
+      variants.push_back(compiled->kernel.variant);
     }
     const std::string k = shared_memory == 32768u ? ".k32" : ".k16";
     // A gated matrix of 4,096 columns: 32-column tiles with slices of 16 in 32 KiB; in 16 KiB their
@@ -484,13 +482,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionTest,
 // VK_NV_cooperative_matrix): head sizes from 16 to 256, plain and with rope and head norm
 // prologues, with and without a window.
 TEST(CoopAttention, KernelsCompileForNvidia) {
-  codegen::TargetCaps caps;
-  caps.subgroup_size = 32;
-  caps.min_subgroup_size = 32;
-  caps.subgroup_arithmetic = true;
-  caps.coop_matrix_nv = true;
-  caps.max_shared_memory = 49152;
-  caps.max_workgroup_invocations = 1024;
+  const codegen::TargetCaps caps = test::NvidiaCoopCaps();
   int compiled = 0;
   for (int64_t head_dim : {16, 64, 128, 256}) {
     for (bool prologues : {false, true}) {
@@ -514,14 +506,10 @@ TEST(CoopAttention, KernelsCompileForNvidia) {
       for (const graph::Node& n : g->nodes()) {
         if (n.kind != graph::OpKind::kAttention) continue;
         EXPECT_EQ(n.inputs.size(), prologues ? 5u : 3u);
-        absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(*g, n, caps, 128);
-        ASSERT_TRUE(ks.ok()) << ks.status();
-        ASSERT_EQ(ks->size(), 1u);
-        const codegen::Kernel* k = &ks->front();
-        ASSERT_EQ(k->variant.rfind("coop.", 0), 0u) << k->variant;
-        absl::StatusOr<codegen::CompiledShader> spirv = codegen::CompileComputeShader(k->glsl, {});
-        ASSERT_TRUE(spirv.ok()) << spirv.status() << "\n" << k->glsl;
-        EXPECT_EQ(spirv->bindings.size(), k->args.size() + 1);
+        absl::StatusOr<test::CompiledKernel> kernel = test::EmitAndCompile(*g, n, caps, 128);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        ASSERT_EQ(kernel->kernel.variant.rfind("coop.", 0), 0u) << kernel->kernel.variant;
+        EXPECT_EQ(kernel->spirv.bindings.size(), kernel->kernel.args.size() + 1);
         ++compiled;
       }
     }
