@@ -18,6 +18,7 @@ codegen::TargetCaps TargetCapsOf(const DeviceInfo& info) {
   caps.subgroup_arithmetic = info.subgroup_arithmetic;
   caps.coop_matrix_nv = info.coop_matrix_nv && info.fp16 && info.memory_model && info.subgroup_arithmetic &&
                         info.subgroup_shuffle && info.subgroup_size == 32 && info.min_subgroup_size == 32;
+  caps.integer_dot_product = info.int_dot_product;
   return caps;
 }
 

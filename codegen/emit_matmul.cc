@@ -104,6 +104,18 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
                            "void store(uint tok, uint col, float v, float up) {\n", chain,
                            "  y[out_index(tok, col)] = v;\n}\n");
 
+  s.x_q8 = c.node.attrs.Has("x_quant");
+  if (s.x_q8) {
+    if (s.m > kGemvMaxBucket) {
+      return absl::InvalidArgumentError(absl::StrCat("matmul '", c.node.label, "': x_quant is taken by the matrix-vector "
+                                                     "kernel only, for at most ", kGemvMaxBucket, " rows, not ", s.m));
+    }
+    if (!c.caps.integer_dot_product) {
+      return absl::FailedPreconditionError(absl::StrCat("matmul '", c.node.label, "': x_quant needs a device with "
+                                                        "integer dot products (shaderIntegerDotProduct)"));
+    }
+    absl::StrAppend(&s.variant_suffix, "+x_q8");
+  }
   const bool coop = c.caps.coop_matrix_nv && s.m >= kCoopMinRows && s.w_dtype != graph::DType::kF32;
   s.tile_x_glsl = absl::StrCat(
       s.k % 4 == 0 ? FloatQuadBuffer(2, "x", graph::DType::kF32, true) : FloatBuffer(2, "x", graph::DType::kF32, true), R"(
@@ -119,7 +131,10 @@ float staged_x(uint t, uint k, uint m, inout float sum_sq) {
                      "              staged_x(t, k + 3u, m, sum_sq));\n",
       "}\n");
 
-  absl::StatusOr<Kernel> k = s.m <= kGemvMaxBucket ? EmitGemv(c, s) : coop ? EmitCoopGemm(c, s) : EmitGemm(c, s);
+  absl::StatusOr<Kernel> k = s.x_q8                 ? EmitGemvQ8(c, s)
+                             : s.m <= kGemvMaxBucket ? EmitGemv(c, s)
+                             : coop                  ? EmitCoopGemm(c, s)
+                                                     : EmitGemm(c, s);
   if (!k.ok()) return absl::InvalidArgumentError(absl::StrCat("matmul '", c.node.label, "': ", k.status().message()));
   k->family = "matmul";
   k->args = {{c.node.id, true}};

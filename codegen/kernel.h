@@ -25,6 +25,9 @@ struct TargetCaps {
   // VK_NV_cooperative_matrix enabled, with f16 arithmetic, subgroup arithmetic and shuffles, and
   // subgroups of 32 (its 16 x 16 x 16 f16 → f32 shape is NVIDIA's)
   bool coop_matrix_nv = false;
+  // Dot products of packed 8-bit integers (SPV_KHR_integer_dot_product), for matmuls whose x is
+  // rounded through q8 blocks (attr x_quant)
+  bool integer_dot_product = false;
 };
 
 struct KernelArg {

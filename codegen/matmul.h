@@ -34,6 +34,7 @@ struct MatMulSpec {
   // multiple of 4), one 16-byte load where K is a multiple of 4.
   std::string tile_x_glsl;
   std::string variant_suffix;  // "+silu_mul+add+split3" ...
+  bool x_q8 = false;           // attr x_quant = "q8": x is rounded through q8 blocks
 };
 
 // Rows of x a matrix-vector workgroup takes; buckets up to kGemvMaxBucket rows use that variant,
@@ -48,6 +49,19 @@ inline constexpr int64_t kGemvMaxRows = 4, kGemvMaxBucket = 16;
 inline constexpr int64_t kCoopMinRows = 64;
 
 absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s);
+// The matrix-vector variant for x rounded through q8 blocks (attr x_quant), with integer dot
+// products (TargetCaps::integer_dot_product); block-quantized weights only.
+absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s);
+
+// The float matrix-vector kernel's shape: output columns per workgroup for TM rows of x, and the
+// workgroup size for `workgroups` of them over rows of `parts_per_row` parts.
+int64_t GemvRowsPerWorkgroup(const MatMulSpec& s, int64_t tm);
+uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row);
+
+// `shared float red[OUTS][WG]` and `void wg_reduce(inout float v[OUTS])`: every invocation of the
+// workgroup gets the workgroup's sums (WG a power of two without subgroup arithmetic). A caller
+// that reduces again must pass a barrier first (the previous call's reads of red).
+std::string DotsReduceGlsl(bool subgroups);
 absl::StatusOr<Kernel> EmitGemm(const EmitContext& c, const MatMulSpec& s);
 absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s);
 

@@ -31,7 +31,9 @@ constexpr int64_t kRowsPerDot = 4096, kMinDots = 2, kMaxDots = 4;
 constexpr int64_t kTargetInvocations = int64_t{1} << 18;
 constexpr uint32_t kMinWorkgroup = 32, kMaxWorkgroup = 256;
 
-uint32_t WorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row) {
+}  // namespace
+
+uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row) {
   const uint32_t cap = std::min(kMaxWorkgroup, caps.max_workgroup_invocations);
   uint32_t wg = std::min(kMinWorkgroup, cap);
   while (wg * 2 <= cap && workgroups * wg < kTargetInvocations && wg < parts_per_row) wg *= 2;
@@ -47,16 +49,52 @@ uint32_t WorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts
   return wg;
 }
 
-}  // namespace
+int64_t GemvRowsPerWorkgroup(const MatMulSpec& s, int64_t tm) {
+  int64_t dots = kMinDots;
+  while (dots * 2 <= kMaxDots && dots * 2 * kRowsPerDot <= s.n * s.gates) dots *= 2;
+  return std::max<int64_t>(1, dots / (s.gates * tm));
+}
+
+std::string DotsReduceGlsl(bool subgroups) {
+  return subgroups ? R"(
+shared float red[OUTS][WG];
+void wg_reduce(inout float v[OUTS]) {
+  [[unroll]] for (uint o = 0u; o < OUTS; ++o) v[o] = subgroupAdd(v[o]);
+  if (gl_NumSubgroups == 1u) return;  // uniform
+  if (subgroupElect()) {
+    [[unroll]] for (uint o = 0u; o < OUTS; ++o) red[o][gl_SubgroupID] = v[o];
+  }
+  barrier();
+  [[unroll]] for (uint o = 0u; o < OUTS; ++o) {
+    float s = 0.0;
+    for (uint i = 0u; i < gl_NumSubgroups; ++i) s += red[o][i];
+    v[o] = s;
+  }
+}
+)"
+                   : R"(
+shared float red[OUTS][WG];
+void wg_reduce(inout float v[OUTS]) {
+  uint lid = gl_LocalInvocationID.x;
+  [[unroll]] for (uint o = 0u; o < OUTS; ++o) red[o][lid] = v[o];
+  barrier();
+  for (uint s = WG / 2u; s > 0u; s >>= 1) {
+    if (lid < s) {
+      [[unroll]] for (uint o = 0u; o < OUTS; ++o) red[o][lid] += red[o][lid + s];
+    }
+    barrier();
+  }
+  [[unroll]] for (uint o = 0u; o < OUTS; ++o) v[o] = red[o][0];
+}
+)";
+}
 
 absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, s.w_dtype, s.k);
   if (!parts.ok()) return parts.status();
   const int64_t tm = std::min(s.m, kGemvMaxRows);
   const uint32_t blocks = CeilDiv(s.m, tm);
-  int64_t dots = kMinDots;
-  while (dots * 2 <= kMaxDots && dots * 2 * kRowsPerDot <= s.n * s.gates) dots *= 2;
-  const int64_t rows_per_workgroup = std::max<int64_t>(1, dots / (s.gates * tm));
+  const int64_t rows_per_workgroup = GemvRowsPerWorkgroup(s, tm);
   // Loads an iteration ahead (on the H100: Llama-3.1-8B decode 215 -> 222 tok/s against loading
   // every row's part at the top of its own iteration), except for Q6_K parts (seven registers
   // each) in workgroups of 4 weight rows: there the registers cost more occupancy than the early
@@ -64,7 +102,7 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   // read ahead; Gemma 3's Q8_0 one 231 µs read as used and 196 µs read ahead.
   const bool load_ahead = !(s.w_dtype == graph::DType::kQ6_K && rows_per_workgroup * s.gates >= 4);
   const uint32_t groups = CeilDiv(s.n, rows_per_workgroup);
-  const uint32_t wg = WorkgroupSize(c.caps, groups, parts->per_row);
+  const uint32_t wg = GemvWorkgroupSize(c.caps, groups, parts->per_row);
   const bool subgroups = c.caps.subgroup_arithmetic;
   // x as vec4 where every run of 4 values of a part is 4-aligned in K (all block formats; floats
   // when K is a multiple of 4).
@@ -91,40 +129,6 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
             "  }\n}\n"
           : "void scale_by_norm_weight(uint p, inout float v[PV]) {\n"
             "  [[unroll]] for (uint i = 0u; i < PV; ++i) v[i] *= norm_weight(w_part_k(p, i));\n}\n";
-  // `void wg_reduce(inout float v[OUTS])`: every invocation gets the workgroup's sums. red holds a
-  // slot per invocation, enough for any subgroup count.
-  const std::string reduce =
-      subgroups ? R"(
-shared float red[OUTS][WG];
-void wg_reduce(inout float v[OUTS]) {
-  [[unroll]] for (uint o = 0u; o < OUTS; ++o) v[o] = subgroupAdd(v[o]);
-  if (gl_NumSubgroups == 1u) return;  // uniform
-  if (subgroupElect()) {
-    [[unroll]] for (uint o = 0u; o < OUTS; ++o) red[o][gl_SubgroupID] = v[o];
-  }
-  barrier();
-  [[unroll]] for (uint o = 0u; o < OUTS; ++o) {
-    float s = 0.0;
-    for (uint i = 0u; i < gl_NumSubgroups; ++i) s += red[o][i];
-    v[o] = s;
-  }
-}
-)"
-                : R"(
-shared float red[OUTS][WG];
-void wg_reduce(inout float v[OUTS]) {
-  uint lid = gl_LocalInvocationID.x;
-  [[unroll]] for (uint o = 0u; o < OUTS; ++o) red[o][lid] = v[o];
-  barrier();
-  for (uint s = WG / 2u; s > 0u; s >>= 1) {
-    if (lid < s) {
-      [[unroll]] for (uint o = 0u; o < OUTS; ++o) red[o][lid] += red[o][lid + s];
-    }
-    barrier();
-  }
-  [[unroll]] for (uint o = 0u; o < OUTS; ++o) v[o] = red[o][0];
-}
-)";
   Kernel k;
   k.variant = absl::StrCat("gemv.", graph::Name(s.w_dtype), ".t", tm, "x", rows_per_workgroup, ".wg", wg,
                            subgroups ? ".sg" : "", s.variant_suffix);
@@ -148,7 +152,7 @@ const uint OUTS = TM * RN * G + (NORM == 1 ? TM : 0u);  // dot products, then su
                               {"BLOCKS", absl::StrCat(blocks)},
                               {"RN", absl::StrCat(rows_per_workgroup)},
                               {"PARTS", absl::StrCat(parts->per_row)}}),
-                        reduce, Fill(R"(
+                        DotsReduceGlsl(subgroups), Fill(R"(
 // Part p of every weight row of the workgroup (rows past N read row N - 1).
 void load_rows(uint col0, uint p, out WPart wp[RN * G]) {
   [[unroll]] for (uint r = 0u; r < RN; ++r) {

@@ -98,6 +98,58 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
                                  : "  float qx_lo = 256.0 * (lo - 0.5 * xrun[0]), qx_hi = 256.0 * (hi - 0.5 * xrun[1]);\n"}});
 }
 
+// Against x in q8 blocks, where a value costs little, a part is a whole 32-byte chunk c of qs
+// (two 16-byte loads): 64 values, x's blocks 2c (low nibbles) and 2c + 1 (high nibbles), whose
+// scales are decoded once for all 64. x is staged in its own order.
+std::string KQuant4or5Q8(bool five) {
+  return Fill(R"(
+const uint PV8 = 64u, RUNS8 = 2u, XV = 4u;
+#define XVEC uvec4
+struct WPart8 { uvec4 head; uvec4 qs[2];{{QH_FIELD}} };
+WPart8 w_load8(uint row, uint p) {
+  uint b = row * ROW_VECS + (p >> 2) * {{BLOCK_VECS}}u;
+  uint c = p & 3u;
+  WPart8 r;
+  r.head = w4[b];
+  r.qs[0] = w4[b + {{QS_VEC}}u + 2u * c];
+  r.qs[1] = w4[b + {{QS_VEC}}u + 2u * c + 1u];
+{{QH_LOAD}}  return r;
+}
+uint run_k(uint p, uint r) { return p * 64u + r * 32u; }
+uint x_slot(uint k) { return k >> 2; }
+float w_dot_q8(WPart8 w, uint p, uvec4 xw[XV], float xd[RUNS8], float xrun[RUNS8]) {
+  uint c = p & 3u;
+  vec2 dm = unpackHalf2x16(w.head.x);
+  vec4 sm = k4_scale_pair(w.head.yzw, c);
+  int lo = 0, hi = 0;
+  [[unroll]] for (uint j = 0u; j < 8u; ++j) {
+    uint q = w.qs[j >> 2][j & 3u];
+    uint l4 = q & 0x0F0F0F0Fu, h4 = (q >> 4) & 0x0F0F0F0Fu;
+{{FIFTH_BITS}}    lo += sdot4(l4, xw[j >> 2][j & 3u]);
+    hi += sdot4(h4, xw[2u + (j >> 2)][j & 3u]);
+  }
+  return dm.x * (sm.x * xd[0] * i2f(lo) + sm.y * xd[1] * i2f(hi)) - dm.y * (sm.z * xrun[0] + sm.w * xrun[1]);
+}
+)",
+              {{"BLOCK_VECS", five ? "11" : "9"},
+               {"QS_VEC", five ? "3" : "1"},
+               {"QH_FIELD", five ? " uvec4 qh[2];" : ""},
+               {"QH_LOAD", five ? "  r.qh[0] = w4[b + 1u];\n  r.qh[1] = w4[b + 2u];\n" : ""},
+               {"FIFTH_BITS",
+                five ? "    uint h = w.qh[j >> 2][j & 3u];\n"
+                       "    l4 |= ((h >> (2u * c)) & 0x01010101u) << 4;\n"
+                       "    h4 |= ((h >> (2u * c + 1u)) & 0x01010101u) << 4;\n"
+                     : ""}});
+}
+
+// Parts as the float decoder's (Q6_K, Q8_0), against x in q8 blocks.
+constexpr const char* kSamePartsQ8 = R"(
+const uint PV8 = PV, RUNS8 = RUNS, XV = 1u;
+#define WPart8 WPart
+WPart8 w_load8(uint row, uint p) { return w_load(row, p); }
+uint run_k(uint p, uint r) { return w_part_k(p, r * (PV / RUNS)); }
+)";
+
 // Q6_K (210-byte blocks: ql[128], qh[64], int8 scales[16], f16 d). Value 128n + 32k + l (n half,
 // k quarter, l 0..31) is the low (k < 2) or high nibble of ql[64n + 32(k & 1) + l], plus bits 2k,
 // 2k + 1 of qh[32n + l] as bits 4-5, minus 32, times d · scales[(128n + 32k + l) / 16]. Part q
@@ -125,19 +177,41 @@ WPart w_load(uint row, uint p) {
   r.d = unpackHalf2x16(w[base + 52u]).x;
   return r;
 }
+// Run k's four 6-bit quants (0..63), one a byte.
+uint q6_run(WPart w, uint k) {
+  uint lo = (k < 2u ? w.ql[k & 1u] : w.ql[k & 1u] >> 4) & 0x0F0F0F0Fu;
+  uint hi = (k < 2u ? w.qh << (4u - 2u * k) : w.qh >> (2u * k - 4u)) & 0x30303030u;
+  return lo | hi;
+}
+// Run k's int8 scale: the part's scales are bytes odd, odd + 2, ... of the 8.
+float q6_scale(WPart w, uint p, uint k) {
+  uint odd = (p & 7u) >> 2;
+  return uintBitsToFloat(((w.sc[k >> 1] >> (8u * (odd + 2u * (k & 1u)))) & 255u) ^ 0x4B000080u) - 8388736.0;
+}
 float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
-  uint odd = (p & 7u) >> 2;  // the part's scales are bytes odd, odd + 2, ... of the 8
   float total = 0.0;
   [[unroll]] for (uint k = 0u; k < 4u; ++k) {
-    uint lo = (k < 2u ? w.ql[k & 1u] : w.ql[k & 1u] >> 4) & 0x0F0F0F0Fu;
-    uint hi = (k < 2u ? w.qh << (4u - 2u * k) : w.qh >> (2u * k - 4u)) & 0x30303030u;
-    uint q6 = lo | hi;
+    uint q6 = q6_run(w, k);
     float s = 0.0;
     [[unroll]] for (uint e = 0u; e < 4u; ++e) s += byte_unit(q6, int(8u * e)) * xv[4u * k + e];
-    uint sc = ((w.sc[k >> 1] >> (8u * (odd + 2u * (k & 1u)))) & 255u) ^ 0x4B000080u;
     // Σ (q − 32)·x = 256 · (Σ unit·x − Σ x / 2) − 32 · Σ x
-    total += (uintBitsToFloat(sc) - 8388736.0) * (256.0 * s - 160.0 * xrun[k]);
+    total += q6_scale(w, p, k) * (256.0 * s - 160.0 * xrun[k]);
   }
+  return w.d * total;
+}
+)";
+
+// Q6_K parts against x in q8 blocks: run k's four 6-bit quants (as bytes) against x word k.
+constexpr const char* kQ6KQ8 = R"(
+#define XVEC uvec4
+uint x_slot(uint k) {
+  uint r = k & 255u;
+  return ((k >> 8) * 16u + (r >> 7) * 8u + ((r & 31u) >> 2)) * 4u + ((r >> 5) & 3u);
+}
+float w_dot_q8(WPart w, uint p, uvec4 xw[1], float xd[RUNS], float xrun[RUNS]) {
+  float total = 0.0;
+  // Σ (q − 32)·x
+  [[unroll]] for (uint k = 0u; k < 4u; ++k) total += q6_scale(w, p, k) * (xd[k] * i2f(sdot4(q6_run(w, k), xw[0][k])) - 32.0 * xrun[k]);
   return w.d * total;
 }
 )";
@@ -155,16 +229,39 @@ WPart w_load(uint row, uint p) {
   uint base = (row * ROW_BYTES + (p >> 2) * {{Q8_0_BLOCK}}u) >> 2;  // in words
   uint qs = base + {{Q8_0_QS}}u / 4u + (p & 3u);
   WPart r;
-  r.q[0] = w[qs] ^ 0x80808080u;
-  r.q[1] = w[qs + 4u] ^ 0x80808080u;
+  r.q[0] = w[qs];
+  r.q[1] = w[qs + 4u];
   r.d = unpackHalf2x16(w[base]).x;
   return r;
 }
 float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
   float s = 0.0;
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) s += unit_quant(w.q[i >> 2], int(8u * (i & 3u)), 8) * xv[i];
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) s += unit_quant(w.q[i >> 2] ^ 0x80808080u, int(8u * (i & 3u)), 8) * xv[i];
   // Σ q·x = 256 · (Σ unit·x − Σ x) − 128 · Σ x
   return w.d * (256.0 * s - 384.0 * xrun[0]);
+}
+)";
+
+// Q8_0 against x in q8 blocks: a part is half a block (16 values, four words of quants), a dot
+// product of signed bytes per word; x is staged in its own order.
+constexpr const char* kQ8_0Q8 = R"(
+const uint PV8 = 16u, RUNS8 = 1u, XV = 1u;
+#define XVEC uvec4
+struct WPart8 { uint q[4]; float d; };
+WPart8 w_load8(uint row, uint p) {
+  uint base = (row * ROW_BYTES + (p >> 1) * {{Q8_0_BLOCK}}u) >> 2;  // in words
+  uint qs = base + {{Q8_0_QS}}u / 4u + 4u * (p & 1u);
+  WPart8 r;
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) r.q[i] = w[qs + i];
+  r.d = unpackHalf2x16(w[base]).x;
+  return r;
+}
+uint run_k(uint p, uint r) { return p * 16u; }
+uint x_slot(uint k) { return k >> 2; }
+float w_dot_q8(WPart8 w, uint p, uvec4 xw[1], float xd[RUNS8], float xrun[RUNS8]) {
+  int s = 0;
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) s += sdot4(w.q[i], xw[0][i]);
+  return w.d * xd[0] * i2f(s);
 }
 )";
 
@@ -203,17 +300,23 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
       parts.values = 8;
       parts.runs = 1;
       parts.glsl = absl::StrCat(decl, row_size, kUnitQuant, Fill(kQ8_0, DeviceLayoutValues()));
+      parts.q8_glsl = Fill(kQ8_0Q8, DeviceLayoutValues());
+      parts.q8_values = 16;
       break;
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K:
       parts.values = 16;
       parts.runs = 2;
       parts.glsl = absl::StrCat(row_size, kUnitQuant, kByteUnit, kScalePairK4, KQuant4or5(binding, dtype == graph::DType::kQ5_K));
+      parts.q8_glsl = KQuant4or5Q8(dtype == graph::DType::kQ5_K);
+      parts.q8_values = 64;
       break;
     case graph::DType::kQ6_K:
       parts.values = 16;
       parts.runs = 4;
       parts.glsl = absl::StrCat(decl, row_size, kByteUnit, Fill(kQ6K, DeviceLayoutValues()));
+      parts.q8_glsl = absl::StrCat(kSamePartsQ8, kQ6KQ8);
+      parts.q8_values = parts.values;
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("no matrix-vector decoder for weights of type ", graph::Name(dtype)));

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "graph/activation_quant.h"
 #include "graph/attention_inputs.h"
 #include "graph/epilogue.h"
 #include "graph/half.h"
@@ -284,11 +285,21 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
     }
     case OpKind::kMatMul: {
       // A norm prologue: x is RMS-normalised with weight input 2 first.
+      // Then x_quant: x is rounded through q8 blocks (graph/activation_quant.h).
       const bool norm = n.attrs.Has("norm_eps");
-      TensorPtr y = norm ? MatMul(*RmsNorm(in(0), in(2), in(0).shape[1], n.attrs.Float("norm_eps"),
-                                           n.attrs.Float("norm_offset")),
-                                  in(1))
-                         : MatMul(in(0), in(1));
+      TensorPtr normed =
+          norm ? RmsNorm(in(0), in(2), in(0).shape[1], n.attrs.Float("norm_eps"), n.attrs.Float("norm_offset")) : nullptr;
+      const Tensor* x = normed ? normed.get() : &in(0);
+      TensorPtr rounded;
+      if (n.attrs.Has("x_quant")) {
+        rounded = std::make_shared<Tensor>(*x);
+        for (int64_t r = 0; r < x->shape[0]; ++r) {
+          float* row = &rounded->f[static_cast<size_t>(r * x->shape[1])];
+          RoundThroughQ8(row, x->shape[1], row);
+        }
+        x = rounded.get();
+      }
+      TensorPtr y = MatMul(*x, in(1));
       absl::StatusOr<std::vector<EpilogueStep>> steps = ParseEpilogue(n.attrs.Str("epilogue"));
       if (!steps.ok()) return OpError(n, std::string(steps.status().message()));
       int next = norm ? 3 : 2;

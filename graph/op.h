@@ -22,7 +22,10 @@ enum class OpKind : uint8_t {
   // Compute.
   kEmbedding,   // (table[V, D], ids i32[T]) -> f32[T, D]: row gather
   kMatMul,      // (x[T, K], w[N, K], extra...) -> f32[T, N]: x · wᵀ, then the optional epilogue chain
-                // (attr epilogue, graph/epilogue.h) consuming the extra inputs; optional attr split
+                // (attr epilogue, graph/epilogue.h) consuming the extra inputs; optional attr split.
+                // Optional attr x_quant = "q8": x (after a norm prologue) is first rounded in blocks of
+                // 32 along K to 8-bit integers times a per-block scale (graph::RoundThroughQ8), so that
+                // a kernel may take integer dot products
   kAdd,         // (a[R, C], b) -> a + b; b is [R, C], or a vector [C] broadcast over the rows (a bias)
   kMul,         // (a[R, C], b) -> a * b; b as for add
   kSilu,        // x -> x * sigmoid(x)

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "graph/activation_quant.h"
 #include "graph/attention_inputs.h"
 #include "graph/epilogue.h"
 #include "graph/layout.h"
@@ -134,6 +135,14 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
         if (s == EpilogueStep::kBias || s == EpilogueStep::kAdd) ++next;
       }
       if (absl::Status st = CheckSplit(kind, attrs, n); !st.ok()) return st;
+      if (attrs.Has("x_quant")) {
+        if (attrs.Str("x_quant") != "q8") {
+          return Error(kind, absl::StrCat("x_quant '", attrs.Str("x_quant"), "' is not q8"));
+        }
+        if (in[0].shape[1].value % kQ8Block != 0) {
+          return Error(kind, absl::StrCat("x_quant q8 needs K a multiple of ", kQ8Block, ", got ", in[0].shape[1].value));
+        }
+      }
       return out;
     }
     case OpKind::kAdd:

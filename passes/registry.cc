@@ -12,6 +12,7 @@ const std::vector<PassEntry>& Registry() {
       {"fuse-rope", MakeFuseRope},
       {"fuse-head-norm", MakeFuseHeadNorm},
       {"fuse-kv-append", MakeFuseKvAppend},
+      {"q8-activations", MakeQ8Activations},
       {"dce", MakeDce},
   };
   return entries;

@@ -12,6 +12,7 @@
 #include "graph/printer.h"
 #include "models/weights.h"
 #include "passes/memory_plan.h"
+#include "passes/pass.h"
 
 namespace doppler::runtime {
 namespace {
@@ -54,7 +55,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   e->pipelines_ = std::make_unique<vk::PipelineCache>(*e->ctx_);
 
   if (absl::Status s = e->Load(); !s.ok()) return s;
-  absl::StatusOr<std::unique_ptr<vk::Plan>> decode = e->BuildPlan(e->graph_, 1, e->token_.get(), "decode");
+  if (absl::Status s = e->ChooseDecodeActivations(); !s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<vk::Plan>> decode = e->BuildPlan(e->decode_graph_, 1, e->token_.get(), "decode");
   if (!decode.ok()) return decode.status();
   e->decode_ = *std::move(decode);
   absl::StatusOr<std::unique_ptr<vk::Plan>> prefill =
@@ -63,6 +65,22 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   e->prefill_ = *std::move(prefill);
   if (absl::Status s = e->BuildDecodeLoop(); !s.ok()) return s;
   return e;
+}
+
+absl::Status Engine::ChooseDecodeActivations() {
+  decode_graph_ = graph_;
+  const DecodeActivations want = options_.decode_activations;
+  if (want == DecodeActivations::kF32 || (want == DecodeActivations::kAuto && !caps_.integer_dot_product)) {
+    return absl::OkStatus();
+  }
+  if (!caps_.integer_dot_product) {
+    return absl::FailedPreconditionError(absl::StrCat("q8 decode activations need integer dot products, which ",
+                                                      ctx_->info().name, " does not have (use f32)"));
+  }
+  absl::StatusOr<std::unique_ptr<passes::Pass>> pass = passes::MakePass("q8-activations");
+  if (!pass.ok()) return pass.status();
+  absl::StatusOr<bool> changed = (*pass)->Run(decode_graph_);
+  return changed.ok() ? absl::OkStatus() : changed.status();
 }
 
 absl::Status Engine::BuildDecodeLoop() {
@@ -77,12 +95,13 @@ absl::Status Engine::BuildDecodeLoop() {
       ctx_->CreateBuffer(loop_slot_ * static_cast<size_t>(steps + 1), vk::BufferKind::kHostVisible, "decode_loop.tokens");
   if (!slots.ok()) return slots.status();
   loop_tokens_ = *std::move(slots);
-  const std::optional<graph::ValueId> ids = graph_.FindNamed(graph::OpKind::kInput, "ids");
+  const std::optional<graph::ValueId> ids = decode_graph_.FindNamed(graph::OpKind::kInput, "ids");
   if (!ids) return absl::InvalidArgumentError("the step graph has no \"ids\" input");
   const std::vector<vk::SteppedBinding> stepped = {
       {*ids, loop_tokens_.get(), 0, loop_slot_, sizeof(int32_t)},
-      {*graph_.output("next_token"), loop_tokens_.get(), loop_slot_, loop_slot_, sizeof(int32_t)}};
-  absl::StatusOr<std::unique_ptr<vk::Plan>> plan = BuildPlan(graph_, 1, token_.get(), "decode_loop", steps, stepped);
+      {*decode_graph_.output("next_token"), loop_tokens_.get(), loop_slot_, loop_slot_, sizeof(int32_t)}};
+  absl::StatusOr<std::unique_ptr<vk::Plan>> plan =
+      BuildPlan(decode_graph_, 1, token_.get(), "decode_loop", steps, stepped);
   if (!plan.ok()) return plan.status();
   decode_loop_ = *std::move(plan);
   return absl::OkStatus();
@@ -266,9 +285,8 @@ absl::StatusOr<std::vector<float>> Engine::DecodeLogits(int32_t id) {
   if (absl::Status s = decode_->Run(1, static_cast<uint32_t>(position_)); !s.ok()) return s;
   ++position_;
   std::vector<float> out(static_cast<size_t>(config_.vocab_size));
-  if (absl::Status s = ctx_->Download(*decode_->slice(*graph_.output("logits")).buffer, decode_->slice(*graph_.output("logits")).offset, out.data(),
-                                      out.size() * sizeof(float));
-      !s.ok()) {
+  const auto& logits = decode_->slice(*decode_graph_.output("logits"));
+  if (absl::Status s = ctx_->Download(*logits.buffer, logits.offset, out.data(), out.size() * sizeof(float)); !s.ok()) {
     return s;
   }
   return out;

@@ -27,6 +27,14 @@
 
 namespace doppler::runtime {
 
+// How decode steps' matrix-vector products take their input x (graph/activation_quant.h).
+enum class DecodeActivations {
+  kAuto,  // q8 where the device has integer dot products, else f32
+  kF32,   // exact: the weights are decoded to floats and multiplied with x as it is
+  kQ8,    // x rounded through q8 blocks and multiplied with the weights' integer quants (llama.cpp's
+          // numerics): matmuls with Q4_K, Q5_K, Q6_K or Q8_0 weights only
+};
+
 struct EngineOptions {
   // An HF directory (config.json + *.safetensors) or a GGUF file (see IsGgufModel).
   std::filesystem::path model_path;
@@ -54,6 +62,9 @@ struct EngineOptions {
   // step per submit. Taken as at most prefill_chunk: a sliding-window cache keeps that many spare
   // rows, so the steps run past a stop token overwrite nothing still needed.
   int gpu_loop = 8;
+  // The decode plans' matmuls with block-quantized weights (the q8-activations pass on their graph);
+  // prefill keeps f32 activations.
+  DecodeActivations decode_activations = DecodeActivations::kAuto;
 };
 
 // True when `path` names a file (taken as a GGUF model) rather than a directory (an HF model).
@@ -94,7 +105,10 @@ class Engine {
   int64_t position() const { return position_; }
   int64_t context() const { return options_.context; }
   const models::ModelConfig& config() const { return config_; }
-  const graph::Graph& graph() const { return graph_; }  // the step graph the plans run
+  const graph::Graph& graph() const { return graph_; }  // the step graph the prefill plans run
+  // The decode plans' graph: graph() with x_quant on its quantized matmuls where decode rounds x
+  // through q8 (the same nodes, by id, as graph()).
+  const graph::Graph& decode_graph() const { return decode_graph_; }
   const vk::Context& device() const { return *ctx_; }
   vk::Context& mutable_device() { return *ctx_; }  // for measurements beside the engine (bench)
   const vk::Plan& decode_plan() const { return *decode_; }
@@ -106,6 +120,7 @@ class Engine {
   absl::StatusOr<std::unique_ptr<vk::Plan>> BuildPlan(const graph::Graph& g, int64_t tokens, vk::Buffer* ids,
                                                       const std::string& name, int steps = 1,
                                                       const std::vector<vk::SteppedBinding>& stepped = {});
+  absl::Status ChooseDecodeActivations();  // decode_graph_, from the option and the device
   absl::Status BuildDecodeLoop();
   absl::Status CheckIds(std::span<const int32_t> ids) const;
   absl::StatusOr<int32_t> ReadToken() const;
@@ -117,7 +132,8 @@ class Engine {
   std::unique_ptr<vk::PipelineCache> pipelines_;
   codegen::TargetCaps caps_;
   models::BuildOptions build_;
-  graph::Graph graph_;  // the step graph; the plans differ only in their token bucket
+  graph::Graph graph_;         // the step graph; the plans differ in their token bucket
+  graph::Graph decode_graph_;  // and in their activations' rounding (decode_graph())
   // Params, consts and states by name: shared by every plan.
   Resources resources_;
   std::unique_ptr<vk::Buffer> token_;   // the next token: argmax writes it, decode reads it

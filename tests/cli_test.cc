@@ -202,6 +202,8 @@ INSTANTIATE_TEST_SUITE_P(
                               "more than the context size 16"},
                       BadCase{"run --model MODEL --prompt-ids 1,9999", "token id 9999 is outside the vocabulary"},
                       BadCase{"run --model MODEL --prompt-ids 1 --dtype q9", "'q9' is not one of f16, bf16, f32"},
+                      BadCase{"run --model MODEL --prompt-ids 1 --decode-activations q4",
+                              "--decode-activations: 'q4' is not one of auto, q8, f32"},
                       BadCase{"logits --model MODEL --ids 1,2", "--out FILE is required"},
                       BadCase{"frobnicate", "unknown command 'frobnicate'"}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return "case" + std::to_string(info.index); });

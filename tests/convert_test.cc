@@ -87,6 +87,7 @@ RunResult RunModel(const fs::path& model, std::optional<DType> kv, DType weights
   o.context = 64;
   o.prefill_chunk = 32;
   o.validation = true;
+  o.decode_activations = runtime::DecodeActivations::kF32;  // held to the exact engine's tolerance
   absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(o);
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return r;

@@ -11,12 +11,15 @@
 
 #include "codegen/device_layout.h"
 #include "graph/builder.h"
+#include "graph/verifier.h"
 #include "models/quant/quant.h"
+#include "passes/pass.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/gpu_runner.h"
 #include "tests/support/graph_values.h"
 #include "tests/support/npy.h"
 #include "tests/support/vk_test_env.h"
+#include "backend_vk/plan.h"
 
 namespace doppler {
 namespace {
@@ -133,6 +136,95 @@ INSTANTIATE_TEST_SUITE_P(
       const QuantMatMulCase& c = i.param;
       return std::string(graph::Name(c.dtype)) + "_t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) +
              "_n" + std::to_string(c.n);
+    });
+
+// Matmuls whose x is rounded through q8 blocks (q8-activations): the matrix-vector kernel's
+// integer dot products against the interpreter running the same graph (graph::RoundThroughQ8, then
+// the product with the dequantized weights), with a norm prologue and gated or added epilogues, and
+// rows long enough to be staged in segments.
+struct Q8MatMulCase {
+  DType dtype;
+  int64_t tokens, bucket, k, n;
+  bool fused;  // rms_norm prologue, silu_mul (and add where the rows allow) epilogue
+};
+
+void PrintTo(const Q8MatMulCase& c, std::ostream* os) {
+  *os << graph::Name(c.dtype) << " t" << c.tokens << " k" << c.k << " n" << c.n << (c.fused ? " fused" : "");
+}
+
+class Q8MatMulTest : public QuantKernelTest, public ::testing::WithParamInterface<Q8MatMulCase> {};
+
+// x in [-1, 1) with one value in eight scaled by 8, so that the blocks' scales vary and the
+// rounding moves most values far more than an f32 product would.
+graph::Tensor RowsWithOutliers(int64_t tokens, int64_t k, uint32_t seed) {
+  graph::Tensor t = RandomRows(tokens, k, seed);
+  for (size_t i = seed % 8; i < t.f.size(); i += 8 + (i % 3)) t.f[i] *= 8.0f;
+  return t;
+}
+
+TEST_P(Q8MatMulTest, MatchesTheInterpreterRoundingXThroughQ8) {
+  const Q8MatMulCase& c = GetParam();
+  if (!ctx().info().int_dot_product) GTEST_FAIL() << "the device has no integer dot products";
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(c.k));
+  ValueId w = b.Param("w", Matrix(c.fused ? 2 * c.n : c.n, c.k, c.dtype));
+  ValueId y = c.fused ? b.MatMulWithNorm(x, b.Param("g", Vector(c.k)), 1e-5, 1.0, w, {b.Input("r", Rows(c.n))},
+                                         "silu_mul,add")
+                      : b.MatMul(x, w);
+  b.Output("y", y);
+  auto exact = std::move(b).Finish();
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  graph::Graph g = *exact;
+  auto pass = passes::MakePass("q8-activations");
+  ASSERT_TRUE(pass.ok()) << pass.status();
+  auto changed = (*pass)->Run(g);
+  ASSERT_TRUE(changed.ok() && *changed);
+  ASSERT_TRUE(graph::Verify(g).ok());
+  test::RandomParams params(g, 91);
+  std::map<std::string, Tensor> inputs = {{"x", RowsWithOutliers(c.tokens, c.k, 3)}};
+  if (c.fused) inputs["r"] = RandomRows(c.tokens, c.n, 4);
+  auto want = graph::Interpreter(params).Run(g, inputs, 0);
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto unrounded = graph::Interpreter(params).Run(*exact, inputs, 0);
+  ASSERT_TRUE(unrounded.ok()) << unrounded.status();
+  const double rounding = test::RelativeError(unrounded->at("y").f, want->at("y").f);
+  EXPECT_GE(rounding, 5e-3) << "the inputs do not tell a rounded x from an exact one";
+  // Teams of a subgroup (where the device has subgroup arithmetic), and of the whole workgroup.
+  codegen::TargetCaps portable = vk::TargetCapsOf(ctx().info());
+  portable.subgroup_arithmetic = false;
+  for (const std::optional<codegen::TargetCaps>& caps : {std::optional<codegen::TargetCaps>(), std::optional(portable)}) {
+    auto gpu = test::GpuRunner::Create(ctx(), g, c.bucket, params, caps);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    const std::string& variant = (*gpu)->plan().dispatches()[0].variant;
+    ASSERT_NE(variant.find("gemv_q8."), std::string::npos) << variant;
+    auto got = (*gpu)->Run(inputs, 0);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const double err = test::RelativeError(got->at("y").f, want->at("y").f);
+    std::printf("[ q8 matmul %s t%lld k%lld n%lld%s ] %s: relative error %.3g (the rounding itself: %.3g)\n",
+                graph::Name(c.dtype), static_cast<long long>(c.tokens), static_cast<long long>(c.k),
+                static_cast<long long>(c.n), c.fused ? " fused" : "", variant.c_str(), err, rounding);
+    // Both sides multiply the same 8-bit quants; the sums' order differs. With a norm prologue the
+    // kernel rounds x·g / d (1 / rms applied to the sums), the interpreter x·g/rms / (d/rms): a
+    // value within an ulp of a half may round the other way, moving one product by d·w (under 1e-3
+    // of the largest result here, against the rounding's own 5e-3 and more).
+    EXPECT_LE(err, c.fused ? 1e-3 : 2e-5) << variant;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Q8MatMulTest,
+    ::testing::Values(Q8MatMulCase{DType::kQ8_0, 1, 1, 96, 37, false}, Q8MatMulCase{DType::kQ8_0, 3, 4, 160, 67, true},
+                      Q8MatMulCase{DType::kQ4_K, 1, 1, 512, 37, false}, Q8MatMulCase{DType::kQ4_K, 13, 16, 256, 9, true},
+                      Q8MatMulCase{DType::kQ5_K, 1, 1, 256, 21, true}, Q8MatMulCase{DType::kQ5_K, 5, 8, 512, 7, false},
+                      Q8MatMulCase{DType::kQ6_K, 1, 1, 512, 67, true}, Q8MatMulCase{DType::kQ6_K, 13, 16, 256, 5, false},
+                      // Many row groups a team; rows staged in two segments (4 rows of 6,144 values).
+                      Q8MatMulCase{DType::kQ4_K, 1, 1, 256, 4100, false}, Q8MatMulCase{DType::kQ8_0, 1, 1, 64, 40000, false},
+                      Q8MatMulCase{DType::kQ4_K, 4, 4, 6144, 9, true},
+                      Q8MatMulCase{DType::kQ6_K, 2, 2, 6144, 3, false}),
+    [](const ::testing::TestParamInfo<Q8MatMulCase>& i) {
+      const Q8MatMulCase& c = i.param;
+      return std::string(graph::Name(c.dtype)) + "_t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) +
+             "_n" + std::to_string(c.n) + (c.fused ? "_fused" : "");
     });
 
 class QuantEmbeddingTest : public QuantKernelTest, public ::testing::WithParamInterface<DType> {};

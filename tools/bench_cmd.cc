@@ -191,7 +191,7 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   }
 
   const vk::Plan& decode = e.decode_plan();
-  const uint64_t weight_bytes_per_token = runtime::WeightBytesPerStep(e.graph(), decode, 1);
+  const uint64_t weight_bytes_per_token = runtime::WeightBytesPerStep(e.decode_graph(), decode, 1);
   vk::PipelineCache bandwidth_pipelines(e.mutable_device());
   absl::StatusOr<vk::Bandwidth> bandwidth = vk::MeasureCopyBandwidth(e.mutable_device(), bandwidth_pipelines);
   if (!bandwidth.ok()) return bandwidth.status();
@@ -216,7 +216,7 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
     const int64_t steps = std::min<int64_t>(*n, 16);
     absl::StatusOr<std::vector<std::vector<double>>> samples = e.ProfileDecodeSteps(steps);
     if (!samples.ok()) return samples.status();
-    report = runtime::MakeProfile(e.graph(), decode, *samples, std::max<int64_t>(1, steps / 2), lat.mean * 1e6);
+    report = runtime::MakeProfile(e.decode_graph(), decode, *samples, std::max<int64_t>(1, steps / 2), lat.mean * 1e6);
     // The first prefill chunk of the prompt, from an empty context, three times.
     const std::span<const int32_t> chunk(prompt.data(), std::min<size_t>(prompt.size(), options->prefill_chunk));
     std::vector<std::vector<double>> chunk_samples;

@@ -34,6 +34,11 @@ std::vector<OptionSpec> EngineOptionSpecs() {
       {"device", "", "N", "Vulkan device index (see doppler devices); default: the best GPU", ""},
       {"passes", "", "LIST", "the pass pipeline: default, none (run the model unfused) or pass names, comma-separated",
        "default"},
+      {"decode-activations", "", "MODE",
+       "how decode steps multiply block-quantized weights (Q4_K, Q5_K, Q6_K, Q8_0): q8 rounds each matrix's input "
+       "in blocks of 32 to 8-bit integers and multiplies those (integer dot products; llama.cpp's numerics), f32 "
+       "multiplies the exact input; auto: q8 where the device has integer dot products. Prefill keeps f32",
+       "auto"},
       {"verbose", "v", "", "print the plans: every node and the kernel variant it uses", ""},
   };
 }
@@ -75,6 +80,17 @@ absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& a
     if (!loop.ok()) return loop.status();
     if (*loop < 1 || *loop > 4096) return absl::InvalidArgumentError("--gpu-loop must be between 1 and 4096");
     o.gpu_loop = static_cast<int>(*loop);
+  }
+  // (Commands that build no decode plan, such as graph, do not take the option.)
+  const std::string activations = args.Has("decode-activations") ? args.Get("decode-activations") : "auto";
+  if (activations == "auto") {
+    o.decode_activations = runtime::DecodeActivations::kAuto;
+  } else if (activations == "q8") {
+    o.decode_activations = runtime::DecodeActivations::kQ8;
+  } else if (activations == "f32") {
+    o.decode_activations = runtime::DecodeActivations::kF32;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--decode-activations: '", activations, "' is not one of auto, q8, f32"));
   }
   o.verbose = args.Has("verbose");
   o.passes = args.Get("passes");

@@ -62,7 +62,7 @@ absl::Status PrintProfile(runtime::Engine& e, double measured_step_ns) {
     return absl::OkStatus();
   }
   const runtime::ProfileReport report =
-      runtime::MakeProfile(e.graph(), e.decode_plan(), *samples, e.position(), measured_step_ns);
+      runtime::MakeProfile(e.decode_graph(), e.decode_plan(), *samples, e.position(), measured_step_ns);
   std::fprintf(stderr, "\n%s", runtime::FormatProfile(report).c_str());
   return absl::OkStatus();
 }

@@ -1,0 +1,313 @@
+// The matrix-vector variant for x rounded through q8 blocks (attr x_quant = "q8",
+// graph/activation_quant.h), with integer dot products: each part's 8-bit (or narrower) weight
+// quants are multiplied with x's 8-bit quants four at a time, instead of decoding every weight to
+// a float and reading x as floats.
+//
+// A workgroup first stages x (one row per TM, or a segment of it where K is too long for shared
+// memory) as q8: an invocation takes a block of 32 values, finds its scale and writes its quants
+// where the parts that read them find them as one vector (x_slot), so a part's x is one 16- or
+// 8-byte shared-memory load. Since staging reads all of x, a workgroup then takes many rows: its
+// invocations form teams (a subgroup each where the device has subgroup arithmetic and a fixed
+// subgroup size, else the whole workgroup), and each team computes RN output columns (G weight rows
+// each) at a time, its invocations splitting K by parts as the float kernel's do, loading the next
+// parts before computing with the current ones, and reducing the team's sums at the end of each
+// group of rows.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/glsl_common.h"
+#include "codegen/matmul.h"
+#include "codegen/weight_parts.h"
+#include "graph/activation_quant.h"
+
+namespace doppler::codegen {
+namespace {
+
+// The shape as measured on the H100 (Q4_K_M, decode tok/s of Llama-3.1-8B / Llama-3.2-1B; the
+// float kernel's: 242 / 1,062): teams of one subgroup with 4 dot products, parts loaded one
+// iteration ahead, 128 invocations: 180 / 591; 2 dot products, 4 iterations ahead, 256
+// invocations: 221 / 834; teams of several subgroups (up to 2^18 lanes): 268 / 987; Q4_K parts of
+// 64 values rather than 16: 302 / 1,000; up to 2^17 lanes and no wider than a row's parts: 301 /
+// 1,199.
+//
+// Dot products a team computes at a time (RN output columns times G weight rows times TM rows of
+// x): 2 rather than 4 gives twice the row groups, so twice the teams.
+constexpr int64_t kTeamDots = 2;
+// Iterations whose parts a lane keeps in flight (2 and 4 measured alike).
+constexpr int64_t kDepth = 4;
+constexpr uint32_t kWorkgroup = 256;
+// Lanes over all teams that keep the memory busy: a team takes more subgroups until there are this
+// many (2^17: Llama-3.2-1B 1,090 tok/s; 2^18: 1,000; Llama-3.1-8B 302 either way).
+constexpr int64_t kTargetLanes = int64_t{1} << 17;
+// Workgroups at most: more teams would each stage x for fewer rows.
+constexpr int64_t kMaxWorkgroups = 512;
+// A workgroup stages x for at least this many weight rows where it can be made wide enough (up to
+// kWidestWorkgroup): staging a value costs about what several weights' products do. On the H100,
+// Llama-3.1-8B's down projections (K = 14,336) took 28.2 µs in workgroups of 256 invocations with
+// 8 rows each and 21.4-21.7 µs in workgroups of 512 or 1,024 (16 or 32 rows); its decode 302 -> 324
+// tok/s, Llama-3.2-1B's 1,190 -> 1,239-1,247.
+constexpr int64_t kMinStagedRows = 16;
+constexpr uint32_t kWidestWorkgroup = 1024;
+// Shared memory for the staged x, at most (bytes): within every device's 16 KiB and NVIDIA's 48,
+// and small enough to keep several workgroups on a multiprocessor.
+constexpr int64_t kStageBytes = 24 * 1024;
+
+}  // namespace
+
+absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
+  absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, s.w_dtype, s.k);
+  if (!parts.ok()) return parts.status();
+  if (parts->q8_glsl.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("x_quant needs block-quantized weights with integer quants, not ", graph::Name(s.w_dtype)));
+  }
+  const int64_t tm = std::min(s.m, kGemvMaxRows);
+  const uint32_t row_blocks = CeilDiv(s.m, tm);
+  const int64_t parts_per_row = s.k / parts->q8_values;
+  const bool subgroups = c.caps.subgroup_arithmetic;
+  int64_t rn = std::max<int64_t>(1, kTeamDots / (s.gates * tm));
+  uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, kWorkgroup);
+  // Teams of subgroups need every subgroup full and of the size the kernel is built for.
+  const uint32_t sg = c.caps.subgroup_size;
+  const bool subgroup_teams = subgroups && sg == c.caps.min_subgroup_size && sg >= tm * rn && sg <= wg && wg % sg == 0;
+  uint32_t team = wg;
+  if (subgroup_teams) {
+    // Enough lanes over all row groups, but no more than a row has parts.
+    const int64_t lanes = CeilDiv(s.n, rn) * int64_t{sg};
+    team = sg;
+    while (team * 2 <= wg && lanes * (team / sg) < kTargetLanes && team * 2 <= parts_per_row) team *= 2;
+  } else {
+    // One team a workgroup, shaped as the float kernel's workgroups.
+    rn = GemvRowsPerWorkgroup(s, tm);
+    wg = team = GemvWorkgroupSize(c.caps, CeilDiv(s.n, rn), parts_per_row);
+  }
+  // Rows: groups of RN output columns, RG_PER_TEAM groups a team (one where x is staged in segments,
+  // which are staged again for every group).
+  const int64_t row_groups = CeilDiv(s.n, rn);
+  auto groups_per_team = [&](uint32_t teams) {
+    return std::max<int64_t>(1, CeilDiv(row_groups, teams * kMaxWorkgroups));
+  };
+  if (subgroup_teams) {
+    // Wider workgroups where a workgroup would stage x for few weight rows.
+    const uint32_t widest = WidestPowerOfTwoWorkgroup(c.caps, kWidestWorkgroup);
+    auto rows = [&](uint32_t w) { return (w / team) * rn * s.gates * tm * groups_per_team(w / team); };
+    while (wg * 2 <= widest && rows(wg) < kMinStagedRows) wg *= 2;
+  }
+  const uint32_t subs = subgroup_teams ? team / sg : 1;
+  const uint32_t teams = wg / team;
+
+  // x's staging: SEG values of each of the TM rows, 1 byte each plus a float per 32.
+  const int64_t reduce_bytes = 4 * (tm * rn * s.gates + tm) * wg;
+  const int64_t stage_budget =
+      std::min<int64_t>(kStageBytes, static_cast<int64_t>(c.caps.max_shared_memory) - reduce_bytes);
+  const int64_t per_value = tm * 9;  // eighths of a byte
+  int64_t seg = s.k;
+  if (seg * per_value > stage_budget * 8) {
+    seg = stage_budget * 8 / per_value / 256 * 256;  // whole superblocks of the K-quants
+    if (seg < 256) {
+      return absl::ResourceExhaustedError(absl::StrCat("x_quant: ", c.caps.max_shared_memory,
+                                                       " bytes of shared memory cannot stage 256 values of x"));
+    }
+  }
+  const int64_t segments = CeilDiv(s.k, seg);
+  const int64_t seg_parts = seg / parts->q8_values;
+  const uint32_t iters = CeilDiv(seg_parts, team);
+  const int64_t depth = std::min<int64_t>(kDepth, iters);
+
+  const int64_t rg_per_team = segments == 1 ? groups_per_team(teams) : 1;
+  const uint32_t workgroups = CeilDiv(row_groups, teams * rg_per_team);
+
+  const std::vector<std::pair<std::string, std::string>> constants = {
+      {"NORM", s.norm ? "1" : "0"},
+      {"ROW_BLOCKS", absl::StrCat(row_blocks)},
+      {"SUBGROUP_TEAMS", subgroup_teams ? "1" : "0"},
+      {"SUBS", absl::StrCat(subs)},
+      {"WG", absl::StrCat(wg)},
+      {"TEAM", absl::StrCat(team)},
+      {"TM", absl::StrCat(tm)},
+      {"RN", absl::StrCat(rn)},
+      {"PARTS", absl::StrCat(s.k / parts->q8_values)},
+      {"SEG", absl::StrCat(seg)},
+      {"SEGMENTS", absl::StrCat(segments)},
+      {"ITERS", absl::StrCat(iters)},
+      {"DEPTH", absl::StrCat(depth)},
+      {"RG", absl::StrCat(row_groups)},
+      {"RG_PER_TEAM", absl::StrCat(rg_per_team)},
+};
+  Kernel k;
+  k.variant = absl::StrCat("gemv_q8.", graph::Name(s.w_dtype), ".t", tm, "x", rn, ".wg", wg, ".team", team, ".rg",
+                           rg_per_team, ".d", depth, segments > 1 ? absl::StrCat(".seg", segments) : "", s.variant_suffix);
+  k.glsl = absl::StrCat(
+      ShaderHeader(wg),
+      subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
+                  "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
+                : "",
+      R"(#extension GL_EXT_spirv_intrinsics : require
+// OpSDot on 4 x 8-bit packed vectors (SPV_KHR_integer_dot_product; glslang has no GLSL name for it).
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot4_packed(uint a, uint b, spirv_literal int packed_vector_format);
+int sdot4(uint a, uint b) { return sdot4_packed(a, b, 0); }
+// An int of magnitude below 2^22 as a float, at the float rate (int-to-float conversions run at a
+// fraction of it).
+float i2f(int v) { return intBitsToFloat(v + 0x4B400000) - 12582912.0; }
+)",
+      s.io_glsl, parts->glsl, parts->q8_glsl,
+      "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };\n",
+      Fill(R"(
+#define NORM {{NORM}}
+#define ROW_BLOCKS {{ROW_BLOCKS}}
+#define SUBGROUP_TEAMS {{SUBGROUP_TEAMS}}
+#define SUBS {{SUBS}}
+const uint WG = {{WG}}u, TEAM = {{TEAM}}u, TEAMS = WG / TEAM, TM = {{TM}}u, RN = {{RN}}u, PARTS = {{PARTS}}u;
+const uint SEG = {{SEG}}u, SEGMENTS = {{SEGMENTS}}u, SEG_PARTS = SEG / PV8, SEG_BLOCKS = SEG / 32u;
+const uint ITERS = {{ITERS}}u, DEPTH = {{DEPTH}}u, RG = {{RG}}u, RG_PER_TEAM = {{RG_PER_TEAM}}u;
+const uint RUN8 = PV8 / RUNS8, XW = PV8 / 4u, VW = XW / XV, OUTS = TM * RN * G;
+shared XVEC xq[TM * SEG_PARTS * XV];  // x's quants, by part (VW words a vector)
+shared float xd[TM * SEG_BLOCKS];  // x's block scales
+)",
+           constants),
+      WorkgroupReductions(wg, subgroups), DotsReduceGlsl(subgroups),
+      Fill(R"(
+
+// Four values times id, rounded to integers as bytes: adding 1.5 · 2^23 rounds to the nearest
+// integer (ties to even) and leaves it, two's complement, in the low byte of the mantissa.
+uint pack_q8(vec4 v, float id) {
+  precise vec4 scaled = v * id;
+  uvec4 u = floatBitsToUint(scaled + 12582912.0) & 255u;
+  return u.x | (u.y << 8) | (u.z << 16) | (u.w << 24);
+}
+
+// Stages segment `seg` of x's rows t0.. (m of them) as q8 (graph/activation_quant.h), each
+// invocation taking whole blocks; adds the squares of the values it read to sum_sq.
+void stage_x(uint seg, uint t0, uint m, inout float sum_sq[TM]) {
+  [[unroll]] for (uint t = 0u; t < TM; ++t) {
+    for (uint b = gl_LocalInvocationID.x; b < SEG_BLOCKS; b += WG) {
+      uint k0 = seg * SEG + b * 32u;
+      bool live = t < m && k0 < K;
+      vec4 v[8];
+      float amax = 0.0;
+      [[unroll]] for (uint j = 0u; j < 8u; ++j) {
+        v[j] = live ? x4[((t0 + t) * K + k0) / 4u + j] : vec4(0.0);
+#if NORM
+        sum_sq[t] += dot(v[j], v[j]);
+        if (live) v[j] *= norm_weight4(k0 + 4u * j);
+#endif
+        vec4 a = abs(v[j]);
+        amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+      }
+      float d = amax * uintBitsToFloat(0x3C010204u);  // 1/127 in f32
+      // 1 / d, then a Newton step: within an ulp of the correctly rounded quotient that
+      // graph::RoundThroughQ8 divides (a GPU's division may be a few ulps off).
+      float id = d > 0.0 ? 1.0 / d : 0.0;
+      id = fma(fma(-d, id, 1.0), id, id);
+      xd[t * SEG_BLOCKS + b] = d;
+      [[unroll]] for (uint j = 0u; j < 8u; ++j) {
+        uint slot = x_slot(b * 32u + 4u * j);
+        xq[(t * SEG_PARTS + slot / XW) * XV + (slot % XW) / VW][slot % VW] = pack_q8(v[j], id);
+      }
+    }
+  }
+}
+
+// Part p of the weight rows of output columns col0 .. col0 + RN - 1 (rows past N read row N - 1).
+void load_rows(uint col0, uint p, out WPart8 wp[RN * G]) {
+  [[unroll]] for (uint r = 0u; r < RN; ++r) {
+    [[unroll]] for (uint g = 0u; g < G; ++g) wp[r * G + g] = w_load8(min(col0 + r, N - 1u) + g * N, p);
+  }
+}
+
+void main() {
+  uint lid = gl_LocalInvocationID.x, team = lid / TEAM, lane = lid % TEAM;
+  uint wgi = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+#if ROW_BLOCKS > 1
+  uint rows = {{ROWS}}, t0 = gl_WorkGroupID.z * TM;
+  if (t0 >= rows) return;  // uniform across the workgroup
+  uint m = min(rows - t0, TM);
+#else
+  const uint t0 = 0u;
+  uint m = {{ROWS}};
+#endif
+  float sum_sq[TM], scale[TM];
+  [[unroll]] for (uint t = 0u; t < TM; ++t) { sum_sq[t] = 0.0; scale[t] = 1.0; }
+  // Team `team` of this workgroup takes row groups (wgi · RG_PER_TEAM + i) · TEAMS + team. Each
+  // lane keeps the parts of its next DEPTH iterations in flight.
+  uint first_col = (wgi * RG_PER_TEAM * TEAMS + team) * RN;
+  WPart8 ring[DEPTH][RN * G];
+  for (uint i = 0u; i < RG_PER_TEAM; ++i) {  // uniform
+    uint col0 = first_col + i * TEAMS * RN;
+    float acc[OUTS];
+    [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] = 0.0;
+    for (uint seg = 0u; seg < SEGMENTS; ++seg) {  // uniform
+      [[unroll]] for (uint d = 0u; d < DEPTH; ++d) {
+        load_rows(col0, min(seg * SEG_PARTS + lane + d * TEAM, PARTS - 1u), ring[d]);
+      }
+      if (i == 0u) {  // where there are segments, a team takes one row group
+        if (seg > 0u) barrier();  // every part of the last segment has been read
+        stage_x(seg, t0, m, sum_sq);
+        barrier();
+      }
+      [[unroll]] for (uint it = 0u; it < ITERS; ++it) {
+        uint sp = min(lane + it * TEAM, SEG_PARTS - 1u);  // the part within the segment
+        uint p = min(seg * SEG_PARTS + sp, PARTS - 1u);
+        bool live = lane + it * TEAM < SEG_PARTS && seg * SEG_PARTS + lane + it * TEAM < PARTS;
+        WPart8 wp[RN * G] = ring[it % DEPTH];
+        if (it + DEPTH < ITERS) load_rows(col0, min(seg * SEG_PARTS + lane + (it + DEPTH) * TEAM, PARTS - 1u), ring[it % DEPTH]);
+        [[unroll]] for (uint t = 0u; t < TM; ++t) {
+          XVEC xw[XV];
+          [[unroll]] for (uint v = 0u; v < XV; ++v) xw[v] = live && t < m ? xq[(t * SEG_PARTS + sp) * XV + v] : XVEC(0u);
+          float xdr[RUNS8], xrun[RUNS8];
+          [[unroll]] for (uint r = 0u; r < RUNS8; ++r) {
+            xdr[r] = xd[t * SEG_BLOCKS + ((run_k(p, r) - seg * SEG) >> 5)];
+            int q_sum = 0;
+            [[unroll]] for (uint j = r * (RUN8 / 4u); j < (r + 1u) * (RUN8 / 4u); ++j) q_sum += sdot4(xw[j / VW][j % VW], 0x01010101u);
+            xrun[r] = xdr[r] * i2f(q_sum);
+          }
+          [[unroll]] for (uint r = 0u; r < RN; ++r) {
+            [[unroll]] for (uint g = 0u; g < G; ++g) acc[(t * RN + r) * G + g] += w_dot_q8(wp[r * G + g], p, xw, xdr, xrun);
+          }
+        }
+      }
+    }
+#if NORM
+    if (i == 0u) {  // uniform; sum_sq is complete once every segment has been staged
+      [[unroll]] for (uint t = 0u; t < TM; ++t) scale[t] = norm_scale(wg_sum(sum_sq[t]));
+    }
+#endif
+#if SUBGROUP_TEAMS
+    [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] = subgroupAdd(acc[o]);
+#if SUBS > 1
+    // The team's subgroups' sums, through shared memory.
+    if (i > 0u) barrier();  // the last group's reads of red are done
+    if (subgroupElect()) {
+      [[unroll]] for (uint o = 0u; o < OUTS; ++o) red[o][gl_SubgroupID] = acc[o];
+    }
+    barrier();
+    [[unroll]] for (uint o = 0u; o < OUTS; ++o) {
+      float sum = 0.0;
+      [[unroll]] for (uint j = 0u; j < SUBS; ++j) sum += red[o][team * SUBS + j];
+      acc[o] = sum;
+    }
+#endif
+#else
+    if (i > 0u) barrier();  // the last group's reads of red are done
+    wg_reduce(acc);
+#endif
+    // Lane t·RN + r writes column col0 + r of row t; the selects with constant indices keep acc in
+    // registers.
+    [[unroll]] for (uint t = 0u; t < TM; ++t) {
+      [[unroll]] for (uint r = 0u; r < RN; ++r) {
+        if (lane == t * RN + r && t < m && col0 + r < N) {
+          store(t0 + t, col0 + r, acc[(t * RN + r) * G] * scale[t], acc[(t * RN + r) * G + G - 1u] * scale[t]);
+        }
+      }
+    }
+  }
+}
+)",
+           {{"ROWS", s.rows_expr}}));
+  k.groups = WideGrid(workgroups);
+  k.groups[2] = row_blocks;
+  return k;
+}
+
+}  // namespace doppler::codegen

@@ -1,0 +1,43 @@
+// q8-activations: every matmul whose weights are in a block format with 8-bit-or-narrower integer
+// quants (Q4_K, Q5_K, Q6_K, Q8_0) rounds its x through q8 blocks first (attr x_quant = "q8",
+// graph/activation_quant.h), so that its kernel multiplies 8-bit integers (integer dot products)
+// instead of decoding every weight to a float; this is how llama.cpp multiplies such weights.
+//
+//   before:  y = matmul(x, w: q4_k) {E}
+//   after:   y = matmul(x, w: q4_k) {E, x_quant = q8}
+//
+// It changes the results (by about 1% of a logit's spread, as llama.cpp's), so it is not in the
+// default pipeline: the engine runs it on the decode plan's graph only (EngineOptions::
+// decode_activations), where the matrix-vector kernel takes it.
+#include "graph/dtype.h"
+#include "passes/registry.h"
+#include "passes/rewrite.h"
+
+namespace doppler::passes {
+namespace {
+
+bool IntegerQuants(graph::DType t) {
+  return t == graph::DType::kQ4_K || t == graph::DType::kQ5_K || t == graph::DType::kQ6_K || t == graph::DType::kQ8_0;
+}
+
+class Q8Activations : public Pass {
+ public:
+  const char* name() const override { return "q8-activations"; }
+
+  absl::StatusOr<bool> Run(Graph& g) const override {
+    bool changed = false;
+    for (ValueId id = 0; id < g.size(); ++id) {
+      Node& n = g.mutable_node(id);
+      if (n.kind != OpKind::kMatMul || n.attrs.Has("x_quant") || !IntegerQuants(g.node(n.inputs[1]).type.dtype)) continue;
+      n.attrs.Set("x_quant", std::string("q8"));
+      changed = true;
+    }
+    return changed;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> MakeQ8Activations() { return std::make_unique<Q8Activations>(); }
+
+}  // namespace doppler::passes
