@@ -142,14 +142,6 @@ float w_dot_q8(WPart8 w, uint p, uvec4 xw[XV], float xd[RUNS8], float xrun[RUNS8
                      : ""}});
 }
 
-// Parts as the float decoder's (Q6_K, Q8_0), against x in q8 blocks.
-constexpr const char* kSamePartsQ8 = R"(
-const uint PV8 = PV, RUNS8 = RUNS, XV = 1u;
-#define WPart8 WPart
-WPart8 w_load8(uint row, uint p) { return w_load(row, p); }
-uint run_k(uint p, uint r) { return w_part_k(p, r * (PV / RUNS)); }
-)";
-
 // Q6_K (210-byte blocks: ql[128], qh[64], int8 scales[16], f16 d). Value 128n + 32k + l (n half,
 // k quarter, l 0..31) is the low (k < 2) or high nibble of ql[64n + 32(k & 1) + l], plus bits 2k,
 // 2k + 1 of qh[32n + l] as bits 4-5, minus 32, times d · scales[(128n + 32k + l) / 16]. Part q
@@ -201,17 +193,48 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 }
 )";
 
-// Q6_K parts against x in q8 blocks: run k's four 6-bit quants (as bytes) against x word k.
+// Q6_K against x in q8 blocks: a part is (half n, l in 16h .. 16h + 15) for all four quarters k:
+// 64 values, four runs of 16 (run k, half of x's block 4n + k), read as 16 bytes of ql from each
+// of its two 32-byte halves, 16 bytes of qh, the half's 8 scale bytes and d, in single words (the
+// device's blocks are 212 bytes, so 16-byte loads would not be aligned). x is staged by part:
+// run k's four words after one another.
 constexpr const char* kQ6KQ8 = R"(
+const uint PV8 = 64u, RUNS8 = 4u, XV = 4u;
 #define XVEC uvec4
-uint x_slot(uint k) {
-  uint r = k & 255u;
-  return ((k >> 8) * 16u + (r >> 7) * 8u + ((r & 31u) >> 2)) * 4u + ((r >> 5) & 3u);
+struct WPart8 { uvec4 ql[2]; uvec4 qh; uint sc[2]; float d; };
+WPart8 w_load8(uint row, uint p) {
+  uint base = (row * ROW_BYTES + (p >> 2) * {{Q6K_BLOCK}}u) >> 2;  // in words
+  uint n = (p >> 1) & 1u, h = p & 1u;
+  WPart8 r;
+  [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+    r.ql[0][j] = w[base + 16u * n + 4u * h + j];
+    r.ql[1][j] = w[base + 16u * n + 8u + 4u * h + j];
+    r.qh[j] = w[base + 32u + 8u * n + 4u * h + j];
+  }
+  r.sc[0] = w[base + 48u + 2u * n];
+  r.sc[1] = w[base + 49u + 2u * n];
+  r.d = unpackHalf2x16(w[base + 52u]).x;
+  return r;
 }
-float w_dot_q8(WPart w, uint p, uvec4 xw[1], float xd[RUNS], float xrun[RUNS]) {
+uint run_k(uint p, uint r) { return (p >> 2) * 256u + ((p >> 1) & 1u) * 128u + r * 32u + (p & 1u) * 16u; }
+uint x_slot(uint k) {
+  uint v = k & 255u, l = v & 31u;
+  return (((k >> 8) * 4u + (v >> 7) * 2u + (l >> 4)) * 4u + ((v >> 5) & 3u)) * 4u + ((l & 15u) >> 2);
+}
+float w_dot_q8(WPart8 w, uint p, uvec4 xw[XV], float xd[RUNS8], float xrun[RUNS8]) {
+  uint h = p & 1u;
   float total = 0.0;
-  // Σ (q − 32)·x
-  [[unroll]] for (uint k = 0u; k < 4u; ++k) total += q6_scale(w, p, k) * (xd[k] * i2f(sdot4(q6_run(w, k), xw[0][k])) - 32.0 * xrun[k]);
+  [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+    int dot = 0;
+    [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+      uint lo = (k < 2u ? w.ql[k & 1u][j] : w.ql[k & 1u][j] >> 4) & 0x0F0F0F0Fu;
+      uint hi = ((w.qh[j] >> (2u * k)) & 0x03030303u) << 4;
+      dot += sdot4(lo | hi, xw[k][j]);
+    }
+    // Scale byte 2k + h of the half's 8, an int8.
+    float sc = uintBitsToFloat(((w.sc[k >> 1] >> (8u * (2u * (k & 1u) + h))) & 255u) ^ 0x4B000080u) - 8388736.0;
+    total += sc * (xd[k] * i2f(dot) - 32.0 * xrun[k]);  // Σ (q − 32)·x
+  }
   return w.d * total;
 }
 )";
@@ -315,8 +338,8 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
       parts.values = 16;
       parts.runs = 4;
       parts.glsl = absl::StrCat(decl, row_size, kByteUnit, Fill(kQ6K, DeviceLayoutValues()));
-      parts.q8_glsl = absl::StrCat(kSamePartsQ8, kQ6KQ8);
-      parts.q8_values = parts.values;
+      parts.q8_glsl = Fill(kQ6KQ8, DeviceLayoutValues());
+      parts.q8_values = 64;
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("no matrix-vector decoder for weights of type ", graph::Name(dtype)));

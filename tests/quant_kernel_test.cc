@@ -219,6 +219,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Q8MatMulCase{DType::kQ6_K, 1, 1, 512, 67, true}, Q8MatMulCase{DType::kQ6_K, 13, 16, 256, 5, false},
                       // Many row groups a team; rows staged in two segments (4 rows of 6,144 values).
                       Q8MatMulCase{DType::kQ4_K, 1, 1, 256, 4100, false}, Q8MatMulCase{DType::kQ8_0, 1, 1, 64, 40000, false},
+                      Q8MatMulCase{DType::kQ4_K, 1, 1, 1024, 33000, false},
                       Q8MatMulCase{DType::kQ4_K, 4, 4, 6144, 9, true},
                       Q8MatMulCase{DType::kQ6_K, 2, 2, 6144, 3, false}),
     [](const ::testing::TestParamInfo<Q8MatMulCase>& i) {
