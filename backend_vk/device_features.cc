@@ -86,8 +86,11 @@ FeatureChain WantedFeatures(const FeatureChain& s) {
     w.v12.uniformAndStorageBuffer8BitAccess = s.v12.uniformAndStorageBuffer8BitAccess;
     // Lets timestamp pools be reset from the host, outside any command buffer.
     w.v12.hostQueryReset = s.v12.hostQueryReset;
-    // The cooperative-matrix kernels name memory scopes (GL_KHR_memory_scope_semantics).
+    // The cooperative-matrix kernels name memory scopes (GL_KHR_memory_scope_semantics); kernels
+    // whose workgroups hand results to each other (a fused argmax) use device-scope atomics and
+    // barriers, which the memory model then needs its device scope for.
     w.v12.vulkanMemoryModel = s.v12.vulkanMemoryModel;
+    w.v12.vulkanMemoryModelDeviceScope = s.v12.vulkanMemoryModelDeviceScope;
   }
   if (w.use_v13) {
     w.v13.subgroupSizeControl = s.v13.subgroupSizeControl;

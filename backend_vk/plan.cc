@@ -94,6 +94,19 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
           {n.id, kernels.back().family, kernels.back().variant, kernels.back().groups, false, 0, kernels.back().args});
     }
   }
+  // Kernels' scratch, zeroed, one buffer for each dispatch that has some (shared by the steps of a
+  // plan, whose dispatches of a kernel are levels apart).
+  std::vector<Buffer*> scratch(kernels.size(), nullptr);
+  for (size_t d = 0; d < kernels.size(); ++d) {
+    if (kernels[d].scratch_bytes == 0) continue;
+    absl::StatusOr<std::unique_ptr<Buffer>> b =
+        ctx.CreateBuffer(static_cast<size_t>(kernels[d].scratch_bytes), BufferKind::kDeviceLocal,
+                         absl::StrCat(name, ".scratch.", g.node(plan->dispatches_[d].node).label));
+    if (!b.ok()) return b.status();
+    if (absl::Status s = ctx.Fill(**b, 0); !s.ok()) return s;
+    scratch[d] = b->get();
+    plan->scratch_.push_back(*std::move(b));
+  }
   // Descriptor sets and accesses of every step.
   std::vector<std::vector<VkDescriptorSet>> sets(static_cast<size_t>(steps));
   std::vector<DispatchAccess> accesses;
@@ -105,6 +118,9 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
       for (size_t i = 0; i < k.args.size(); ++i) {
         const Slice& s = step_slices[st][static_cast<size_t>(k.args[i].value)];
         bindings.push_back({static_cast<uint32_t>(i + 1), s.buffer, s.offset, s.bytes == 0 ? VK_WHOLE_SIZE : s.bytes});
+      }
+      if (scratch[d] != nullptr) {
+        bindings.push_back({static_cast<uint32_t>(k.args.size() + 1), scratch[d], 0, static_cast<size_t>(k.scratch_bytes)});
       }
       absl::StatusOr<VkDescriptorSet> set =
           plan->descriptors_->Allocate(*pipes[d], bindings, g.node(plan->dispatches_[d].node).label);

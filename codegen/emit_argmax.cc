@@ -27,59 +27,12 @@ absl::StatusOr<Kernel> EmitArgmax(const EmitContext& c) {
   Kernel k;
   k.family = "argmax";
   k.variant = absl::StrCat("row", width == 4 ? ".vec4" : "", subgroups ? ".sg" : "");
-  // `uint reduce(float best, uint best_i)`: the workgroup's first maximum, for invocation 0.
-  const std::string reduce = subgroups ? R"(
-#extension GL_KHR_shader_subgroup_basic : enable
-#extension GL_KHR_shader_subgroup_arithmetic : enable
-// The subgroup's first maximum, in every invocation (invocations without a value hold NONE).
-void subgroup_first_max(inout float best, inout uint best_i) {
-  float m = subgroupMax(best_i == NONE ? uintBitsToFloat(0xFF800000u) : best);
-  best_i = subgroupMin(best_i != NONE && best == m ? best_i : NONE);
-  best = m;
-}
-uint reduce(float best, uint best_i) {
-  subgroup_first_max(best, best_i);
-  if (gl_NumSubgroups == 1u) return best_i;  // uniform
-  if (subgroupElect()) { s_val[gl_SubgroupID] = best; s_idx[gl_SubgroupID] = best_i; }
-  barrier();
-  if (gl_SubgroupID == 0u) {
-    best_i = NONE;
-    for (uint s = gl_SubgroupInvocationID; s < gl_NumSubgroups; s += gl_SubgroupSize) {
-      if (earlier_max(s_val[s], s_idx[s], best, best_i)) { best = s_val[s]; best_i = s_idx[s]; }
-    }
-    subgroup_first_max(best, best_i);
-  }
-  return best_i;
-}
-)"
-                                       : R"(
-uint reduce(float best, uint best_i) {
-  uint lid = gl_LocalInvocationID.x;
-  s_val[lid] = best;
-  s_idx[lid] = best_i;
-  barrier();
-  for (uint s = WG / 2u; s > 0u; s >>= 1) {
-    if (lid < s && earlier_max(s_val[lid + s], s_idx[lid + s], s_val[lid], s_idx[lid])) {
-      s_val[lid] = s_val[lid + s];
-      s_idx[lid] = s_idx[lid + s];
-    }
-    barrier();
-  }
-  return s_idx[0];
-}
-)";
   k.glsl = absl::StrCat(ShaderHeader(wg), IntBuffer(1, "ids", false),
                         Fill(absl::StrCat(R"(
 const uint WG = {{WG}}u, N = {{N}}u, W = {{W}}u, NW = N / W, NONE = 0xFFFFFFFFu;
 layout(std430, set = 0, binding = 2) readonly buffer Buf_x { {{VEC}} xw[]; };
 float lane(vec4 v, uint e) { return v[e]; }
 float lane(float v, uint e) { return v; }
-shared float s_val[WG];
-shared uint s_idx[WG];
-// Whether value v at index i is a maximum before (best, best_i): larger, or equal at a lower index.
-bool earlier_max(float v, uint i, float best, uint best_i) {
-  return i != NONE && (best_i == NONE || v > best || (v == best && i < best_i));
-}
 
 // The invocation's values of the row, W per load, kUnroll loads in flight, in increasing index
 // order, so that a strict > keeps its first maximum.
@@ -96,14 +49,14 @@ void scan(uint row, inout float best, inout uint best_i) {
   }
 }
 )",
-                                          reduce, R"(
+                                          FirstMaxReductionGlsl(subgroups), R"(
 void main() {
   uint row = gl_WorkGroupID.x;
   if (row >= {{ROWS}}) return;  // uniform across the workgroup
   float best = uintBitsToFloat(0xFF800000u);  // -inf
   uint best_i = NONE;
   scan(row, best, best_i);
-  best_i = reduce(best, best_i);
+  best_i = first_max(best, best_i);
   if (gl_LocalInvocationID.x == 0u) ids[row] = int(min(best_i, N - 1u));
 }
 )"),

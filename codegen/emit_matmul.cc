@@ -35,6 +35,13 @@ const char* ActivationFunction(graph::EpilogueStep s) {
 
 }  // namespace
 
+bool ArgmaxInMatMul(const graph::Graph& g, const graph::Node& argmax, int64_t tokens) {
+  if (argmax.kind != graph::OpKind::kArgmax || !argmax.attrs.Has("in_producer")) return false;
+  const graph::Node& m = g.node(argmax.inputs[0]);
+  return m.kind == graph::OpKind::kMatMul && m.attrs.Has("x_quant") &&
+         g.node(m.inputs[0]).type.shape[0].Resolve(tokens) <= kGemvMaxRows;
+}
+
 absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   using graph::EpilogueStep;
   const graph::Node& x = c.input(0);
@@ -101,8 +108,14 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   }
   s.io_glsl = absl::StrCat(FloatBuffer(1, "y", graph::DType::kF32, false), "const uint K = ", s.k, "u, N = ", s.n,
                            "u, G = ", s.gates, "u;\n", extras, ActivationGlsl(), OutputIndex(widths, c.rows(c.node), s.n),
-                           "void store(uint tok, uint col, float v, float up) {\n", chain,
-                           "  y[out_index(tok, col)] = v;\n}\n");
+                           "float store(uint tok, uint col, float v, float up) {\n", chain,
+                           "  y[out_index(tok, col)] = v;\n  return v;\n}\n");
+  // A fused argmax reader the kernel computes too: its value after the inputs.
+  graph::ValueId argmax = -1;
+  for (graph::ValueId u : c.g.Users(c.node.id)) {
+    if (ArgmaxInMatMul(c.g, c.g.node(u), c.tokens)) argmax = u;
+  }
+  if (argmax >= 0) s.argmax_binding = static_cast<uint32_t>(c.node.inputs.size() + 2);
 
   s.x_q8 = c.node.attrs.Has("x_quant");
   if (s.x_q8) {
@@ -139,6 +152,7 @@ float staged_x(uint t, uint k, uint m, inout float sum_sq) {
   k->family = "matmul";
   k->args = {{c.node.id, true}};
   for (graph::ValueId in : c.node.inputs) k->args.push_back({in, false});
+  if (argmax >= 0) k->args.push_back({argmax, true});
   return k;
 }
 

@@ -191,6 +191,58 @@ float wg_max(float v) { return wg_reduce(v, true); }
               {{"WG", absl::StrCat(workgroup_size)}});
 }
 
+std::string FirstMaxReductionGlsl(bool subgroup_arithmetic) {
+  const char* common = R"(
+shared float s_val[WG];
+shared uint s_idx[WG];
+bool earlier_max(float v, uint i, float best, uint best_i) {
+  return i != NONE && (best_i == NONE || v > best || (v == best && i < best_i));
+}
+)";
+  const char* reduce = subgroup_arithmetic ? R"(
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_arithmetic : enable
+// The subgroup's first maximum, in every invocation (invocations without a value hold NONE).
+void subgroup_first_max(inout float best, inout uint best_i) {
+  float m = subgroupMax(best_i == NONE ? uintBitsToFloat(0xFF800000u) : best);
+  best_i = subgroupMin(best_i != NONE && best == m ? best_i : NONE);
+  best = m;
+}
+uint first_max(inout float best, uint best_i) {
+  subgroup_first_max(best, best_i);
+  if (gl_NumSubgroups == 1u) return best_i;  // uniform
+  if (subgroupElect()) { s_val[gl_SubgroupID] = best; s_idx[gl_SubgroupID] = best_i; }
+  barrier();
+  if (gl_SubgroupID == 0u) {
+    best_i = NONE;
+    for (uint s = gl_SubgroupInvocationID; s < gl_NumSubgroups; s += gl_SubgroupSize) {
+      if (earlier_max(s_val[s], s_idx[s], best, best_i)) { best = s_val[s]; best_i = s_idx[s]; }
+    }
+    subgroup_first_max(best, best_i);
+  }
+  return best_i;
+}
+)"
+                                             : R"(
+uint first_max(inout float best, uint best_i) {
+  uint lid = gl_LocalInvocationID.x;
+  s_val[lid] = best;
+  s_idx[lid] = best_i;
+  barrier();
+  for (uint s = WG / 2u; s > 0u; s >>= 1) {
+    if (lid < s && earlier_max(s_val[lid + s], s_idx[lid + s], s_val[lid], s_idx[lid])) {
+      s_val[lid] = s_val[lid + s];
+      s_idx[lid] = s_idx[lid + s];
+    }
+    barrier();
+  }
+  best = s_val[0];
+  return s_idx[0];
+}
+)";
+  return absl::StrCat(common, reduce);
+}
+
 std::string Fill(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& values) {
   std::vector<std::pair<std::string, std::string>> keyed;
   keyed.reserve(values.size());

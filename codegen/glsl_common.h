@@ -34,6 +34,15 @@ std::string IntBuffer(uint32_t binding, const std::string& name, bool readonly);
 // barriers instead of a tree's log2 of the workgroup); without, a shared-memory tree.
 std::string WorkgroupReductions(uint32_t workgroup_size, bool subgroup_arithmetic);
 
+// The first maximum over the workgroup (graph's argmax: the larger value, on ties the lower index),
+// for kernels with `const uint WG, NONE = 0xFFFFFFFFu` declared: `bool earlier_max(float v, uint i,
+// float best, uint best_i)` (whether value v at index i comes before (best, best_i); index NONE is
+// no value) and `uint first_max(inout float best, uint best_i)`: the workgroup's index, and its
+// value in best, in invocation 0 (every invocation must call it; it contains barriers, and a caller
+// that calls it again must pass a barrier first). With subgroup arithmetic, subgroupMax then subgroupMin over the indices holding
+// it reduce each subgroup, and the first subgroup reduces the subgroups'; else a shared-memory tree.
+std::string FirstMaxReductionGlsl(bool subgroup_arithmetic);
+
 // Replaces every "{{KEY}}" in `tmpl` by its value.
 std::string Fill(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& values);
 

@@ -41,12 +41,16 @@ struct Kernel {
   std::string glsl;
   std::vector<KernelArg> args;
   std::array<uint32_t, 3> groups{1, 1, 1};  // workgroups dispatched for the plan's token bucket
+  // Bytes of device memory of the dispatch's own, at binding args.size() + 1, zero when the plan is
+  // built and left by each dispatch as it found it (e.g. a counter its last workgroup resets).
+  uint64_t scratch_bytes = 0;
 };
 
 // The kernel for a compute node; `tokens` is the token bucket of the plan (the largest T a step
 // may have). Source nodes (inputs, params, consts, states) have no kernel.
 // Most nodes are one dispatch; an appending attention may be three (codegen/emit_attention.cc),
-// recorded in order, with barriers placed as between any dispatches.
+// recorded in order, with barriers placed as between any dispatches; an argmax in_producer none where its
+// matmul's kernel computes it (codegen/matmul.h: ArgmaxInMatMul).
 absl::StatusOr<std::vector<Kernel>> EmitKernels(const graph::Graph& g, const graph::Node& node, const TargetCaps& caps,
                                                 int64_t tokens);
 

@@ -39,7 +39,9 @@ constexpr uint32_t kWorkgroup = 256;
 // Lanes over all teams that keep the memory busy: a team takes more subgroups until there are this
 // many (2^17: Llama-3.2-1B 1,090 tok/s; 2^18: 1,000; Llama-3.1-8B 302 either way).
 constexpr int64_t kTargetLanes = int64_t{1} << 17;
-// Workgroups at most: more teams would each stage x for fewer rows.
+// Workgroups at most: more teams would each stage x for fewer rows. On the H100, 1,024, 2,048 or
+// 8,192 (one row group a team) made Llama-3.2-1B's decode 1,259 -> 1,137-1,165 tok/s and
+// Llama-3.1-8B's 346 -> 291-318; Gemma-3-1B's went 734 -> 739-751.
 constexpr int64_t kMaxWorkgroups = 512;
 // A workgroup stages x for at least this many weight rows where it can be made wide enough (up to
 // kWidestWorkgroup): staging a value costs about what several weights' products do. On the H100,
@@ -97,7 +99,8 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   const uint32_t teams = wg / team;
 
   // x's staging: SEG values of each of the TM rows, 1 byte each plus a float per 32.
-  const int64_t reduce_bytes = 4 * (tm * rn * s.gates + tm) * wg;
+  const bool argmax = s.argmax_binding > 0;
+  const int64_t reduce_bytes = 4 * (tm * rn * s.gates + tm + (argmax ? 2 : 0)) * wg;
   const int64_t stage_budget =
       std::min<int64_t>(kStageBytes, static_cast<int64_t>(c.caps.max_shared_memory) - reduce_bytes);
   const int64_t per_value = tm * 9;  // eighths of a byte
@@ -119,6 +122,8 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
 
   const std::vector<std::pair<std::string, std::string>> constants = {
       {"NORM", s.norm ? "1" : "0"},
+      {"ARGMAX", argmax ? "1" : "0"},
+      {"WORKGROUPS", absl::StrCat(workgroups)},
       {"ROW_BLOCKS", absl::StrCat(row_blocks)},
       {"SUBGROUP_TEAMS", subgroup_teams ? "1" : "0"},
       {"SUBS", absl::StrCat(subs)},
@@ -136,7 +141,8 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
 };
   Kernel k;
   k.variant = absl::StrCat("gemv_q8.", graph::Name(s.w_dtype), ".t", tm, "x", rn, ".wg", wg, ".team", team, ".rg",
-                           rg_per_team, ".d", depth, segments > 1 ? absl::StrCat(".seg", segments) : "", s.variant_suffix);
+                           rg_per_team, ".d", depth, segments > 1 ? absl::StrCat(".seg", segments) : "", s.variant_suffix,
+                           argmax ? "+argmax" : "");
   k.glsl = absl::StrCat(
       ShaderHeader(wg),
       subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
@@ -155,6 +161,7 @@ float i2f(int v) { return intBitsToFloat(v + 0x4B400000) - 12582912.0; }
       "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };\n",
       Fill(R"(
 #define NORM {{NORM}}
+#define ARGMAX {{ARGMAX}}
 #define ROW_BLOCKS {{ROW_BLOCKS}}
 #define SUBGROUP_TEAMS {{SUBGROUP_TEAMS}}
 #define SUBS {{SUBS}}
@@ -164,9 +171,20 @@ const uint ITERS = {{ITERS}}u, DEPTH = {{DEPTH}}u, RG = {{RG}}u, RG_PER_TEAM = {
 const uint RUN8 = PV8 / RUNS8, XW = PV8 / 4u, VW = XW / XV, OUTS = TM * RN * G;
 shared XVEC xq[TM * SEG_PARTS * XV];  // x's quants, by part (VW words a vector)
 shared float xd[TM * SEG_BLOCKS];  // x's block scales
+const uint NONE = 0xFFFFFFFFu, WORKGROUPS = {{WORKGROUPS}}u;
 )",
            constants),
       WorkgroupReductions(wg, subgroups), DotsReduceGlsl(subgroups),
+      argmax ? absl::StrCat(FirstMaxReductionGlsl(subgroups),
+                            Fill(R"(
+layout(std430, set = 0, binding = {{IDS}}) buffer Buf_ids { int ids[]; };
+// Each workgroup's first maximum of row t is part[wgi * TM + t] (value bits, column); done counts
+// the workgroups that wrote theirs, and the last one resets it.
+layout(std430, set = 0, binding = {{SCRATCH}}) coherent buffer Buf_scratch { uint done; uint pad[3]; uvec2 part[]; } arg;
+shared bool arg_last;
+)",
+                                 {{"IDS", absl::StrCat(s.argmax_binding)}, {"SCRATCH", absl::StrCat(s.argmax_binding + 1)}}))
+             : "",
       Fill(R"(
 
 // Four values times id, rounded to integers as bytes: adding 1.5 · 2^23 rounds to the nearest
@@ -229,6 +247,11 @@ void main() {
 #endif
   float sum_sq[TM], scale[TM];
   [[unroll]] for (uint t = 0u; t < TM; ++t) { sum_sq[t] = 0.0; scale[t] = 1.0; }
+#if ARGMAX
+  float arg_best[TM];  // the first maximum of the columns this invocation wrote, per row
+  uint arg_at[TM];
+  [[unroll]] for (uint t = 0u; t < TM; ++t) { arg_best[t] = uintBitsToFloat(0xFF800000u); arg_at[t] = NONE; }
+#endif
   // Team `team` of this workgroup takes row groups (wgi · RG_PER_TEAM + i) · TEAMS + team. Each
   // lane keeps the parts of its next DEPTH iterations in flight.
   uint first_col = (wgi * RG_PER_TEAM * TEAMS + team) * RN;
@@ -297,16 +320,49 @@ void main() {
     [[unroll]] for (uint t = 0u; t < TM; ++t) {
       [[unroll]] for (uint r = 0u; r < RN; ++r) {
         if (lane == t * RN + r && t < m && col0 + r < N) {
-          store(t0 + t, col0 + r, acc[(t * RN + r) * G] * scale[t], acc[(t * RN + r) * G + G - 1u] * scale[t]);
+          float v = store(t0 + t, col0 + r, acc[(t * RN + r) * G] * scale[t], acc[(t * RN + r) * G + G - 1u] * scale[t]);
+#if ARGMAX
+          if (earlier_max(v, col0 + r, arg_best[t], arg_at[t])) { arg_best[t] = v; arg_at[t] = col0 + r; }
+#endif
         }
       }
     }
   }
+#if ARGMAX
+  // The workgroup's first maximum of each row, then the last workgroup to finish takes the first
+  // of them all (their parts read past the cache: coherent).
+  [[unroll]] for (uint t = 0u; t < TM; ++t) {
+    barrier();  // the last reduction's reads of shared memory are done
+    float best = arg_best[t];
+    uint at = first_max(best, arg_at[t]);
+    if (gl_LocalInvocationID.x == 0u) arg.part[wgi * TM + t] = uvec2(floatBitsToUint(best), at);
+  }
+  memoryBarrierBuffer();
+  barrier();
+  if (gl_LocalInvocationID.x == 0u) arg_last = atomicAdd(arg.done, 1u) == WORKGROUPS - 1u;
+  barrier();
+  if (arg_last) {  // uniform
+    memoryBarrierBuffer();
+    [[unroll]] for (uint t = 0u; t < TM; ++t) {
+      float best = uintBitsToFloat(0xFF800000u);
+      uint at = NONE;
+      for (uint w = gl_LocalInvocationID.x; w < WORKGROUPS; w += WG) {
+        uvec2 p = arg.part[w * TM + t];
+        if (earlier_max(uintBitsToFloat(p.x), p.y, best, at)) { best = uintBitsToFloat(p.x); at = p.y; }
+      }
+      barrier();
+      at = first_max(best, at);
+      if (gl_LocalInvocationID.x == 0u && t < m) ids[t0 + t] = int(min(at, N - 1u));
+    }
+    if (gl_LocalInvocationID.x == 0u) arg.done = 0u;
+  }
+#endif
 }
 )",
            {{"ROWS", s.rows_expr}}));
   k.groups = WideGrid(workgroups);
   k.groups[2] = row_blocks;
+  if (argmax) k.scratch_bytes = 16 + 8 * uint64_t{workgroups} * static_cast<uint64_t>(tm);
   return k;
 }
 

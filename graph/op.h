@@ -39,7 +39,9 @@ enum class OpKind : uint8_t {
   kAttention,   // (q[T, H*d], k[C, Hkv*d], v[C, Hkv*d]) -> f32[T, H*d]: causal softmax(q·kᵀ·scale)·v,
                 // key j read from row j % C; attrs heads, kv_heads, head_dim, scale, window (0 = unlimited)
   kLastRow,     // x[T, D] -> x[T-1 : T, D] for the step's actual T
-  kArgmax,      // x[R, N] -> i32[R]: index of the first maximum of each row
+  kArgmax,      // x[R, N] -> i32[R]: index of the first maximum of each row. Attr in_producer = 1:
+                // the kernel of its input (a matmul) may compute it too, as it writes x; its value is then
+                // written at the matmul's dispatch (the memory planner and codegen/matmul.h know)
   kRecordTokens,   // (history i32[R], ids i32[T]) -> history with ids[t] at row (pos + t) % R
   kRepeatPenalty,  // (logits[1, V], history i32[R]) -> logits with every token of the last R positions
                    // penalised (graph::Penalize: x > 0 ? x / penalty : x * penalty); attr penalty

@@ -46,6 +46,9 @@ absl::Status Verify(const Graph& g) {
       if (in < 0 || in >= i) return NodeError(n, absl::StrCat("input %", in, " is not defined before it"));
     }
     if (absl::Status s = CheckAttrs(n); !s.ok()) return s;
+    if (n.kind == OpKind::kArgmax && n.attrs.Has("in_producer") && g.node(n.inputs[0]).kind != OpKind::kMatMul) {
+      return NodeError(n, "an argmax in_producer reads a matmul");
+    }
     if (IsSource(n.kind)) {
       if (!names.insert({n.kind, n.attrs.Str("name")}).second) {
         return NodeError(n, absl::StrCat("duplicate ", OpName(n.kind), " name '", n.attrs.Str("name"), "'"));

@@ -88,7 +88,9 @@ absl::StatusOr<MemoryPlan> PlanMemory(const graph::Graph& g, int64_t tokens, con
     Item it{n.id, AlignUp(std::max<size_t>(1, graph::ValueBytes(n, tokens)), 16), {}};
     const std::vector<int64_t> widths = graph::SplitWidths(n);
     if (widths.empty()) {
-      it.segments.push_back({0, it.bytes, n.id, n.id});
+      // An argmax in_producer may be written by its matmul's kernel (graph/op.h).
+      const int first = n.kind == OpKind::kArgmax && n.attrs.Has("in_producer") ? n.inputs[0] : n.id;
+      it.segments.push_back({0, it.bytes, first, n.id});
     } else {
       for (const graph::PartRange& r : graph::SplitLayout(widths, n.type.shape[0].Resolve(tokens), n.type.dtype)) {
         it.segments.push_back({r.offset, AlignUp(std::max<size_t>(1, r.bytes), 16), n.id, n.id});

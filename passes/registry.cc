@@ -12,6 +12,7 @@ const std::vector<PassEntry>& Registry() {
       {"fuse-rope", MakeFuseRope},
       {"fuse-head-norm", MakeFuseHeadNorm},
       {"fuse-kv-append", MakeFuseKvAppend},
+      {"fuse-argmax", MakeFuseArgmax},
       {"q8-activations", MakeQ8Activations},
       {"dce", MakeDce},
   };
@@ -24,10 +25,10 @@ const std::vector<PassEntry>& Registry() {
 // matmuls that read them (after the merges above, which take plain matmuls only); rotary
 // embeddings into the cache writes and attention that read them, and then the per-head norms
 // before them; then the cache writes, with those prologues, into the attention that reads them;
-// dce last.
+// the LM head's argmax into the matmul; dce last.
 std::vector<std::string> DefaultPipeline() {
   return {"fuse-gate-up", "fuse-qkv",       "fuse-matmul-epilogue", "fuse-residual-rmsnorm", "fuse-norm-matmul",
-          "fuse-rope",    "fuse-head-norm", "fuse-kv-append", "dce"};
+          "fuse-rope",    "fuse-head-norm", "fuse-kv-append", "fuse-argmax",           "dce"};
 }
 
 }  // namespace doppler::passes

@@ -14,6 +14,7 @@
 #include "graph/builder.h"
 #include "graph/interpreter.h"
 #include "graph/layout.h"
+#include "graph/verifier.h"
 #include "models/architecture.h"
 #include "models/hf_config.h"
 #include "passes/pass.h"
@@ -223,6 +224,30 @@ TEST(MemoryPlan, ADeadPartFreesItsColumnGroup) {
     }
   }
   EXPECT_GT(in_the_hole, 0);
+}
+
+// An argmax in_producer may be written by its matmul's kernel, so its bytes are its own from the
+// matmul on: not those of the matmul's input, free again after the matmul otherwise.
+TEST(MemoryPlan, AnArgmaxInItsProducerLivesFromTheMatmul) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(64));
+  ValueId a = b.Add(x, x);
+  ValueId logits = b.MatMul(a, b.Param("w", Matrix(64, 64, DType::kQ8_0)));
+  ValueId ids = b.Argmax(logits);
+  b.Output("logits", logits);
+  graph::Graph g = *std::move(b).Finish();
+  auto overlap = [&](const passes::MemoryPlan& plan) {
+    const size_t a0 = plan.offset.at(a), ids0 = plan.offset.at(ids);
+    return ids0 < a0 + 64 * 4 && a0 < ids0 + 4;
+  };
+  auto plain = passes::PlanMemory(g, 1, {});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE(overlap(*plain)) << "the argmax's own dispatch may reuse the matmul's input";
+  g.mutable_node(ids).attrs.Set("in_producer", int64_t{1});
+  ASSERT_TRUE(graph::Verify(g).ok());
+  auto fused = passes::PlanMemory(g, 1, {});
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  EXPECT_FALSE(overlap(*fused));
 }
 
 TEST(MemoryPlan, ValuesBoundOutsideTakeNoArena) {

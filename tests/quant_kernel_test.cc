@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <tuple>
 
 #include "codegen/device_layout.h"
 #include "graph/builder.h"
@@ -227,6 +228,81 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(graph::Name(c.dtype)) + "_t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) +
              "_n" + std::to_string(c.n) + (c.fused ? "_fused" : "");
     });
+
+// The LM head's argmax fused into the q8 matrix-vector kernel (fuse-argmax): every workgroup's
+// first maximum, then the last workgroup's; the plan has no argmax dispatch. Run three times (the
+// kernel resets its count of finished workgroups for the next).
+class FusedArgmaxTest : public QuantKernelTest {
+ protected:
+  // The graph x -> logits = matmul(x, w) -> next = argmax(logits), through q8-activations and
+  // fuse-argmax.
+  graph::Graph LmHead(DType dtype, int64_t k, int64_t n) {
+    GraphBuilder b;
+    ValueId logits = b.MatMul(b.Input("x", Rows(k)), b.Param("w", Matrix(n, k, dtype)));
+    b.Output("logits", logits);
+    b.Output("next", b.Argmax(logits));
+    graph::Graph g = *std::move(b).Finish();
+    for (const char* name : {"q8-activations", "fuse-argmax"}) {
+      auto pass = passes::MakePass(name);
+      EXPECT_TRUE(pass.ok() && (*pass)->Run(g).ok()) << name;
+    }
+    EXPECT_TRUE(graph::Verify(g).ok());
+    return g;
+  }
+  void ExpectFusedArgmax(const graph::Graph& g, const test::RandomParams& params, int64_t tokens, int64_t bucket,
+                         const std::vector<Tensor>& xs) {
+    auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    ASSERT_EQ((*gpu)->plan().dispatches().size(), 1u) << "an argmax dispatch of its own";
+    EXPECT_NE((*gpu)->plan().dispatches()[0].variant.find("+argmax"), std::string::npos);
+    for (const Tensor& x : xs) {
+      auto got = (*gpu)->Run({{"x", x}}, 0);
+      ASSERT_TRUE(got.ok()) << got.status();
+      auto want = graph::Interpreter(params).Run(g, {{"x", x}}, 0);
+      ASSERT_TRUE(want.ok()) << want.status();
+      const std::vector<float>& logits = got->at("logits").f;
+      EXPECT_LE(test::RelativeError(logits, want->at("logits").f), 2e-5);
+      const int64_t n = static_cast<int64_t>(logits.size()) / tokens;
+      ASSERT_EQ(got->at("next").i.size(), static_cast<size_t>(tokens));
+      for (int64_t t = 0; t < tokens; ++t) {
+        const float* row = &logits[static_cast<size_t>(t * n)];
+        // The first maximum of the logits the kernel wrote, and the interpreter's choice.
+        EXPECT_EQ(got->at("next").i[static_cast<size_t>(t)], std::max_element(row, row + n) - row) << "row " << t;
+        EXPECT_EQ(got->at("next").i[static_cast<size_t>(t)], want->at("next").i[static_cast<size_t>(t)]) << "row " << t;
+      }
+    }
+  }
+};
+
+TEST_F(FusedArgmaxTest, TheMatmulWritesTheFirstMaximum) {
+  for (auto [dtype, k, n] : {std::tuple{DType::kQ6_K, int64_t{512}, int64_t{20011}}, std::tuple{DType::kQ4_K, int64_t{256}, int64_t{777}}}) {
+    graph::Graph g = LmHead(dtype, k, n);
+    test::RandomParams params(g, 12);
+    ExpectFusedArgmax(g, params, 1, 1, {RandomRows(1, k, 1), RandomRows(1, k, 2), RandomRows(1, k, 3)});
+    ExpectFusedArgmax(g, params, 3, 4, {RandomRows(3, k, 4), RandomRows(3, k, 5), RandomRows(3, k, 6)});
+  }
+}
+
+TEST_F(FusedArgmaxTest, TiesGoToTheLowerColumnAcrossWorkgroups) {
+  // Q8_0 rows of one quant value each (d = 1): with x all ones (rounded exactly to 127 · d), row r's
+  // logit is 64 · q_r · 127 · d, so rows of equal q tie exactly; 1,000 and 2,500 hold the largest.
+  const int64_t k = 64, n = 3000;
+  graph::Graph g = LmHead(DType::kQ8_0, k, n);
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;
+  for (int64_t r = 0; r < n; ++r) {
+    const int8_t q = r == 1000 || r == 2500 ? 120 : static_cast<int8_t>((r * 37) % 100 - 50);
+    for (int b = 0; b < 2; ++b) {
+      bytes.push_back(0x00);  // f16 1.0
+      bytes.push_back(0x3C);
+      for (int i = 0; i < 32; ++i) bytes.push_back(static_cast<uint8_t>(q));
+    }
+    for (int64_t i = 0; i < k; ++i) values.push_back(static_cast<float>(q));
+  }
+  test::RandomParams params(g, 1);
+  params.Set("w", bytes, values);
+  ExpectFusedArgmax(g, params, 1, 1, {Tensor::F32({1, k}, std::vector<float>(k, 1.0f))});
+}
 
 class QuantEmbeddingTest : public QuantKernelTest, public ::testing::WithParamInterface<DType> {};
 
