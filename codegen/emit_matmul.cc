@@ -35,9 +35,9 @@ const char* ActivationFunction(graph::EpilogueStep s) {
 
 }  // namespace
 
-bool ArgmaxInMatMul(const graph::Graph& g, const graph::Node& argmax, int64_t tokens) {
-  if (argmax.kind != graph::OpKind::kArgmax || !argmax.attrs.Has("in_producer")) return false;
-  const graph::Node& m = g.node(argmax.inputs[0]);
+bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens) {
+  if (!n.attrs.Has("in_producer")) return false;
+  const graph::Node& m = g.node(n.inputs[0]);
   return m.kind == graph::OpKind::kMatMul && m.attrs.Has("x_quant") &&
          g.node(m.inputs[0]).type.shape[0].Resolve(tokens) <= kGemvMaxRows;
 }
@@ -106,16 +106,16 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
                     "float norm_weight(uint k) { return load_gamma(k) + ", offset, "; }\n",
                     s.k % 4 == 0 ? absl::StrCat("vec4 norm_weight4(uint k) { return load4_gamma(k) + ", offset, "; }\n") : "");
   }
-  s.io_glsl = absl::StrCat(FloatBuffer(1, "y", graph::DType::kF32, false), "const uint K = ", s.k, "u, N = ", s.n,
+  // A row-wide op the kernel computes too: its value and inputs after the matmul's.
+  for (graph::ValueId u : c.g.Users(c.node.id)) {
+    if (TailInMatMul(c.g, c.g.node(u), c.tokens)) s.tail = u;
+  }
+  if (s.tail >= 0) s.tail_binding = static_cast<uint32_t>(c.node.inputs.size() + 2);
+  s.io_glsl = absl::StrCat(FloatBuffer(1, "y", graph::DType::kF32, false, /*coherent=*/s.tail >= 0), "const uint K = ", s.k, "u, N = ", s.n,
                            "u, G = ", s.gates, "u;\n", extras, ActivationGlsl(), OutputIndex(widths, c.rows(c.node), s.n),
                            "float store(uint tok, uint col, float v, float up) {\n", chain,
                            "  y[out_index(tok, col)] = v;\n  return v;\n}\n");
-  // A fused argmax reader the kernel computes too: its value after the inputs.
-  graph::ValueId argmax = -1;
-  for (graph::ValueId u : c.g.Users(c.node.id)) {
-    if (ArgmaxInMatMul(c.g, c.g.node(u), c.tokens)) argmax = u;
-  }
-  if (argmax >= 0) s.argmax_binding = static_cast<uint32_t>(c.node.inputs.size() + 2);
+
 
   s.x_q8 = c.node.attrs.Has("x_quant");
   if (s.x_q8) {
@@ -152,7 +152,11 @@ float staged_x(uint t, uint k, uint m, inout float sum_sq) {
   k->family = "matmul";
   k->args = {{c.node.id, true}};
   for (graph::ValueId in : c.node.inputs) k->args.push_back({in, false});
-  if (argmax >= 0) k->args.push_back({argmax, true});
+  if (s.tail >= 0) {
+    const graph::Node& tail = c.g.node(s.tail);
+    k->args.push_back({tail.id, true});
+    for (size_t i = 1; i < tail.inputs.size(); ++i) k->args.push_back({tail.inputs[i], false});
+  }
   return k;
 }
 

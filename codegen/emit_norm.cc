@@ -23,7 +23,7 @@ uint32_t WorkgroupFor(int64_t dim, uint32_t max_invocations) {
 }
 }  // namespace
 
-absl::StatusOr<Kernel> EmitRmsNorm(const EmitContext& c) {
+std::string RmsNormRowGlsl(const EmitContext& c, const NormRowIo& io, uint32_t wg) {
   const graph::Node& w = c.input(1);
   const bool residual = c.node.attrs.Int("residual") != 0;
   const int64_t width = residual ? c.input(0).type.shape[1].value : c.node.type.shape[1].value;
@@ -31,28 +31,22 @@ absl::StatusOr<Kernel> EmitRmsNorm(const EmitContext& c) {
   const int64_t rows = c.rows(c.node);
   // Where the input row is read and the sum and normalised values are written (in floats).
   const bool prologue = c.node.attrs.Has("norm_eps");
-  std::string load_x = "x[base + i]", sum_index, out_index = "base + i";
+  const std::string x = absl::StrCat(io.x, "[base + i]");
+  std::string load_x = x, sum_index, out_index = "base + i";
   if (residual) {
     const std::vector<graph::PartRange> layout = graph::SplitLayout({width, width}, rows, graph::DType::kF32);
-    if (!prologue) load_x = "(x[base + i] + r[base + i])";
+    if (!prologue) load_x = absl::StrCat("(", x, " + nr[base + i])");
     sum_index = absl::StrCat(layout[0].offset / sizeof(float), "u + base + i");
     out_index = absl::StrCat(layout[1].offset / sizeof(float), "u + base + i");
   }
-  const uint32_t wg = WorkgroupFor(dim, c.caps.max_workgroup_invocations);
-  Kernel k;
-  k.family = "rms_norm";
-  k.variant = dim == width ? absl::StrCat("row.", graph::Name(w.type.dtype))
-                           : absl::StrCat("group", dim, ".", graph::Name(w.type.dtype));
-  if (residual) absl::StrAppend(&k.variant, prologue ? "+rms_norm+residual" : "+residual");
-  k.glsl = absl::StrCat(ShaderHeader(wg), FloatBuffer(1, "y", graph::DType::kF32, false),
-                        FloatBuffer(2, "x", graph::DType::kF32, true), FloatBuffer(3, "w", w.type.dtype, true),
-                        residual ? FloatBuffer(4, "r", graph::DType::kF32, true) : "",
-                        prologue ? FloatBuffer(5, "wp", c.input(3).type.dtype, true) : "", WorkgroupReductions(wg, c.caps.subgroup_arithmetic),
-                        Fill(R"(
-void main() {
-  uint row = gl_WorkGroupID.y;
-  if (row >= {{ROWS}}) return;  // uniform across the workgroup
-  uint base = row * {{WIDTH}}u + gl_WorkGroupID.x * {{D}}u;
+  return absl::StrCat(
+      FloatBuffer(io.out, "ny", graph::DType::kF32, false), FloatBuffer(io.w, "nw", w.type.dtype, true),
+      residual ? FloatBuffer(io.r, "nr", graph::DType::kF32, true) : "",
+      prologue ? FloatBuffer(io.wp, "nwp", c.input(3).type.dtype, true) : "",
+      Fill(R"(
+// Group `group` of row `row`, by the whole workgroup.
+void norm_row(uint row, uint group) {
+  uint base = row * {{WIDTH}}u + group * {{D}}u;
   const uint ITEMS = ({{D}}u + {{WG}}u - 1u) / {{WG}}u;
   // Every load of the row (x, and the weights and residual used after the reductions) is issued
   // here, in one round: on the H100 a Gemma-3-1B post-norm + residual + pre-norm row waited on
@@ -67,10 +61,10 @@ void main() {
     bool live = gl_LocalInvocationID.x + it * {{WG}}u < {{D}}u;
     float s = {{LOAD_X}};
     s = live ? s : 0.0;
-    wv[it] = load_w(i) + {{OFFSET}};
+    wv[it] = load_nw(i) + {{OFFSET}};
 #if {{PROLOGUE}}
-    rv[it] = r[base + i];
-    wpv[it] = load_wp(i) + {{PRE_OFFSET}};
+    rv[it] = nr[base + i];
+    wpv[it] = load_nwp(i) + {{PRE_OFFSET}};
 #endif
     v[it] = s;
     ss += s * s;
@@ -87,23 +81,48 @@ void main() {
   [[unroll]] for (uint it = 0u; it < ITEMS; ++it) {
     uint i = gl_LocalInvocationID.x + it * {{WG}}u;
     if (i < {{D}}u) {
-{{WRITE_SUM}}      y[{{OUT_INDEX}}] = v[it] * inv * wv[it];
+{{WRITE_SUM}}      ny[{{OUT_INDEX}}] = v[it] * inv * wv[it];
     }
   }
 }
 )",
-                             {{"ROWS", RowsExpr(c.node.type.shape[0].tokens, rows)},
-                              {"D", absl::StrCat(dim)},
-                              {"WIDTH", absl::StrCat(width)},
-                              {"WG", absl::StrCat(wg)},
-                              {"LOAD_X", load_x},
-                              {"WRITE_SUM", residual ? absl::StrCat("      y[", sum_index, "] = v[it];\n") : ""},
-                              {"OUT_INDEX", out_index},
-                              {"EPS", FloatLiteral(c.node.attrs.Float("eps"))},
-                              {"OFFSET", FloatLiteral(c.node.attrs.Float("weight_offset"))},
-                              {"PROLOGUE", prologue ? "1" : "0"},
-                              {"PRE_EPS", prologue ? FloatLiteral(c.node.attrs.Float("norm_eps")) : "0.0"},
-                              {"PRE_OFFSET", prologue ? FloatLiteral(c.node.attrs.Float("norm_offset")) : "0.0"}}));
+           {{"D", absl::StrCat(dim)},
+            {"WIDTH", absl::StrCat(width)},
+            {"WG", absl::StrCat(wg)},
+            {"LOAD_X", load_x},
+            {"WRITE_SUM", residual ? absl::StrCat("      ny[", sum_index, "] = v[it];\n") : ""},
+            {"OUT_INDEX", out_index},
+            {"EPS", FloatLiteral(c.node.attrs.Float("eps"))},
+            {"OFFSET", FloatLiteral(c.node.attrs.Float("weight_offset"))},
+            {"PROLOGUE", prologue ? "1" : "0"},
+            {"PRE_EPS", prologue ? FloatLiteral(c.node.attrs.Float("norm_eps")) : "0.0"},
+            {"PRE_OFFSET", prologue ? FloatLiteral(c.node.attrs.Float("norm_offset")) : "0.0"}}));
+}
+
+absl::StatusOr<Kernel> EmitRmsNorm(const EmitContext& c) {
+  const graph::Node& w = c.input(1);
+  const bool residual = c.node.attrs.Int("residual") != 0;
+  const int64_t width = residual ? c.input(0).type.shape[1].value : c.node.type.shape[1].value;
+  const int64_t dim = c.node.attrs.Has("group") ? c.node.attrs.Int("group") : width;  // values per group
+  const int64_t rows = c.rows(c.node);
+  const bool prologue = c.node.attrs.Has("norm_eps");
+  const uint32_t wg = WorkgroupFor(dim, c.caps.max_workgroup_invocations);
+  Kernel k;
+  k.family = "rms_norm";
+  k.variant = dim == width ? absl::StrCat("row.", graph::Name(w.type.dtype))
+                           : absl::StrCat("group", dim, ".", graph::Name(w.type.dtype));
+  if (residual) absl::StrAppend(&k.variant, prologue ? "+rms_norm+residual" : "+residual");
+  k.glsl = absl::StrCat(ShaderHeader(wg), FloatBuffer(2, "x", graph::DType::kF32, true),
+                        WorkgroupReductions(wg, c.caps.subgroup_arithmetic),
+                        RmsNormRowGlsl(c, NormRowIo{1, "x", 3, 4, 5}, wg),
+                        Fill(R"(
+void main() {
+  uint row = gl_WorkGroupID.y;
+  if (row >= {{ROWS}}) return;  // uniform across the workgroup
+  norm_row(row, gl_WorkGroupID.x);
+}
+)",
+                             {{"ROWS", RowsExpr(c.node.type.shape[0].tokens, rows)}}));
   k.args = {{c.node.id, true}};
   for (graph::ValueId in : c.node.inputs) k.args.push_back({in, false});
   k.groups = {static_cast<uint32_t>(width / dim), static_cast<uint32_t>(rows), 1};

@@ -21,6 +21,16 @@ absl::StatusOr<Kernel> EmitEmbedding(const EmitContext& c);
 absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c);
 absl::StatusOr<Kernel> EmitElementwise(const EmitContext& c);  // add, mul (with row broadcast), silu, gelu_tanh, scale
 absl::StatusOr<Kernel> EmitRmsNorm(const EmitContext& c);
+// An RMSNorm node's row, for its own kernel and for the kernel of a matmul whose last workgroup
+// computes it (codegen/matmul.h: TailInMatMul): buffers at the bindings named below (but x, which
+// the caller declares: `io.x[i]` reads it) and `void norm_row(uint row, uint group)`, run by a
+// whole workgroup of `wg` invocations with WorkgroupReductions' wg_sum declared.
+struct NormRowIo {
+  uint32_t out;
+  std::string x;  // the name of the float array holding the norm's input
+  uint32_t w, r, wp;
+};
+std::string RmsNormRowGlsl(const EmitContext& c, const NormRowIo& io, uint32_t wg);
 absl::StatusOr<Kernel> EmitRope(const EmitContext& c);
 absl::StatusOr<Kernel> EmitCacheWrite(const EmitContext& c);
 // One dispatch, or (where the decode kernel does not append an appending attention's keys and

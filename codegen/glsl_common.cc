@@ -92,8 +92,8 @@ layout(std430, set = 0, binding = 0) readonly buffer StepParams { uint n_tokens;
 )");
 }
 
-std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType dtype, bool readonly) {
-  const std::string ro = readonly ? "readonly " : "";
+std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType dtype, bool readonly, bool coherent) {
+  const std::string ro = absl::StrCat(coherent ? "coherent " : "", readonly ? "readonly " : "");
   const std::string decl = absl::StrCat("layout(std430, set = 0, binding = ", binding, ") ", ro, "buffer Buf_", name,
                                         " { ");
   switch (dtype) {

@@ -18,7 +18,9 @@ std::string ShaderHeader(uint32_t workgroup_size);
 // Declares buffer `name` at `binding` holding elements of `dtype`, and a function
 // `float load_<name>(uint i)` returning element i as float. f16/bf16 are packed two per uint,
 // so no 16-bit storage feature is needed. `readonly` adds the qualifier.
-std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType dtype, bool readonly);
+// `coherent` adds that qualifier (for values other workgroups of the dispatch read).
+std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType dtype, bool readonly,
+                        bool coherent = false);
 
 // FloatBuffer for a float buffer whose length is a multiple of 4, declared in 4-element vectors
 // (vec4, or uvec2 for f16/bf16) so that it also has `vec4 load4_<name>(uint i)`: elements i..i+3

@@ -35,14 +35,16 @@ struct MatMulSpec {
   std::string tile_x_glsl;
   std::string variant_suffix;  // "+silu_mul+add+split3" ...
   bool x_q8 = false;           // attr x_quant = "q8": x is rounded through q8 blocks
-  // An argmax of the rows the kernel writes (an argmax in_producer reading it, ArgmaxInMatMul): the binding of
-  // its value, and of the kernel's scratch after it; 0 for none.
-  uint32_t argmax_binding = 0;
+  // A row-wide op the kernel computes too, once it has written its rows (TailInMatMul): the node
+  // (-1: none), and the binding of its value; its inputs but the first follow, then the kernel's
+  // scratch. With a tail the output y is declared coherent, for the last workgroup's reads.
+  graph::ValueId tail = -1;
+  uint32_t tail_binding = 0;
 };
 
-// Whether the kernel of an in_producer argmax's matmul (graph/op.h) computes it for a plan of `tokens`: the
-// q8 matrix-vector variant does, for at most kGemvMaxRows rows (one block of rows).
-bool ArgmaxInMatMul(const graph::Graph& g, const graph::Node& argmax, int64_t tokens);
+// Whether the kernel of an in_producer node's matmul (graph/op.h) computes it for a plan of
+// `tokens`: the q8 matrix-vector variant does, for at most kGemvMaxRows rows (one block of rows).
+bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens);
 
 // Rows of x a matrix-vector workgroup takes; buckets up to kGemvMaxBucket rows use that variant,
 // in blocks of kGemvMaxRows rows (a block's workgroups read the weights again, from cache). On the

@@ -99,7 +99,9 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   const uint32_t teams = wg / team;
 
   // x's staging: SEG values of each of the TM rows, 1 byte each plus a float per 32.
-  const bool argmax = s.argmax_binding > 0;
+  const graph::Node* tail = s.tail >= 0 ? &c.g.node(s.tail) : nullptr;
+  const bool argmax = tail != nullptr && tail->kind == graph::OpKind::kArgmax;
+  const bool norm_tail = tail != nullptr && tail->kind == graph::OpKind::kRmsNorm;
   const int64_t reduce_bytes = 4 * (tm * rn * s.gates + tm + (argmax ? 2 : 0)) * wg;
   const int64_t stage_budget =
       std::min<int64_t>(kStageBytes, static_cast<int64_t>(c.caps.max_shared_memory) - reduce_bytes);
@@ -123,6 +125,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   const std::vector<std::pair<std::string, std::string>> constants = {
       {"NORM", s.norm ? "1" : "0"},
       {"ARGMAX", argmax ? "1" : "0"},
+      {"NORM_TAIL", norm_tail ? "1" : "0"},
       {"WORKGROUPS", absl::StrCat(workgroups)},
       {"ROW_BLOCKS", absl::StrCat(row_blocks)},
       {"SUBGROUP_TEAMS", subgroup_teams ? "1" : "0"},
@@ -142,7 +145,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   Kernel k;
   k.variant = absl::StrCat("gemv_q8.", graph::Name(s.w_dtype), ".t", tm, "x", rn, ".wg", wg, ".team", team, ".rg",
                            rg_per_team, ".d", depth, segments > 1 ? absl::StrCat(".seg", segments) : "", s.variant_suffix,
-                           argmax ? "+argmax" : "");
+                           argmax ? "+argmax" : norm_tail ? "+rms_norm_tail" : "");
   k.glsl = absl::StrCat(
       ShaderHeader(wg),
       subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
@@ -162,6 +165,7 @@ float i2f(int v) { return intBitsToFloat(v + 0x4B400000) - 12582912.0; }
       Fill(R"(
 #define NORM {{NORM}}
 #define ARGMAX {{ARGMAX}}
+#define NORM_TAIL {{NORM_TAIL}}
 #define ROW_BLOCKS {{ROW_BLOCKS}}
 #define SUBGROUP_TEAMS {{SUBGROUP_TEAMS}}
 #define SUBS {{SUBS}}
@@ -175,16 +179,33 @@ const uint NONE = 0xFFFFFFFFu, WORKGROUPS = {{WORKGROUPS}}u;
 )",
            constants),
       WorkgroupReductions(wg, subgroups), DotsReduceGlsl(subgroups),
-      argmax ? absl::StrCat(FirstMaxReductionGlsl(subgroups),
-                            Fill(R"(
-layout(std430, set = 0, binding = {{IDS}}) buffer Buf_ids { int ids[]; };
-// Each workgroup's first maximum of row t is part[wgi * TM + t] (value bits, column); done counts
-// the workgroups that wrote theirs, and the last one resets it.
-layout(std430, set = 0, binding = {{SCRATCH}}) coherent buffer Buf_scratch { uint done; uint pad[3]; uvec2 part[]; } arg;
-shared bool arg_last;
+      tail == nullptr ? ""
+                      : Fill(R"(
+// The dispatch's scratch: done counts the workgroups that finished (the last one resets it); an
+// argmax tail keeps each workgroup's first maximum of row t in part[wgi * TM + t] (value bits,
+// column).
+layout(std430, set = 0, binding = {{SCRATCH}}) coherent buffer Buf_scratch { uint done; uint pad[3]; uvec2 part[]; } tail;
+shared bool tail_last;
+// Whether this workgroup is the dispatch's last to get here; its reads of what the others wrote
+// then see it (those buffers are coherent).
+bool last_workgroup() {
+  memoryBarrierBuffer();
+  barrier();
+  if (gl_LocalInvocationID.x == 0u) tail_last = atomicAdd(tail.done, 1u) == WORKGROUPS - 1u;
+  barrier();
+  if (tail_last) memoryBarrierBuffer();
+  return tail_last;
+}
 )",
-                                 {{"IDS", absl::StrCat(s.argmax_binding)}, {"SCRATCH", absl::StrCat(s.argmax_binding + 1)}}))
+                             {{"SCRATCH", absl::StrCat(s.tail_binding + tail->inputs.size())}}),
+      argmax ? absl::StrCat(FirstMaxReductionGlsl(subgroups),
+                            Fill("layout(std430, set = 0, binding = {{IDS}}) buffer Buf_ids { int ids[]; };\n",
+                                 {{"IDS", absl::StrCat(s.tail_binding)}}))
              : "",
+      norm_tail ? RmsNormRowGlsl(EmitContext{c.g, *tail, c.caps, c.tokens},
+                                 NormRowIo{s.tail_binding, "y", s.tail_binding + 1, s.tail_binding + 2, s.tail_binding + 3},
+                                 wg)
+                : "",
       Fill(R"(
 
 // Four values times id, rounded to integers as bytes: adding 1.5 · 2^23 rounds to the nearest
@@ -330,31 +351,33 @@ void main() {
   }
 #if ARGMAX
   // The workgroup's first maximum of each row, then the last workgroup to finish takes the first
-  // of them all (their parts read past the cache: coherent).
+  // of them all.
   [[unroll]] for (uint t = 0u; t < TM; ++t) {
     barrier();  // the last reduction's reads of shared memory are done
     float best = arg_best[t];
     uint at = first_max(best, arg_at[t]);
-    if (gl_LocalInvocationID.x == 0u) arg.part[wgi * TM + t] = uvec2(floatBitsToUint(best), at);
+    if (gl_LocalInvocationID.x == 0u) tail.part[wgi * TM + t] = uvec2(floatBitsToUint(best), at);
   }
-  memoryBarrierBuffer();
-  barrier();
-  if (gl_LocalInvocationID.x == 0u) arg_last = atomicAdd(arg.done, 1u) == WORKGROUPS - 1u;
-  barrier();
-  if (arg_last) {  // uniform
-    memoryBarrierBuffer();
+  if (last_workgroup()) {  // uniform
     [[unroll]] for (uint t = 0u; t < TM; ++t) {
       float best = uintBitsToFloat(0xFF800000u);
       uint at = NONE;
       for (uint w = gl_LocalInvocationID.x; w < WORKGROUPS; w += WG) {
-        uvec2 p = arg.part[w * TM + t];
+        uvec2 p = tail.part[w * TM + t];
         if (earlier_max(uintBitsToFloat(p.x), p.y, best, at)) { best = uintBitsToFloat(p.x); at = p.y; }
       }
       barrier();
       at = first_max(best, at);
       if (gl_LocalInvocationID.x == 0u && t < m) ids[t0 + t] = int(min(at, N - 1u));
     }
-    if (gl_LocalInvocationID.x == 0u) arg.done = 0u;
+    if (gl_LocalInvocationID.x == 0u) tail.done = 0u;
+  }
+#endif
+#if NORM_TAIL
+  // The last workgroup to finish normalises the rows all of them wrote.
+  if (last_workgroup()) {  // uniform
+    for (uint t = 0u; t < m; ++t) norm_row(t0 + t, 0u);
+    if (gl_LocalInvocationID.x == 0u) tail.done = 0u;
   }
 #endif
 }
@@ -362,7 +385,7 @@ void main() {
            {{"ROWS", s.rows_expr}}));
   k.groups = WideGrid(workgroups);
   k.groups[2] = row_blocks;
-  if (argmax) k.scratch_bytes = 16 + 8 * uint64_t{workgroups} * static_cast<uint64_t>(tm);
+  if (tail != nullptr) k.scratch_bytes = 16 + (argmax ? 8 * uint64_t{workgroups} * static_cast<uint64_t>(tm) : 0);
   return k;
 }
 

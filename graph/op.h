@@ -32,7 +32,8 @@ enum class OpKind : uint8_t {
   kRmsNorm,     // (x[T, D], w[G]) -> x / sqrt(mean(x²) + eps) * (w + weight_offset) over each group of G
                 // consecutive values of a row; attrs eps, weight_offset, optional group G (absent: G = D;
                 // G = head_dim normalises each head). With attr residual = 1 it takes (x, w, r), normalises
-                // s = x + r and returns [T, 2D] = [s | norm(s)], stored split "D,D" (graph/layout.h)
+                // s = x + r and returns [T, 2D] = [s | norm(s)], stored split "D,D" (graph/layout.h).
+                // Attr in_producer = 1 (whole rows, x a matmul's): as for argmax
   kRope,        // (x[T, H*d], table[P, d/2, 2]) -> rotated x at positions pos..pos+T-1; attrs heads, head_dim, style
   kCacheWrite,  // (state[C, W], x[T, W]) -> state with x[t] in row (pos + t) % C: a cache of C rows
                 // is a ring holding the last C positions (a cache of the whole context never wraps)
@@ -40,8 +41,8 @@ enum class OpKind : uint8_t {
                 // key j read from row j % C; attrs heads, kv_heads, head_dim, scale, window (0 = unlimited)
   kLastRow,     // x[T, D] -> x[T-1 : T, D] for the step's actual T
   kArgmax,      // x[R, N] -> i32[R]: index of the first maximum of each row. Attr in_producer = 1:
-                // the kernel of its input (a matmul) may compute it too, as it writes x; its value is then
-                // written at the matmul's dispatch (the memory planner and codegen/matmul.h know)
+                // the kernel of its input (a matmul) may compute it too, once it has written x; its value
+                // is then written at the matmul's dispatch (the memory planner and codegen/matmul.h know)
   kRecordTokens,   // (history i32[R], ids i32[T]) -> history with ids[t] at row (pos + t) % R
   kRepeatPenalty,  // (logits[1, V], history i32[R]) -> logits with every token of the last R positions
                    // penalised (graph::Penalize: x > 0 ? x / penalty : x * penalty); attr penalty

@@ -46,8 +46,10 @@ absl::Status Verify(const Graph& g) {
       if (in < 0 || in >= i) return NodeError(n, absl::StrCat("input %", in, " is not defined before it"));
     }
     if (absl::Status s = CheckAttrs(n); !s.ok()) return s;
-    if (n.kind == OpKind::kArgmax && n.attrs.Has("in_producer") && g.node(n.inputs[0]).kind != OpKind::kMatMul) {
-      return NodeError(n, "an argmax in_producer reads a matmul");
+    if (n.attrs.Has("in_producer") &&
+        (g.node(n.inputs[0]).kind != OpKind::kMatMul ||
+         !(n.kind == OpKind::kArgmax || (n.kind == OpKind::kRmsNorm && !n.attrs.Has("group"))))) {
+      return NodeError(n, "in_producer is for an argmax or a whole-row rms_norm reading a matmul");
     }
     if (IsSource(n.kind)) {
       if (!names.insert({n.kind, n.attrs.Str("name")}).second) {

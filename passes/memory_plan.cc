@@ -88,8 +88,8 @@ absl::StatusOr<MemoryPlan> PlanMemory(const graph::Graph& g, int64_t tokens, con
     Item it{n.id, AlignUp(std::max<size_t>(1, graph::ValueBytes(n, tokens)), 16), {}};
     const std::vector<int64_t> widths = graph::SplitWidths(n);
     if (widths.empty()) {
-      // An argmax in_producer may be written by its matmul's kernel (graph/op.h).
-      const int first = n.kind == OpKind::kArgmax && n.attrs.Has("in_producer") ? n.inputs[0] : n.id;
+      // A value in_producer may be written by its matmul's kernel (graph/op.h).
+      const int first = n.attrs.Has("in_producer") ? n.inputs[0] : n.id;
       it.segments.push_back({0, it.bytes, first, n.id});
     } else {
       for (const graph::PartRange& r : graph::SplitLayout(widths, n.type.shape[0].Resolve(tokens), n.type.dtype)) {

@@ -12,7 +12,7 @@ const std::vector<PassEntry>& Registry() {
       {"fuse-rope", MakeFuseRope},
       {"fuse-head-norm", MakeFuseHeadNorm},
       {"fuse-kv-append", MakeFuseKvAppend},
-      {"fuse-argmax", MakeFuseArgmax},
+      {"fuse-matmul-tail", MakeFuseMatmulTail},
       {"q8-activations", MakeQ8Activations},
       {"dce", MakeDce},
   };
@@ -25,10 +25,10 @@ const std::vector<PassEntry>& Registry() {
 // matmuls that read them (after the merges above, which take plain matmuls only); rotary
 // embeddings into the cache writes and attention that read them, and then the per-head norms
 // before them; then the cache writes, with those prologues, into the attention that reads them;
-// the LM head's argmax into the matmul; dce last.
+// row-wide ops (the LM head's argmax, Gemma 3's residual norms) into the matmuls they read; dce last.
 std::vector<std::string> DefaultPipeline() {
   return {"fuse-gate-up", "fuse-qkv",       "fuse-matmul-epilogue", "fuse-residual-rmsnorm", "fuse-norm-matmul",
-          "fuse-rope",    "fuse-head-norm", "fuse-kv-append", "fuse-argmax",           "dce"};
+          "fuse-rope",    "fuse-head-norm", "fuse-kv-append", "fuse-matmul-tail",      "dce"};
 }
 
 }  // namespace doppler::passes

@@ -229,20 +229,20 @@ INSTANTIATE_TEST_SUITE_P(
              "_n" + std::to_string(c.n) + (c.fused ? "_fused" : "");
     });
 
-// The LM head's argmax fused into the q8 matrix-vector kernel (fuse-argmax): every workgroup's
+// The LM head's argmax fused into the q8 matrix-vector kernel (fuse-matmul-tail): every workgroup's
 // first maximum, then the last workgroup's; the plan has no argmax dispatch. Run three times (the
 // kernel resets its count of finished workgroups for the next).
 class FusedArgmaxTest : public QuantKernelTest {
  protected:
   // The graph x -> logits = matmul(x, w) -> next = argmax(logits), through q8-activations and
-  // fuse-argmax.
+  // fuse-matmul-tail.
   graph::Graph LmHead(DType dtype, int64_t k, int64_t n) {
     GraphBuilder b;
     ValueId logits = b.MatMul(b.Input("x", Rows(k)), b.Param("w", Matrix(n, k, dtype)));
     b.Output("logits", logits);
     b.Output("next", b.Argmax(logits));
     graph::Graph g = *std::move(b).Finish();
-    for (const char* name : {"q8-activations", "fuse-argmax"}) {
+    for (const char* name : {"q8-activations", "fuse-matmul-tail"}) {
       auto pass = passes::MakePass(name);
       EXPECT_TRUE(pass.ok() && (*pass)->Run(g).ok()) << name;
     }
@@ -302,6 +302,42 @@ TEST_F(FusedArgmaxTest, TiesGoToTheLowerColumnAcrossWorkgroups) {
   test::RandomParams params(g, 1);
   params.Set("w", bytes, values);
   ExpectFusedArgmax(g, params, 1, 1, {Tensor::F32({1, k}, std::vector<float>(k, 1.0f))});
+}
+
+// Gemma 3's post-norm, residual add and next pre-norm after a projection, computed by the q8
+// matrix-vector kernel's last workgroup (fuse-residual-rmsnorm, then fuse-matmul-tail): one
+// dispatch, the sum and the normalised sum as the interpreter's, three runs in a row.
+TEST_F(FusedArgmaxTest, TheLastWorkgroupNormalisesTheRowsOfAMatmul) {
+  for (auto [k, n, tokens, bucket] : {std::tuple{int64_t{512}, int64_t{1152}, int64_t{1}, int64_t{1}},
+                                      std::tuple{int64_t{256}, int64_t{300}, int64_t{3}, int64_t{4}}}) {
+    GraphBuilder b;
+    ValueId o = b.MatMul(b.Input("x", Rows(k)), b.Param("w", Matrix(n, k, DType::kQ4_K)));
+    ValueId post = b.RmsNorm(o, b.Param("g1", Vector(n)), 1e-6, 1.0);
+    ValueId sum = b.Add(post, b.Input("h", Rows(n)));
+    b.Output("sum", sum);
+    b.Output("normed", b.RmsNorm(sum, b.Param("g2", Vector(n)), 1e-6, 1.0));
+    graph::Graph g = *std::move(b).Finish();
+    for (const char* name : {"fuse-residual-rmsnorm", "q8-activations", "fuse-matmul-tail"}) {
+      auto pass = passes::MakePass(name);
+      ASSERT_TRUE(pass.ok() && (*pass)->Run(g).ok()) << name;
+    }
+    ASSERT_TRUE(graph::Verify(g).ok());
+    test::RandomParams params(g, 8);
+    auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    ASSERT_EQ((*gpu)->plan().dispatches().size(), 1u) << "a norm dispatch of its own";
+    EXPECT_NE((*gpu)->plan().dispatches()[0].variant.find("+rms_norm_tail"), std::string::npos);
+    for (uint32_t seed : {1u, 2u, 3u}) {
+      const std::map<std::string, Tensor> inputs = {{"x", RandomRows(tokens, k, seed)}, {"h", RandomRows(tokens, n, seed + 10)}};
+      auto got = (*gpu)->Run(inputs, 0);
+      ASSERT_TRUE(got.ok()) << got.status();
+      auto want = graph::Interpreter(params).Run(g, inputs, 0);
+      ASSERT_TRUE(want.ok()) << want.status();
+      for (const char* name : {"sum", "normed"}) {
+        EXPECT_LE(test::RelativeError(got->at(name).f, want->at(name).f), 2e-5) << name << " k" << k << " n" << n;
+      }
+    }
+  }
 }
 
 class QuantEmbeddingTest : public QuantKernelTest, public ::testing::WithParamInterface<DType> {};
