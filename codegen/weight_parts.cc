@@ -265,25 +265,25 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 }
 )";
 
-// Q8_0 against x in q8 blocks: a part is half a block (16 values, four words of quants), a dot
-// product of signed bytes per word; x is staged in its own order.
+// Q8_0 against x in q8 blocks: a part is a whole block (32 values, eight words of quants), a dot
+// product of signed bytes per word; x is staged in its own order. (Against half blocks, on the H100:
+// Llama-3.2-1B in Q8_0 1,001 -> 1,054 tok/s, Gemma-3-1B 775 -> 772.)
 constexpr const char* kQ8_0Q8 = R"(
-const uint PV8 = 16u, RUNS8 = 1u, XV = 1u;
+const uint PV8 = 32u, RUNS8 = 1u, XV = 2u;
 #define XVEC uvec4
-struct WPart8 { uint q[4]; float d; };
+struct WPart8 { uint q[8]; float d; };
 WPart8 w_load8(uint row, uint p) {
-  uint base = (row * ROW_BYTES + (p >> 1) * {{Q8_0_BLOCK}}u) >> 2;  // in words
-  uint qs = base + {{Q8_0_QS}}u / 4u + 4u * (p & 1u);
+  uint base = (row * ROW_BYTES + p * {{Q8_0_BLOCK}}u) >> 2;  // in words
   WPart8 r;
-  [[unroll]] for (uint i = 0u; i < 4u; ++i) r.q[i] = w[qs + i];
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) r.q[i] = w[base + {{Q8_0_QS}}u / 4u + i];
   r.d = unpackHalf2x16(w[base]).x;
   return r;
 }
-uint run_k(uint p, uint r) { return p * 16u; }
+uint run_k(uint p, uint r) { return p * 32u; }
 uint x_slot(uint k) { return k >> 2; }
-float w_dot_q8(WPart8 w, uint p, uvec4 xw[1], float xd[RUNS8], float xrun[RUNS8]) {
+float w_dot_q8(WPart8 w, uint p, uvec4 xw[XV], float xd[RUNS8], float xrun[RUNS8]) {
   int s = 0;
-  [[unroll]] for (uint i = 0u; i < 4u; ++i) s += sdot4(w.q[i], xw[0][i]);
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) s += sdot4(w.q[i], xw[i >> 2][i & 3u]);
   return w.d * xd[0] * i2f(s);
 }
 )";
@@ -324,7 +324,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
       parts.runs = 1;
       parts.glsl = absl::StrCat(decl, row_size, kUnitQuant, Fill(kQ8_0, DeviceLayoutValues()));
       parts.q8_glsl = Fill(kQ8_0Q8, DeviceLayoutValues());
-      parts.q8_values = 16;
+      parts.q8_values = 32;
       break;
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K:
