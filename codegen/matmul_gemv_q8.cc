@@ -5,13 +5,15 @@
 //
 // A workgroup first stages x (one row per TM, or a segment of it where K is too long for shared
 // memory) as q8: an invocation takes a block of 32 values, finds its scale and writes its quants
-// where the parts that read them find them as one vector (x_slot), so a part's x is one 16- or
-// 8-byte shared-memory load. Since staging reads all of x, a workgroup then takes many rows: its
-// invocations form teams (a subgroup each where the device has subgroup arithmetic and a fixed
-// subgroup size, else the whole workgroup), and each team computes RN output columns (G weight rows
-// each) at a time, its invocations splitting K by parts as the float kernel's do, loading the next
-// parts before computing with the current ones, and reducing the team's sums at the end of each
-// group of rows.
+// where the parts that read them find them as vectors (x_slot), so a part's x is a few 16-byte
+// shared-memory loads. Since staging reads all of x, a workgroup then takes many rows: its
+// invocations form teams (one or more whole subgroups where the device has subgroup arithmetic
+// and a fixed subgroup size, else the whole workgroup), and each team computes RN output columns
+// (G weight rows each) at a time, its invocations splitting K by the q8 decoder's parts
+// (WeightParts::q8_glsl: wider than the float decoder's, so a part's scales are decoded for more
+// values), keeping the parts of the next DEPTH iterations in flight, and reducing the team's sums
+// at the end of each group of rows. A row-wide op reading the rows (MatMulSpec::tail) is finished
+// by the last workgroup to get to the end.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -37,7 +39,8 @@ constexpr int64_t kTeamDots = 2;
 constexpr int64_t kDepth = 4;
 constexpr uint32_t kWorkgroup = 256;
 // Lanes over all teams that keep the memory busy: a team takes more subgroups until there are this
-// many (2^17: Llama-3.2-1B 1,090 tok/s; 2^18: 1,000; Llama-3.1-8B 302 either way).
+// many (2^17: Llama-3.2-1B 1,090 tok/s; 2^18: 1,000; Llama-3.1-8B 302 either way; later, 2^16 and
+// 2^15 took the 8B from 344 to 321-322).
 constexpr int64_t kTargetLanes = int64_t{1} << 17;
 // Workgroups at most: more teams would each stage x for fewer rows. On the H100, 1,024, 2,048 or
 // 8,192 (one row group a team) made Llama-3.2-1B's decode 1,259 -> 1,137-1,165 tok/s and
