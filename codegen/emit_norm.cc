@@ -21,16 +21,28 @@ uint32_t WorkgroupFor(int64_t dim, uint32_t max_invocations) {
   while (wg < 1024 && wg * 2 <= max_invocations && wg * kMaxItems < dim) wg *= 2;
   return wg;
 }
+
+// What an RMSNorm node normalises: rows of `width` values, in groups of `dim`.
+struct NormShape {
+  bool residual, prologue;
+  int64_t width, dim, rows;
+};
+NormShape ShapeOf(const EmitContext& c) {
+  NormShape n;
+  n.residual = c.node.attrs.Int("residual") != 0;
+  n.prologue = c.node.attrs.Has("norm_eps");
+  n.width = n.residual ? c.input(0).type.shape[1].value : c.node.type.shape[1].value;
+  n.dim = c.node.attrs.Has("group") ? c.node.attrs.Int("group") : n.width;
+  n.rows = c.rows(c.node);
+  return n;
+}
+
 }  // namespace
 
 std::string RmsNormRowGlsl(const EmitContext& c, const NormRowIo& io, uint32_t wg) {
   const graph::Node& w = c.input(1);
-  const bool residual = c.node.attrs.Int("residual") != 0;
-  const int64_t width = residual ? c.input(0).type.shape[1].value : c.node.type.shape[1].value;
-  const int64_t dim = c.node.attrs.Has("group") ? c.node.attrs.Int("group") : width;  // values per group
-  const int64_t rows = c.rows(c.node);
+  const auto [residual, prologue, width, dim, rows] = ShapeOf(c);
   // Where the input row is read and the sum and normalised values are written (in floats).
-  const bool prologue = c.node.attrs.Has("norm_eps");
   const std::string x = absl::StrCat(io.x, "[base + i]");
   std::string load_x = x, sum_index, out_index = "base + i";
   if (residual) {
@@ -101,11 +113,7 @@ void norm_row(uint row, uint group) {
 
 absl::StatusOr<Kernel> EmitRmsNorm(const EmitContext& c) {
   const graph::Node& w = c.input(1);
-  const bool residual = c.node.attrs.Int("residual") != 0;
-  const int64_t width = residual ? c.input(0).type.shape[1].value : c.node.type.shape[1].value;
-  const int64_t dim = c.node.attrs.Has("group") ? c.node.attrs.Int("group") : width;  // values per group
-  const int64_t rows = c.rows(c.node);
-  const bool prologue = c.node.attrs.Has("norm_eps");
+  const auto [residual, prologue, width, dim, rows] = ShapeOf(c);
   const uint32_t wg = WorkgroupFor(dim, c.caps.max_workgroup_invocations);
   Kernel k;
   k.family = "rms_norm";

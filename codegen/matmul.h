@@ -67,6 +67,11 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s);
 int64_t GemvRowsPerWorkgroup(const MatMulSpec& s, int64_t tm);
 uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row);
 
+// GLSL declaring a matrix-vector workgroup's rows of x, t0 .. t0 + m - 1 (`uint m`): block
+// gl_WorkGroupID.z of TM rows where there are several blocks (returning where it is past the
+// step's rows), else all `rows_expr` of them.
+std::string GemvRowBlockGlsl(uint32_t blocks, const std::string& rows_expr);
+
 // `shared float red[OUTS][WG]` and `void wg_reduce(inout float v[OUTS])`: every invocation of the
 // workgroup gets the workgroup's sums (WG a power of two without subgroup arithmetic). A caller
 // that reduces again must pass a barrier first (the previous call's reads of red).

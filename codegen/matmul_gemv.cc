@@ -55,6 +55,15 @@ int64_t GemvRowsPerWorkgroup(const MatMulSpec& s, int64_t tm) {
   return std::max<int64_t>(1, dots / (s.gates * tm));
 }
 
+std::string GemvRowBlockGlsl(uint32_t blocks, const std::string& rows_expr) {
+  return blocks > 1 ? absl::StrCat("  // This workgroup's block of rows: t0 .. t0 + m - 1.\n  uint rows = ", rows_expr,
+                                   ", t0 = gl_WorkGroupID.z * TM;\n"
+                                   "  if (t0 >= rows) return;  // uniform across the workgroup\n"
+                                   "  uint m = min(rows - t0, TM);\n")
+                    : absl::StrCat("  // The rows: t0 .. t0 + m - 1, all of them.\n  const uint t0 = 0u;\n  uint m = ", rows_expr,
+                                   ";\n");
+}
+
 std::string DotsReduceGlsl(bool subgroups) {
   return subgroups ? R"(
 shared float red[OUTS][WG];
@@ -140,7 +149,6 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
                         Fill(R"(
 #define NORM {{NORM}}
 #define LOAD_AHEAD {{LOAD_AHEAD}}
-#define BLOCKS {{BLOCKS}}
 const uint WG = {{WG}}u, TM = {{TM}}u, RN = {{RN}}u, PARTS = {{PARTS}}u;
 const uint RUN = PV / RUNS, ITERS = (PARTS + WG - 1u) / WG;
 const uint OUTS = TM * RN * G + (NORM == 1 ? TM : 0u);  // dot products, then sums of x²
@@ -149,7 +157,6 @@ const uint OUTS = TM * RN * G + (NORM == 1 ? TM : 0u);  // dot products, then su
                               {"LOAD_AHEAD", load_ahead ? "1" : "0"},
                               {"WG", absl::StrCat(wg)},
                               {"TM", absl::StrCat(tm)},
-                              {"BLOCKS", absl::StrCat(blocks)},
                               {"RN", absl::StrCat(rows_per_workgroup)},
                               {"PARTS", absl::StrCat(parts->per_row)}}),
                         DotsReduceGlsl(subgroups), Fill(R"(
@@ -163,16 +170,7 @@ void load_rows(uint col0, uint p, out WPart wp[RN * G]) {
 void main() {
   uint lid = gl_LocalInvocationID.x;
   uint col0 = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * RN;
-  // This workgroup's block of rows: t0 .. t0 + m - 1 (all of them in a decode step's kernel).
-#if BLOCKS > 1
-  uint rows = {{ROWS}}, t0 = gl_WorkGroupID.z * TM;
-  if (t0 >= rows) return;  // uniform across the workgroup
-  uint m = min(rows - t0, TM);
-#else
-  const uint t0 = 0u;
-  uint m = {{ROWS}};
-#endif
-  float acc[OUTS];
+{{ROW_BLOCK}}  float acc[OUTS];
   [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] = 0.0;
 
 #if LOAD_AHEAD
@@ -238,7 +236,7 @@ void main() {
   }
 }
 )",
-                                     {{"ROWS", s.rows_expr}}));
+                                     {{"ROW_BLOCK", GemvRowBlockGlsl(blocks, s.rows_expr)}}));
   k.groups = WideGrid(groups);
   k.groups[2] = blocks;
   return k;

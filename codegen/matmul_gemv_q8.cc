@@ -130,7 +130,6 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
       {"ARGMAX", argmax ? "1" : "0"},
       {"NORM_TAIL", norm_tail ? "1" : "0"},
       {"WORKGROUPS", absl::StrCat(workgroups)},
-      {"ROW_BLOCKS", absl::StrCat(row_blocks)},
       {"SUBGROUP_TEAMS", subgroup_teams ? "1" : "0"},
       {"SUBS", absl::StrCat(subs)},
       {"WG", absl::StrCat(wg)},
@@ -169,14 +168,13 @@ float i2f(int v) { return intBitsToFloat(v + 0x4B400000) - 12582912.0; }
 #define NORM {{NORM}}
 #define ARGMAX {{ARGMAX}}
 #define NORM_TAIL {{NORM_TAIL}}
-#define ROW_BLOCKS {{ROW_BLOCKS}}
 #define SUBGROUP_TEAMS {{SUBGROUP_TEAMS}}
 #define SUBS {{SUBS}}
 const uint WG = {{WG}}u, TEAM = {{TEAM}}u, TEAMS = WG / TEAM, TM = {{TM}}u, RN = {{RN}}u, PARTS = {{PARTS}}u;
 const uint SEG = {{SEG}}u, SEGMENTS = {{SEGMENTS}}u, SEG_PARTS = SEG / PV8, SEG_BLOCKS = SEG / 32u;
 const uint ITERS = {{ITERS}}u, DEPTH = {{DEPTH}}u, RG = {{RG}}u, RG_PER_TEAM = {{RG_PER_TEAM}}u;
-const uint RUN8 = PV8 / RUNS8, XW = PV8 / 4u, VW = XW / XV, OUTS = TM * RN * G;
-shared XVEC xq[TM * SEG_PARTS * XV];  // x's quants, by part (VW words a vector)
+const uint RUN8 = PV8 / RUNS8, XW = PV8 / 4u, XV = PV8 / 16u, OUTS = TM * RN * G;
+shared uvec4 xq[TM * SEG_PARTS * XV];  // x's quants, by part (XV vectors a part)
 shared float xd[TM * SEG_BLOCKS];  // x's block scales
 const uint NONE = 0xFFFFFFFFu, WORKGROUPS = {{WORKGROUPS}}u;
 )",
@@ -245,7 +243,7 @@ void stage_x(uint seg, uint t0, uint m, inout float sum_sq[TM]) {
       xd[t * SEG_BLOCKS + b] = d;
       [[unroll]] for (uint j = 0u; j < 8u; ++j) {
         uint slot = x_slot(b * 32u + 4u * j);
-        xq[(t * SEG_PARTS + slot / XW) * XV + (slot % XW) / VW][slot % VW] = pack_q8(v[j], id);
+        xq[(t * SEG_PARTS + slot / XW) * XV + (slot % XW) / 4u][slot % 4u] = pack_q8(v[j], id);
       }
     }
   }
@@ -261,15 +259,7 @@ void load_rows(uint col0, uint p, out WPart8 wp[RN * G]) {
 void main() {
   uint lid = gl_LocalInvocationID.x, team = lid / TEAM, lane = lid % TEAM;
   uint wgi = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-#if ROW_BLOCKS > 1
-  uint rows = {{ROWS}}, t0 = gl_WorkGroupID.z * TM;
-  if (t0 >= rows) return;  // uniform across the workgroup
-  uint m = min(rows - t0, TM);
-#else
-  const uint t0 = 0u;
-  uint m = {{ROWS}};
-#endif
-  float sum_sq[TM], scale[TM];
+{{ROW_BLOCK}}  float sum_sq[TM], scale[TM];
   [[unroll]] for (uint t = 0u; t < TM; ++t) { sum_sq[t] = 0.0; scale[t] = 1.0; }
 #if ARGMAX
   float arg_best[TM];  // the first maximum of the columns this invocation wrote, per row
@@ -300,13 +290,13 @@ void main() {
         WPart8 wp[RN * G] = ring[it % DEPTH];
         if (it + DEPTH < ITERS) load_rows(col0, min(seg * SEG_PARTS + lane + (it + DEPTH) * TEAM, PARTS - 1u), ring[it % DEPTH]);
         [[unroll]] for (uint t = 0u; t < TM; ++t) {
-          XVEC xw[XV];
-          [[unroll]] for (uint v = 0u; v < XV; ++v) xw[v] = live && t < m ? xq[(t * SEG_PARTS + sp) * XV + v] : XVEC(0u);
+          uvec4 xw[XV];
+          [[unroll]] for (uint v = 0u; v < XV; ++v) xw[v] = live && t < m ? xq[(t * SEG_PARTS + sp) * XV + v] : uvec4(0u);
           float xdr[RUNS8], xrun[RUNS8];
           [[unroll]] for (uint r = 0u; r < RUNS8; ++r) {
             xdr[r] = xd[t * SEG_BLOCKS + ((run_k(p, r) - seg * SEG) >> 5)];
             int q_sum = 0;
-            [[unroll]] for (uint j = r * (RUN8 / 4u); j < (r + 1u) * (RUN8 / 4u); ++j) q_sum += sdot4(xw[j / VW][j % VW], 0x01010101u);
+            [[unroll]] for (uint j = r * (RUN8 / 4u); j < (r + 1u) * (RUN8 / 4u); ++j) q_sum += sdot4(xw[j / 4u][j % 4u], 0x01010101u);
             xrun[r] = xdr[r] * i2f(q_sum);
           }
           [[unroll]] for (uint r = 0u; r < RN; ++r) {
@@ -385,7 +375,7 @@ void main() {
 #endif
 }
 )",
-           {{"ROWS", s.rows_expr}}));
+           {{"ROW_BLOCK", GemvRowBlockGlsl(row_blocks, s.rows_expr)}}));
   k.groups = WideGrid(workgroups);
   k.groups[2] = row_blocks;
   if (tail != nullptr) k.scratch_bytes = 16 + (argmax ? 8 * uint64_t{workgroups} * static_cast<uint64_t>(tm) : 0);

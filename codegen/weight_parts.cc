@@ -52,6 +52,11 @@ vec4 k4_scale_pair(uvec3 s, uint c) {
 // x 16 bytes of every 32 apart, twice the sectors). The block header is one 16-byte load. Q5_K's
 // fifth bit of value l of sub-block j is bit j of qh[l]. (Parts of 32 values measured slower on
 // the H100: 654 against 772 tok/s for Llama-3.2-1B.)
+// A Q4_K (9) or Q5_K (11) block's 16-byte vectors, and the first of its quants' (after the header
+// and Q5_K's qh).
+uint32_t KBlockVecs(bool five) { return five ? 11 : 9; }
+uint32_t KQuantVec(bool five) { return five ? 3 : 1; }
+
 std::string KQuant4or5(uint32_t binding, bool five) {
   return Fill(R"(
 layout(std430, set = 0, binding = {{BINDING}}) readonly buffer Buf_w { uvec4 w4[]; };
@@ -85,8 +90,8 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 }
 )",
               {{"BINDING", absl::StrCat(binding)},
-               {"BLOCK_VECS", five ? "11" : "9"},
-               {"QS_VEC", five ? "3" : "1"},
+               {"BLOCK_VECS", absl::StrCat(KBlockVecs(five))},
+               {"QS_VEC", absl::StrCat(KQuantVec(five))},
                {"QH_FIELD", five ? " uint qh[2];" : ""},
                {"QH_LOAD", five ? "  r.qh[0] = w4[b + 1u][lq]; r.qh[1] = w4[b + 2u][lq];\n" : ""},
                {"QS_UNITS",
@@ -103,8 +108,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 // scales are decoded once for all 64. x is staged in its own order.
 std::string KQuant4or5Q8(bool five) {
   return Fill(R"(
-const uint PV8 = 64u, RUNS8 = 2u, XV = 4u;
-#define XVEC uvec4
+const uint PV8 = 64u, RUNS8 = 2u;
 struct WPart8 { uvec4 head; uvec4 qs[2];{{QH_FIELD}} };
 WPart8 w_load8(uint row, uint p) {
   uint b = row * ROW_VECS + (p >> 2) * {{BLOCK_VECS}}u;
@@ -117,7 +121,7 @@ WPart8 w_load8(uint row, uint p) {
 }
 uint run_k(uint p, uint r) { return p * 64u + r * 32u; }
 uint x_slot(uint k) { return k >> 2; }
-float w_dot_q8(WPart8 w, uint p, uvec4 xw[XV], float xd[RUNS8], float xrun[RUNS8]) {
+float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
   uint c = p & 3u;
   vec2 dm = unpackHalf2x16(w.head.x);
   vec4 sm = k4_scale_pair(w.head.yzw, c);
@@ -131,8 +135,8 @@ float w_dot_q8(WPart8 w, uint p, uvec4 xw[XV], float xd[RUNS8], float xrun[RUNS8
   return dm.x * (sm.x * xd[0] * i2f(lo) + sm.y * xd[1] * i2f(hi)) - dm.y * (sm.z * xrun[0] + sm.w * xrun[1]);
 }
 )",
-              {{"BLOCK_VECS", five ? "11" : "9"},
-               {"QS_VEC", five ? "3" : "1"},
+              {{"BLOCK_VECS", absl::StrCat(KBlockVecs(five))},
+               {"QS_VEC", absl::StrCat(KQuantVec(five))},
                {"QH_FIELD", five ? " uvec4 qh[2];" : ""},
                {"QH_LOAD", five ? "  r.qh[0] = w4[b + 1u];\n  r.qh[1] = w4[b + 2u];\n" : ""},
                {"FIFTH_BITS",
@@ -199,8 +203,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 // device's blocks are 212 bytes, so 16-byte loads would not be aligned). x is staged by part:
 // run k's four words after one another.
 constexpr const char* kQ6KQ8 = R"(
-const uint PV8 = 64u, RUNS8 = 4u, XV = 4u;
-#define XVEC uvec4
+const uint PV8 = 64u, RUNS8 = 4u;
 struct WPart8 { uvec4 ql[2]; uvec4 qh; uint sc[2]; float d; };
 WPart8 w_load8(uint row, uint p) {
   uint base = (row * ROW_BYTES + (p >> 2) * {{Q6K_BLOCK}}u) >> 2;  // in words
@@ -221,7 +224,7 @@ uint x_slot(uint k) {
   uint v = k & 255u, l = v & 31u;
   return (((k >> 8) * 4u + (v >> 7) * 2u + (l >> 4)) * 4u + ((v >> 5) & 3u)) * 4u + ((l & 15u) >> 2);
 }
-float w_dot_q8(WPart8 w, uint p, uvec4 xw[XV], float xd[RUNS8], float xrun[RUNS8]) {
+float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
   uint h = p & 1u;
   float total = 0.0;
   [[unroll]] for (uint k = 0u; k < 4u; ++k) {
@@ -269,8 +272,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 // product of signed bytes per word; x is staged in its own order. (Against half blocks, on the H100:
 // Llama-3.2-1B in Q8_0 1,001 -> 1,054 tok/s, Gemma-3-1B 775 -> 772.)
 constexpr const char* kQ8_0Q8 = R"(
-const uint PV8 = 32u, RUNS8 = 1u, XV = 2u;
-#define XVEC uvec4
+const uint PV8 = 32u, RUNS8 = 1u;
 struct WPart8 { uint q[8]; float d; };
 WPart8 w_load8(uint row, uint p) {
   uint base = (row * ROW_BYTES + p * {{Q8_0_BLOCK}}u) >> 2;  // in words
@@ -281,7 +283,7 @@ WPart8 w_load8(uint row, uint p) {
 }
 uint run_k(uint p, uint r) { return p * 32u; }
 uint x_slot(uint k) { return k >> 2; }
-float w_dot_q8(WPart8 w, uint p, uvec4 xw[XV], float xd[RUNS8], float xrun[RUNS8]) {
+float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
   int s = 0;
   [[unroll]] for (uint i = 0u; i < 8u; ++i) s += sdot4(w.q[i], xw[i >> 2][i & 3u]);
   return w.d * xd[0] * i2f(s);
@@ -378,13 +380,13 @@ layout(std430, set = 0, binding = {{BINDING}}) readonly buffer Buf_w { uvec4 w4[
                                {{"BINDING", absl::StrCat(binding)}}),
                           row_bytes, kScalePairK4, R"(
 void w_slice8(uint row, uint k, out float v[8]) {
-  uint base = (row * SLICE_ROW_BYTES) / 16u + (k >> 8) * )", five ? "11u" : "9u", R"(;
+  uint base = (row * SLICE_ROW_BYTES) / 16u + (k >> 8) * )", KBlockVecs(five), R"(u;
   uint r = k & 255u, j = r >> 5, l = r & 31u, at = (l >> 2) & 2u;
   uvec4 head = w4[base];
   vec4 sm = k4_scale_pair(head.yzw, j >> 1);
   vec2 dm = unpackHalf2x16(head.x);
   float d = dm.x * ((j & 1u) == 0u ? sm.x : sm.y), m = dm.y * ((j & 1u) == 0u ? sm.z : sm.w);
-  uvec4 qvec = w4[base + )", five ? "3u" : "1u", R"( + 2u * (j >> 1) + (l >> 4)];
+  uvec4 qvec = w4[base + )", KQuantVec(five), R"(u + 2u * (j >> 1) + (l >> 4)];
   uint q[2] = uint[2](qvec[at], qvec[at + 1u]);
   uint shift = (j & 1u) * 4u;
 )", five ? "  uvec4 hvec = w4[base + 1u + (l >> 4)];\n  uint h[2] = uint[2](hvec[at], hvec[at + 1u]);\n" : "", R"(

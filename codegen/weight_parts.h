@@ -40,14 +40,13 @@ struct WeightParts {
   // given `int sdot4(uint, uint)` (the dot product of four signed bytes) and `float i2f(int)`, a
   // decoder whose parts may be wider (q8_values each; with little work per value, a part's scales
   // are decoded for more of them):
-  //   const uint PV8, RUNS8: values and runs per part; RUN8 = PV8 / RUNS8 values of a run lie in
-  //     one 32-value block of x
-  //   XVEC, const uint XV: a part's x quants are XV vectors XVEC (uvec4 or uvec2)
+  //   const uint PV8, RUNS8: values and runs per part (PV8 a multiple of 16: a part's x quants are
+  //     PV8 / 16 uvec4s); RUN8 = PV8 / RUNS8 values of a run lie in one 32-value block of x
   //   struct WPart8, WPart8 w_load8(uint row, uint p): part p of weight row `row`
   //   uint run_k(uint p, uint r): the first column (of K) of run r of part p
   //   uint x_slot(uint k): where x's four quants k..k+3 (k a multiple of 4) go in a staging of x
   //     by parts: word x_slot % (PV8 / 4) of part x_slot / (PV8 / 4)
-  //   float w_dot_q8(WPart8 w, uint p, XVEC xw[XV], float xd[RUNS8], float xrun[RUNS8]): Σ w·x
+  //   float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16], float xd[RUNS8], float xrun[RUNS8]): Σ w·x
   //     over the part, given its x quants, each run's block scale and each run's Σ x
   int64_t q8_values = 0;
   std::string q8_glsl;
