@@ -1,6 +1,7 @@
 // Checks a matmul node and builds what its variants share; picks the variant by the bucket's rows.
 // The epilogue chain is a parameter of the one kernel family: its steps become GLSL statements in
 // `store`.
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -36,10 +37,20 @@ const char* ActivationFunction(graph::EpilogueStep s) {
 }  // namespace
 
 bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens) {
-  if (!n.attrs.Has("in_producer")) return false;
+  if (!n.attrs.Has("in_producer") || NormInConsumer(g, n, tokens)) return false;
   const graph::Node& m = g.node(n.inputs[0]);
   return m.kind == graph::OpKind::kMatMul && m.attrs.Has("x_quant") &&
          g.node(m.inputs[0]).type.shape[0].Resolve(tokens) <= kGemvMaxRows;
+}
+
+bool NormInConsumer(const graph::Graph& g, const graph::Node& n, int64_t tokens) {
+  if (!n.attrs.Has("in_consumer")) return false;
+  const std::optional<graph::ValueId> consumer = graph::SoleMatmulOfNormedPart(g, n.id);
+  if (!consumer.has_value()) return false;
+  const graph::Node& m = g.node(*consumer);
+  const int64_t rows = g.node(m.inputs[0]).type.shape[0].Resolve(tokens);
+  const int64_t width = n.type.shape[1].value / 2;
+  return m.attrs.Has("x_quant") && rows <= kGemvMaxRows && rows * width * 9 <= 8 * kNormInConsumerStageBytes;
 }
 
 absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
@@ -106,11 +117,18 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
                     "float norm_weight(uint k) { return load_gamma(k) + ", offset, "; }\n",
                     s.k % 4 == 0 ? absl::StrCat("vec4 norm_weight4(uint k) { return load4_gamma(k) + ", offset, "; }\n") : "");
   }
-  // A row-wide op the kernel computes too: its value and inputs after the matmul's.
+  // A residual norm the kernel computes as it reads x, and a row-wide op it computes once it has
+  // written y: each one's value and inputs after the matmul's, in that order.
+  uint32_t next_binding = static_cast<uint32_t>(c.node.inputs.size() + 2);
+  if (x.kind == graph::OpKind::kPart && NormInConsumer(c.g, c.g.node(x.inputs[0]), c.tokens)) {
+    s.restate = x.inputs[0];
+    s.restate_binding = next_binding;
+    next_binding += static_cast<uint32_t>(1 + c.g.node(s.restate).inputs.size());
+  }
   for (graph::ValueId u : c.g.Users(c.node.id)) {
     if (TailInMatMul(c.g, c.g.node(u), c.tokens)) s.tail = u;
   }
-  if (s.tail >= 0) s.tail_binding = static_cast<uint32_t>(c.node.inputs.size() + 2);
+  if (s.tail >= 0) s.tail_binding = next_binding;
   s.io_glsl = absl::StrCat(FloatBuffer(1, "y", graph::DType::kF32, false, /*coherent=*/s.tail >= 0), "const uint K = ", s.k, "u, N = ", s.n,
                            "u, G = ", s.gates, "u;\n", extras, ActivationGlsl(), OutputIndex(widths, c.rows(c.node), s.n),
                            "float store(uint tok, uint col, float v, float up) {\n", chain,
@@ -152,6 +170,11 @@ float staged_x(uint t, uint k, uint m, inout float sum_sq) {
   k->family = "matmul";
   k->args = {{c.node.id, true}};
   for (graph::ValueId in : c.node.inputs) k->args.push_back({in, false});
+  if (s.restate >= 0) {
+    const graph::Node& norm = c.g.node(s.restate);
+    k->args.push_back({norm.id, true});
+    for (graph::ValueId in : norm.inputs) k->args.push_back({in, false});
+  }
   if (s.tail >= 0) {
     const graph::Node& tail = c.g.node(s.tail);
     k->args.push_back({tail.id, true});

@@ -57,7 +57,8 @@ absl::StatusOr<std::vector<Kernel>> EmitKernels(const graph::Graph& g, const gra
                                                 int64_t tokens) {
   const EmitContext c{g, node, caps, tokens};
   if (node.kind == graph::OpKind::kAttention) return EmitAttention(c);
-  if (TailInMatMul(g, node, tokens)) return std::vector<Kernel>{};  // its matmul's kernel computes it
+  // Its producer's or consumer's kernel computes it.
+  if (TailInMatMul(g, node, tokens) || NormInConsumer(g, node, tokens)) return std::vector<Kernel>{};
   absl::StatusOr<Kernel> k = EmitOne(c);
   if (!k.ok()) return k.status();
   return std::vector<Kernel>{*std::move(k)};

@@ -57,6 +57,61 @@ constexpr uint32_t kWidestWorkgroup = 1024;
 // and small enough to keep several workgroups on a multiprocessor.
 constexpr int64_t kStageBytes = 24 * 1024;
 
+// `vec4 x_value4(uint row, uint t, uint k)`: x[row, k .. k + 3] (t: the row within the block);
+// with a norm before the products, `vec4 x_weight4(uint k)` and `float x_scale(float sum_sq)` (1 /
+// rms of a row from its sum of squares), and X_NORM 1. Where x is a residual norm's normalised sum
+// (MatMulSpec::restate), x_value4 is the norm's sum s = x' + r (x' normalised by its own weight
+// first where the norm has a prologue: `restate_rows` finds each row's 1 / rms), which workgroup 0
+// also writes to part 0 of the norm's value; the norm's weight and eps are x_weight4's and x_scale's.
+std::string XValueGlsl(const EmitContext& c, const MatMulSpec& s) {
+  if (s.restate < 0) {
+    return absl::StrCat("vec4 x_value4(uint row, uint t, uint k) { return x4[(row * K + k) / 4u]; }\n",
+                        s.norm ? "#define X_NORM 1\nvec4 x_weight4(uint k) { return norm_weight4(k); }\n"
+                                 "float x_scale(float sum_sq) { return norm_scale(sum_sq); }\n"
+                               : "#define X_NORM 0\n");
+  }
+  const graph::Node& norm = c.g.node(s.restate);
+  const bool prologue = norm.attrs.Has("norm_eps");
+  const uint32_t b = s.restate_binding;
+  return absl::StrCat(
+      "#define X_NORM 1\n#define RESTATE_PROLOGUE ", prologue ? 1 : 0, "\n",
+      FloatQuadBuffer(b, "rs", graph::DType::kF32, false), FloatQuadBuffer(b + 1, "ry", graph::DType::kF32, true),
+      FloatQuadBuffer(b + 2, "rw", c.g.node(norm.inputs[1]).type.dtype, true),
+      FloatQuadBuffer(b + 3, "rr", graph::DType::kF32, true),
+      prologue ? FloatQuadBuffer(b + 4, "rwp", c.g.node(norm.inputs[3]).type.dtype, true) : "",
+      Fill(R"(
+float restate_inv[TM];  // each row's 1 / rms of x' (restate_rows)
+// Each row's 1 / rms of the norm's input x', by the whole workgroup.
+void restate_rows(uint t0, uint m) {
+#if RESTATE_PROLOGUE
+  [[unroll]] for (uint t = 0u; t < TM; ++t) {
+    float ss = 0.0;
+    for (uint k = gl_LocalInvocationID.x * 4u; t < m && k < K; k += WG * 4u) {
+      vec4 v = load4_ry((t0 + t) * K + k);
+      ss += dot(v, v);
+    }
+    restate_inv[t] = inversesqrt(wg_sum(ss) / float(K) + {{PRE_EPS}});
+  }
+#endif
+}
+vec4 x_value4(uint row, uint t, uint k) {
+  vec4 x = load4_ry(row * K + k);
+#if RESTATE_PROLOGUE
+  x *= restate_inv[t] * (load4_rwp(k) + {{PRE_OFFSET}});
+#endif
+  vec4 s = x + load4_rr(row * K + k);
+  if (gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u) rs4[(row * K + k) / 4u] = s;  // part 0: [rows, K] first
+  return s;
+}
+vec4 x_weight4(uint k) { return load4_rw(k) + {{OFFSET}}; }
+float x_scale(float sum_sq) { return inversesqrt(sum_sq / float(K) + {{EPS}}); }
+)",
+           {{"PRE_EPS", prologue ? FloatLiteral(norm.attrs.Float("norm_eps")) : "0.0"},
+            {"PRE_OFFSET", prologue ? FloatLiteral(norm.attrs.Float("norm_offset")) : "0.0"},
+            {"OFFSET", FloatLiteral(norm.attrs.Float("weight_offset"))},
+            {"EPS", FloatLiteral(norm.attrs.Float("eps"))}}));
+}
+
 }  // namespace
 
 absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
@@ -118,6 +173,10 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
     }
   }
   const int64_t segments = CeilDiv(s.k, seg);
+  if (s.restate >= 0 && segments > 1) {
+    return absl::ResourceExhaustedError(absl::StrCat("x_quant: ", c.caps.max_shared_memory, " bytes of shared memory cannot stage ",
+                                                     tm, " rows of ", s.k, " values for the norm it computes"));
+  }
   const int64_t seg_parts = seg / parts->q8_values;
   const uint32_t iters = CeilDiv(seg_parts, team);
   const int64_t depth = std::min<int64_t>(kDepth, iters);
@@ -126,7 +185,6 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   const uint32_t workgroups = CeilDiv(row_groups, teams * rg_per_team);
 
   const std::vector<std::pair<std::string, std::string>> constants = {
-      {"NORM", s.norm ? "1" : "0"},
       {"ARGMAX", argmax ? "1" : "0"},
       {"NORM_TAIL", norm_tail ? "1" : "0"},
       {"WORKGROUPS", absl::StrCat(workgroups)},
@@ -147,7 +205,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   Kernel k;
   k.variant = absl::StrCat("gemv_q8.", graph::Name(s.w_dtype), ".t", tm, "x", rn, ".wg", wg, ".team", team, ".rg",
                            rg_per_team, ".d", depth, segments > 1 ? absl::StrCat(".seg", segments) : "", s.variant_suffix,
-                           argmax ? "+argmax" : norm_tail ? "+rms_norm_tail" : "");
+                           argmax ? "+argmax" : norm_tail ? "+rms_norm_tail" : "", s.restate >= 0 ? "+residual_norm_x" : "");
   k.glsl = absl::StrCat(
       ShaderHeader(wg),
       subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
@@ -165,7 +223,6 @@ float i2f(int v) { return intBitsToFloat(v + 0x4B400000) - 12582912.0; }
       s.io_glsl, parts->glsl, parts->q8_glsl,
       "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };\n",
       Fill(R"(
-#define NORM {{NORM}}
 #define ARGMAX {{ARGMAX}}
 #define NORM_TAIL {{NORM_TAIL}}
 #define SUBGROUP_TEAMS {{SUBGROUP_TEAMS}}
@@ -179,7 +236,7 @@ shared float xd[TM * SEG_BLOCKS];  // x's block scales
 const uint NONE = 0xFFFFFFFFu, WORKGROUPS = {{WORKGROUPS}}u;
 )",
            constants),
-      WorkgroupReductions(wg, subgroups), DotsReduceGlsl(subgroups),
+      WorkgroupReductions(wg, subgroups), DotsReduceGlsl(subgroups), XValueGlsl(c, s),
       tail == nullptr ? ""
                       : Fill(R"(
 // The dispatch's scratch: done counts the workgroups that finished (the last one resets it); an
@@ -227,10 +284,10 @@ void stage_x(uint seg, uint t0, uint m, inout float sum_sq[TM]) {
       vec4 v[8];
       float amax = 0.0;
       [[unroll]] for (uint j = 0u; j < 8u; ++j) {
-        v[j] = live ? x4[((t0 + t) * K + k0) / 4u + j] : vec4(0.0);
-#if NORM
+        v[j] = live ? x_value4(t0 + t, t, k0 + 4u * j) : vec4(0.0);
+#if X_NORM
         sum_sq[t] += dot(v[j], v[j]);
-        if (live) v[j] *= norm_weight4(k0 + 4u * j);
+        if (live) v[j] *= x_weight4(k0 + 4u * j);
 #endif
         vec4 a = abs(v[j]);
         amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
@@ -280,6 +337,9 @@ void main() {
       }
       if (i == 0u) {  // where there are segments, a team takes one row group
         if (seg > 0u) barrier();  // every part of the last segment has been read
+#ifdef RESTATE_PROLOGUE
+        restate_rows(t0, m);  // one segment
+#endif
         stage_x(seg, t0, m, sum_sq);
         barrier();
       }
@@ -305,9 +365,9 @@ void main() {
         }
       }
     }
-#if NORM
+#if X_NORM
     if (i == 0u) {  // uniform; sum_sq is complete once every segment has been staged
-      [[unroll]] for (uint t = 0u; t < TM; ++t) scale[t] = norm_scale(wg_sum(sum_sq[t]));
+      [[unroll]] for (uint t = 0u; t < TM; ++t) scale[t] = x_scale(wg_sum(sum_sq[t]));
     }
 #endif
 #if SUBGROUP_TEAMS

@@ -1,5 +1,7 @@
 #include "graph/layout.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 
@@ -32,6 +34,28 @@ size_t ValueBytes(const Node& n, int64_t tokens) {
   if (widths.empty()) return ByteSize(n.type.dtype, NumElements(n.type.shape, tokens));
   const std::vector<PartRange> ranges = SplitLayout(widths, n.type.shape[0].Resolve(tokens), n.type.dtype);
   return ranges.back().offset + ranges.back().bytes;
+}
+
+std::optional<ValueId> SoleMatmulOfNormedPart(const Graph& g, ValueId norm) {
+  const Node& n = g.node(norm);
+  if (n.kind != OpKind::kRmsNorm || n.attrs.Int("residual") == 0 || SplitWidths(n).size() != 2) return std::nullopt;
+  std::optional<ValueId> matmul;
+  for (ValueId p : g.Users(norm)) {
+    const Node& part = g.node(p);
+    if (part.kind != OpKind::kPart) return std::nullopt;
+    if (part.attrs.Int("index") != 1) continue;
+    for (const auto& [name, out] : g.outputs()) {
+      if (out == p) return std::nullopt;  // read after the step
+    }
+    for (ValueId u : g.Users(p)) {
+      const Node& m = g.node(u);
+      const bool x_only = m.kind == OpKind::kMatMul && m.inputs[0] == p &&
+                          std::count(m.inputs.begin(), m.inputs.end(), p) == 1 && !m.attrs.Has("norm_eps");
+      if (!x_only || matmul.has_value()) return std::nullopt;
+      matmul = u;
+    }
+  }
+  return matmul;
 }
 
 }  // namespace doppler::graph

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "graph/graph.h"
@@ -28,5 +29,9 @@ std::vector<PartRange> SplitLayout(const std::vector<int64_t>& widths, int64_t r
 
 // Bytes a value takes for `rows` rows of its first dimension as T (split values included).
 size_t ValueBytes(const Node& n, int64_t tokens);
+
+// The matmul that alone reads part 1 of a residual rms_norm (the normalised sum), as its x and
+// nothing else, with no norm prologue of its own; none where another node reads that part.
+std::optional<ValueId> SoleMatmulOfNormedPart(const Graph& g, ValueId norm);
 
 }  // namespace doppler::graph

@@ -2,6 +2,11 @@
 // pipeline and once with none, gives the same logits (1e-5 relative) and the same greedy tokens.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/str_join.h"
+#include "passes/registry.h"
 #include "tests/support/engine_env.h"
 #include "tests/support/gpu_runner.h"
 #include "tests/support/reference.h"
@@ -49,6 +54,59 @@ TEST_P(FusedEngineTest, SameLogitsAndTokensAsUnfused) {
   for (size_t i = 0; i < a.decode.size(); ++i) EXPECT_LE(test::RelativeError(a.decode[i], b.decode[i]), 1e-5) << i;
   EXPECT_EQ(a.greedy, b.greedy);
   EXPECT_EQ((*fused)->device().validation_messages(), 0);
+}
+
+// Gemma 3 with Q4_K_M weights and q8 decode: its residual norms computed by the projections that
+// read them (fuse-residual-norm-matmul) against the same plans with those norms in the kernels of
+// the projections before them (fuse-matmul-tail), and against f32 decode of the same weights.
+TEST(FusedEngineQ8Test, Gemma3ResidualNormsInTheirConsumers) {
+  absl::StatusOr<test::HfReference> ref = test::LoadHfReference("gemma3");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  std::vector<std::string> without;
+  for (const std::string& p : passes::DefaultPipeline()) {
+    if (p != "fuse-residual-norm-matmul") without.push_back(p);
+  }
+  auto engine = [&](const std::string& pipeline, runtime::DecodeActivations activations) {
+    runtime::EngineOptions o;
+    o.model_path = ref->dir;
+    o.quant = models::QuantScheme::kQ4_K_M;
+    o.weight_dtype = graph::DType::kF32;
+    o.decode_activations = activations;
+    o.passes = pipeline;
+    o.context = 64;
+    o.prefill_chunk = 32;
+    o.validation = true;
+    return runtime::Engine::Create(o);
+  };
+  auto consumer = engine("default", runtime::DecodeActivations::kQ8);
+  auto producer = engine(absl::StrJoin(without, ","), runtime::DecodeActivations::kQ8);
+  auto exact = engine("default", runtime::DecodeActivations::kF32);
+  for (auto* e : {&consumer, &producer, &exact}) ASSERT_TRUE(e->ok()) << e->status();
+  int restated = 0;
+  for (const vk::PlannedDispatch& d : (*consumer)->decode_plan().dispatches()) {
+    restated += d.variant.find("+residual_norm_x") != std::string::npos;
+  }
+  // Every layer's two residual norms but the last one's (the final norm is the LM head's prologue).
+  EXPECT_EQ(restated, 2 * (*consumer)->config().num_layers - 1);
+  const Outputs a = Evaluate(**consumer, *ref);
+  const Outputs b = Evaluate(**producer, *ref);
+  const Outputs x = Evaluate(**exact, *ref);
+  ASSERT_EQ(a.decode.size(), b.decode.size());
+  ASSERT_EQ(a.decode.size(), x.decode.size());
+  double worst_b = 0, worst_x = 0;
+  for (size_t i = 0; i < a.decode.size(); ++i) {
+    worst_b = std::max(worst_b, test::RelativeError(a.decode[i], b.decode[i]));
+    worst_x = std::max(worst_x, test::RelativeError(a.decode[i], x.decode[i]));
+    // Both round the same normalised sums through q8 blocks, one as s·g / d with 1 / rms applied to
+    // the products, the other as n = s·g / rms: a value within an ulp of a half may round the
+    // other way.
+    EXPECT_LE(test::RelativeError(a.decode[i], b.decode[i]), 1e-4) << i;
+    EXPECT_LE(test::RelativeError(a.decode[i], x.decode[i]), 0.05) << i;
+  }
+  std::printf("[ gemma3 q4_k_m, q8 decode ] norms in the consumers vs in the producers: %.3g, vs f32 decode: %.3g\n",
+              worst_b, worst_x);
+  EXPECT_EQ(a.greedy, b.greedy);
+  EXPECT_EQ((*consumer)->device().validation_messages(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FusedEngineTest,

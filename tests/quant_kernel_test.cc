@@ -340,6 +340,50 @@ TEST_F(FusedArgmaxTest, TheLastWorkgroupNormalisesTheRowsOfAMatmul) {
   }
 }
 
+// A residual norm computed by the q8 matrix-vector kernel that reads its normalised sum
+// (fuse-residual-norm-matmul): Gemma 3's post-norm, residual add and next pre-norm (a norm with a
+// prologue), and a plain residual add and norm, before a gated projection. Two dispatches (the
+// producer, then the consumer, whose workgroups all compute the rows and one writes the sum),
+// against the interpreter; three runs in a row.
+TEST_F(FusedArgmaxTest, TheConsumingMatmulComputesAResidualNorm) {
+  for (auto [k, n, prologue, tokens, bucket] :
+       {std::tuple{int64_t{512}, int64_t{1152}, true, int64_t{1}, int64_t{1}},
+        std::tuple{int64_t{256}, int64_t{320}, true, int64_t{3}, int64_t{4}},
+        std::tuple{int64_t{256}, int64_t{640}, false, int64_t{1}, int64_t{1}}}) {
+    GraphBuilder b;
+    ValueId o = b.MatMul(b.Input("x", Rows(k)), b.Param("w", Matrix(n, k, DType::kQ4_K)));
+    ValueId post = prologue ? b.RmsNorm(o, b.Param("g1", Vector(n)), 1e-6, 1.0) : o;
+    ValueId sum = b.Add(post, b.Input("h", Rows(n)));
+    b.Output("sum", sum);
+    ValueId normed = b.RmsNorm(sum, b.Param("g2", Vector(n)), 1e-5, prologue ? 1.0 : 0.0);
+    b.Output("y", b.MatMulFused(normed, b.Param("up", Matrix(2 * 96, n, DType::kQ8_0)), {}, "gelu_tanh_mul"));
+    graph::Graph g = *std::move(b).Finish();
+    for (const char* name : {"fuse-residual-rmsnorm", "q8-activations", "fuse-residual-norm-matmul", "fuse-matmul-tail"}) {
+      auto pass = passes::MakePass(name);
+      ASSERT_TRUE(pass.ok() && (*pass)->Run(g).ok()) << name;
+    }
+    ASSERT_TRUE(graph::Verify(g).ok());
+    test::RandomParams params(g, 5);
+    auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    const auto& dispatches = (*gpu)->plan().dispatches();
+    ASSERT_EQ(dispatches.size(), 2u) << "a norm dispatch of its own";
+    EXPECT_EQ(dispatches[0].variant.find("+rms_norm_tail"), std::string::npos) << dispatches[0].variant;
+    EXPECT_NE(dispatches[1].variant.find("+residual_norm_x"), std::string::npos) << dispatches[1].variant;
+    for (uint32_t seed : {1u, 2u, 3u}) {
+      const std::map<std::string, Tensor> inputs = {{"x", RandomRows(tokens, k, seed)}, {"h", RandomRows(tokens, n, seed + 10)}};
+      auto got = (*gpu)->Run(inputs, 0);
+      ASSERT_TRUE(got.ok()) << got.status();
+      auto want = graph::Interpreter(params).Run(g, inputs, 0);
+      ASSERT_TRUE(want.ok()) << want.status();
+      EXPECT_LE(test::RelativeError(got->at("sum").f, want->at("sum").f), 2e-5) << "k" << k << " n" << n;
+      // The kernel rounds s·g / d (1 / rms applied to the sums) where the interpreter rounds
+      // s·g/rms / (d/rms), as with a norm prologue (Q8MatMulTest).
+      EXPECT_LE(test::RelativeError(got->at("y").f, want->at("y").f), 1e-3) << "k" << k << " n" << n;
+    }
+  }
+}
+
 class QuantEmbeddingTest : public QuantKernelTest, public ::testing::WithParamInterface<DType> {};
 
 TEST_P(QuantEmbeddingTest, GathersExactlyTheDequantizedRows) {
