@@ -4,7 +4,7 @@
 // a float and reading x as floats.
 //
 // A workgroup first stages x (one row per TM, or a segment of it where K is too long for shared
-// memory) as q8: an invocation takes a block of 32 values, finds its scale and writes its quants
+// memory) as q8: eight invocations take a block of 32 values, find its scale and write its quants
 // where the parts that read them find them as vectors (x_slot), so a part's x is a few 16-byte
 // shared-memory loads. Since staging reads all of x, a workgroup then takes many rows: its
 // invocations form teams (one or more whole subgroups where the device has subgroup arithmetic
@@ -62,7 +62,8 @@ constexpr int64_t kStageBytes = 24 * 1024;
 // rms of a row from its sum of squares), and X_NORM 1. Where x is a residual norm's normalised sum
 // (MatMulSpec::restate), x_value4 is the norm's sum s = x' + r (x' normalised by its own weight
 // first where the norm has a prologue: `restate_rows` finds each row's 1 / rms), which workgroup 0
-// also writes to part 0 of the norm's value; the norm's weight and eps are x_weight4's and x_scale's.
+// also writes to part 0 of the norm's value (through a `restrict` buffer, so that the stores do not
+// hold back later loads); the norm's weight and eps are x_weight4's and x_scale's.
 std::string XValueGlsl(const EmitContext& c, const MatMulSpec& s) {
   if (s.restate < 0) {
     return absl::StrCat("vec4 x_value4(uint row, uint t, uint k) { return x4[(row * K + k) / 4u]; }\n",
@@ -75,7 +76,8 @@ std::string XValueGlsl(const EmitContext& c, const MatMulSpec& s) {
   const uint32_t b = s.restate_binding;
   return absl::StrCat(
       "#define X_NORM 1\n#define RESTATE_PROLOGUE ", prologue ? 1 : 0, "\n",
-      FloatQuadBuffer(b, "rs", graph::DType::kF32, false), FloatQuadBuffer(b + 1, "ry", graph::DType::kF32, true),
+      "layout(std430, set = 0, binding = ", b, ") restrict writeonly buffer Buf_rs { vec4 rs4[]; };\n",
+      FloatQuadBuffer(b + 1, "ry", graph::DType::kF32, true),
       FloatQuadBuffer(b + 2, "rw", c.g.node(norm.inputs[1]).type.dtype, true),
       FloatQuadBuffer(b + 3, "rr", graph::DType::kF32, true),
       prologue ? FloatQuadBuffer(b + 4, "rwp", c.g.node(norm.inputs[3]).type.dtype, true) : "",
@@ -153,6 +155,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
     auto rows = [&](uint32_t w) { return (w / team) * rn * s.gates * tm * groups_per_team(w / team); };
     while (wg * 2 <= widest && rows(wg) < kMinStagedRows) wg *= 2;
   }
+  if (wg % 8 != 0) return absl::InternalError(absl::StrCat("x_quant: workgroups of ", wg, " cannot stage x by blocks of 8 invocations"));
   const uint32_t subs = subgroup_teams ? team / sg : 1;
   const uint32_t teams = wg / team;
 
@@ -160,7 +163,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   const graph::Node* tail = s.tail >= 0 ? &c.g.node(s.tail) : nullptr;
   const bool argmax = tail != nullptr && tail->kind == graph::OpKind::kArgmax;
   const bool norm_tail = tail != nullptr && tail->kind == graph::OpKind::kRmsNorm;
-  const int64_t reduce_bytes = 4 * (tm * rn * s.gates + tm + (argmax ? 2 : 0)) * wg;
+  const int64_t reduce_bytes = 4 * (tm * rn * s.gates + tm + 2 + (argmax ? 2 : 0)) * wg;  // red, wg_scratch, xam, ...
   const int64_t stage_budget =
       std::min<int64_t>(kStageBytes, static_cast<int64_t>(c.caps.max_shared_memory) - reduce_bytes);
   const int64_t per_value = tm * 9;  // eighths of a byte
@@ -275,32 +278,39 @@ uint pack_q8(vec4 v, float id) {
 }
 
 // Stages segment `seg` of x's rows t0.. (m of them) as q8 (graph/activation_quant.h), each
-// invocation taking whole blocks; adds the squares of the values it read to sum_sq.
+// invocation taking four values at a time and eight neighbouring invocations a block (its scale
+// through xam); adds the squares of the values it read to sum_sq. On the H100, an invocation taking
+// a whole block kept 8 (with a norm 16) vectors in registers: with a residual norm computed here
+// (80 registers a lane) Gemma-3-1B's gate+up kernel ran in two waves of workgroups.
+shared float xam[2][WG];  // each invocation's largest |value| of its four, by step parity
 void stage_x(uint seg, uint t0, uint m, inout float sum_sq[TM]) {
+  const uint QUADS = SEG / 4u, STEPS = (QUADS + WG - 1u) / WG;
+  uint lid = gl_LocalInvocationID.x;
   [[unroll]] for (uint t = 0u; t < TM; ++t) {
-    for (uint b = gl_LocalInvocationID.x; b < SEG_BLOCKS; b += WG) {
-      uint k0 = seg * SEG + b * 32u;
-      bool live = t < m && k0 < K;
-      vec4 v[8];
-      float amax = 0.0;
-      [[unroll]] for (uint j = 0u; j < 8u; ++j) {
-        v[j] = live ? x_value4(t0 + t, t, k0 + 4u * j) : vec4(0.0);
+    for (uint step = 0u; step < STEPS; ++step) {  // uniform
+      uint q = step * WG + lid, k = seg * SEG + 4u * q;
+      bool live = t < m && q < QUADS && k < K;  // alike for a block's eight invocations
+      vec4 v = live ? x_value4(t0 + t, t, k) : vec4(0.0);
 #if X_NORM
-        sum_sq[t] += dot(v[j], v[j]);
-        if (live) v[j] *= x_weight4(k0 + 4u * j);
+      vec4 w = live ? x_weight4(k) : vec4(0.0);
+      sum_sq[t] += dot(v, v);
+      v *= w;
 #endif
-        vec4 a = abs(v[j]);
-        amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
-      }
-      float d = amax * uintBitsToFloat(0x3C010204u);  // 1/127 in f32
-      // 1 / d, then a Newton step: within an ulp of the correctly rounded quotient that
-      // graph::RoundThroughQ8 divides (a GPU's division may be a few ulps off).
-      float id = d > 0.0 ? 1.0 / d : 0.0;
-      id = fma(fma(-d, id, 1.0), id, id);
-      xd[t * SEG_BLOCKS + b] = d;
-      [[unroll]] for (uint j = 0u; j < 8u; ++j) {
-        uint slot = x_slot(b * 32u + 4u * j);
-        xq[(t * SEG_PARTS + slot / XW) * XV + (slot % XW) / 4u][slot % 4u] = pack_q8(v[j], id);
+      vec4 a = abs(v);
+      uint par = (t * STEPS + step) & 1u;  // a step's reads of xam end before the next step's barrier
+      xam[par][lid] = max(max(a.x, a.y), max(a.z, a.w));
+      barrier();
+      float amax = 0.0;
+      [[unroll]] for (uint j = 0u; j < 8u; ++j) amax = max(amax, xam[par][(lid & ~7u) + j]);
+      if (live) {
+        float d = amax * uintBitsToFloat(0x3C010204u);  // 1/127 in f32
+        // 1 / d, then a Newton step: within an ulp of the correctly rounded quotient that
+        // graph::RoundThroughQ8 divides (a GPU's division may be a few ulps off).
+        float id = d > 0.0 ? 1.0 / d : 0.0;
+        id = fma(fma(-d, id, 1.0), id, id);
+        if ((q & 7u) == 0u) xd[t * SEG_BLOCKS + q / 8u] = d;
+        uint slot = x_slot(4u * q);
+        xq[(t * SEG_PARTS + slot / XW) * XV + (slot % XW) / 4u][slot % 4u] = pack_q8(v, id);
       }
     }
   }
