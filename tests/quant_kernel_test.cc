@@ -344,19 +344,21 @@ TEST_F(FusedArgmaxTest, TheLastWorkgroupNormalisesTheRowsOfAMatmul) {
 // (fuse-residual-norm-matmul): Gemma 3's post-norm, residual add and next pre-norm (a norm with a
 // prologue), and a plain residual add and norm, before a gated projection. Two dispatches (the
 // producer, then the consumer, whose workgroups all compute the rows and one writes the sum),
-// against the interpreter; three runs in a row.
+// against the interpreter; three runs in a row. Rows an invocation holds whole, and (4 rows of
+// 2,560 values before 2,048 outputs, in workgroups of few invocations) rows it loads twice.
 TEST_F(FusedArgmaxTest, TheConsumingMatmulComputesAResidualNorm) {
-  for (auto [k, n, prologue, tokens, bucket] :
-       {std::tuple{int64_t{512}, int64_t{1152}, true, int64_t{1}, int64_t{1}},
-        std::tuple{int64_t{256}, int64_t{320}, true, int64_t{3}, int64_t{4}},
-        std::tuple{int64_t{256}, int64_t{640}, false, int64_t{1}, int64_t{1}}}) {
+  for (auto [k, n, prologue, tokens, bucket, outputs] :
+       {std::tuple{int64_t{512}, int64_t{1152}, true, int64_t{1}, int64_t{1}, int64_t{96}},
+        std::tuple{int64_t{256}, int64_t{320}, true, int64_t{3}, int64_t{4}, int64_t{96}},
+        std::tuple{int64_t{256}, int64_t{640}, false, int64_t{1}, int64_t{1}, int64_t{96}},
+        std::tuple{int64_t{256}, int64_t{2560}, true, int64_t{4}, int64_t{4}, int64_t{2048}}}) {
     GraphBuilder b;
     ValueId o = b.MatMul(b.Input("x", Rows(k)), b.Param("w", Matrix(n, k, DType::kQ4_K)));
     ValueId post = prologue ? b.RmsNorm(o, b.Param("g1", Vector(n)), 1e-6, 1.0) : o;
     ValueId sum = b.Add(post, b.Input("h", Rows(n)));
     b.Output("sum", sum);
     ValueId normed = b.RmsNorm(sum, b.Param("g2", Vector(n)), 1e-5, prologue ? 1.0 : 0.0);
-    b.Output("y", b.MatMulFused(normed, b.Param("up", Matrix(2 * 96, n, DType::kQ8_0)), {}, "gelu_tanh_mul"));
+    b.Output("y", b.MatMulFused(normed, b.Param("up", Matrix(2 * outputs, n, DType::kQ8_0)), {}, "gelu_tanh_mul"));
     graph::Graph g = *std::move(b).Finish();
     for (const char* name : {"fuse-residual-rmsnorm", "q8-activations", "fuse-residual-norm-matmul", "fuse-matmul-tail"}) {
       auto pass = passes::MakePass(name);
