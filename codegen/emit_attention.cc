@@ -42,8 +42,6 @@ constexpr uint32_t kWorkgroup = 64;
 // The block variant: its workgroup, and the smallest bucket that takes it.
 constexpr uint32_t kBlockWorkgroup = 128;
 constexpr int64_t kBlockMinTokens = 8, kBlockMaxHeadDim = 128;
-// Workgroups a decode attention dispatch aims at (about one per multiprocessor of a large GPU).
-constexpr int64_t kDecodeWorkgroups = 128;
 
 // The token variant's main(): see the file comment. Needs the prelude's q_value, load_kc, load_vc,
 // wg_max, wg_sum and constants.
@@ -117,25 +115,18 @@ void main() {
 // load_vc and constants.
 constexpr const char* kSubgroupsMain = R"(
 const uint MIN_SG = {{MIN_SG}}u, MAX_NSG = WG / MIN_SG, DPL = (HD + MIN_SG - 1u) / MIN_SG, KPI = {{KPI}}u;
-const uint SPLITS = {{SPLITS}}u, HEADS = {{HEADS}}u;
 shared float s_q[HD];
 shared float s_m[MAX_NSG], s_l[MAX_NSG];
 shared float s_acc[MAX_NSG][HD];
-#if {{SPLITS}} > 1
-// The dispatch's scratch: done counts the workgroups of each (token, head) that finished (the last
-// one resets it); part holds each workgroup's max, sum and unnormalised output.
-layout(std430, set = 0, binding = {{SCRATCH}}) coherent buffer Buf_scratch { uint done[{{COUNTERS}}]; float part[]; } sc;
-shared bool s_last;
-#endif
 
 // A subgroup's trip over the keys j, j + nsg, ..., j + (KPI - 1)·nsg: their rows of the caches, the
-// lane's dimensions (a key past `last`, the workgroup's last, reads that one's row again). With
-// APPEND, p's own row reads row p + 1 instead, which no workgroup writes in this step: the trip
-// takes p's key and value from shared memory.
-void load_trip(uint j, uint last, uint p, uint kv_base, out float kd[KPI][DPL], out float vd[KPI][DPL]) {
+// lane's dimensions (a key past p reads p's row again). With APPEND, p's own row reads row p + 1
+// instead, which no workgroup writes in this step: the trip takes p's key and value from shared
+// memory.
+void load_trip(uint j, uint p, uint kv_base, out float kd[KPI][DPL], out float vd[KPI][DPL]) {
   uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize, nsg = gl_NumSubgroups;
   [[unroll]] for (uint u = 0u; u < KPI; ++u) {
-    uint key = min(j + u * nsg, last);
+    uint key = min(j + u * nsg, p);
     uint row = ((APPEND == 1 && key == p ? p + 1u : key) % CAP) * KVW + kv_base;
     [[unroll]] for (uint i = 0u; i < DPL; ++i) {
       uint d = lane + S * i;
@@ -146,13 +137,10 @@ void load_trip(uint j, uint last, uint p, uint kv_base, out float kd[KPI][DPL], 
 }
 
 void main() {
-  uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, split = gl_WorkGroupID.z;
+  uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
   if (t >= step.n_tokens) return;  // uniform across the workgroup
   uint p = step.pos + t;
   uint first = first_key(p);
-  // This workgroup's share of the keys first .. p: begin .. last (none where begin > last).
-  uint share = (p + SPLITS - first) / SPLITS;
-  uint begin = first + split * share, last = min(begin + share, p + 1u) - 1u;
   uint kv_base = (h / GROUP) * HD;
   uint lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, nsg = gl_NumSubgroups, S = gl_SubgroupSize;
   // The first trip's keys and values are loaded before anything else, so that they are in flight
@@ -160,7 +148,7 @@ void main() {
   // loading the next trip's during one needs twice the registers, which with 1,024 invocations
   // (at most 64 registers each) measured slower on the H100 (Qwen3-0.6B, 128-wide heads).
   float kd[KPI][DPL], vd[KPI][DPL];
-  if (begin + sg <= last) load_trip(begin + sg, last, p, kv_base, kd, vd);  // uniform across the subgroup
+  if (first + sg <= p) load_trip(first + sg, p, kv_base, kd, vd);  // uniform across the subgroup
   // q, and with APPEND the step's key and value for this kv head (the step is one token, at p),
   // loaded in one round; the heads' sums of squares (for their norms) reduced together: q's in
   // s_m, k's in s_l.
@@ -198,8 +186,7 @@ void main() {
 #endif
   float ks = k_scale(kss);
   for (uint d = 2u * gl_LocalInvocationID.x; d < HD; d += 2u * WG) {
-    put_new(d, s_kn[d] * ks, s_kn[d + 1u] * ks, s_vn[d], s_vn[d + 1u],
-            h % GROUP == 0u && split == 0u ? (p % CAP) * KVW + kv_base : ~0u);
+    put_new(d, s_kn[d] * ks, s_kn[d + 1u] * ks, s_vn[d], s_vn[d + 1u], h % GROUP == 0u ? (p % CAP) * KVW + kv_base : ~0u);
   }
 #endif
 #if QNORM || APPEND
@@ -215,15 +202,15 @@ void main() {
   float m = -3.0e38, l = 0.0;
   // Trips of keys j, j + nsg, ..., j + (KPI - 1)·nsg; every branch below is uniform across the
   // subgroup.
-  for (uint j = begin + sg; j <= last; j += nsg * KPI) {
-    if (j != begin + sg) load_trip(j, last, p, kv_base, kd, vd);
+  for (uint j = first + sg; j <= p; j += nsg * KPI) {
+    if (j != first + sg) load_trip(j, p, kv_base, kd, vd);
     float score[KPI];
     [[unroll]] for (uint u = 0u; u < KPI; ++u) {
       float part = 0.0;
       [[unroll]] for (uint i = 0u; i < DPL; ++i) {
         uint d = lane + S * i;
 #if APPEND
-        if (min(j + u * nsg, last) == p && d < HD) {  // the step's own key and value
+        if (min(j + u * nsg, p) == p && d < HD) {  // the step's own key and value
           kd[u][i] = new_k(d);
           vd[u][i] = new_v(d);
         }
@@ -234,13 +221,13 @@ void main() {
     }
     float mx = m;
     [[unroll]] for (uint u = 0u; u < KPI; ++u) {
-      if (j + u * nsg <= last) mx = max(mx, score[u]);
+      if (j + u * nsg <= p) mx = max(mx, score[u]);
     }
     float alpha = exp(m - mx);
     l *= alpha;
     [[unroll]] for (uint i = 0u; i < DPL; ++i) acc[i] *= alpha;
     [[unroll]] for (uint u = 0u; u < KPI; ++u) {
-      float e = j + u * nsg <= last ? exp(score[u] - mx) : 0.0;
+      float e = j + u * nsg <= p ? exp(score[u] - mx) : 0.0;
       l += e;
       [[unroll]] for (uint i = 0u; i < DPL; ++i) acc[i] += e * vd[u][i];
     }
@@ -261,11 +248,6 @@ void main() {
   [[unroll]] for (uint g = 0u; g < MAX_NSG; ++g) {
     if (g < nsg) mg = max(mg, s_m[g]);
   }
-#if {{SPLITS}} > 1
-  // The workgroup's max, sum and unnormalised output, then the last workgroup of the head merges
-  // every workgroup's.
-  uint base = ((t * HEADS + h) * SPLITS + split) * (HD + 2u);
-#endif
   for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) {
     float lg = 0.0, o_d = 0.0;
     [[unroll]] for (uint g = 0u; g < MAX_NSG; ++g) {
@@ -275,38 +257,8 @@ void main() {
         o_d += w * s_acc[g][d];
       }
     }
-#if {{SPLITS}} > 1
-    if (d == 0u) {
-      sc.part[base] = mg;
-      sc.part[base + 1u] = lg;
-    }
-    sc.part[base + 2u + d] = o_d;
-#else
     o[t * QW + h * HD + d] = o_d / lg;
-#endif
   }
-#if {{SPLITS}} > 1
-  memoryBarrierBuffer();
-  barrier();
-  if (gl_LocalInvocationID.x == 0u) s_last = atomicAdd(sc.done[t * HEADS + h], 1u) == SPLITS - 1u;
-  barrier();
-  if (s_last) {  // uniform
-    memoryBarrierBuffer();
-    uint head = (t * HEADS + h) * SPLITS * (HD + 2u);
-    float mm = -3.0e38;
-    for (uint w = 0u; w < SPLITS; ++w) mm = max(mm, sc.part[head + w * (HD + 2u)]);
-    float lw = 0.0;
-    for (uint w = 0u; w < SPLITS; ++w) lw += exp(sc.part[head + w * (HD + 2u)] - mm) * sc.part[head + w * (HD + 2u) + 1u];
-    for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) {
-      float o_d = 0.0;
-      for (uint w = 0u; w < SPLITS; ++w) {
-        o_d += exp(sc.part[head + w * (HD + 2u)] - mm) * sc.part[head + w * (HD + 2u) + 2u + d];
-      }
-      o[t * QW + h * HD + d] = o_d / lw;
-    }
-    if (gl_LocalInvocationID.x == 0u) sc.done[t * HEADS + h] = 0u;
-  }
-#endif
 }
 )";
 
@@ -490,12 +442,6 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
                                                               c.caps.max_workgroup_invocations / min_sg}));
   const int64_t dims_per_lane = (head_dim + min_sg - 1) / min_sg;
   const int64_t kpi = std::max<int64_t>(1, std::min<int64_t>(4, 16 / dims_per_lane));
-  // The subgroups variant splits the keys among workgroups where heads × tokens leave the GPU idle:
-  // about kDecodeWorkgroups in all, with a key for each subgroup at the most the cache holds.
-  const int64_t cap = c.input(1).type.shape[0].value;
-  const int64_t max_keys = window > 0 ? std::min(window, cap) : cap;
-  const int64_t splits =
-      subgroups ? std::clamp<int64_t>(kDecodeWorkgroups / (heads * c.tokens), 1, std::max<int64_t>(1, max_keys / nsg)) : 1;
   const uint32_t wg = coop    ? static_cast<uint32_t>(32 * coop_subgroups)
                       : block ? kBlockWorkgroup
                       : subgroups ? static_cast<uint32_t>(nsg * min_sg)
@@ -503,12 +449,8 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
   Kernel k;
   k.family = "attention";
   k.variant = absl::StrCat(coop ? "coop." : block ? "block." : subgroups ? "subgroups." : "online_softmax.",
-                           graph::Name(cache_dtype), window > 0 ? ".window" : "",
-                           splits > 1 ? absl::StrCat(".split", splits) : "");
-  // With splits, a counter for each (token, head) and each workgroup's max, sum and output
-  // (binding args.size() + 1, after the node's inputs).
-  const int64_t counters = (heads * c.tokens + 3) / 4 * 4;
-  if (splits > 1) k.scratch_bytes = static_cast<uint64_t>(4 * (counters + heads * c.tokens * splits * (head_dim + 2)));
+                           graph::Name(cache_dtype),
+                           window > 0 ? ".window" : "");
   // A rope prologue (a table input) rotates q as it is loaded; a head norm prologue (its weight
   // after the table) normalises each head of q first: the weight as q is loaded, 1 / rms in
   // `q_head_scale` (with the softmax scale), which sums the head's squares (a few hundred values
@@ -569,11 +511,7 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
                              {{"TPQ", absl::StrCat(tpq)},
                               {"KC", absl::StrCat(kc)},
                               {"MIN_SG", absl::StrCat(min_sg)},
-                              {"KPI", absl::StrCat(kpi)},
-                              {"SPLITS", absl::StrCat(splits)},
-                              {"HEADS", absl::StrCat(heads)},
-                              {"COUNTERS", absl::StrCat(counters)},
-                              {"SCRATCH", absl::StrCat(c.node.inputs.size() + 2)}}));
+                              {"KPI", absl::StrCat(kpi)}}));
   if (append) absl::StrAppend(&k.variant, "+append");
   k.args = {{c.node.id, true}};
   for (graph::ValueId in : c.node.inputs) k.args.push_back({in, append && (in == a.k_cache || in == a.v_cache)});
@@ -581,7 +519,7 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
               coop    ? CeilDiv(c.tokens, kCoopAttentionTile * coop_subgroups)
               : block ? CeilDiv(c.tokens, kBlockWorkgroup / tpq)
                       : static_cast<uint32_t>(c.tokens),
-              static_cast<uint32_t>(splits)};
+              1};
   return k;
 }
 

@@ -350,9 +350,6 @@ TEST_P(AppendingAttentionTest, WritesTheNewKeysThenAttends) {
     const bool appends = vk::TargetCapsOf(ctx().info()).subgroup_arithmetic;
     EXPECT_EQ((*runner)->plan().dispatches().size(), appends ? 1u : 3u);
     if (appends) EXPECT_NE((*runner)->plan().dispatches()[0].variant.find("+append"), std::string::npos);
-    // The keys split among workgroups (merged by the last of each head's) where the cache holds
-    // a key for every subgroup of several.
-    if (appends && c.capacity >= 256) EXPECT_NE((*runner)->plan().dispatches()[0].variant.find(".split"), std::string::npos);
   }
   // A key normalised and rotated in another order than the interpreter's can round to the
   // neighbouring f16 value (a step of 4.9e-4 relative) in an f16 cache: a looser bound there (up
@@ -376,12 +373,7 @@ INSTANTIATE_TEST_SUITE_P(
                       // H100 and lavapipe), with the step's own key in a later trip; one through a
                       // window over a ring.
                       AppendCase{4, 2, 16, 0, 320, DType::kF32, "", false, 300},
-                      AppendCase{6, 3, 40, 150, 160, DType::kF32, "", false, 300},
-                      // Keys split among many workgroups (most of them with none in the first
-                      // steps), the step's own in any of them; Gemma 3's heads over a window.
-                      AppendCase{2, 1, 64, 0, 1024, DType::kF16, "neox", false, 60},
-                      AppendCase{2, 1, 64, 0, 1024, DType::kF32, "", false, 300},
-                      AppendCase{4, 1, 256, 200, 256, DType::kF16, "", false, 300}),
+                      AppendCase{6, 3, 40, 150, 160, DType::kF32, "", false, 300}),
     [](const ::testing::TestParamInfo<AppendCase>& i) {
       const AppendCase& c = i.param;
       return absl::StrCat("h", c.heads, "_kv", c.kv_heads, "_d", c.head_dim, "_w", c.window, "_",
