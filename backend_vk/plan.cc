@@ -16,6 +16,7 @@ codegen::TargetCaps TargetCapsOf(const DeviceInfo& info) {
   caps.max_shared_memory = info.max_shared_memory;
   caps.max_workgroup_invocations = info.max_workgroup_invocations;
   caps.subgroup_arithmetic = info.subgroup_arithmetic;
+  caps.subgroup_shuffle = info.subgroup_shuffle;
   caps.coop_matrix_nv = info.coop_matrix_nv && info.fp16 && info.memory_model && info.subgroup_arithmetic &&
                         info.subgroup_shuffle && info.subgroup_size == 32 && info.min_subgroup_size == 32;
   caps.integer_dot_product = info.int_dot_product;

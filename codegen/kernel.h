@@ -22,6 +22,7 @@ struct TargetCaps {
   uint32_t max_shared_memory = 16384;
   uint32_t max_workgroup_invocations = 128;
   bool subgroup_arithmetic = false;  // subgroupAdd etc. in compute shaders
+  bool subgroup_shuffle = false;     // subgroupShuffleXor etc. in compute shaders
   // VK_NV_cooperative_matrix enabled, with f16 arithmetic, subgroup arithmetic and shuffles, and
   // subgroups of 32 (its 16 x 16 x 16 f16 → f32 shape is NVIDIA's)
   bool coop_matrix_nv = false;

@@ -211,7 +211,10 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   const graph::Node* tail = s.tail >= 0 ? &c.g.node(s.tail) : nullptr;
   const bool argmax = tail != nullptr && tail->kind == graph::OpKind::kArgmax;
   const bool norm_tail = tail != nullptr && tail->kind == graph::OpKind::kRmsNorm;
-  const int64_t reduce_bytes = 4 * (tm * rn * s.gates + tm + 2 + (argmax ? 2 : 0)) * wg;  // red, wg_scratch, xam, ...
+  // A block's 8 invocations share a subgroup where subgroups have at least 8 (of consecutive
+  // invocations, as the teams take them).
+  const bool shuffle_blocks = c.caps.subgroup_shuffle && c.caps.min_subgroup_size >= 8;
+  const int64_t reduce_bytes = 4 * (tm * rn * s.gates + tm + (shuffle_blocks ? 0 : 2) + (argmax ? 2 : 0)) * wg;  // red, wg_scratch, xam, ...
   const int64_t stage_budget =
       std::min<int64_t>(kStageBytes, static_cast<int64_t>(c.caps.max_shared_memory) - reduce_bytes);
   const int64_t per_value = tm * 9;  // eighths of a byte
@@ -238,6 +241,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   const std::vector<std::pair<std::string, std::string>> constants = {
       {"ARGMAX", argmax ? "1" : "0"},
       {"NORM_TAIL", norm_tail ? "1" : "0"},
+      {"SHUFFLE_BLOCKS", shuffle_blocks ? "1" : "0"},
       {"WORKGROUPS", absl::StrCat(workgroups)},
       {"SUBGROUP_TEAMS", subgroup_teams ? "1" : "0"},
       {"SUBS", absl::StrCat(subs)},
@@ -262,6 +266,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
       subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
                   "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
                 : "",
+      shuffle_blocks ? "#extension GL_KHR_shader_subgroup_shuffle : enable\n" : "",
       R"(#extension GL_EXT_spirv_intrinsics : require
 // OpSDot on 4 x 8-bit packed vectors (SPV_KHR_integer_dot_product; glslang has no GLSL name for it).
 spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
@@ -275,6 +280,7 @@ float i2f(int v) { return intBitsToFloat(v + 0x4B400000) - 12582912.0; }
       "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };\n",
       Fill(R"(
 #define ARGMAX {{ARGMAX}}
+#define SHUFFLE_BLOCKS {{SHUFFLE_BLOCKS}}
 #define NORM_TAIL {{NORM_TAIL}}
 #define SUBGROUP_TEAMS {{SUBGROUP_TEAMS}}
 #define SUBS {{SUBS}}
@@ -327,11 +333,28 @@ uint pack_q8(vec4 v, float id) {
 }
 
 // Stages segment `seg` of x's rows t0.. (m of them) as q8 (graph/activation_quant.h), each
-// invocation taking four values at a time and eight neighbouring invocations a block (its scale
-// through xam); adds the squares of the values it read to sum_sq. On the H100, an invocation taking
-// a whole block kept 8 (with a norm 16) vectors in registers: with a residual norm computed here
-// (80 registers a lane) Gemma-3-1B's gate+up kernel ran in two waves of workgroups.
+// invocation taking four values at a time and eight neighbouring invocations a block; adds the
+// squares of the values it read to sum_sq. A block's largest |value| goes through subgroup
+// shuffles where the device has them (so that no barrier keeps a step's loads from being issued
+// with the others'), else through xam. On the H100, an invocation taking a whole block kept 8 (with
+// a norm 16) vectors in registers: with a residual norm computed here (80 registers a lane)
+// Gemma-3-1B's gate+up kernel ran in two waves of workgroups.
+#if SHUFFLE_BLOCKS
+float block_max(float a, uint par) {
+  a = max(a, subgroupShuffleXor(a, 1u));
+  a = max(a, subgroupShuffleXor(a, 2u));
+  return max(a, subgroupShuffleXor(a, 4u));
+}
+#else
 shared float xam[2][WG];  // each invocation's largest |value| of its four, by step parity
+float block_max(float a, uint par) {  // a step's reads of xam end before the next step's barrier
+  xam[par][gl_LocalInvocationID.x] = a;
+  barrier();
+  float amax = 0.0;
+  [[unroll]] for (uint j = 0u; j < 8u; ++j) amax = max(amax, xam[par][(gl_LocalInvocationID.x & ~7u) + j]);
+  return amax;
+}
+#endif
 void stage_x(uint seg, uint t0, uint m, inout float sum_sq[TM]) {
   const uint QUADS = SEG / 4u, STEPS = (QUADS + WG - 1u) / WG;
   uint lid = gl_LocalInvocationID.x;
@@ -346,11 +369,7 @@ void stage_x(uint seg, uint t0, uint m, inout float sum_sq[TM]) {
       v *= w;
 #endif
       vec4 a = abs(v);
-      uint par = (t * STEPS + step) & 1u;  // a step's reads of xam end before the next step's barrier
-      xam[par][lid] = max(max(a.x, a.y), max(a.z, a.w));
-      barrier();
-      float amax = 0.0;
-      [[unroll]] for (uint j = 0u; j < 8u; ++j) amax = max(amax, xam[par][(lid & ~7u) + j]);
+      float amax = block_max(max(max(a.x, a.y), max(a.z, a.w)), (t * STEPS + step) & 1u);
       if (live) {
         float d = amax * uintBitsToFloat(0x3C010204u);  // 1/127 in f32
         // 1 / d, then a Newton step: within an ulp of the correctly rounded quotient that

@@ -190,9 +190,11 @@ TEST_P(Q8MatMulTest, MatchesTheInterpreterRoundingXThroughQ8) {
   ASSERT_TRUE(unrounded.ok()) << unrounded.status();
   const double rounding = test::RelativeError(unrounded->at("y").f, want->at("y").f);
   EXPECT_GE(rounding, 5e-3) << "the inputs do not tell a rounded x from an exact one";
-  // Teams of a subgroup (where the device has subgroup arithmetic), and of the whole workgroup.
+  // Teams of a subgroup (where the device has subgroup arithmetic) and blocks of x scaled through
+  // subgroup shuffles, and teams of the whole workgroup and scales through shared memory.
   codegen::TargetCaps portable = vk::TargetCapsOf(ctx().info());
   portable.subgroup_arithmetic = false;
+  portable.subgroup_shuffle = false;
   for (const std::optional<codegen::TargetCaps>& caps : {std::optional<codegen::TargetCaps>(), std::optional(portable)}) {
     auto gpu = test::GpuRunner::Create(ctx(), g, c.bucket, params, caps);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
