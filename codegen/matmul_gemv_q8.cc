@@ -13,7 +13,8 @@
 // (WeightParts::q8_glsl: wider than the float decoder's, so a part's scales are decoded for more
 // values), keeping the parts of the next DEPTH iterations in flight, and reducing the team's sums
 // at the end of each group of rows. A row-wide op reading the rows (MatMulSpec::tail) is finished
-// by the last workgroup to get to the end.
+// by the last workgroup to get to the end; a residual norm whose normalised sum is x
+// (MatMulSpec::restate) is computed by every workgroup as it stages x (XValueGlsl).
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
