@@ -124,6 +124,44 @@ TEST(FuseMatmulTailPass, MarksTheArgmaxOfAMatmulOnly) {
   EXPECT_NE(graph::Verify(g).message().find("in_producer is for an argmax or a whole-row rms_norm reading a matmul"), std::string::npos);
 }
 
+TEST(FuseResidualNormMatmulPass, MarksANormWhoseNormalisedSumOneMatmulAloneReads) {
+  graph::GraphBuilder b;
+  const auto row = test::Rows(64);
+  auto residual_norm = [&](const char* name) {
+    return b.RmsNormResidual(b.Input(std::string(name) + "_x", row), b.Param(std::string(name) + "_g", test::Vector(64)),
+                             b.Input(std::string(name) + "_r", row), 1e-6, 1.0);
+  };
+  // Read by one matmul as x: marked. Its sum (part 0) may have any readers.
+  ValueId alone = residual_norm("alone");
+  b.Output("alone_y", b.MatMul(b.Part(alone, 1), b.Param("w1", test::Matrix(8, 64, DType::kQ8_0))));
+  b.Output("alone_sum", b.Part(alone, 0));
+  // Read by two matmuls, or by a matmul and an add, or as a step output: not.
+  ValueId twice = residual_norm("twice");
+  b.Output("twice_a", b.MatMul(b.Part(twice, 1), b.Param("w2", test::Matrix(8, 64, DType::kQ8_0))));
+  b.Output("twice_b", b.MatMul(b.Part(twice, 1), b.Param("w3", test::Matrix(8, 64, DType::kQ8_0))));
+  ValueId added = residual_norm("added");
+  ValueId added_part = b.Part(added, 1);
+  b.Output("added_y", b.MatMul(added_part, b.Param("w4", test::Matrix(8, 64, DType::kQ8_0))));
+  b.Output("added_sum", b.Add(added_part, added_part));
+  ValueId output = residual_norm("output");
+  ValueId output_part = b.Part(output, 1);
+  b.Output("output_y", b.MatMul(output_part, b.Param("w5", test::Matrix(8, 64, DType::kQ8_0))));
+  b.Output("output_normed", output_part);
+  graph::Graph g = *std::move(b).Finish();
+  auto pass = passes::MakePass("fuse-residual-norm-matmul");
+  ASSERT_TRUE(pass.ok()) << pass.status();
+  auto changed = (*pass)->Run(g);
+  ASSERT_TRUE(changed.ok() && *changed);
+  ASSERT_TRUE(graph::Verify(g).ok());
+  EXPECT_TRUE(g.node(alone).attrs.Has("in_consumer"));
+  for (ValueId n : {twice, added, output}) EXPECT_FALSE(g.node(n).attrs.Has("in_consumer")) << g.node(n).label;
+  EXPECT_FALSE(*(*pass)->Run(g)) << "a second run changes nothing";
+  // The verifier holds the attribute to a whole-row residual norm.
+  ValueId plain = *g.output("twice_a");
+  g.mutable_node(plain).attrs.Set("in_consumer", int64_t{1});
+  EXPECT_NE(graph::Verify(g).message().find("in_consumer is for a whole-row residual rms_norm"), std::string::npos);
+}
+
 TEST(Codegen, XQuantIsTakenByTheMatrixVectorKernelOnDevicesWithIntegerDots) {
   graph::Graph g = MatMulGraph(256, DType::kQ4_K);
   graph::Node& y = g.mutable_node(*g.output("y"));
