@@ -92,14 +92,12 @@ std::string XValueGlsl(const EmitContext& c, const MatMulSpec& s, bool held) {
       FloatQuadBuffer(b + 3, "rr", graph::DType::kF32, true),
       prologue ? FloatQuadBuffer(b + 4, "rwp", c.g.node(norm.inputs[3]).type.dtype, true) : "",
       Fill(R"(
-const uint RSTEPS = (K / 4u + WG - 1u) / WG;  // stage_x's steps (x is one segment)
 bool writes_sum() { return gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u; }
-float restate_inv[TM];  // each row's 1 / rms of x'
 #if RESTATE_HELD
-vec4 held_s[TM][RSTEPS], held_w[RSTEPS];
+vec4 held_s[TM][STEPS], held_w[STEPS];  // x is one segment: stage_x's steps
 void restate_rows(uint t0, uint m) {
-  vec4 y[TM][RSTEPS], r[TM][RSTEPS], wp[RSTEPS];
-  [[unroll]] for (uint step = 0u; step < RSTEPS; ++step) {
+  vec4 y[TM][STEPS], r[TM][STEPS], wp[STEPS];
+  [[unroll]] for (uint step = 0u; step < STEPS; ++step) {
     uint k = 4u * (step * WG + gl_LocalInvocationID.x);
     bool in_row = k < K;
     held_w[step] = in_row ? load4_rw(k) + {{OFFSET}} : vec4(0.0);
@@ -115,10 +113,10 @@ void restate_rows(uint t0, uint m) {
   [[unroll]] for (uint t = 0u; t < TM; ++t) {
 #if RESTATE_PROLOGUE
     float ss = 0.0;
-    [[unroll]] for (uint step = 0u; step < RSTEPS; ++step) ss += dot(y[t][step], y[t][step]);
+    [[unroll]] for (uint step = 0u; step < STEPS; ++step) ss += dot(y[t][step], y[t][step]);
     float inv = inversesqrt(wg_sum(ss) / float(K) + {{PRE_EPS}});
 #endif
-    [[unroll]] for (uint step = 0u; step < RSTEPS; ++step) {
+    [[unroll]] for (uint step = 0u; step < STEPS; ++step) {
 #if RESTATE_PROLOGUE
       held_s[t][step] = y[t][step] * inv * wp[step] + r[t][step];
 #else
@@ -132,6 +130,7 @@ void restate_rows(uint t0, uint m) {
 vec4 x_value4(uint row, uint t, uint k, uint step) { return held_s[t][step]; }
 vec4 x_weight4(uint k, uint step) { return held_w[step]; }
 #else
+float restate_inv[TM];  // each row's 1 / rms of x'
 void restate_rows(uint t0, uint m) {
 #if RESTATE_PROLOGUE
   [[unroll]] for (uint t = 0u; t < TM; ++t) {
@@ -228,6 +227,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
     }
   }
   const int64_t segments = CeilDiv(s.k, seg);
+  const int64_t steps = CeilDiv(seg / 4, wg);
   if (s.restate >= 0 && segments > 1) {
     return absl::ResourceExhaustedError(absl::StrCat("x_quant: ", c.caps.max_shared_memory, " bytes of shared memory cannot stage ",
                                                      tm, " rows of ", s.k, " values for the norm it computes"));
@@ -253,6 +253,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
       {"PARTS", absl::StrCat(s.k / parts->q8_values)},
       {"SEG", absl::StrCat(seg)},
       {"SEGMENTS", absl::StrCat(segments)},
+      {"STEPS", absl::StrCat(steps)},
       {"ITERS", absl::StrCat(iters)},
       {"DEPTH", absl::StrCat(depth)},
       {"RG", absl::StrCat(row_groups)},
@@ -287,6 +288,7 @@ float i2f(int v) { return intBitsToFloat(v + 0x4B400000) - 12582912.0; }
 #define SUBS {{SUBS}}
 const uint WG = {{WG}}u, TEAM = {{TEAM}}u, TEAMS = WG / TEAM, TM = {{TM}}u, RN = {{RN}}u, PARTS = {{PARTS}}u;
 const uint SEG = {{SEG}}u, SEGMENTS = {{SEGMENTS}}u, SEG_PARTS = SEG / PV8, SEG_BLOCKS = SEG / 32u;
+const uint STEPS = {{STEPS}}u;  // stage_x's steps of four values an invocation over a segment
 const uint ITERS = {{ITERS}}u, DEPTH = {{DEPTH}}u, RG = {{RG}}u, RG_PER_TEAM = {{RG_PER_TEAM}}u;
 const uint RUN8 = PV8 / RUNS8, XW = PV8 / 4u, XV = PV8 / 16u, OUTS = TM * RN * G;
 shared uvec4 xq[TM * SEG_PARTS * XV];  // x's quants, by part (XV vectors a part)
@@ -295,7 +297,7 @@ const uint NONE = 0xFFFFFFFFu, WORKGROUPS = {{WORKGROUPS}}u;
 )",
            constants),
       WorkgroupReductions(wg, subgroups), DotsReduceGlsl(subgroups),
-      XValueGlsl(c, s, tm * CeilDiv(s.k / 4, wg) <= kHeldQuads),
+      XValueGlsl(c, s, tm * steps <= kHeldQuads),
       tail == nullptr ? ""
                       : Fill(R"(
 // The dispatch's scratch: done counts the workgroups that finished (the last one resets it); an
@@ -357,7 +359,7 @@ float block_max(float a, uint par) {  // a step's reads of xam end before the ne
 }
 #endif
 void stage_x(uint seg, uint t0, uint m, inout float sum_sq[TM]) {
-  const uint QUADS = SEG / 4u, STEPS = (QUADS + WG - 1u) / WG;
+  const uint QUADS = SEG / 4u;
   uint lid = gl_LocalInvocationID.x;
   [[unroll]] for (uint t = 0u; t < TM; ++t) {
     [[unroll]] for (uint step = 0u; step < STEPS; ++step) {

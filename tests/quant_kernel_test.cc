@@ -243,13 +243,32 @@ class FusedArgmaxTest : public QuantKernelTest {
     ValueId logits = b.MatMul(b.Input("x", Rows(k)), b.Param("w", Matrix(n, k, dtype)));
     b.Output("logits", logits);
     b.Output("next", b.Argmax(logits));
+    return WithPasses(std::move(b), {"q8-activations", "fuse-matmul-tail"});
+  }
+  // The builder's graph after `passes`, verified.
+  static graph::Graph WithPasses(GraphBuilder b, const std::vector<const char*>& passes) {
     graph::Graph g = *std::move(b).Finish();
-    for (const char* name : {"q8-activations", "fuse-matmul-tail"}) {
+    for (const char* name : passes) {
       auto pass = passes::MakePass(name);
       EXPECT_TRUE(pass.ok() && (*pass)->Run(g).ok()) << name;
     }
     EXPECT_TRUE(graph::Verify(g).ok());
     return g;
+  }
+  // Three runs of the plan on inputs x [tokens, k] and h [tokens, n] of seeds 1-3, each output
+  // named in `tolerance` within its relative error of the interpreter's.
+  void ExpectNearInterpreter(test::GpuRunner& gpu, const graph::Graph& g, const test::RandomParams& params,
+                             int64_t tokens, int64_t k, int64_t n, const std::map<std::string, double>& tolerance) {
+    for (uint32_t seed : {1u, 2u, 3u}) {
+      const std::map<std::string, Tensor> inputs = {{"x", RandomRows(tokens, k, seed)}, {"h", RandomRows(tokens, n, seed + 10)}};
+      auto got = gpu.Run(inputs, 0);
+      ASSERT_TRUE(got.ok()) << got.status();
+      auto want = graph::Interpreter(params).Run(g, inputs, 0);
+      ASSERT_TRUE(want.ok()) << want.status();
+      for (const auto& [name, bound] : tolerance) {
+        EXPECT_LE(test::RelativeError(got->at(name).f, want->at(name).f), bound) << name << " k" << k << " n" << n;
+      }
+    }
   }
   void ExpectFusedArgmax(const graph::Graph& g, const test::RandomParams& params, int64_t tokens, int64_t bucket,
                          const std::vector<Tensor>& xs) {
@@ -318,27 +337,13 @@ TEST_F(FusedArgmaxTest, TheLastWorkgroupNormalisesTheRowsOfAMatmul) {
     ValueId sum = b.Add(post, b.Input("h", Rows(n)));
     b.Output("sum", sum);
     b.Output("normed", b.RmsNorm(sum, b.Param("g2", Vector(n)), 1e-6, 1.0));
-    graph::Graph g = *std::move(b).Finish();
-    for (const char* name : {"fuse-residual-rmsnorm", "q8-activations", "fuse-matmul-tail"}) {
-      auto pass = passes::MakePass(name);
-      ASSERT_TRUE(pass.ok() && (*pass)->Run(g).ok()) << name;
-    }
-    ASSERT_TRUE(graph::Verify(g).ok());
+    const graph::Graph g = WithPasses(std::move(b), {"fuse-residual-rmsnorm", "q8-activations", "fuse-matmul-tail"});
     test::RandomParams params(g, 8);
     auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     ASSERT_EQ((*gpu)->plan().dispatches().size(), 1u) << "a norm dispatch of its own";
     EXPECT_NE((*gpu)->plan().dispatches()[0].variant.find("+rms_norm_tail"), std::string::npos);
-    for (uint32_t seed : {1u, 2u, 3u}) {
-      const std::map<std::string, Tensor> inputs = {{"x", RandomRows(tokens, k, seed)}, {"h", RandomRows(tokens, n, seed + 10)}};
-      auto got = (*gpu)->Run(inputs, 0);
-      ASSERT_TRUE(got.ok()) << got.status();
-      auto want = graph::Interpreter(params).Run(g, inputs, 0);
-      ASSERT_TRUE(want.ok()) << want.status();
-      for (const char* name : {"sum", "normed"}) {
-        EXPECT_LE(test::RelativeError(got->at(name).f, want->at(name).f), 2e-5) << name << " k" << k << " n" << n;
-      }
-    }
+    ExpectNearInterpreter(**gpu, g, params, tokens, k, n, {{"sum", 2e-5}, {"normed", 2e-5}});
   }
 }
 
@@ -361,12 +366,8 @@ TEST_F(FusedArgmaxTest, TheConsumingMatmulComputesAResidualNorm) {
     b.Output("sum", sum);
     ValueId normed = b.RmsNorm(sum, b.Param("g2", Vector(n)), 1e-5, prologue ? 1.0 : 0.0);
     b.Output("y", b.MatMulFused(normed, b.Param("up", Matrix(2 * outputs, n, DType::kQ8_0)), {}, "gelu_tanh_mul"));
-    graph::Graph g = *std::move(b).Finish();
-    for (const char* name : {"fuse-residual-rmsnorm", "q8-activations", "fuse-residual-norm-matmul", "fuse-matmul-tail"}) {
-      auto pass = passes::MakePass(name);
-      ASSERT_TRUE(pass.ok() && (*pass)->Run(g).ok()) << name;
-    }
-    ASSERT_TRUE(graph::Verify(g).ok());
+    const graph::Graph g =
+        WithPasses(std::move(b), {"fuse-residual-rmsnorm", "q8-activations", "fuse-residual-norm-matmul", "fuse-matmul-tail"});
     test::RandomParams params(g, 5);
     auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
@@ -374,17 +375,9 @@ TEST_F(FusedArgmaxTest, TheConsumingMatmulComputesAResidualNorm) {
     ASSERT_EQ(dispatches.size(), 2u) << "a norm dispatch of its own";
     EXPECT_EQ(dispatches[0].variant.find("+rms_norm_tail"), std::string::npos) << dispatches[0].variant;
     EXPECT_NE(dispatches[1].variant.find("+residual_norm_x"), std::string::npos) << dispatches[1].variant;
-    for (uint32_t seed : {1u, 2u, 3u}) {
-      const std::map<std::string, Tensor> inputs = {{"x", RandomRows(tokens, k, seed)}, {"h", RandomRows(tokens, n, seed + 10)}};
-      auto got = (*gpu)->Run(inputs, 0);
-      ASSERT_TRUE(got.ok()) << got.status();
-      auto want = graph::Interpreter(params).Run(g, inputs, 0);
-      ASSERT_TRUE(want.ok()) << want.status();
-      EXPECT_LE(test::RelativeError(got->at("sum").f, want->at("sum").f), 2e-5) << "k" << k << " n" << n;
-      // The kernel rounds s·g / d (1 / rms applied to the sums) where the interpreter rounds
-      // s·g/rms / (d/rms), as with a norm prologue (Q8MatMulTest).
-      EXPECT_LE(test::RelativeError(got->at("y").f, want->at("y").f), 1e-3) << "k" << k << " n" << n;
-    }
+    // The kernel rounds s·g / d (1 / rms applied to the sums) where the interpreter rounds
+    // s·g/rms / (d/rms), as with a norm prologue (Q8MatMulTest).
+    ExpectNearInterpreter(**gpu, g, params, tokens, k, n, {{"sum", 2e-5}, {"y", 1e-3}});
   }
 }
 
