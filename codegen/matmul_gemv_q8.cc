@@ -52,6 +52,15 @@ constexpr int64_t kTargetLanes = int64_t{1} << 17;
 // 8,192 (one row group a team) made Llama-3.2-1B's decode 1,259 -> 1,137-1,165 tok/s and
 // Llama-3.1-8B's 346 -> 291-318; Gemma-3-1B's went 734 -> 739-751.
 constexpr int64_t kMaxWorkgroups = 512;
+// Q8_0 matrices of more than kLargeMatrix weights (LM heads) take up to kMaxWorkgroupsQ8_0: the
+// Q8_0 kernel holds its parts in fewer registers (32 a lane on the H100, against 48 for Q6_K), so a
+// multiprocessor keeps 8 of its workgroups, and more workgroups with fewer row groups each keep
+// more loads in flight. On the H100, Gemma-3-1B's Q8_0 LM head (K = 1,152) took 160.6 µs with 512
+// workgroups and 133.3-133.7 with 4,096 (141.3 with 8,192, 145.2 with 16,384; decode 882 -> 907-909
+// tok/s); Llama-3.2-1B's Q8_0 head 113.8 -> 112.0. The Q6_K heads were slower with more: Llama-3.2-1B's
+// 90.8 -> 92.1-95.5 µs, Llama-3.1-8B's 175.2 -> 179.2-187.4, Qwen3-0.6B's 68.5 -> 73.7.
+constexpr int64_t kLargeMatrix = int64_t{1} << 27;
+constexpr int64_t kMaxWorkgroupsQ8_0 = 4096;
 // A workgroup stages x for at least this many weight rows where it can be made wide enough (up to
 // kWidestWorkgroup): staging a value costs about what several weights' products do. On the H100,
 // Llama-3.1-8B's down projections (K = 14,336) took 28.2 µs in workgroups of 256 invocations with
@@ -194,8 +203,10 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   // Rows: groups of RN output columns, RG_PER_TEAM groups a team (one where x is staged in segments,
   // which are staged again for every group).
   const int64_t row_groups = CeilDiv(s.n, rn);
+  const int64_t max_workgroups =
+      s.w_dtype == graph::DType::kQ8_0 && s.n * s.gates * s.k > kLargeMatrix ? kMaxWorkgroupsQ8_0 : kMaxWorkgroups;
   auto groups_per_team = [&](uint32_t teams) {
-    return std::max<int64_t>(1, CeilDiv(row_groups, teams * kMaxWorkgroups));
+    return std::max<int64_t>(1, CeilDiv(row_groups, teams * max_workgroups));
   };
   if (subgroup_teams) {
     // Wider workgroups where a workgroup would stage x for few weight rows.
