@@ -53,6 +53,10 @@ bool NormInConsumer(const graph::Graph& g, const graph::Node& n, int64_t tokens)
   return m.attrs.Has("x_quant") && rows <= kGemvMaxRows && rows * width * 9 <= 8 * kNormInConsumerStageBytes;
 }
 
+bool LastRowInConsumer(const graph::Graph& g, const graph::Node& n) {
+  return n.kind == graph::OpKind::kLastRow && n.attrs.Has("in_consumer") && graph::SoleMatmulOfLastRow(g, n.id).has_value();
+}
+
 absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   using graph::EpilogueStep;
   const graph::Node& x = c.input(0);
@@ -79,6 +83,14 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   }
   const std::vector<int64_t> widths = graph::SplitWidths(c.node);
   s.rows_expr = RowsExpr(x.type.shape[0].tokens, s.m);
+  // x's first row in its buffer (X_ROW0): where the last row is read here (LastRowInConsumer), x is
+  // bound to the last_row's input and the row is its row T - 1.
+  const bool last_row = LastRowInConsumer(c.g, x);
+  const graph::ValueId x_value = last_row ? x.inputs[0] : x.id;
+  const std::string x_row0 =
+      last_row ? absl::StrCat("(", RowsExpr(c.g.node(x_value).type.shape[0].tokens, c.rows(c.g.node(x_value))), " - 1u)")
+               : "0u";
+  if (last_row) s.variant_suffix = "+last_row";
 
   // The extra inputs' buffers, and the chain as statements on v.
   std::string extras, chain;
@@ -129,7 +141,8 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
     if (TailInMatMul(c.g, c.g.node(u), c.tokens)) s.tail = u;
   }
   if (s.tail >= 0) s.tail_binding = next_binding;
-  s.io_glsl = absl::StrCat(FloatBuffer(1, "y", graph::DType::kF32, false, /*coherent=*/s.tail >= 0), "const uint K = ", s.k, "u, N = ", s.n,
+  s.io_glsl = absl::StrCat("uint x_row0() { return ", x_row0, "; }\n#define X_ROW0 x_row0()\n",
+                           FloatBuffer(1, "y", graph::DType::kF32, false, /*coherent=*/s.tail >= 0), "const uint K = ", s.k, "u, N = ", s.n,
                            "u, G = ", s.gates, "u;\n", extras, ActivationGlsl(), OutputIndex(widths, c.rows(c.node), s.n),
                            "float store(uint tok, uint col, float v, float up) {\n", chain,
                            "  y[out_index(tok, col)] = v;\n  return v;\n}\n");
@@ -151,11 +164,11 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   s.tile_x_glsl = absl::StrCat(
       s.k % 4 == 0 ? FloatQuadBuffer(2, "x", graph::DType::kF32, true) : FloatBuffer(2, "x", graph::DType::kF32, true), R"(
 float staged_x(uint t, uint k, uint m, inout float sum_sq) {
-  float v = t < m && k < K ? load_x(t * K + k) : 0.0;
+  float v = t < m && k < K ? load_x((X_ROW0 + t) * K + k) : 0.0;
 )",
       s.norm ? "  sum_sq += v * v;\n  if (k < K) v *= norm_weight(k);\n" : "", "  return v;\n}\n",
       "vec4 staged_x4(uint t, uint k, uint m, inout float sum_sq) {\n",
-      s.k % 4 == 0 ? absl::StrCat("  vec4 v = t < m && k < K ? load4_x(t * K + k) : vec4(0.0);\n",
+      s.k % 4 == 0 ? absl::StrCat("  vec4 v = t < m && k < K ? load4_x((X_ROW0 + t) * K + k) : vec4(0.0);\n",
                                   s.norm ? "  sum_sq += dot(v, v);\n  if (k < K) v *= norm_weight4(k);\n" : "",
                                   "  return v;\n")
                    : "  return vec4(staged_x(t, k, m, sum_sq), staged_x(t, k + 1u, m, sum_sq), staged_x(t, k + 2u, m, sum_sq),\n"
@@ -169,7 +182,7 @@ float staged_x(uint t, uint k, uint m, inout float sum_sq) {
   if (!k.ok()) return absl::InvalidArgumentError(absl::StrCat("matmul '", c.node.label, "': ", k.status().message()));
   k->family = "matmul";
   k->args = {{c.node.id, true}};
-  for (graph::ValueId in : c.node.inputs) k->args.push_back({in, false});
+  for (graph::ValueId in : c.node.inputs) k->args.push_back({in == x.id ? x_value : in, false});
   if (s.restate >= 0) {
     const graph::Node& norm = c.g.node(s.restate);
     k->args.push_back({norm.id, true});

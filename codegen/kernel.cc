@@ -58,7 +58,9 @@ absl::StatusOr<std::vector<Kernel>> EmitKernels(const graph::Graph& g, const gra
   const EmitContext c{g, node, caps, tokens};
   if (node.kind == graph::OpKind::kAttention) return EmitAttention(c);
   // Its producer's or consumer's kernel computes it.
-  if (TailInMatMul(g, node, tokens) || NormInConsumer(g, node, tokens)) return std::vector<Kernel>{};
+  if (TailInMatMul(g, node, tokens) || NormInConsumer(g, node, tokens) || LastRowInConsumer(g, node)) {
+    return std::vector<Kernel>{};
+  }
   absl::StatusOr<Kernel> k = EmitOne(c);
   if (!k.ok()) return k.status();
   return std::vector<Kernel>{*std::move(k)};

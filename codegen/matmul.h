@@ -58,6 +58,10 @@ bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens);
 bool NormInConsumer(const graph::Graph& g, const graph::Node& n, int64_t tokens);
 inline constexpr int64_t kNormInConsumerStageBytes = 12 * 1024;
 
+// Whether the kernel of the matmul reading an in_consumer last_row (graph/op.h) reads the row
+// itself, from the last_row's input: every variant does (MatMulSpec::x_row0).
+bool LastRowInConsumer(const graph::Graph& g, const graph::Node& n);
+
 // Rows of x a matrix-vector workgroup takes; buckets up to kGemvMaxBucket rows use that variant,
 // in blocks of kGemvMaxRows rows (a block's workgroups read the weights again, from cache). On the
 // H100 a 16-token prefill of Llama-3.2-1B took 26.4 ms in the tiled f32 kernel, whose 64-row tiles

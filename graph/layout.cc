@@ -58,4 +58,19 @@ std::optional<ValueId> SoleMatmulOfNormedPart(const Graph& g, ValueId norm) {
   return matmul;
 }
 
+std::optional<ValueId> SoleMatmulOfLastRow(const Graph& g, ValueId last_row) {
+  if (g.node(last_row).kind != OpKind::kLastRow) return std::nullopt;
+  for (const auto& [name, out] : g.outputs()) {
+    if (out == last_row) return std::nullopt;
+  }
+  const std::vector<ValueId> users = g.Users(last_row);
+  if (users.size() != 1) return std::nullopt;
+  const Node& m = g.node(users[0]);
+  if (m.kind != OpKind::kMatMul || m.inputs[0] != last_row ||
+      std::count(m.inputs.begin(), m.inputs.end(), last_row) != 1) {
+    return std::nullopt;
+  }
+  return users[0];
+}
+
 }  // namespace doppler::graph

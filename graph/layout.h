@@ -34,4 +34,8 @@ size_t ValueBytes(const Node& n, int64_t tokens);
 // nothing else, with no norm prologue of its own; none where another node reads that part.
 std::optional<ValueId> SoleMatmulOfNormedPart(const Graph& g, ValueId norm);
 
+// The matmul that alone reads a last_row node, as its x and nothing else; none where the row is
+// read by another node or after the step.
+std::optional<ValueId> SoleMatmulOfLastRow(const Graph& g, ValueId last_row);
+
 }  // namespace doppler::graph

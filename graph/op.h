@@ -41,7 +41,9 @@ enum class OpKind : uint8_t {
                 // is a ring holding the last C positions (a cache of the whole context never wraps)
   kAttention,   // (q[T, H*d], k[C, Hkv*d], v[C, Hkv*d]) -> f32[T, H*d]: causal softmax(q·kᵀ·scale)·v,
                 // key j read from row j % C; attrs heads, kv_heads, head_dim, scale, window (0 = unlimited)
-  kLastRow,     // x[T, D] -> x[T-1 : T, D] for the step's actual T
+  kLastRow,     // x[T, D] -> x[T-1 : T, D] for the step's actual T. Attr in_consumer = 1 (one matmul alone
+                // reads it, as x): that matmul's kernel may read the row from x itself (codegen/matmul.h:
+                // LastRowInConsumer)
   kArgmax,      // x[R, N] -> i32[R]: index of the first maximum of each row. Attr in_producer = 1:
                 // the kernel of its input (a matmul) may compute it too, once it has written x; its value
                 // is then written at the matmul's dispatch (the memory planner and codegen/matmul.h know)

@@ -159,7 +159,37 @@ TEST(FuseResidualNormMatmulPass, MarksANormWhoseNormalisedSumOneMatmulAloneReads
   // The verifier holds the attribute to a whole-row residual norm.
   ValueId plain = *g.output("twice_a");
   g.mutable_node(plain).attrs.Set("in_consumer", int64_t{1});
-  EXPECT_NE(graph::Verify(g).message().find("in_consumer is for a whole-row residual rms_norm"), std::string::npos);
+  EXPECT_NE(graph::Verify(g).message().find("in_consumer is for a whole-row residual rms_norm or a last_row"), std::string::npos);
+}
+
+TEST(FuseLastRowMatmulPass, MarksALastRowOneMatmulAloneReadsAsX) {
+  graph::GraphBuilder b;
+  const auto row = test::Rows(64);
+  // Read by one matmul as x: marked.
+  ValueId alone = b.LastRow(b.Input("alone_x", row));
+  b.Output("alone_y", b.MatMul(alone, b.Param("w1", test::Matrix(8, 64, DType::kQ8_0))));
+  // Read by a matmul and an add, or by two matmuls, or as a step output: not.
+  ValueId added = b.LastRow(b.Input("added_x", row));
+  b.Output("added_y", b.MatMul(added, b.Param("w2", test::Matrix(8, 64, DType::kQ8_0))));
+  b.Output("added_sum", b.Add(added, added));
+  ValueId twice = b.LastRow(b.Input("twice_x", row));
+  b.Output("twice_a", b.MatMul(twice, b.Param("w3", test::Matrix(8, 64, DType::kQ8_0))));
+  b.Output("twice_b", b.MatMul(twice, b.Param("w4", test::Matrix(8, 64, DType::kQ8_0))));
+  ValueId output = b.LastRow(b.Input("output_x", row));
+  b.Output("output_y", b.MatMul(output, b.Param("w5", test::Matrix(8, 64, DType::kQ8_0))));
+  b.Output("output_row", output);
+  graph::Graph g = *std::move(b).Finish();
+  auto pass = passes::MakePass("fuse-last-row-matmul");
+  ASSERT_TRUE(pass.ok()) << pass.status();
+  auto changed = (*pass)->Run(g);
+  ASSERT_TRUE(changed.ok() && *changed);
+  ASSERT_TRUE(graph::Verify(g).ok());
+  EXPECT_TRUE(g.node(alone).attrs.Has("in_consumer"));
+  for (ValueId n : {added, twice, output}) EXPECT_FALSE(g.node(n).attrs.Has("in_consumer")) << g.node(n).label;
+  EXPECT_FALSE(*(*pass)->Run(g)) << "a second run changes nothing";
+  // The verifier holds the attribute to a last row that one matmul alone reads.
+  g.mutable_node(twice).attrs.Set("in_consumer", int64_t{1});
+  EXPECT_NE(graph::Verify(g).message().find("in_consumer is for a last_row that one matmul alone reads"), std::string::npos);
 }
 
 TEST(Codegen, XQuantIsTakenByTheMatrixVectorKernelOnDevicesWithIntegerDots) {

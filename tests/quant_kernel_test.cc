@@ -381,6 +381,45 @@ TEST_F(FusedArgmaxTest, TheConsumingMatmulComputesAResidualNorm) {
   }
 }
 
+// The LM head reading the step's last row itself (fuse-last-row-matmul) with its norm prologue,
+// in the float and the q8 matrix-vector kernels: one dispatch (no copy of the row), the logits and
+// the argmax as the interpreter's, for steps of 1, 3 and 4 rows of 4-row buckets and of 1 of a 1-row
+// one; three inputs each.
+TEST_F(FusedArgmaxTest, TheLmHeadReadsTheLastRowItself) {
+  for (bool q8 : {false, true}) {
+    const int64_t k = 512, n = 777;
+    GraphBuilder b;
+    ValueId last = b.LastRow(b.Input("x", Rows(k)));
+    ValueId normed = b.RmsNorm(last, b.Param("g", Vector(k)), 1e-5, 0.0);
+    ValueId logits = b.MatMul(normed, b.Param("w", Matrix(n, k, DType::kQ6_K)));
+    b.Output("logits", logits);
+    b.Output("next", b.Argmax(logits));
+    std::vector<const char*> passes = {"fuse-norm-matmul", "fuse-last-row-matmul", "fuse-matmul-tail"};
+    if (q8) passes.insert(passes.begin() + 1, "q8-activations");
+    const graph::Graph g = WithPasses(std::move(b), passes);
+    test::RandomParams params(g, 9);
+    for (auto [tokens, bucket] : {std::pair{int64_t{1}, int64_t{1}}, std::pair{int64_t{1}, int64_t{4}},
+                                  std::pair{int64_t{3}, int64_t{4}}, std::pair{int64_t{4}, int64_t{4}}}) {
+      auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      const auto& dispatches = (*gpu)->plan().dispatches();
+      ASSERT_EQ(dispatches.size(), q8 ? 1u : 2u) << "a last_row dispatch of its own";
+      EXPECT_NE(dispatches[0].variant.find("+last_row"), std::string::npos) << dispatches[0].variant;
+      for (uint32_t seed : {1u, 2u, 3u}) {
+        const std::map<std::string, Tensor> inputs = {{"x", RandomRows(tokens, k, seed)}};
+        auto got = (*gpu)->Run(inputs, 0);
+        ASSERT_TRUE(got.ok()) << got.status();
+        auto want = graph::Interpreter(params).Run(g, inputs, 0);
+        ASSERT_TRUE(want.ok()) << want.status();
+        // q8: the kernel rounds x·g / d with 1 / rms applied to the sums (Q8MatMulTest).
+        EXPECT_LE(test::RelativeError(got->at("logits").f, want->at("logits").f), q8 ? 1e-3 : 2e-5)
+            << "q8 " << q8 << ", " << tokens << " of " << bucket;
+        EXPECT_EQ(got->at("next").i, want->at("next").i) << "q8 " << q8 << ", " << tokens << " of " << bucket;
+      }
+    }
+  }
+}
+
 class QuantEmbeddingTest : public QuantKernelTest, public ::testing::WithParamInterface<DType> {};
 
 TEST_P(QuantEmbeddingTest, GathersExactlyTheDequantizedRows) {
