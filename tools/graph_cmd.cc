@@ -106,16 +106,19 @@ absl::StatusOr<StepStats> Measure(const graph::Graph& g, int64_t tokens, bool de
     if (!vk::Dispatches(n.kind)) continue;
     absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(g, n, codegen::TargetCaps{}, tokens);
     if (!ks.ok()) return ks.status();
-    for (const codegen::Kernel& k : *ks) accesses.push_back(vk::AccessOf(k, *locations));
-    for (const codegen::KernelArg& a : ks->back().args) {
-      const graph::Node& w = g.node(a.value);
-      if (w.kind != OpKind::kParam && w.kind != OpKind::kConcatRows) continue;
-      uint64_t bytes = graph::ValueBytes(w, tokens);
-      if (n.kind == OpKind::kEmbedding && a.value == n.inputs[0] && !w.type.shape.empty() && w.type.shape[0].value > 0) {
-        const int64_t rows = w.type.shape[0].value;
-        bytes = bytes / static_cast<uint64_t>(rows) * static_cast<uint64_t>(std::min(tokens, rows));
+    // A node computed by another's kernel has none of its own.
+    for (const codegen::Kernel& k : *ks) {
+      accesses.push_back(vk::AccessOf(k, *locations));
+      for (const codegen::KernelArg& a : k.args) {
+        const graph::Node& w = g.node(a.value);
+        if (w.kind != OpKind::kParam && w.kind != OpKind::kConcatRows) continue;
+        uint64_t bytes = graph::ValueBytes(w, tokens);
+        if (n.kind == OpKind::kEmbedding && a.value == n.inputs[0] && !w.type.shape.empty() && w.type.shape[0].value > 0) {
+          const int64_t rows = w.type.shape[0].value;
+          bytes = bytes / static_cast<uint64_t>(rows) * static_cast<uint64_t>(std::min(tokens, rows));
+        }
+        weight_read[a.value] = std::max(weight_read[a.value], bytes);
       }
-      weight_read[a.value] = std::max(weight_read[a.value], bytes);
     }
   }
   st.dispatches = static_cast<int>(accesses.size());
