@@ -8,11 +8,10 @@
 namespace doppler::cli {
 
 absl::StatusOr<int> DevicesCommand(const std::vector<std::string>& argv) {
-  const CommandSpec spec{"devices", "List the Vulkan devices and their probed features; --device N picks one.", {}};
+  const CommandSpec spec{"devices", "List the Vulkan devices and their probed features, by index: the other commands' --device N picks one.", {}};
   absl::StatusOr<std::optional<ParsedArgs>> parsed = ParseOrHelp(spec, argv);
   if (!parsed.ok()) return parsed.status();
   if (!parsed->has_value()) return 0;
-  const ParsedArgs* args = &**parsed;
   absl::StatusOr<std::vector<vk::DeviceInfo>> devices = vk::EnumerateDevices();
   if (!devices.ok()) return devices.status();
   if (devices->empty()) {
