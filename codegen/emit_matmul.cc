@@ -83,7 +83,7 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   }
   const std::vector<int64_t> widths = graph::SplitWidths(c.node);
   s.rows_expr = RowsExpr(x.type.shape[0].tokens, s.m);
-  // x's first row in its buffer (X_ROW0): where the last row is read here (LastRowInConsumer), x is
+  // x's first row in its buffer (x_row0()): where the last row is read here (LastRowInConsumer), x is
   // bound to the last_row's input and the row is its row T - 1.
   const bool last_row = LastRowInConsumer(c.g, x);
   const graph::ValueId x_value = last_row ? x.inputs[0] : x.id;
@@ -141,7 +141,7 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
     if (TailInMatMul(c.g, c.g.node(u), c.tokens)) s.tail = u;
   }
   if (s.tail >= 0) s.tail_binding = next_binding;
-  s.io_glsl = absl::StrCat("uint x_row0() { return ", x_row0, "; }\n#define X_ROW0 x_row0()\n",
+  s.io_glsl = absl::StrCat("uint x_row0() { return ", x_row0, "; }\n",
                            FloatBuffer(1, "y", graph::DType::kF32, false, /*coherent=*/s.tail >= 0), "const uint K = ", s.k, "u, N = ", s.n,
                            "u, G = ", s.gates, "u;\n", extras, ActivationGlsl(), OutputIndex(widths, c.rows(c.node), s.n),
                            "float store(uint tok, uint col, float v, float up) {\n", chain,
@@ -164,11 +164,11 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   s.tile_x_glsl = absl::StrCat(
       s.k % 4 == 0 ? FloatQuadBuffer(2, "x", graph::DType::kF32, true) : FloatBuffer(2, "x", graph::DType::kF32, true), R"(
 float staged_x(uint t, uint k, uint m, inout float sum_sq) {
-  float v = t < m && k < K ? load_x((X_ROW0 + t) * K + k) : 0.0;
+  float v = t < m && k < K ? load_x((x_row0() + t) * K + k) : 0.0;
 )",
       s.norm ? "  sum_sq += v * v;\n  if (k < K) v *= norm_weight(k);\n" : "", "  return v;\n}\n",
       "vec4 staged_x4(uint t, uint k, uint m, inout float sum_sq) {\n",
-      s.k % 4 == 0 ? absl::StrCat("  vec4 v = t < m && k < K ? load4_x((X_ROW0 + t) * K + k) : vec4(0.0);\n",
+      s.k % 4 == 0 ? absl::StrCat("  vec4 v = t < m && k < K ? load4_x((x_row0() + t) * K + k) : vec4(0.0);\n",
                                   s.norm ? "  sum_sq += dot(v, v);\n  if (k < K) v *= norm_weight4(k);\n" : "",
                                   "  return v;\n")
                    : "  return vec4(staged_x(t, k, m, sum_sq), staged_x(t, k + 1u, m, sum_sq), staged_x(t, k + 2u, m, sum_sq),\n"

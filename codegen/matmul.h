@@ -24,11 +24,11 @@ struct MatMulSpec {
   // when K is a multiple of 4, `vec4 norm_weight4(uint k)` (k a multiple of 4).
   bool norm = false;
   std::string rows_expr;  // GLSL for the step's row count (runtime for T-shaped x)
-  // GLSL shared by the variants: X_ROW0 (x's first row in the buffer bound as x: row T - 1 of a
-  // last_row's input where LastRowInConsumer, else 0), y (binding 1), the norm weight (4) and
-  // epilogue inputs, K, N, G, and
-  // `void store(uint tok, uint col, float v, float up)`, which applies the chain to v (up is the
-  // second dot product of a gated chain) and writes column col of row tok.
+  // GLSL shared by the variants: `uint x_row0()` (x's first row in the buffer bound as x: row
+  // T - 1 of a last_row's input where LastRowInConsumer, else 0), y (binding 1), the norm weight
+  // (4) and epilogue inputs, K, N, G, and `void store(uint tok, uint col, float v, float up)`,
+  // which applies the chain to v (up is the second dot product of a gated chain) and writes column
+  // col of row tok.
   std::string io_glsl;
   // For the tiled variants: x (binding 2), and `float staged_x(uint t, uint k, uint m, inout float
   // sum_sq)`: x[t, k] (0 past row m or column K), with a norm prologue times the norm weight, its
@@ -61,7 +61,7 @@ bool NormInConsumer(const graph::Graph& g, const graph::Node& n, int64_t tokens)
 inline constexpr int64_t kNormInConsumerStageBytes = 12 * 1024;
 
 // Whether the kernel of the matmul reading an in_consumer last_row (graph/op.h) reads the row
-// itself, from the last_row's input: every variant does (X_ROW0 in MatMulSpec::io_glsl).
+// itself, from the last_row's input: every variant does (x_row0() in MatMulSpec::io_glsl).
 bool LastRowInConsumer(const graph::Graph& g, const graph::Node& n);
 
 // Rows of x a matrix-vector workgroup takes; buckets up to kGemvMaxBucket rows use that variant,

@@ -120,12 +120,12 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
           ? "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };\n"
             "void load_x(uint t, uint p, out float v[PV]) {\n"
             "  [[unroll]] for (uint i = 0u; i < PV; i += 4u) {\n"
-            "    vec4 q = x4[((X_ROW0 + t) * K + w_part_k(p, i)) >> 2];\n"
+            "    vec4 q = x4[((x_row0() + t) * K + w_part_k(p, i)) >> 2];\n"
             "    v[i] = q.x; v[i + 1u] = q.y; v[i + 2u] = q.z; v[i + 3u] = q.w;\n"
             "  }\n}\n"
           : absl::StrCat(FloatBuffer(2, "x", graph::DType::kF32, true),
                          "void load_x(uint t, uint p, out float v[PV]) {\n"
-                         "  [[unroll]] for (uint i = 0u; i < PV; ++i) v[i] = x[(X_ROW0 + t) * K + w_part_k(p, i)];\n}\n");
+                         "  [[unroll]] for (uint i = 0u; i < PV; ++i) v[i] = x[(x_row0() + t) * K + w_part_k(p, i)];\n}\n");
   // `void scale_by_norm_weight(uint p, inout float v[PV])`, for a norm prologue: the weight is read
   // in 4-value loads wherever x is.
   const std::string norm_decl =

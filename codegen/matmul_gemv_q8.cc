@@ -85,7 +85,7 @@ constexpr int64_t kStageBytes = 24 * 1024;
 constexpr int64_t kHeldQuads = 4;
 std::string XValueGlsl(const EmitContext& c, const MatMulSpec& s, bool held) {
   if (s.restate < 0) {
-    return absl::StrCat("vec4 x_value4(uint row, uint t, uint k, uint step) { return x4[((X_ROW0 + row) * K + k) / 4u]; }\n",
+    return absl::StrCat("vec4 x_value4(uint row, uint t, uint k, uint step) { return x4[((x_row0() + row) * K + k) / 4u]; }\n",
                         s.norm ? "#define X_NORM 1\nvec4 x_weight4(uint k, uint step) { return norm_weight4(k); }\n"
                                  "float x_scale(float sum_sq) { return norm_scale(sum_sq); }\n"
                                : "#define X_NORM 0\n");

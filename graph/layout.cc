@@ -58,6 +58,13 @@ std::optional<ValueId> SoleMatmulOfNormedPart(const Graph& g, ValueId norm) {
   return matmul;
 }
 
+std::optional<ValueId> ConsumingMatmul(const Graph& g, ValueId id) {
+  const Node& n = g.node(id);
+  if (n.kind == OpKind::kRmsNorm && !n.attrs.Has("group")) return SoleMatmulOfNormedPart(g, id);
+  if (n.kind == OpKind::kLastRow) return SoleMatmulOfLastRow(g, id);
+  return std::nullopt;
+}
+
 std::optional<ValueId> SoleMatmulOfLastRow(const Graph& g, ValueId last_row) {
   if (g.node(last_row).kind != OpKind::kLastRow) return std::nullopt;
   for (const auto& [name, out] : g.outputs()) {

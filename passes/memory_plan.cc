@@ -115,12 +115,9 @@ absl::StatusOr<MemoryPlan> PlanMemory(const graph::Graph& g, int64_t tokens, con
     if (n.kind == OpKind::kPart || IsExternalKind(n.kind)) continue;  // no dispatch
     for (ValueId in : n.inputs) touch(in, n.id);
     touch(n.id, n.id);
-    // A norm or last row in_consumer may be computed by the matmul reading it, from its inputs
-    // (graph/op.h).
+    // A node in_consumer may be computed by the matmul reading it, from its inputs (graph/op.h).
     if (n.attrs.Has("in_consumer")) {
-      const std::optional<ValueId> consumer = n.kind == OpKind::kLastRow ? graph::SoleMatmulOfLastRow(g, n.id)
-                                                                        : graph::SoleMatmulOfNormedPart(g, n.id);
-      if (consumer.has_value()) {
+      if (std::optional<ValueId> consumer = graph::ConsumingMatmul(g, n.id)) {
         for (ValueId in : n.inputs) touch(in, *consumer);
         touch(n.id, *consumer);
       }
