@@ -34,14 +34,25 @@ namespace {
 // 1,199.
 //
 // Dot products a team computes at a time (RN output columns times G weight rows times TM rows of
-// x): 2 rather than 4 gives twice the row groups, so twice the teams. Matrices of at most
-// kSmallMatrix weights take one: on the H100 (x staged four values an invocation), one for every
-// matrix made decode of Llama-3.2-1B 1,335 -> 1,381 tok/s, Gemma-3-1B 790 -> 830, Qwen3-0.6B 1,077
-// -> 1,119 (their small projections 0.5-0.6 µs faster each), but Llama-3.1-8B 363 -> 357 (its down
-// projections 20.7 -> 23.1 µs) and the 1B's LM head 90.6 -> 96.0 µs.
-constexpr int64_t kTeamDots = 2;
-constexpr int64_t kSmallMatrix = int64_t{1} << 24;
-// Iterations whose parts a lane keeps in flight (2 and 4 measured alike).
+// x), by the matrix's shape (TeamDots). More give fewer row groups, so fewer teams, each with more
+// loads in flight. Matrices of at most kSmallMatrix weights take one: on the H100 (x staged four
+// values an invocation), one for every matrix made decode of Llama-3.2-1B 1,335 -> 1,381 tok/s,
+// Gemma-3-1B 790 -> 830, Qwen3-0.6B 1,077 -> 1,119 (their small projections 0.5-0.6 µs faster
+// each), but Llama-3.1-8B 363 -> 357 (its down projections 20.7 -> 23.1 µs) and the 1B's LM head
+// 90.6 -> 96.0 µs. Rows of at least kLongRow values take one too, with kLongRowDepth iterations in
+// flight: Llama-3.1-8B's down projections (K = 14,336) 20.2 -> 19.1 µs (Q4_K) and 28.1 -> 27.2
+// (Q6_K), its decode 371 -> 378 tok/s (2 dot products, 4 iterations ahead, before). Matrices up to
+// kLargeMatrix weights take four: Llama-3.2-1B's gate+up 12.8 -> 12.1 µs, Llama-3.1-8B's q/k/v
+// 13.0 -> 12.3; larger ones (LM heads) two: four took the 1B's from 91 to 100 µs.
+constexpr int64_t kSmallMatrix = int64_t{1} << 24, kLongRow = 8192, kLongRowDepth = 2;
+constexpr int64_t kLargeMatrix = int64_t{1} << 27;
+int64_t TeamDots(const MatMulSpec& s) {
+  const int64_t weights = s.n * s.gates * s.k;
+  if (weights <= kSmallMatrix || s.k >= kLongRow) return 1;
+  return weights <= kLargeMatrix ? 4 : 2;
+}
+// Iterations whose parts a lane keeps in flight (2 and 4 measured alike), kLongRowDepth for long
+// rows.
 constexpr int64_t kDepth = 4;
 constexpr uint32_t kWorkgroup = 256;
 // Lanes over all teams that keep the memory busy: a team takes more subgroups until there are this
@@ -59,7 +70,6 @@ constexpr int64_t kMaxWorkgroups = 512;
 // workgroups and 133.3-133.7 with 4,096 (141.3 with 8,192, 145.2 with 16,384; decode 882 -> 907-909
 // tok/s); Llama-3.2-1B's Q8_0 head 113.8 -> 112.0. The Q6_K heads were slower with more: Llama-3.2-1B's
 // 90.8 -> 92.1-95.5 µs, Llama-3.1-8B's 175.2 -> 179.2-187.4, Qwen3-0.6B's 68.5 -> 73.7.
-constexpr int64_t kLargeMatrix = int64_t{1} << 27;
 constexpr int64_t kMaxWorkgroupsQ8_0 = 4096;
 // A workgroup stages x for at least this many weight rows where it can be made wide enough (up to
 // kWidestWorkgroup): staging a value costs about what several weights' products do. On the H100,
@@ -184,7 +194,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   const uint32_t row_blocks = CeilDiv(s.m, tm);
   const int64_t parts_per_row = s.k / parts->q8_values;
   const bool subgroups = c.caps.subgroup_arithmetic;
-  int64_t rn = s.n * s.gates * s.k <= kSmallMatrix ? 1 : std::max<int64_t>(1, kTeamDots / (s.gates * tm));
+  int64_t rn = std::max<int64_t>(1, TeamDots(s) / (s.gates * tm));
   uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, kWorkgroup);
   // Teams of subgroups need every subgroup full and of the size the kernel is built for.
   const uint32_t sg = c.caps.subgroup_size;
@@ -245,7 +255,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   }
   const int64_t seg_parts = seg / parts->q8_values;
   const uint32_t iters = CeilDiv(seg_parts, team);
-  const int64_t depth = std::min<int64_t>(kDepth, iters);
+  const int64_t depth = std::min<int64_t>(s.k >= kLongRow ? kLongRowDepth : kDepth, iters);
 
   const int64_t rg_per_team = segments == 1 ? groups_per_team(teams) : 1;
   const uint32_t workgroups = CeilDiv(row_groups, teams * rg_per_team);

@@ -223,6 +223,10 @@ INSTANTIATE_TEST_SUITE_P(
                       // Many row groups a team; rows staged in two segments (4 rows of 6,144 values).
                       Q8MatMulCase{DType::kQ4_K, 1, 1, 256, 4100, false}, Q8MatMulCase{DType::kQ8_0, 1, 1, 64, 40000, false},
                       Q8MatMulCase{DType::kQ4_K, 1, 1, 1024, 33000, false},
+                      // Four dot products a team: two gated columns (over 2^24 weights, rows under
+                      // 8,192 values); one, two iterations in flight, for rows of 8,192 or more.
+                      Q8MatMulCase{DType::kQ4_K, 1, 1, 1024, 8300, true},
+                      Q8MatMulCase{DType::kQ4_K, 1, 1, 8448, 23, true}, Q8MatMulCase{DType::kQ6_K, 1, 1, 8192, 67, false},
                       Q8MatMulCase{DType::kQ4_K, 4, 4, 6144, 9, true},
                       Q8MatMulCase{DType::kQ6_K, 2, 2, 6144, 3, false}),
     [](const ::testing::TestParamInfo<Q8MatMulCase>& i) {
