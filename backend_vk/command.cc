@@ -7,6 +7,11 @@
 namespace doppler::vk {
 
 CommandBuffer::~CommandBuffer() {
+  if (fence_ != VK_NULL_HANDLE) {
+    // A buffer still pending must finish before its pool goes.
+    if (pending_) vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX);
+    vkDestroyFence(device_, fence_, nullptr);
+  }
   // Destroying the pool frees its command buffer.
   if (pool_ != VK_NULL_HANDLE) vkDestroyCommandPool(device_, pool_, nullptr);
 }
@@ -36,6 +41,7 @@ void CommandBuffer::Barrier(VkPipelineStageFlags src_stage, VkAccessFlags src_ac
 }
 
 absl::Status CommandBuffer::Begin() {
+  if (pending_) return absl::FailedPreconditionError("Begin() on a command buffer still pending");
   // Begin while still recording is invalid in Vulkan; close the abandoned recording first.
   if (vk_recording_) vkEndCommandBuffer(cmd_);
   vk_recording_ = false;
@@ -211,11 +217,31 @@ absl::StatusOr<std::unique_ptr<CommandBuffer>> Context::CreateCommandBuffer(
 }
 
 absl::Status Context::Submit(CommandBuffer& cmd) {
+  if (absl::Status s = Start(cmd); !s.ok()) return s;
+  return Finish(cmd);
+}
+
+absl::Status Context::Start(CommandBuffer& cmd) {
   if (!cmd.ready()) {
     return absl::FailedPreconditionError(
         "Submit of a command buffer that is not recorded (call Begin() ... End() first)");
   }
-  return SubmitAndWait(cmd.handle(), "command buffer");
+  if (cmd.pending_) return absl::FailedPreconditionError("Submit of a command buffer still pending (Finish it first)");
+  if (cmd.fence_ == VK_NULL_HANDLE) {
+    VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    DOPPLER_VK_CHECK(vkCreateFence(device_, &fci, nullptr, &cmd.fence_));
+  }
+  if (absl::Status s = SubmitWithFence(cmd.handle(), cmd.fence_, "command buffer"); !s.ok()) return s;
+  cmd.pending_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Context::Finish(CommandBuffer& cmd) {
+  if (!cmd.pending_) return absl::OkStatus();
+  absl::Status s = WaitForFence(cmd.fence_, "command buffer");
+  // After a timeout the work may still run: the buffer stays pending (and the Context refuses work).
+  if (s.ok()) cmd.pending_ = false;
+  return s;
 }
 
 absl::StatusOr<std::unique_ptr<TimestampPool>> Context::CreateTimestampPool(uint32_t count) {

@@ -58,6 +58,8 @@ class CommandBuffer {
   absl::Status End();
 
   bool ready() const { return state_ == State::kReady; }
+  // Submitted by Context::Start and not yet waited for by Context::Finish.
+  bool pending() const { return pending_; }
   VkCommandBuffer handle() const { return cmd_; }
   uint32_t dispatch_count() const { return dispatches_; }
 
@@ -78,6 +80,8 @@ class CommandBuffer {
   bool vk_recording_ = false;  // between vkBeginCommandBuffer and vkEndCommandBuffer
   absl::Status error_;
   const ComputePipeline* bound_ = nullptr;
+  VkFence fence_ = VK_NULL_HANDLE;  // Context::Start's, made on first use
+  bool pending_ = false;
   uint32_t dispatches_ = 0;
 };
 

@@ -316,24 +316,33 @@ void Context::SetDebugName(VkObjectType type, uint64_t handle, std::string_view 
 }
 
 absl::Status Context::SubmitAndWait(VkCommandBuffer cmd, std::string_view what) {
+  if (absl::Status s = SubmitWithFence(cmd, fence_, what); !s.ok()) return s;
+  return WaitForFence(fence_, what);
+}
+
+absl::Status Context::SubmitWithFence(VkCommandBuffer cmd, VkFence fence, std::string_view what) {
   if (!lost_.ok()) {
     return absl::FailedPreconditionError(
         absl::StrFormat("cannot submit %s: the device is unusable after an earlier failure: %s",
                         what, lost_.message()));
   }
-  DOPPLER_VK_CHECK(vkResetFences(device_, 1, &fence_));
+  DOPPLER_VK_CHECK(vkResetFences(device_, 1, &fence));
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd;
-  if (VkResult r = vkQueueSubmit(queue_, 1, &si, fence_); r != VK_SUCCESS) {
+  if (VkResult r = vkQueueSubmit(queue_, 1, &si, fence); r != VK_SUCCESS) {
     absl::Status s = VkFailure("vkQueueSubmit", r, what);
     if (r == VK_ERROR_DEVICE_LOST) lost_ = s;
     return s;
   }
   ++submit_count_;
+  return absl::OkStatus();
+}
+
+absl::Status Context::WaitForFence(VkFence fence, std::string_view what) {
   const uint64_t timeout_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(submit_timeout_).count();
-  const VkResult r = vkWaitForFences(device_, 1, &fence_, VK_TRUE, timeout_ns);
+  const VkResult r = vkWaitForFences(device_, 1, &fence, VK_TRUE, timeout_ns);
   if (r == VK_TIMEOUT) {
     // The work may still be running: the command buffer stays pending and must not be touched,
     // so the Context refuses further work instead of risking a crash.

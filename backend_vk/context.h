@@ -92,6 +92,11 @@ class Context {
   // Submits a recorded (End()ed) command buffer and waits for it. Re-submitting the same buffer
   // replays it; host-visible inputs written in between are seen by the replay.
   absl::Status Submit(CommandBuffer& cmd);
+  // The same in two halves, so that the host can queue more work while the GPU runs this: Start
+  // submits (the buffer must not be pending already), Finish waits until it has run (at once where
+  // it is not pending). Work submitted later runs after it, as the queue orders submissions.
+  absl::Status Start(CommandBuffer& cmd);
+  absl::Status Finish(CommandBuffer& cmd);
   absl::StatusOr<std::unique_ptr<TimestampPool>> CreateTimestampPool(uint32_t count);
   // Nanoseconds of each query since an arbitrary origin, after the submit that wrote them.
   absl::StatusOr<std::vector<double>> ReadTimestamps(const TimestampPool& pool);
@@ -111,8 +116,12 @@ class Context {
   absl::Status CreateInstance(bool sync_validation);
   absl::Status PickDevice(const ContextOptions& options);
   absl::Status CreateDevice();
-  // Submits one primary command buffer and waits on the fence; the single path every submit uses.
+  // Submits one primary command buffer and waits on the fence.
   absl::Status SubmitAndWait(VkCommandBuffer cmd, std::string_view what);
+  // The two halves every submit goes through: a submit signalling `fence`, and the wait for it
+  // (bounded by the submit timeout; a timeout or a lost device makes the Context refuse later work).
+  absl::Status SubmitWithFence(VkCommandBuffer cmd, VkFence fence, std::string_view what);
+  absl::Status WaitForFence(VkFence fence, std::string_view what);
   // Records one transfer via `record` into the internal transfer command buffer and runs it.
   template <typename RecordFn>
   absl::Status RunTransfer(std::string_view what, RecordFn record);

@@ -70,7 +70,8 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
   for (const SteppedBinding& b : stepped) {
     auto [it, added] = buffer_ids.emplace(b.buffer, buffer_ids.size() + 1);
     for (int st = 0; st < steps; ++st) {
-      const size_t offset = b.offset + static_cast<size_t>(st) * b.stride;
+      const size_t unwrapped = b.offset + static_cast<size_t>(st) * b.stride;
+      const size_t offset = b.wrap > 0 ? unwrapped % b.wrap : unwrapped;
       step_locations[static_cast<size_t>(st)][static_cast<size_t>(b.value)] = ValueLocation{it->second, offset, b.bytes};
       step_slices[static_cast<size_t>(st)][static_cast<size_t>(b.value)] = Slice{b.buffer, offset, b.bytes};
     }
@@ -182,9 +183,17 @@ absl::Status Plan::WriteStepParams(uint32_t n_tokens, uint32_t pos) {
 }
 
 absl::Status Plan::Run(uint32_t n_tokens, uint32_t pos) {
-  if (absl::Status s = WriteStepParams(n_tokens, pos); !s.ok()) return s;
-  return ctx_.Submit(*cmd_);
+  if (absl::Status s = Start(n_tokens, pos); !s.ok()) return s;
+  return Finish();
 }
+
+absl::Status Plan::Start(uint32_t n_tokens, uint32_t pos) {
+  if (pending()) return absl::FailedPreconditionError(absl::StrCat("plan ", name_, " started again before it finished"));
+  if (absl::Status s = WriteStepParams(n_tokens, pos); !s.ok()) return s;
+  return ctx_.Start(*cmd_);
+}
+
+absl::Status Plan::Finish() { return ctx_.Finish(*cmd_); }
 
 absl::StatusOr<std::vector<double>> Plan::RunProfiled(uint32_t n_tokens, uint32_t pos) {
   if (steps_ != 1) return absl::FailedPreconditionError(absl::StrCat("plan ", name_, ": profiling a plan of several steps"));

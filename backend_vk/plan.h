@@ -40,12 +40,12 @@ struct PlannedDispatch {
 };
 
 // A value bound to a different range in each step of a multi-step plan: step s binds bytes
-// [offset + s * stride, + bytes) of `buffer` (e.g. step s reads its token id from slot s and writes
-// the next one to slot s + 1).
+// [offset + s * stride, + bytes) of `buffer`, the offset taken modulo `wrap` where that is not 0 (a
+// ring of slots; e.g. step s reads its token id from slot s and writes the next one to slot s + 1).
 struct SteppedBinding {
   graph::ValueId value;
   Buffer* buffer = nullptr;
-  size_t offset = 0, stride = 0, bytes = 0;
+  size_t offset = 0, stride = 0, bytes = 0, wrap = 0;
 };
 
 struct PlanStats {
@@ -76,6 +76,11 @@ class Plan {
   // Runs the plan's steps, each of n_tokens (<= the bucket) tokens, in one submit: step s at
   // absolute positions pos + s * n_tokens, ...
   absl::Status Run(uint32_t n_tokens, uint32_t pos);
+  // Run in two halves (Context::Start, Context::Finish): the host may queue another plan between
+  // them. The step parameters are the plan's own, so a plan is not started again before Finish.
+  absl::Status Start(uint32_t n_tokens, uint32_t pos);
+  absl::Status Finish();
+  bool pending() const { return cmd_ != nullptr && cmd_->pending(); }
 
   // Runs the same step from a second recording, used only when profiling: the same dispatches and
   // barriers in the same order, with a GPU timestamp after each level (the dispatches between two

@@ -26,7 +26,10 @@ void Progress(bool on, const std::string& what, size_t done, size_t total) {
 
 }  // namespace
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  // A loop started ahead writes buffers that go with the engine: it must finish first.
+  (void)DropAhead();
+}
 
 bool IsGgufModel(const std::filesystem::path& path) {
   std::error_code ec;
@@ -91,19 +94,29 @@ absl::Status Engine::BuildDecodeLoop() {
   if (steps == 1) return absl::OkStatus();
   const size_t align = std::max<size_t>(sizeof(int32_t), ctx_->info().min_storage_buffer_offset_alignment);
   loop_slot_ = align;
-  absl::StatusOr<std::unique_ptr<vk::Buffer>> slots =
-      ctx_->CreateBuffer(loop_slot_ * static_cast<size_t>(steps + 1), vk::BufferKind::kHostVisible, "decode_loop.tokens");
+  // A ring of 2 · steps token slots: the first loop's steps read slots 0 .. steps - 1 and write
+  // 1 .. steps, the second's read steps .. 2 · steps - 1 and write steps + 1 .. 2 · steps - 1 and 0,
+  // where the first reads again.
+  const size_t ring = loop_slot_ * static_cast<size_t>(2 * steps);
+  absl::StatusOr<std::unique_ptr<vk::Buffer>> slots = ctx_->CreateBuffer(ring, vk::BufferKind::kHostVisible, "decode_loop.tokens");
   if (!slots.ok()) return slots.status();
   loop_tokens_ = *std::move(slots);
   const std::optional<graph::ValueId> ids = decode_graph_.FindNamed(graph::OpKind::kInput, "ids");
   if (!ids) return absl::InvalidArgumentError("the step graph has no \"ids\" input");
-  const std::vector<vk::SteppedBinding> stepped = {
-      {*ids, loop_tokens_.get(), 0, loop_slot_, sizeof(int32_t)},
-      {*decode_graph_.output("next_token"), loop_tokens_.get(), loop_slot_, loop_slot_, sizeof(int32_t)}};
-  absl::StatusOr<std::unique_ptr<vk::Plan>> plan =
-      BuildPlan(decode_graph_, 1, token_.get(), "decode_loop", steps, stepped);
-  if (!plan.ok()) return plan.status();
-  decode_loop_ = *std::move(plan);
+  const graph::ValueId next = *decode_graph_.output("next_token");
+  for (int half = 0; half < 2; ++half) {
+    // The second loop runs only where a loop started ahead of the host cannot overwrite cache rows
+    // still needed: a sliding window's cache keeps prefill_chunk spare rows, and a stop may come
+    // at the first of the two loops' steps.
+    if (half == 1 && 2 * steps > options_.prefill_chunk) break;
+    const size_t first = loop_slot_ * static_cast<size_t>(half * steps);
+    const std::vector<vk::SteppedBinding> stepped = {{*ids, loop_tokens_.get(), first, loop_slot_, sizeof(int32_t), ring},
+                                                     {next, loop_tokens_.get(), first + loop_slot_, loop_slot_, sizeof(int32_t), ring}};
+    absl::StatusOr<std::unique_ptr<vk::Plan>> plan =
+        BuildPlan(decode_graph_, 1, token_.get(), half == 0 ? "decode_loop" : "decode_loop.ahead", steps, stepped);
+    if (!plan.ok()) return plan.status();
+    decode_loops_[half] = *std::move(plan);
+  }
   return absl::OkStatus();
 }
 
@@ -177,6 +190,7 @@ absl::StatusOr<int32_t> Engine::ReadToken() const {
 }
 
 absl::StatusOr<int32_t> Engine::Prefill(std::span<const int32_t> ids) {
+  if (absl::Status s = DropAhead(); !s.ok()) return s;
   if (absl::Status s = CheckIds(ids); !s.ok()) return s;
   for (size_t start = 0; start < ids.size(); start += static_cast<size_t>(options_.prefill_chunk)) {
     const size_t n = std::min(ids.size() - start, static_cast<size_t>(options_.prefill_chunk));
@@ -188,6 +202,7 @@ absl::StatusOr<int32_t> Engine::Prefill(std::span<const int32_t> ids) {
 }
 
 absl::StatusOr<int32_t> Engine::DecodeNext() {
+  if (absl::Status s = DropAhead(); !s.ok()) return s;
   if (position_ + 1 > options_.context) {
     return absl::OutOfRangeError(absl::StrCat("the context of ", options_.context, " tokens is full"));
   }
@@ -196,26 +211,53 @@ absl::StatusOr<int32_t> Engine::DecodeNext() {
   return ReadToken();
 }
 
+absl::Status Engine::DropAhead() {
+  if (ahead_ < 0) return absl::OkStatus();
+  const int half = ahead_;
+  ahead_ = -1;
+  return decode_loops_[half]->Finish();
+}
+
 absl::StatusOr<std::vector<int32_t>> Engine::DecodeUpTo(int64_t wanted) {
   const int steps = gpu_loop();
-  if (!decode_loop_ || wanted < steps || position_ + steps > options_.context) {
+  if (!decode_loops_[0] || wanted < steps || position_ + steps > options_.context) {
     absl::StatusOr<int32_t> t = DecodeNext();
     if (!t.ok()) return t.status();
     return std::vector<int32_t>{*t};
   }
-  std::memcpy(loop_tokens_->mapped(), token_->mapped(), sizeof(int32_t));
-  if (absl::Status s = decode_loop_->Run(1, static_cast<uint32_t>(position_)); !s.ok()) return s;
+  // The loop for position_: the one started ahead at the last call, else the first loop from the
+  // token the one-step plan would feed.
+  int half = ahead_;
+  ahead_ = -1;
+  if (half < 0) {
+    half = 0;
+    std::memcpy(loop_tokens_->mapped(), token_->mapped(), sizeof(int32_t));
+    if (absl::Status s = decode_loops_[0]->Start(1, static_cast<uint32_t>(position_)); !s.ok()) return s;
+  }
+  // Where the caller wants another loop after this one, the other loop starts now, from the token
+  // this one leaves in the ring, so that the GPU runs it while the host reads this one's tokens.
+  const int other = 1 - half;
+  if (decode_loops_[other] && wanted >= 2 * steps && position_ + 2 * steps <= options_.context) {
+    absl::Status s = decode_loops_[other]->Start(1, static_cast<uint32_t>(position_ + steps));
+    if (!s.ok()) {
+      (void)decode_loops_[half]->Finish();
+      return s;
+    }
+    ahead_ = other;
+  }
+  if (absl::Status s = decode_loops_[half]->Finish(); !s.ok()) return s;
   position_ += steps;
   std::vector<int32_t> out(static_cast<size_t>(steps));
   for (int i = 0; i < steps; ++i) {
-    std::memcpy(&out[static_cast<size_t>(i)], static_cast<const char*>(loop_tokens_->mapped()) + loop_slot_ * static_cast<size_t>(i + 1),
-                sizeof(int32_t));
+    const size_t slot = static_cast<size_t>((half * steps + i + 1) % (2 * steps));
+    std::memcpy(&out[static_cast<size_t>(i)], static_cast<const char*>(loop_tokens_->mapped()) + loop_slot_ * slot, sizeof(int32_t));
   }
   std::memcpy(token_->mapped(), &out.back(), sizeof(int32_t));  // what the one-step plan feeds next
   return out;
 }
 
 absl::Status Engine::Rewind(int64_t position, int32_t next_token) {
+  if (absl::Status s = DropAhead(); !s.ok()) return s;
   if (position < 0 || position > position_) {
     return absl::InvalidArgumentError(absl::StrCat("cannot rewind to position ", position, " from ", position_));
   }
@@ -225,6 +267,7 @@ absl::Status Engine::Rewind(int64_t position, int32_t next_token) {
 }
 
 absl::StatusOr<std::vector<std::vector<double>>> Engine::ProfileDecodeSteps(int64_t steps) {
+  if (absl::Status s = DropAhead(); !s.ok()) return s;
   std::vector<std::vector<double>> samples;
   while (static_cast<int64_t>(samples.size()) < steps && position_ < options_.context) {
     absl::StatusOr<std::vector<double>> ns = decode_->RunProfiled(1, static_cast<uint32_t>(position_));
@@ -236,6 +279,7 @@ absl::StatusOr<std::vector<std::vector<double>>> Engine::ProfileDecodeSteps(int6
 }
 
 absl::StatusOr<std::vector<double>> Engine::ProfilePrefillChunk(std::span<const int32_t> ids) {
+  if (absl::Status s = DropAhead(); !s.ok()) return s;
   if (absl::Status s = CheckIds(ids); !s.ok()) return s;
   if (ids.size() > static_cast<size_t>(options_.prefill_chunk)) {
     return absl::InvalidArgumentError(absl::StrCat("a profiled prefill chunk holds at most ", options_.prefill_chunk,
@@ -250,6 +294,7 @@ absl::StatusOr<std::vector<double>> Engine::ProfilePrefillChunk(std::span<const 
 }
 
 absl::StatusOr<std::vector<float>> Engine::PrefillLogits(std::span<const int32_t> ids) {
+  if (absl::Status s = DropAhead(); !s.ok()) return s;
   if (absl::Status s = CheckIds(ids); !s.ok()) return s;
   if (!logits_) {
     models::BuildOptions all = build_;
@@ -279,6 +324,7 @@ absl::StatusOr<std::vector<float>> Engine::PrefillLogits(std::span<const int32_t
 }
 
 absl::StatusOr<std::vector<float>> Engine::DecodeLogits(int32_t id) {
+  if (absl::Status s = DropAhead(); !s.ok()) return s;
   const int32_t ids[] = {id};
   if (absl::Status s = CheckIds(ids); !s.ok()) return s;
   std::memcpy(token_->mapped(), &id, sizeof(id));

@@ -81,12 +81,14 @@ class Engine {
   absl::StatusOr<int32_t> DecodeNext();
   // Up to `wanted` (>= 1) DecodeNext steps in one submit: a whole GPU loop where all of its
   // gpu_loop() tokens are wanted and the context has room for them, else one step. Returns the
-  // tokens, in order.
+  // tokens, in order. Where at least two loops' tokens are wanted, the next loop is started before
+  // this one's tokens are read, so the GPU does not wait for the host between them; any other call
+  // (Rewind after a stop, say) drops it.
   absl::StatusOr<std::vector<int32_t>> DecodeUpTo(int64_t wanted);
   // Takes the sequence back to `position` (at most position()), with `next_token` as the token the
   // next decode step feeds: after a GPU loop whose tokens ran past a stop.
   absl::Status Rewind(int64_t position, int32_t next_token);
-  int gpu_loop() const { return decode_loop_ ? decode_loop_->steps() : 1; }
+  int gpu_loop() const { return decode_loops_[0] ? decode_loops_[0]->steps() : 1; }
   // Up to `steps` DecodeNext steps (as many as the context has room for) through the decode plan's
   // profiling recording (vk::Plan::RunProfiled): for each, the GPU nanoseconds of each of its
   // dispatches (decode_plan().dispatches() order).
@@ -100,7 +102,10 @@ class Engine {
   absl::StatusOr<std::vector<float>> DecodeLogits(int32_t id);
 
   // Starts a new sequence (the KV cache is overwritten from position 0).
-  void Reset() { position_ = 0; }
+  void Reset() {
+    (void)DropAhead();
+    position_ = 0;
+  }
 
   int64_t position() const { return position_; }
   int64_t context() const { return options_.context; }
@@ -124,6 +129,7 @@ class Engine {
   absl::Status BuildDecodeLoop();
   absl::Status CheckIds(std::span<const int32_t> ids) const;
   absl::StatusOr<int32_t> ReadToken() const;
+  absl::Status DropAhead();
 
   EngineOptions options_;
   models::ModelConfig config_;
@@ -139,9 +145,13 @@ class Engine {
   std::unique_ptr<vk::Buffer> token_;   // the next token: argmax writes it, decode reads it
   std::unique_ptr<vk::Buffer> prompt_;  // a prefill chunk's ids
   std::unique_ptr<vk::Plan> decode_, prefill_, logits_;
-  // The decode loop: step s reads its token from slot s of loop_tokens_ and writes the next to
-  // slot s + 1 (slots loop_slot_ bytes apart, where a descriptor may start).
-  std::unique_ptr<vk::Plan> decode_loop_;
+  // The decode loop, in two plans over a ring of token slots (loop_slot_ bytes apart, where a
+  // descriptor may start): step s of the first reads its token from slot s and writes the next to
+  // slot s + 1; the second's steps follow on (BuildDecodeLoop). DecodeUpTo starts one while the
+  // other runs: ahead_ is the one started for position_, whose tokens are not read yet (-1: none).
+  // Every other call waits for it first and drops it (DropAhead).
+  std::unique_ptr<vk::Plan> decode_loops_[2];
+  int ahead_ = -1;
   std::unique_ptr<vk::Buffer> loop_tokens_;
   size_t loop_slot_ = 0;
   graph::ValueId logits_output_ = -1;  // the logits value of the logits plan's graph

@@ -101,6 +101,53 @@ TEST(EngineBehaviour, RewindAfterAGpuLoopContinuesFromThere) {
   EXPECT_EQ(got, want);
 }
 
+// Where more than one loop's tokens are wanted, the next loop is submitted before the current one's
+// tokens are read (its steps follow on in the ring of token slots): the same tokens, one submit
+// per loop; a rewind drops a loop started ahead, and decoding goes on from the rewound position.
+TEST(EngineBehaviour, GpuLoopsStartedAheadDecodeWhatOneStepDecodingDoes) {
+  absl::StatusOr<test::HfReference> ref = test::LoadHfReference("llama");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  auto one = test::FixtureEngine(Fixture("llama"), graph::DType::kF32, 64, 32, "default", 1);
+  auto looped = test::FixtureEngine(Fixture("llama"), graph::DType::kF32, 64, 32, "default", 4);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_TRUE(looped.ok()) << looped.status();
+  ASSERT_TRUE((*one)->Prefill(ref->input_ids).ok());
+  std::vector<int32_t> want;
+  for (int i = 0; i < 17; ++i) want.push_back(*(*one)->DecodeNext());
+  runtime::Engine& e = **looped;
+  absl::StatusOr<int32_t> first = e.Prefill(ref->input_ids);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const int64_t start = e.position();
+  std::vector<int32_t> got;
+  // 17 wanted: this loop and the next; then 13 and 9: one more ahead each; then 5: none.
+  for (const auto [wanted, submits] : {std::pair{17, 2u}, {13, 1u}, {9, 1u}, {5, 0u}}) {
+    const uint64_t before = e.device().submit_count();
+    absl::StatusOr<std::vector<int32_t>> t = e.DecodeUpTo(wanted);
+    ASSERT_TRUE(t.ok()) << t.status();
+    ASSERT_EQ(t->size(), 4u);
+    EXPECT_EQ(e.device().submit_count() - before, submits) << wanted;
+    got.insert(got.end(), t->begin(), t->end());
+  }
+  absl::StatusOr<int32_t> last = e.DecodeNext();
+  ASSERT_TRUE(last.ok()) << last.status();
+  got.push_back(*last);
+  EXPECT_EQ(got, want);
+
+  // A stop at the second token of a loop whose successor was started ahead.
+  ASSERT_TRUE(e.Rewind(start, *first).ok());
+  absl::StatusOr<std::vector<int32_t>> loop = e.DecodeUpTo(12);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  ASSERT_TRUE(e.Rewind(start + 2, (*loop)[1]).ok());
+  EXPECT_EQ(e.position(), start + 2);
+  absl::StatusOr<std::vector<int32_t>> more = e.DecodeUpTo(8);
+  ASSERT_TRUE(more.ok()) << more.status();
+  std::vector<int32_t> resumed = {(*loop)[0], (*loop)[1]};
+  resumed.insert(resumed.end(), more->begin(), more->end());
+  resumed.push_back(*e.DecodeNext());
+  EXPECT_EQ(resumed, std::vector<int32_t>(want.begin(), want.begin() + 7));
+  EXPECT_EQ(e.device().validation_messages(), 0);
+}
+
 // Sampling draws from the position and the seed, and the repeat penalty's history is a GPU state:
 // the loop samples what one-step decoding samples.
 TEST(EngineBehaviour, GpuLoopSamplesWhatOneStepDecodingSamples) {

@@ -130,7 +130,8 @@ bool ModelHasTokenizer(const std::filesystem::path& model) {
 OptionSpec GpuLoopOptionSpec() {
   return {"gpu-loop", "", "N",
           "decode steps recorded back to back and run in one submit (each step's token feeds the next on the GPU; "
-          "one readback of N ids; steps past a stop are dropped); 1: a submit per token; at most the prefill chunk",
+          "one readback of N ids; the next loop is submitted before it is read; steps past a stop are dropped); 1: a submit "
+          "per token; at most the prefill chunk",
           absl::StrCat(runtime::EngineOptions{}.gpu_loop)};
 }
 
