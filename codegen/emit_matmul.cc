@@ -58,7 +58,12 @@ bool AttentionInMatMul(const graph::Graph& g, const graph::Node& n, const Target
   const std::optional<graph::ValueId> consumer = graph::SoleMatmulOfX(g, n.id);
   if (!consumer.has_value()) return false;
   const graph::Node& m = g.node(*consumer);
-  if (!m.attrs.Has("x_quant") || !caps.integer_dot_product || caps.subgroup_size != caps.min_subgroup_size) return false;
+  // Teams of whole subgroups (of one size, and at least the 4 dot products a team may take), and
+  // room for the heads' shared memory beside the staged x.
+  if (!m.attrs.Has("x_quant") || !caps.integer_dot_product || caps.subgroup_size != caps.min_subgroup_size ||
+      caps.subgroup_size < 4 || caps.max_shared_memory < kMinSharedForAttention) {
+    return false;
+  }
   const graph::Node& w = g.node(m.inputs[1]);
   if (w.type.shape[0].value * w.type.shape[1].value > kMaxMatMulAfterAttention) return false;
   for (graph::ValueId u : g.Users(m.id)) {

@@ -80,6 +80,8 @@ bool AttentionInMatMul(const graph::Graph& g, const graph::Node& n, const Target
 // Llama-3.2-1B's (2,048 x 2,048) from 1,429 to 1,439, but Llama-3.1-8B's (4,096 x 4,096; 256
 // workgroups and 32 heads) from 377 to 367.
 inline constexpr int64_t kMaxMatMulAfterAttention = int64_t{1} << 23;
+// Shared memory a device needs for the heads (up to half of it) and the matmul's staging together.
+inline constexpr uint32_t kMinSharedForAttention = 32 * 1024;
 
 // Whether the kernel of the matmul reading an in_consumer last_row (graph/op.h) reads the row
 // itself, from the last_row's input: every variant does (x_row0() in MatMulSpec::io_glsl).
