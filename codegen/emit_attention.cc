@@ -137,7 +137,7 @@ void load_trip(uint j, uint p, uint kv_base, out float kd[KPI][DPL], out float v
 }
 
 void main() {
-  uint h = ATT_GROUP.x, t = ATT_GROUP.y;
+  uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
   if (t >= step.n_tokens) return;  // uniform across the workgroup
   uint p = step.pos + t;
   uint first = first_key(p);
@@ -349,11 +349,11 @@ void main() {
 // The appending kernel's inputs (bindings after the plain ones, in input order) and helpers:
 // `float k_value(uint t, uint e)` (the new key as the k cache write computes it, before the head's
 // 1 / rms), `k_square`, `k_scale`, `load_vn`, and `put_new`, `new_k`, `new_v` (below).
-std::string AppendGlsl(const EmitContext& c, const graph::AttentionInputs& a, graph::DType cache_dtype, uint32_t b0) {
+std::string AppendGlsl(const EmitContext& c, const graph::AttentionInputs& a, graph::DType cache_dtype) {
   const int64_t head_dim = c.node.attrs.Int("head_dim"), kvw = c.node.attrs.Int("kv_heads") * head_dim;
-  auto binding = [&](graph::ValueId v) {  // input i is binding b0 + i + 2 (the output is b0 + 1)
+  auto binding = [&](graph::ValueId v) {  // input i is binding i + 2 (the output is 1)
     for (size_t i = 0; i < c.node.inputs.size(); ++i) {
-      if (c.node.inputs[i] == v) return static_cast<uint32_t>(b0 + i + 2);
+      if (c.node.inputs[i] == v) return static_cast<uint32_t>(i + 2);
     }
     return uint32_t{0};
   };
@@ -406,12 +406,8 @@ bool KernelAppends(const EmitContext& c) {
   return c.tokens == 1 && c.caps.subgroup_arithmetic && c.node.attrs.Int("head_dim") % 2 == 0;
 }
 
-// One attention dispatch: plain, or (where KernelAppends) appending. Its buffers from binding b0 + 1
-// (the output, then the inputs in order); without the shader header where `header` is false (a
-// matmul's dispatch takes it, EmitAttentionForMatMul), with at most `max_wg` invocations a
-// workgroup, and then its workgroup size in *wg_out.
-absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c, uint32_t b0 = 0, bool header = true,
-                                           uint32_t max_wg = 0, uint32_t* wg_out = nullptr) {
+// One attention dispatch: plain, or (where KernelAppends) appending.
+absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
   const int64_t heads = c.node.attrs.Int("heads"), kv_heads = c.node.attrs.Int("kv_heads");
   const int64_t head_dim = c.node.attrs.Int("head_dim"), window = c.node.attrs.Int("window");
   const graph::DType cache_dtype = c.input(1).type.dtype;
@@ -442,9 +438,8 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c, uint32_t b0 = 0
   // lane in flight.
   const int64_t min_sg = std::max<int64_t>(1, c.caps.min_subgroup_size);
   const int64_t shared_for_partials = static_cast<int64_t>(c.caps.max_shared_memory) / 2 - 4 * head_dim;
-  const int64_t nsg = std::max<int64_t>(
-      1, std::min<int64_t>({32, shared_for_partials / (4 * head_dim + 8),
-                            (max_wg > 0 ? std::min(max_wg, c.caps.max_workgroup_invocations) : c.caps.max_workgroup_invocations) / min_sg}));
+  const int64_t nsg = std::max<int64_t>(1, std::min<int64_t>({32, shared_for_partials / (4 * head_dim + 8),
+                                                              c.caps.max_workgroup_invocations / min_sg}));
   const int64_t dims_per_lane = (head_dim + min_sg - 1) / min_sg;
   const int64_t kpi = std::max<int64_t>(1, std::min<int64_t>(4, 16 / dims_per_lane));
   const uint32_t wg = coop    ? static_cast<uint32_t>(32 * coop_subgroups)
@@ -474,8 +469,8 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c, uint32_t b0 = 0
     const std::string& style = c.node.attrs.Str("style");
     if (norm) absl::StrAppend(&k.variant, "+rms_norm");
     absl::StrAppend(&k.variant, "+rope.", style);
-    q_value = absl::StrCat(FloatBuffer(b0 + 5, "table", graph::DType::kF32, true),
-                           norm ? HeadNormLoad(b0 + 6, c.g.node(*a.q_norm).type.dtype, "q", head_dim,
+    q_value = absl::StrCat(FloatBuffer(5, "table", graph::DType::kF32, true),
+                           norm ? HeadNormLoad(6, c.g.node(*a.q_norm).type.dtype, "q", head_dim,
                                                c.node.attrs.Float("norm_offset"))
                                 : "",
                            RopeFunction("q_value", norm ? "load_normed" : "load_q", "table", heads * head_dim, head_dim,
@@ -487,9 +482,7 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c, uint32_t b0 = 0
                             ".0 + ", FloatLiteral(c.node.attrs.Float("norm_eps")), "); }\n");
     }
   }
-  if (wg_out != nullptr) *wg_out = wg;
-  k.glsl = absl::StrCat(header ? ShaderHeader(wg) : "",
-                        "#ifndef ATT_GROUP\n#define ATT_GROUP gl_WorkGroupID.xy  // (head, token)\n#endif\n",
+  k.glsl = absl::StrCat(ShaderHeader(wg),
                         subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
                                     "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
                                   : "",
@@ -498,9 +491,9 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c, uint32_t b0 = 0
                                "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
                                "#extension GL_KHR_shader_subgroup_basic : enable\n"
                              : "",
-                        FloatBuffer(b0 + 1, "o", graph::DType::kF32, false, /*coherent=*/!header),
-                        FloatBuffer(b0 + 2, "q", graph::DType::kF32, true), FloatBuffer(b0 + 3, "kc", cache_dtype, !append),
-                        FloatBuffer(b0 + 4, "vc", cache_dtype, !append), coop || block || subgroups ? "" : WorkgroupReductions(kWorkgroup, false),
+                        FloatBuffer(1, "o", graph::DType::kF32, false),
+                        FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, !append),
+                        FloatBuffer(4, "vc", cache_dtype, !append), coop || block || subgroups ? "" : WorkgroupReductions(kWorkgroup, false),
                         "const uint QW = ", heads * head_dim, "u;\n", q_value, Fill(R"(
 const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u;
 const uint WINDOW = {{WINDOW}}u, CAP = {{CAP}}u;  // key j lives in cache row j % CAP (a ring)
@@ -513,7 +506,7 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
                                                                                 {"KVW", absl::StrCat(kv_heads * head_dim)},
                                                                                 {"WINDOW", absl::StrCat(window)},
                                                                                 {"CAP", absl::StrCat(c.input(1).type.shape[0].value)}}),
-                        q_norm, append ? AppendGlsl(c, a, cache_dtype, b0) : "#define APPEND 0\n",
+                        q_norm, append ? AppendGlsl(c, a, cache_dtype) : "#define APPEND 0\n",
                         Fill(coop ? CoopAttentionMain(coop_subgroups) : block ? kBlockMain : subgroups ? kSubgroupsMain : kTokenMain,
                              {{"TPQ", absl::StrCat(tpq)},
                               {"KC", absl::StrCat(kc)},
@@ -531,31 +524,6 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
 }
 
 }  // namespace
-
-bool AttentionIsOneSubgroupsDispatch(const EmitContext& c) {
-  const graph::AttentionInputs a = graph::AttentionInputsOf(c.node);
-  return c.tokens == 1 && c.caps.subgroup_arithmetic && (!a.k_new || KernelAppends(c));
-}
-
-absl::StatusOr<AttentionPart> EmitAttentionForMatMul(const EmitContext& c, uint32_t first_binding, uint32_t max_wg) {
-  if (!AttentionIsOneSubgroupsDispatch(c)) {
-    return absl::InternalError(absl::StrCat("attention '", c.node.label, "' is not one dispatch of the subgroups variant"));
-  }
-  AttentionPart part;
-  absl::StatusOr<Kernel> k = EmitAttentionKernel(c, first_binding - 1, /*header=*/false, max_wg, &part.wg);
-  if (!k.ok()) return k.status();
-  part.glsl = std::move(k->glsl);
-  part.variant = std::move(k->variant);
-  part.args = std::move(k->args);
-  part.workgroups = k->groups[0] * k->groups[1] * k->groups[2];
-  // The subgroups variant's shared memory: s_q, s_m, s_l, s_acc; appending, the new key and value
-  // as loaded and as stored.
-  const int64_t head_dim = c.node.attrs.Int("head_dim"), max_nsg = part.wg / std::max<uint32_t>(1, c.caps.min_subgroup_size);
-  const bool f16 = c.input(1).type.dtype == graph::DType::kF16;
-  part.shared_bytes = static_cast<uint32_t>(4 * (head_dim + 2 * max_nsg + max_nsg * head_dim) +
-                                            (graph::AttentionInputsOf(c.node).k_new ? 8 * head_dim + (f16 ? 4 : 8) * head_dim : 0));
-  return part;
-}
 
 absl::StatusOr<std::vector<Kernel>> EmitAttention(const EmitContext& c) {
   const graph::AttentionInputs a = graph::AttentionInputsOf(c.node);

@@ -53,25 +53,6 @@ bool NormInConsumer(const graph::Graph& g, const graph::Node& n, int64_t tokens)
   return m.attrs.Has("x_quant") && rows <= kGemvMaxRows && rows * width * 9 <= 8 * kNormInConsumerStageBytes;
 }
 
-bool AttentionInMatMul(const graph::Graph& g, const graph::Node& n, const TargetCaps& caps, int64_t tokens) {
-  if (n.kind != graph::OpKind::kAttention || !n.attrs.Has("in_consumer")) return false;
-  const std::optional<graph::ValueId> consumer = graph::SoleMatmulOfX(g, n.id);
-  if (!consumer.has_value()) return false;
-  const graph::Node& m = g.node(*consumer);
-  // Teams of whole subgroups (of one size, and at least the 4 dot products a team may take), and
-  // room for the heads' shared memory beside the staged x.
-  if (!m.attrs.Has("x_quant") || !caps.integer_dot_product || caps.subgroup_size != caps.min_subgroup_size ||
-      caps.subgroup_size < 4 || caps.max_shared_memory < kMinSharedForAttention) {
-    return false;
-  }
-  const graph::Node& w = g.node(m.inputs[1]);
-  if (w.type.shape[0].value * w.type.shape[1].value > kMaxMatMulAfterAttention) return false;
-  for (graph::ValueId u : g.Users(m.id)) {
-    if (TailInMatMul(g, g.node(u), tokens)) return false;
-  }
-  return AttentionIsOneSubgroupsDispatch(EmitContext{g, n, caps, tokens});
-}
-
 bool LastRowInConsumer(const graph::Graph& g, const graph::Node& n) {
   return n.kind == graph::OpKind::kLastRow && n.attrs.Has("in_consumer") && graph::SoleMatmulOfLastRow(g, n.id).has_value();
 }
@@ -160,12 +141,6 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
     if (TailInMatMul(c.g, c.g.node(u), c.tokens)) s.tail = u;
   }
   if (s.tail >= 0) s.tail_binding = next_binding;
-  // An attention whose heads the dispatch computes first: its value and inputs after the matmul's,
-  // then the dispatch's scratch.
-  if (AttentionInMatMul(c.g, x, c.caps, c.tokens)) {
-    s.producer = x.id;
-    s.producer_binding = next_binding;
-  }
   s.io_glsl = absl::StrCat("uint x_row0() { return ", x_row0, "; }\n",
                            FloatBuffer(1, "y", graph::DType::kF32, false, /*coherent=*/s.tail >= 0), "const uint K = ", s.k, "u, N = ", s.n,
                            "u, G = ", s.gates, "u;\n", extras, ActivationGlsl(), OutputIndex(widths, c.rows(c.node), s.n),
@@ -206,9 +181,6 @@ float staged_x(uint t, uint k, uint m, inout float sum_sq) {
                                                      : EmitGemm(c, s);
   if (!k.ok()) return absl::InvalidArgumentError(absl::StrCat("matmul '", c.node.label, "': ", k.status().message()));
   k->family = "matmul";
-  // The args of an attention the dispatch computes first, which the variant set (its value, then
-  // its inputs, as its own kernel's).
-  std::vector<KernelArg> producer_args = std::move(k->args);
   k->args = {{c.node.id, true}};
   for (graph::ValueId in : c.node.inputs) k->args.push_back({in == x.id ? x_value : in, false});
   if (s.restate >= 0) {
@@ -221,7 +193,6 @@ float staged_x(uint t, uint k, uint m, inout float sum_sq) {
     k->args.push_back({tail.id, true});
     for (size_t i = 1; i < tail.inputs.size(); ++i) k->args.push_back({tail.inputs[i], false});
   }
-  k->args.insert(k->args.end(), producer_args.begin(), producer_args.end());
   return k;
 }
 

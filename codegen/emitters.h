@@ -36,24 +36,6 @@ absl::StatusOr<Kernel> EmitCacheWrite(const EmitContext& c);
 // One dispatch, or (where the decode kernel does not append an appending attention's keys and
 // values itself) the two cache writes it absorbed and then a plain attention.
 absl::StatusOr<std::vector<Kernel>> EmitAttention(const EmitContext& c);
-// Whether an attention is one dispatch of the decode (subgroups) variant: a step of one token, on a
-// device with subgroup arithmetic, appending its keys and values itself where it appends.
-bool AttentionIsOneSubgroupsDispatch(const EmitContext& c);
-// That dispatch's code for a matmul's dispatch to run in its first workgroups (codegen/matmul.h:
-// AttentionInMatMul): the GLSL without the shader header, with its buffers from binding
-// `first_binding` (its value, coherent, then its inputs in order) and `void main()` computing head
-// ATT_GROUP.x of token ATT_GROUP.y (a uvec2 the matmul defines); the workgroup size it takes (whole
-// subgroups, at most max_wg invocations), the number of workgroups (one a head), its shared memory,
-// its args and its variant.
-struct AttentionPart {
-  std::string glsl;
-  uint32_t wg = 0;
-  uint32_t workgroups = 0;
-  uint32_t shared_bytes = 0;  // of shared memory
-  std::vector<KernelArg> args;
-  std::string variant;
-};
-absl::StatusOr<AttentionPart> EmitAttentionForMatMul(const EmitContext& c, uint32_t first_binding, uint32_t max_wg);
 absl::StatusOr<Kernel> EmitLastRow(const EmitContext& c);
 absl::StatusOr<Kernel> EmitArgmax(const EmitContext& c);
 absl::StatusOr<Kernel> EmitRecordTokens(const EmitContext& c);

@@ -56,10 +56,7 @@ absl::StatusOr<Kernel> EmitOne(const EmitContext& c) {
 absl::StatusOr<std::vector<Kernel>> EmitKernels(const graph::Graph& g, const graph::Node& node, const TargetCaps& caps,
                                                 int64_t tokens) {
   const EmitContext c{g, node, caps, tokens};
-  if (node.kind == graph::OpKind::kAttention) {
-    if (AttentionInMatMul(g, node, caps, tokens)) return std::vector<Kernel>{};  // its consumer's dispatch computes it
-    return EmitAttention(c);
-  }
+  if (node.kind == graph::OpKind::kAttention) return EmitAttention(c);
   // Its producer's or consumer's kernel computes it.
   if (TailInMatMul(g, node, tokens) || NormInConsumer(g, node, tokens) || LastRowInConsumer(g, node)) {
     return std::vector<Kernel>{};

@@ -46,12 +46,6 @@ struct MatMulSpec {
   // (NormInConsumer): the node (-1: none), and the binding of its value; its inputs follow.
   graph::ValueId restate = -1;
   uint32_t restate_binding = 0;
-  // An attention the dispatch computes in its first workgroups, one a head, before its own
-  // workgroups stage x (AttentionInMatMul): the node (-1: none), and the binding of its value
-  // (after the matmul's; restates and tails exclude it); its inputs follow, then the dispatch's
-  // scratch.
-  graph::ValueId producer = -1;
-  uint32_t producer_binding = 0;
 };
 
 // Whether the kernel of an in_producer node's matmul (graph/op.h) computes it for a plan of
@@ -65,23 +59,6 @@ bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens);
 // norm's producer (TailInMatMul).
 bool NormInConsumer(const graph::Graph& g, const graph::Node& n, int64_t tokens);
 inline constexpr int64_t kNormInConsumerStageBytes = 12 * 1024;
-
-// Whether the dispatch of the matmul reading an in_consumer attention (graph/op.h) computes it for a
-// plan of `tokens`: the q8 matrix-vector variant does, with subgroups of one size and no row-wide
-// tail, where the attention is one dispatch of the subgroups variant (AttentionIsOneSubgroupsDispatch:
-// decode steps). Its first workgroups run the attention, one a head; the matmul's workgroups issue
-// their first weight loads, wait until every head has written its output (a counter in the
-// dispatch's scratch), then stage x from it. The wait relies on a dispatch's workgroups starting
-// in the order of their index, as GPUs (and lavapipe) start them: no head waits on anything.
-bool AttentionInMatMul(const graph::Graph& g, const graph::Node& n, const TargetCaps& caps, int64_t tokens);
-// Weights of the largest matmul that takes an attention: a larger one's workgroups, with the heads',
-// are more than the GPU holds at once, and those started after the heads end later. On the H100,
-// Qwen3-0.6B's output projection (1,024 x 2,048) took decode from 1,135 to 1,193 tok/s and
-// Llama-3.2-1B's (2,048 x 2,048) from 1,429 to 1,439, but Llama-3.1-8B's (4,096 x 4,096; 256
-// workgroups and 32 heads) from 377 to 367.
-inline constexpr int64_t kMaxMatMulAfterAttention = int64_t{1} << 23;
-// Shared memory a device needs for the heads (up to half of it) and the matmul's staging together.
-inline constexpr uint32_t kMinSharedForAttention = 32 * 1024;
 
 // Whether the kernel of the matmul reading an in_consumer last_row (graph/op.h) reads the row
 // itself, from the last_row's input: every variant does (x_row0() in MatMulSpec::io_glsl).

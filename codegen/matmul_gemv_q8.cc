@@ -181,41 +181,6 @@ float x_scale(float sum_sq) { return inversesqrt(sum_sq / float(K) + {{EPS}}); }
             {"EPS", FloatLiteral(norm.attrs.Float("eps"))}}));
 }
 
-// The attention a dispatch computes first (MatMulSpec::producer), ahead of the matmul's code: the
-// dispatch's counts at `sync_binding` (heads done, matmul workgroups done), then the attention's
-// code with its WG and main kept apart from the matmul's, whose main becomes matmul_main
-// (ProducerMain joins them).
-std::string ProducerPrelude(const AttentionPart& part, uint32_t sync_binding) {
-  return absl::StrCat("layout(std430, set = 0, binding = ", sync_binding,
-                      ") coherent buffer Buf_sync { uint arrived; uint done; } sync;\n"
-                      "uvec2 att_group;  // the head and token of an attention workgroup\n"
-                      "#define ATT_GROUP att_group\n#define WG ATT_WG\n#define main attention_main\n",
-                      part.glsl, "#undef main\n#undef WG\n#define main matmul_main\n");
-}
-
-// The dispatch's main where an attention comes first: workgroups 0 .. FIRST_WORKGROUP - 1 each
-// compute a head and count it once its output is written; the others are the matmul's, which wait
-// for every head (wait_for_producer) and the last of which resets the counts for the next step.
-constexpr const char* kProducerMain = R"(
-#undef main
-void main() {
-  uint wgi = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-  if (wgi < FIRST_WORKGROUP) {  // uniform
-    att_group = uvec2(wgi, 0u);
-    attention_main();
-    memoryBarrierBuffer();  // the head's output, before its count
-    barrier();
-    if (gl_LocalInvocationID.x == 0u) atomicAdd(sync.arrived, 1u);
-    return;
-  }
-  matmul_main();
-  if (gl_LocalInvocationID.x == 0u && atomicAdd(sync.done, 1u) == WORKGROUPS - 1u) {
-    sync.arrived = 0u;
-    sync.done = 0u;
-  }
-}
-)";
-
 }  // namespace
 
 absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
@@ -259,21 +224,6 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
     auto rows = [&](uint32_t w) { return (w / team) * rn * s.gates * tm * groups_per_team(w / team); };
     while (wg * 2 <= widest && rows(wg) < kMinStagedRows) wg *= 2;
   }
-  // An attention computed first (MatMulSpec::producer) takes the workgroup size, or fewer
-  // invocations where it needs (whole subgroups, not always a power of two), and teams shrink to
-  // divide it. (On the H100, heads of 1,024 invocations before an output projection in workgroups
-  // of 512 made decode of Qwen3-0.6B 1,140 tok/s, heads of 512 1,201; Llama-3.2-1B 1,424-1,439
-  // and 1,429-1,444.)
-  std::optional<AttentionPart> producer;
-  if (s.producer >= 0) {
-    if (!subgroup_teams) return absl::InternalError("x_quant: an attention in the dispatch needs teams of subgroups of one size");
-    absl::StatusOr<AttentionPart> part =
-        EmitAttentionForMatMul(EmitContext{c.g, c.g.node(s.producer), c.caps, c.tokens}, s.producer_binding, wg);
-    if (!part.ok()) return part.status();
-    producer = *std::move(part);
-    wg = producer->wg;
-    while (wg % team != 0) team /= 2;
-  }
   if (wg % 8 != 0) return absl::InternalError(absl::StrCat("x_quant: workgroups of ", wg, " cannot stage x by blocks of 8 invocations"));
   const uint32_t subs = subgroup_teams ? team / sg : 1;
   const uint32_t teams = wg / team;
@@ -285,10 +235,9 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   // A block's 8 invocations share a subgroup where subgroups have at least 8 (of consecutive
   // invocations, as the teams take them).
   const bool shuffle_blocks = c.caps.subgroup_shuffle && c.caps.min_subgroup_size >= 8;
-  const int64_t reduce_bytes =
-      4 * (tm * rn * s.gates + tm + (shuffle_blocks ? 0 : 2) + (argmax ? 2 : 0) + (producer ? 1 : 0)) * wg;  // red, wg_scratch, xam, s_fold, ...
-  const int64_t stage_budget = std::min<int64_t>(kStageBytes, static_cast<int64_t>(c.caps.max_shared_memory) - reduce_bytes -
-                                                                  (producer ? producer->shared_bytes : 0));
+  const int64_t reduce_bytes = 4 * (tm * rn * s.gates + tm + (shuffle_blocks ? 0 : 2) + (argmax ? 2 : 0)) * wg;  // red, wg_scratch, xam, ...
+  const int64_t stage_budget =
+      std::min<int64_t>(kStageBytes, static_cast<int64_t>(c.caps.max_shared_memory) - reduce_bytes);
   const int64_t per_value = tm * 9;  // eighths of a byte
   int64_t seg = s.k;
   if (seg * per_value > stage_budget * 8) {
@@ -330,16 +279,13 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
       {"DEPTH", absl::StrCat(depth)},
       {"RG", absl::StrCat(row_groups)},
       {"RG_PER_TEAM", absl::StrCat(rg_per_team)},
-      {"PRODUCER", producer ? "1" : "0"},
-      {"FIRST_WORKGROUP", absl::StrCat(producer ? producer->workgroups : 0)},
-  };
+};
   Kernel k;
   k.variant = absl::StrCat("gemv_q8.", graph::Name(s.w_dtype), ".t", tm, "x", rn, ".wg", wg, ".team", team, ".rg",
                            rg_per_team, ".d", depth, segments > 1 ? absl::StrCat(".seg", segments) : "", s.variant_suffix,
-                           argmax ? "+argmax" : norm_tail ? "+rms_norm_tail" : "", s.restate >= 0 ? "+residual_norm_x" : "",
-                           producer ? absl::StrCat("+attention.", producer->variant) : "");
+                           argmax ? "+argmax" : norm_tail ? "+rms_norm_tail" : "", s.restate >= 0 ? "+residual_norm_x" : "");
   k.glsl = absl::StrCat(
-      ShaderHeader(wg), producer ? ProducerPrelude(*producer, s.producer_binding + static_cast<uint32_t>(producer->args.size())) : "",
+      ShaderHeader(wg),
       subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
                   "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
                 : "",
@@ -354,11 +300,9 @@ int sdot4(uint a, uint b) { return sdot4_packed(a, b, 0); }
 float i2f(int v) { return intBitsToFloat(v + 0x4B400000) - 12582912.0; }
 )",
       s.io_glsl, parts->glsl, parts->q8_glsl,
-      // With an attention in the dispatch, x is what its workgroups write.
-      "layout(std430, set = 0, binding = 2) ", producer ? "coherent " : "", "readonly buffer Buf_x { vec4 x4[]; };\n",
+      "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };\n",
       Fill(R"(
 #define ARGMAX {{ARGMAX}}
-#define PRODUCER {{PRODUCER}}
 #define SHUFFLE_BLOCKS {{SHUFFLE_BLOCKS}}
 #define NORM_TAIL {{NORM_TAIL}}
 #define SUBGROUP_TEAMS {{SUBGROUP_TEAMS}}
@@ -371,7 +315,6 @@ const uint RUN8 = PV8 / RUNS8, XW = PV8 / 4u, XV = PV8 / 16u, OUTS = TM * RN * G
 shared uvec4 xq[TM * SEG_PARTS * XV];  // x's quants, by part (XV vectors a part)
 shared float xd[TM * SEG_BLOCKS];  // x's block scales
 const uint NONE = 0xFFFFFFFFu, WORKGROUPS = {{WORKGROUPS}}u;
-const uint FIRST_WORKGROUP = {{FIRST_WORKGROUP}}u;  // the workgroups before it compute an attention (x)
 )",
            constants),
       WorkgroupReductions(wg, subgroups), DotsReduceGlsl(subgroups),
@@ -465,26 +408,6 @@ void stage_x(uint seg, uint t0, uint m, inout float sum_sq[TM]) {
   }
 }
 
-#if PRODUCER
-// Waits until every head of the attention has written x. Each invocation first stores a fold of the
-// weights it loaded to shared memory ahead of a barrier, so that those loads are issued (and in
-// flight while the heads run) before the wait, not moved after it.
-shared uint s_fold[WG];
-void wait_for_producer(WPart8 ring[DEPTH][RN * G]) {
-  uint fold = 0u;
-  [[unroll]] for (uint d = 0u; d < DEPTH; ++d) {
-    [[unroll]] for (uint r = 0u; r < RN * G; ++r) fold ^= w_fold8(ring[d][r]);
-  }
-  s_fold[gl_LocalInvocationID.x] = fold;
-  barrier();
-  if (gl_LocalInvocationID.x == 0u) {
-    while (atomicAdd(sync.arrived, 0u) < FIRST_WORKGROUP) {}
-  }
-  barrier();
-  memoryBarrierBuffer();
-}
-#endif
-
 // Part p of the weight rows of output columns col0 .. col0 + RN - 1 (rows past N read row N - 1).
 void load_rows(uint col0, uint p, out WPart8 wp[RN * G]) {
   [[unroll]] for (uint r = 0u; r < RN; ++r) {
@@ -494,7 +417,7 @@ void load_rows(uint col0, uint p, out WPart8 wp[RN * G]) {
 
 void main() {
   uint lid = gl_LocalInvocationID.x, team = lid / TEAM, lane = lid % TEAM;
-  uint wgi = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x - FIRST_WORKGROUP;
+  uint wgi = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
 {{ROW_BLOCK}}  float sum_sq[TM], scale[TM];
   [[unroll]] for (uint t = 0u; t < TM; ++t) { sum_sq[t] = 0.0; scale[t] = 1.0; }
 #if ARGMAX
@@ -515,9 +438,6 @@ void main() {
         load_rows(col0, min(seg * SEG_PARTS + lane + d * TEAM, PARTS - 1u), ring[d]);
       }
       if (i == 0u) {  // where there are segments, a team takes one row group
-#if PRODUCER
-        if (seg == 0u) wait_for_producer(ring);  // x is the attention's, once its heads are done
-#endif
         if (seg > 0u) barrier();  // every part of the last segment has been read
 #ifdef RESTATE_PROLOGUE
         restate_rows(t0, m);  // x is one segment
@@ -618,15 +538,9 @@ void main() {
 }
 )",
            {{"ROW_BLOCK", GemvRowBlockGlsl(row_blocks, s.rows_expr)}}));
-  k.groups = WideGrid(workgroups + (producer ? producer->workgroups : 0));
+  k.groups = WideGrid(workgroups);
   k.groups[2] = row_blocks;
   if (tail != nullptr) k.scratch_bytes = 16 + (argmax ? 8 * uint64_t{workgroups} * static_cast<uint64_t>(tm) : 0);
-  if (producer) {
-    k.args = producer->args;  // after the matmul's (EmitMatMul)
-    if (tail != nullptr || row_blocks != 1) return absl::InternalError("x_quant: an attention in the dispatch with a tail or row blocks");
-    absl::StrAppend(&k.glsl, kProducerMain);
-    k.scratch_bytes = 16;
-  }
   return k;
 }
 

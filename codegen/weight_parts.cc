@@ -119,10 +119,6 @@ WPart8 w_load8(uint row, uint p) {
   r.qs[1] = w4[b + {{QS_VEC}}u + 2u * c + 1u];
 {{QH_LOAD}}  return r;
 }
-uint w_fold8(WPart8 w) {
-  uvec4 f = w.head ^ w.qs[0] ^ w.qs[1]{{QH_FOLD}};
-  return f.x ^ f.y ^ f.z ^ f.w;
-}
 uint run_k(uint p, uint r) { return p * 64u + r * 32u; }
 uint x_slot(uint k) { return k >> 2; }
 float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
@@ -143,7 +139,6 @@ float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xru
                {"QS_VEC", absl::StrCat(KQuantVec(five))},
                {"QH_FIELD", five ? " uvec4 qh[2];" : ""},
                {"QH_LOAD", five ? "  r.qh[0] = w4[b + 1u];\n  r.qh[1] = w4[b + 2u];\n" : ""},
-               {"QH_FOLD", five ? " ^ w.qh[0] ^ w.qh[1]" : ""},
                {"FIFTH_BITS",
                 five ? "    uint h = w.qh[j >> 2][j & 3u];\n"
                        "    l4 |= ((h >> (2u * c)) & 0x01010101u) << 4;\n"
@@ -224,10 +219,6 @@ WPart8 w_load8(uint row, uint p) {
   r.d = unpackHalf2x16(w[base + 52u]).x;
   return r;
 }
-uint w_fold8(WPart8 w) {
-  uvec4 f = w.ql[0] ^ w.ql[1] ^ w.qh;
-  return f.x ^ f.y ^ f.z ^ f.w ^ w.sc[0] ^ w.sc[1] ^ floatBitsToUint(w.d);
-}
 uint run_k(uint p, uint r) { return (p >> 2) * 256u + ((p >> 1) & 1u) * 128u + r * 32u + (p & 1u) * 16u; }
 uint x_slot(uint k) {
   uint v = k & 255u, l = v & 31u;
@@ -289,11 +280,6 @@ WPart8 w_load8(uint row, uint p) {
   [[unroll]] for (uint i = 0u; i < 8u; ++i) r.q[i] = w[base + {{Q8_0_QS}}u / 4u + i];
   r.d = unpackHalf2x16(w[base]).x;
   return r;
-}
-uint w_fold8(WPart8 w) {
-  uint f = floatBitsToUint(w.d);
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) f ^= w.q[i];
-  return f;
 }
 uint run_k(uint p, uint r) { return p * 32u; }
 uint x_slot(uint k) { return k >> 2; }

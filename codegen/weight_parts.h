@@ -43,7 +43,6 @@ struct WeightParts {
   //   const uint PV8, RUNS8: values and runs per part (PV8 a multiple of 16: a part's x quants are
   //     PV8 / 16 uvec4s); RUN8 = PV8 / RUNS8 values of a run lie in one 32-value block of x
   //   struct WPart8, WPart8 w_load8(uint row, uint p): part p of weight row `row`
-  //   uint w_fold8(WPart8 w): every word of the part folded into one (a use of all its loads)
   //   uint run_k(uint p, uint r): the first column (of K) of run r of part p
   //   uint x_slot(uint k): where x's four quants k..k+3 (k a multiple of 4) go in a staging of x
   //     by parts: word x_slot % (PV8 / 4) of part x_slot / (PV8 / 4)

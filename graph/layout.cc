@@ -61,26 +61,23 @@ std::optional<ValueId> SoleMatmulOfNormedPart(const Graph& g, ValueId norm) {
 std::optional<ValueId> ConsumingMatmul(const Graph& g, ValueId id) {
   const Node& n = g.node(id);
   if (n.kind == OpKind::kRmsNorm && !n.attrs.Has("group")) return SoleMatmulOfNormedPart(g, id);
-  if (n.kind == OpKind::kLastRow || n.kind == OpKind::kAttention) return SoleMatmulOfX(g, id);
+  if (n.kind == OpKind::kLastRow) return SoleMatmulOfLastRow(g, id);
   return std::nullopt;
-}
-
-std::optional<ValueId> SoleMatmulOfX(const Graph& g, ValueId id) {
-  for (const auto& [name, out] : g.outputs()) {
-    if (out == id) return std::nullopt;
-  }
-  const std::vector<ValueId> users = g.Users(id);
-  if (users.size() != 1) return std::nullopt;
-  const Node& m = g.node(users[0]);
-  if (m.kind != OpKind::kMatMul || m.inputs[0] != id || std::count(m.inputs.begin(), m.inputs.end(), id) != 1) {
-    return std::nullopt;
-  }
-  return users[0];
 }
 
 std::optional<ValueId> SoleMatmulOfLastRow(const Graph& g, ValueId last_row) {
   if (g.node(last_row).kind != OpKind::kLastRow) return std::nullopt;
-  return SoleMatmulOfX(g, last_row);
+  for (const auto& [name, out] : g.outputs()) {
+    if (out == last_row) return std::nullopt;
+  }
+  const std::vector<ValueId> users = g.Users(last_row);
+  if (users.size() != 1) return std::nullopt;
+  const Node& m = g.node(users[0]);
+  if (m.kind != OpKind::kMatMul || m.inputs[0] != last_row ||
+      std::count(m.inputs.begin(), m.inputs.end(), last_row) != 1) {
+    return std::nullopt;
+  }
+  return users[0];
 }
 
 }  // namespace doppler::graph

@@ -34,16 +34,13 @@ size_t ValueBytes(const Node& n, int64_t tokens);
 // nothing else, with no norm prologue of its own; none where another node reads that part.
 std::optional<ValueId> SoleMatmulOfNormedPart(const Graph& g, ValueId norm);
 
-// The matmul that alone reads a node's value, as its x and nothing else; none where the value is
+// The matmul that alone reads a last_row node, as its x and nothing else; none where the row is
 // read by another node or after the step.
-std::optional<ValueId> SoleMatmulOfX(const Graph& g, ValueId id);
-
-// SoleMatmulOfX of a last_row node; none for any other.
 std::optional<ValueId> SoleMatmulOfLastRow(const Graph& g, ValueId last_row);
 
 // The matmul that may compute a node as it reads its x (attr in_consumer, graph/op.h): for a
-// whole-row residual rms_norm SoleMatmulOfNormedPart, for a last_row or an attention SoleMatmulOfX;
-// none for any other node.
+// whole-row residual rms_norm SoleMatmulOfNormedPart, for a last_row SoleMatmulOfLastRow; none for
+// any other node.
 std::optional<ValueId> ConsumingMatmul(const Graph& g, ValueId id);
 
 }  // namespace doppler::graph

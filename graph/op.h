@@ -40,9 +40,7 @@ enum class OpKind : uint8_t {
   kCacheWrite,  // (state[C, W], x[T, W]) -> state with x[t] in row (pos + t) % C: a cache of C rows
                 // is a ring holding the last C positions (a cache of the whole context never wraps)
   kAttention,   // (q[T, H*d], k[C, Hkv*d], v[C, Hkv*d]) -> f32[T, H*d]: causal softmax(q·kᵀ·scale)·v,
-                // key j read from row j % C; attrs heads, kv_heads, head_dim, scale, window (0 = unlimited).
-                // Attr in_consumer = 1 (one matmul alone reads it, as x): that matmul's dispatch may
-                // compute it in its first workgroups (codegen/matmul.h: AttentionInMatMul)
+                // key j read from row j % C; attrs heads, kv_heads, head_dim, scale, window (0 = unlimited)
   kLastRow,     // x[T, D] -> x[T-1 : T, D] for the step's actual T. Attr in_consumer = 1 (one matmul alone
                 // reads it, as x): that matmul's kernel may read the row from x itself (codegen/matmul.h:
                 // LastRowInConsumer)

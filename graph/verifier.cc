@@ -51,14 +51,12 @@ absl::Status Verify(const Graph& g) {
          !(n.kind == OpKind::kArgmax || (n.kind == OpKind::kRmsNorm && !n.attrs.Has("group"))))) {
       return NodeError(n, "in_producer is for an argmax or a whole-row rms_norm reading a matmul");
     }
-    if (n.attrs.Has("in_consumer") && (n.kind == OpKind::kLastRow || n.kind == OpKind::kAttention) &&
-        !SoleMatmulOfX(g, i).has_value()) {
-      return NodeError(n, absl::StrCat("in_consumer is for ", n.kind == OpKind::kAttention ? "an attention" : "a last_row",
-                                       " that one matmul alone reads, as x"));
+    if (n.attrs.Has("in_consumer") && n.kind == OpKind::kLastRow && !SoleMatmulOfLastRow(g, i).has_value()) {
+      return NodeError(n, "in_consumer is for a last_row that one matmul alone reads, as x");
     }
-    if (n.attrs.Has("in_consumer") && n.kind != OpKind::kLastRow && n.kind != OpKind::kAttention &&
+    if (n.attrs.Has("in_consumer") && n.kind != OpKind::kLastRow &&
         (n.kind != OpKind::kRmsNorm || n.attrs.Has("group") || n.attrs.Int("residual") == 0)) {
-      return NodeError(n, "in_consumer is for a whole-row residual rms_norm, a last_row or an attention");
+      return NodeError(n, "in_consumer is for a whole-row residual rms_norm or a last_row");
     }
     if (IsSource(n.kind)) {
       if (!names.insert({n.kind, n.attrs.Str("name")}).second) {

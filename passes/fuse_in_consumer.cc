@@ -20,14 +20,6 @@
 //
 //   before:  l = last_row(h)                        y = matmul(l, w, ...)
 //   after:   l = last_row(h) {in_consumer = 1}      (the same matmul)
-//
-// fuse-attention-matmul: an attention whose output one matmul alone reads (the output projection):
-// the matmul's dispatch computes it in its first workgroups, one a head, and its own workgroups
-// wait for them after loading their first weights, instead of a barrier level between the two
-// (codegen/matmul.h: AttentionInMatMul; decode steps, where the attention is a single dispatch).
-//
-//   before:  a = attention(q, kc, vc, ...)                    y = matmul(a, w, ...)
-//   after:   a = attention(q, kc, vc, ...) {in_consumer = 1}  (the same matmul)
 #include "graph/layout.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
@@ -64,10 +56,6 @@ std::unique_ptr<Pass> MakeFuseResidualNormMatmul() {
 
 std::unique_ptr<Pass> MakeFuseLastRowMatmul() {
   return std::make_unique<FuseInConsumer>("fuse-last-row-matmul", OpKind::kLastRow);
-}
-
-std::unique_ptr<Pass> MakeFuseAttentionMatmul() {
-  return std::make_unique<FuseInConsumer>("fuse-attention-matmul", OpKind::kAttention);
 }
 
 }  // namespace doppler::passes

@@ -14,7 +14,6 @@ const std::vector<PassEntry>& Registry() {
       {"fuse-kv-append", MakeFuseKvAppend},
       {"fuse-residual-norm-matmul", MakeFuseResidualNormMatmul},
       {"fuse-last-row-matmul", MakeFuseLastRowMatmul},
-      {"fuse-attention-matmul", MakeFuseAttentionMatmul},
       {"fuse-matmul-tail", MakeFuseMatmulTail},
       {"q8-activations", MakeQ8Activations},
       {"dce", MakeDce},
@@ -29,14 +28,13 @@ const std::vector<PassEntry>& Registry() {
 // embeddings into the cache writes and attention that read them, and then the per-head norms
 // before them; then the cache writes, with those prologues, into the attention that reads them;
 // residual norms (Gemma 3's) into the matmuls that read their normalised sums, the last row into
-// the LM head that reads it (once the final norm is the head's), attention into the output
-// projection that reads it (once the cache writes are the attention's), and row-wide ops (the LM head's
+// the LM head that reads it (once the final norm is the head's), and row-wide ops (the LM head's
 // argmax, those norms again) into the matmuls they read, for the plans whose kernels take neither;
 // dce last.
 std::vector<std::string> DefaultPipeline() {
   return {"fuse-gate-up",   "fuse-qkv",       "fuse-matmul-epilogue",      "fuse-residual-rmsnorm", "fuse-norm-matmul",
           "fuse-rope",      "fuse-head-norm", "fuse-kv-append", "fuse-residual-norm-matmul", "fuse-last-row-matmul",
-          "fuse-attention-matmul", "fuse-matmul-tail", "dce"};
+          "fuse-matmul-tail", "dce"};
 }
 
 }  // namespace doppler::passes

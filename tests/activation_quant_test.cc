@@ -159,7 +159,7 @@ TEST(FuseResidualNormMatmulPass, MarksANormWhoseNormalisedSumOneMatmulAloneReads
   // The verifier holds the attribute to a whole-row residual norm.
   ValueId plain = *g.output("twice_a");
   g.mutable_node(plain).attrs.Set("in_consumer", int64_t{1});
-  EXPECT_NE(graph::Verify(g).message().find("in_consumer is for a whole-row residual rms_norm, a last_row or an attention"), std::string::npos);
+  EXPECT_NE(graph::Verify(g).message().find("in_consumer is for a whole-row residual rms_norm or a last_row"), std::string::npos);
 }
 
 TEST(FuseLastRowMatmulPass, MarksALastRowOneMatmulAloneReadsAsX) {
@@ -190,39 +190,6 @@ TEST(FuseLastRowMatmulPass, MarksALastRowOneMatmulAloneReadsAsX) {
   // The verifier holds the attribute to a last row that one matmul alone reads.
   g.mutable_node(twice).attrs.Set("in_consumer", int64_t{1});
   EXPECT_NE(graph::Verify(g).message().find("in_consumer is for a last_row that one matmul alone reads"), std::string::npos);
-}
-
-TEST(FuseAttentionMatmulPass, MarksAnAttentionOneMatmulAloneReadsAsX) {
-  graph::GraphBuilder b;
-  const graph::TensorType cache{DType::kF16, {graph::Dim::Static(32), graph::Dim::Static(64)}};
-  auto attention = [&](const std::string& name) {
-    return b.Attention(b.Input(name + "_q", test::Rows(128)), b.State(name + "_kc", cache), b.State(name + "_vc", cache),
-                       4, 2, 32, 0.125, 0, name);
-  };
-  // Read by one matmul as x: marked.
-  ValueId alone = attention("alone");
-  b.Output("alone_y", b.MatMul(alone, b.Param("w1", test::Matrix(8, 128, DType::kQ8_0))));
-  // Read by two matmuls, or as a step output: not.
-  ValueId twice = attention("twice");
-  b.Output("twice_a", b.MatMul(twice, b.Param("w2", test::Matrix(8, 128, DType::kQ8_0))));
-  b.Output("twice_b", b.MatMul(twice, b.Param("w3", test::Matrix(8, 128, DType::kQ8_0))));
-  ValueId output = attention("output");
-  b.Output("output_y", b.MatMul(output, b.Param("w4", test::Matrix(8, 128, DType::kQ8_0))));
-  b.Output("output_o", output);
-  auto built = std::move(b).Finish();
-  ASSERT_TRUE(built.ok()) << built.status();
-  graph::Graph g = *std::move(built);
-  auto pass = passes::MakePass("fuse-attention-matmul");
-  ASSERT_TRUE(pass.ok()) << pass.status();
-  auto changed = (*pass)->Run(g);
-  ASSERT_TRUE(changed.ok() && *changed);
-  ASSERT_TRUE(graph::Verify(g).ok());
-  EXPECT_TRUE(g.node(alone).attrs.Has("in_consumer"));
-  for (ValueId n : {twice, output}) EXPECT_FALSE(g.node(n).attrs.Has("in_consumer")) << g.node(n).label;
-  EXPECT_FALSE(*(*pass)->Run(g)) << "a second run changes nothing";
-  // The verifier holds the attribute to an attention that one matmul alone reads.
-  g.mutable_node(twice).attrs.Set("in_consumer", int64_t{1});
-  EXPECT_NE(graph::Verify(g).message().find("in_consumer is for an attention that one matmul alone reads"), std::string::npos);
 }
 
 TEST(Codegen, XQuantIsTakenByTheMatrixVectorKernelOnDevicesWithIntegerDots) {

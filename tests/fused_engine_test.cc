@@ -109,51 +109,6 @@ TEST(FusedEngineQ8Test, Gemma3ResidualNormsInTheirConsumers) {
   EXPECT_EQ((*consumer)->device().validation_messages(), 0);
 }
 
-// Decode attention computed by the output projection's dispatch (fuse-attention-matmul) against the
-// same q8 decode plans with the attention in a dispatch of its own: one barrier level less a layer,
-// the same logits (the projection's sums taken in another order) and tokens, through GPU loops of
-// several steps (the dispatch's counts reset for the next).
-class AttentionInMatMulTest : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(AttentionInMatMulTest, SameLogitsAndTokensAsItsOwnDispatch) {
-  absl::StatusOr<test::HfReference> ref = test::LoadHfReference(GetParam());
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  std::vector<std::string> without;
-  for (const std::string& p : passes::DefaultPipeline()) {
-    if (p != "fuse-attention-matmul") without.push_back(p);
-  }
-  auto engine = [&](const std::string& pipeline) {
-    runtime::EngineOptions o;
-    o.model_path = ref->dir;
-    o.quant = models::QuantScheme::kQ8_0;
-    o.weight_dtype = graph::DType::kF32;
-    o.decode_activations = runtime::DecodeActivations::kQ8;
-    o.passes = pipeline;
-    o.context = 64;
-    o.prefill_chunk = 32;
-    o.gpu_loop = 4;
-    o.validation = true;
-    return runtime::Engine::Create(o);
-  };
-  auto fused = engine("default");
-  auto apart = engine(absl::StrJoin(without, ","));
-  for (auto* e : {&fused, &apart}) ASSERT_TRUE(e->ok()) << e->status();
-  int taken = 0;
-  for (const vk::PlannedDispatch& d : (*fused)->decode_plan().dispatches()) {
-    taken += d.variant.find("+attention.") != std::string::npos;
-  }
-  EXPECT_EQ(taken, (*fused)->config().num_layers);
-  EXPECT_EQ((*fused)->decode_plan().stats().levels + (*fused)->config().num_layers, (*apart)->decode_plan().stats().levels);
-  const Outputs a = Evaluate(**fused, *ref);
-  const Outputs b = Evaluate(**apart, *ref);
-  ASSERT_EQ(a.decode.size(), b.decode.size());
-  for (size_t i = 0; i < a.decode.size(); ++i) EXPECT_LE(test::RelativeError(a.decode[i], b.decode[i]), 1e-5) << i;
-  EXPECT_EQ(a.greedy, b.greedy);
-  EXPECT_EQ((*fused)->device().validation_messages(), 0);
-}
-
-INSTANTIATE_TEST_SUITE_P(Fixtures, AttentionInMatMulTest, ::testing::Values("llama", "qwen3", "gemma3", "mistral", "phi3"));
-
 INSTANTIATE_TEST_SUITE_P(Fixtures, FusedEngineTest,
                          ::testing::Values("llama", "llama_tied", "llama_q", "qwen2", "qwen3", "gemma3", "mistral", "phi3"));
 

@@ -16,9 +16,7 @@
 #include "codegen/shader_compiler.h"
 #include "graph/builder.h"
 #include "graph/epilogue.h"
-#include "models/synthetic.h"
 #include "passes/registry.h"
-#include "runtime/model_source.h"
 #include "tests/support/compiled_kernel.h"
 #include "tests/support/gpu_runner.h"
 #include "tests/support/graph_values.h"
@@ -256,49 +254,6 @@ TEST(CoopMatMul, KernelsCompileForNvidia) {
     EXPECT_EQ(coop, 16);
     EXPECT_EQ(tall_tiles, 3);
     EXPECT_EQ(k32, want_k32) << "shared memory " << shared_memory;
-  }
-}
-
-// The decode attention in its output projection's dispatch (fuse-attention-matmul) compiles for
-// NVIDIA's limits in the shapes of published models (Q8_0 weights, q8 decode): the heads in the
-// projection's workgroup size, the dispatch's buffers the matmul's, the attention's, then its
-// scratch; a projection of more than 2^23 weights (Llama-3.1-8B's) keeps the attention apart.
-TEST(AttentionInMatMul, KernelsCompileForNvidia) {
-  codegen::TargetCaps caps = test::NvidiaCoopCaps();
-  caps.subgroup_shuffle = true;
-  caps.integer_dot_product = true;
-  for (const auto& [name, fused] : {std::pair{"llama-3.2-1b", true}, {"gemma-3-1b", true}, {"qwen3-0.6b", true},
-                                    {"llama-3.1-8b", false}}) {
-    absl::StatusOr<models::ModelConfig> config = models::SyntheticConfig(name);
-    ASSERT_TRUE(config.ok()) << config.status();
-    models::BuildOptions build;
-    build.context = 4096;
-    build.max_step_tokens = 256;
-    build.dtype_of = [](const std::string&, DType) { return DType::kQ8_0; };
-    absl::StatusOr<graph::Graph> g = runtime::StepGraph(*config, build, runtime::SamplingOptions{}, "default");
-    ASSERT_TRUE(g.ok()) << g.status();
-    auto q8 = passes::MakePass("q8-activations");
-    ASSERT_TRUE(q8.ok() && (*q8)->Run(*g).ok());
-    int taken = 0;
-    for (const graph::Node& n : g->nodes()) {
-      if (n.kind != graph::OpKind::kAttention) continue;
-      ASSERT_TRUE(n.attrs.Has("in_consumer")) << name;
-      const bool in_matmul = codegen::AttentionInMatMul(*g, n, caps, 1);
-      EXPECT_EQ(in_matmul, fused) << name;
-      if (!in_matmul || taken++ > 0) continue;  // the layers' kernels are alike: compile the first
-      const graph::Node& m = g->node(g->Users(n.id)[0]);
-      absl::StatusOr<test::CompiledKernel> compiled = test::EmitAndCompile(*g, m, caps, 1);
-      ASSERT_TRUE(compiled.ok()) << name << ": " << compiled.status();
-      const codegen::Kernel& k = compiled->kernel;
-      EXPECT_NE(k.variant.find("+attention.subgroups."), std::string::npos) << k.variant;
-      EXPECT_EQ(compiled->spirv.bindings.size(), k.args.size() + 2) << k.variant;  // step block, args, scratch
-      EXPECT_EQ(k.scratch_bytes, 16u);
-      EXPECT_EQ(compiled->spirv.local_size[0] % caps.subgroup_size, 0u) << k.variant;
-      EXPECT_GT(k.groups[0] * k.groups[1], static_cast<uint32_t>(n.attrs.Int("heads"))) << k.variant;
-      std::printf("[ %s ] %s: %u workgroups of %u\n", name, k.variant.c_str(), k.groups[0] * k.groups[1],
-                  compiled->spirv.local_size[0]);
-    }
-    EXPECT_EQ(taken, fused ? config->num_layers : 0) << name;
   }
 }
 
