@@ -154,7 +154,9 @@ TEST(Generation, StopInsideAGpuLoopLeavesTheSequenceAsOneStepDecodingDoes) {
 
 // Perplexity of run.c's own 128-token sequence, scored from run.c's logits in the test.
 TEST(Perplexity, MatchesRunCLogits) {
-  const Golden g = LoadGolden()[0];
+  const std::vector<Golden> golden = LoadGolden();
+  ASSERT_FALSE(golden.empty()) << "no run.c golden cases under " << Stories();
+  const Golden& g = golden[0];
   absl::StatusOr<test::NpyArray> logits = test::ReadNpy(Stories() / g.logits_file);
   ASSERT_TRUE(logits.ok()) << logits.status();
   const int64_t window = 128, vocab = 512;
