@@ -55,6 +55,16 @@ struct PlanStats {
   uint64_t activation_bytes = 0;  // bytes of the plan's activation arena
 };
 
+// A profiled step (Plan::RunProfiled).
+struct ProfiledStep {
+  // Each dispatch's nanoseconds (dispatches() order): its level's time between the timestamps
+  // around it, shared evenly by the level's dispatches.
+  std::vector<double> dispatch_ns;
+  // The same step with timestamps only at its start and end: what the step takes without the
+  // cost of a timestamp after each level.
+  double bare_ns = 0;
+};
+
 class Plan {
  public:
   // `external` gives the buffers of values that live outside the plan: every param, const,
@@ -82,12 +92,11 @@ class Plan {
   absl::Status Finish();
   bool pending() const { return cmd_ != nullptr && cmd_->pending(); }
 
-  // Runs the same step from a second recording, used only when profiling: the same dispatches and
-  // barriers in the same order, with a GPU timestamp after each level (the dispatches between two
-  // barriers, which run concurrently). Returns the nanoseconds of each dispatch (dispatches()
-  // order): its level's time, shared evenly by the level's dispatches. The second recording is
-  // made on first use. Needs DeviceInfo::timestamps.
-  absl::StatusOr<std::vector<double>> RunProfiled(uint32_t n_tokens, uint32_t pos);
+  // Runs the same step twice from two more recordings, used only when profiling: the same
+  // dispatches and barriers in the same order, first with a GPU timestamp at its start and end
+  // only, then with one after each level (the dispatches between two barriers, which run
+  // concurrently). The recordings are made on first use. Needs DeviceInfo::timestamps.
+  absl::StatusOr<ProfiledStep> RunProfiled(uint32_t n_tokens, uint32_t pos);
 
   const Slice& slice(graph::ValueId id) const { return slices_[static_cast<size_t>(id)]; }
   int64_t tokens() const { return tokens_; }
@@ -122,8 +131,9 @@ class Plan {
   // Kept to record the profiling command buffer.
   std::vector<const ComputePipeline*> pipelines_;
   std::vector<VkDescriptorSet> sets_;  // the first step's
-  std::unique_ptr<CommandBuffer> profile_cmd_;
-  std::unique_ptr<TimestampPool> timestamps_;
+  // The profiling recordings and their timestamps: [0] at the step's ends, [1] after each level.
+  std::unique_ptr<CommandBuffer> profile_cmd_[2];
+  std::unique_ptr<TimestampPool> timestamps_[2];
   PlanStats stats_;
   int record_count_ = 0;
 };

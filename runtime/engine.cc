@@ -266,11 +266,11 @@ absl::Status Engine::Rewind(int64_t position, int32_t next_token) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::vector<double>>> Engine::ProfileDecodeSteps(int64_t steps) {
+absl::StatusOr<std::vector<vk::ProfiledStep>> Engine::ProfileDecodeSteps(int64_t steps) {
   if (absl::Status s = DropAhead(); !s.ok()) return s;
-  std::vector<std::vector<double>> samples;
+  std::vector<vk::ProfiledStep> samples;
   while (static_cast<int64_t>(samples.size()) < steps && position_ < options_.context) {
-    absl::StatusOr<std::vector<double>> ns = decode_->RunProfiled(1, static_cast<uint32_t>(position_));
+    absl::StatusOr<vk::ProfiledStep> ns = decode_->RunProfiled(1, static_cast<uint32_t>(position_));
     if (!ns.ok()) return ns.status();
     ++position_;
     samples.push_back(*std::move(ns));
@@ -278,7 +278,7 @@ absl::StatusOr<std::vector<std::vector<double>>> Engine::ProfileDecodeSteps(int6
   return samples;
 }
 
-absl::StatusOr<std::vector<double>> Engine::ProfilePrefillChunk(std::span<const int32_t> ids) {
+absl::StatusOr<vk::ProfiledStep> Engine::ProfilePrefillChunk(std::span<const int32_t> ids) {
   if (absl::Status s = DropAhead(); !s.ok()) return s;
   if (absl::Status s = CheckIds(ids); !s.ok()) return s;
   if (ids.size() > static_cast<size_t>(options_.prefill_chunk)) {
@@ -286,7 +286,7 @@ absl::StatusOr<std::vector<double>> Engine::ProfilePrefillChunk(std::span<const 
                                                    " tokens, got ", ids.size()));
   }
   std::memcpy(prompt_->mapped(), ids.data(), ids.size() * sizeof(int32_t));
-  absl::StatusOr<std::vector<double>> ns =
+  absl::StatusOr<vk::ProfiledStep> ns =
       prefill_->RunProfiled(static_cast<uint32_t>(ids.size()), static_cast<uint32_t>(position_));
   if (!ns.ok()) return ns.status();
   position_ += static_cast<int64_t>(ids.size());

@@ -90,11 +90,11 @@ class Engine {
   absl::Status Rewind(int64_t position, int32_t next_token);
   int gpu_loop() const { return decode_loops_[0] ? decode_loops_[0]->steps() : 1; }
   // Up to `steps` DecodeNext steps (as many as the context has room for) through the decode plan's
-  // profiling recording (vk::Plan::RunProfiled): for each, the GPU nanoseconds of each of its
-  // dispatches (decode_plan().dispatches() order).
-  absl::StatusOr<std::vector<std::vector<double>>> ProfileDecodeSteps(int64_t steps);
+  // profiling recordings (vk::Plan::RunProfiled): for each, the GPU nanoseconds of each of its
+  // dispatches (decode_plan().dispatches() order) and of the step timed at its ends.
+  absl::StatusOr<std::vector<vk::ProfiledStep>> ProfileDecodeSteps(int64_t steps);
   // The same for one prefill chunk (ids.size() <= the prefill chunk; prefill_plan() order).
-  absl::StatusOr<std::vector<double>> ProfilePrefillChunk(std::span<const int32_t> ids);
+  absl::StatusOr<vk::ProfiledStep> ProfilePrefillChunk(std::span<const int32_t> ids);
 
   // Logits of every token of `ids` fed at the current position: [ids.size(), vocab].
   absl::StatusOr<std::vector<float>> PrefillLogits(std::span<const int32_t> ids);

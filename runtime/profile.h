@@ -29,7 +29,9 @@ uint64_t WeightBytesPerStep(const graph::Graph& g, const vk::Plan& plan, int64_t
 struct ProfileNode {
   std::string label, op, kernel;  // kernel: family.variant
   int level = 0;                  // the barrier level it runs in, with the other nodes of that level
-  double ns = 0;                  // mean over the profiled steps: its share of its level's time
+  // Mean over the profiled steps: its share of its level's time, less its share of a timestamp's
+  // cost (ProfileReport::timestamp_ns).
+  double ns = 0;
   DispatchBytes bytes;
 };
 
@@ -45,14 +47,17 @@ struct ProfileReport {
   std::vector<ProfileKind> kinds;  // by time, largest first
   double total_ns = 0;             // sum of the nodes' times
   int levels = 0;                  // barrier levels (a level's nodes run concurrently)
+  // What a timestamp after each level costs: the steps timed that way (timestamped_ns, the levels'
+  // times summed) against the same steps timed at their ends only (bare_ns), over the levels.
+  // Each level's time is less this, so that the nodes sum to about bare_ns.
+  double timestamped_ns = 0, bare_ns = 0, timestamp_ns = 0;
   double measured_step_ns = 0;     // the step's wall time without profiling (0: not measured)
   int steps = 0;                   // profiled steps averaged
   std::string step = "a decode step";  // what was profiled, for the title
 };
 
-// `samples`: the per-dispatch nanoseconds of several profiled steps of `plan`; `kv_length` the KV
-// length of a typical one.
-ProfileReport MakeProfile(const graph::Graph& g, const vk::Plan& plan, const std::vector<std::vector<double>>& samples,
+// `samples`: several profiled steps of `plan`; `kv_length` the KV length of a typical one.
+ProfileReport MakeProfile(const graph::Graph& g, const vk::Plan& plan, const std::vector<vk::ProfiledStep>& samples,
                           int64_t kv_length, double measured_step_ns);
 
 // The table (per op kind, then per node) and the total beside the measured step time.

@@ -211,6 +211,15 @@ TEST(ProfileTest, NodesSumToTheTotalAndNameTheirKernels) {
   for (const nlohmann::json& k : p["kinds"]) count += k["count"].get<int>();
   EXPECT_EQ(count, static_cast<int>(p["nodes"].size()));
   EXPECT_GT(p["measured_step_us"].get<double>(), 0);
+  // Each level's time less a timestamp's cost, (timestamped - bare) / levels: the nodes sum to the
+  // steps timed at their ends (more only where a level was shorter than the cost), and to no more
+  // than the timestamped levels.
+  const double timestamped = p["timestamped_total_us"].get<double>(), bare = p["bare_step_us"].get<double>();
+  const double cost = p["timestamp_cost_us"].get<double>();
+  EXPECT_GT(bare, 0);
+  EXPECT_NEAR(cost, std::max(0.0, timestamped - bare) / p["levels"].get<int>(), 1e-9 * timestamped);
+  EXPECT_LE(sum, timestamped * (1 + 1e-9));
+  EXPECT_GE(sum, std::min(bare, timestamped) * (1 - 1e-9));
 }
 
 TEST(BenchTest, TextProfileAndClearErrors) {

@@ -214,15 +214,15 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   if (profile) {
     e.Reset();
     const int64_t steps = std::min<int64_t>(*n, 16);
-    absl::StatusOr<std::vector<std::vector<double>>> samples = e.ProfileDecodeSteps(steps);
+    absl::StatusOr<std::vector<vk::ProfiledStep>> samples = e.ProfileDecodeSteps(steps);
     if (!samples.ok()) return samples.status();
     report = runtime::MakeProfile(e.decode_graph(), decode, *samples, std::max<int64_t>(1, steps / 2), lat.mean * 1e6);
     // The first prefill chunk of the prompt, from an empty context, three times.
     const std::span<const int32_t> chunk(prompt.data(), std::min<size_t>(prompt.size(), options->prefill_chunk));
-    std::vector<std::vector<double>> chunk_samples;
+    std::vector<vk::ProfiledStep> chunk_samples;
     for (int i = 0; i < 3 && !chunk.empty(); ++i) {
       e.Reset();
-      absl::StatusOr<std::vector<double>> ns = e.ProfilePrefillChunk(chunk);
+      absl::StatusOr<vk::ProfiledStep> ns = e.ProfilePrefillChunk(chunk);
       if (!ns.ok()) return ns.status();
       chunk_samples.push_back(*std::move(ns));
     }

@@ -55,7 +55,7 @@ void PrintSummary(const runtime::GenerationResult& r, const runtime::SamplingOpt
 // The per-dispatch profile of up to 8 decode steps after the generated text (where the context
 // has room), beside the measured decode step time (0: not measured).
 absl::Status PrintProfile(runtime::Engine& e, double measured_step_ns) {
-  absl::StatusOr<std::vector<std::vector<double>>> samples = e.ProfileDecodeSteps(8);
+  absl::StatusOr<std::vector<vk::ProfiledStep>> samples = e.ProfileDecodeSteps(8);
   if (!samples.ok()) return samples.status();
   if (samples->empty()) {
     std::fprintf(stderr, "no profile: the context is full\n");
