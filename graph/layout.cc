@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "graph/attention_inputs.h"
 
 namespace doppler::graph {
 
@@ -58,10 +59,11 @@ std::optional<ValueId> SoleMatmulOfNormedPart(const Graph& g, ValueId norm) {
   return matmul;
 }
 
-std::optional<ValueId> ConsumingMatmul(const Graph& g, ValueId id) {
+std::optional<ValueId> Consumer(const Graph& g, ValueId id) {
   const Node& n = g.node(id);
   if (n.kind == OpKind::kRmsNorm && !n.attrs.Has("group")) return SoleMatmulOfNormedPart(g, id);
   if (n.kind == OpKind::kLastRow) return SoleMatmulOfLastRow(g, id);
+  if (n.kind == OpKind::kMatMul) return AttentionOfProjection(g, id);
   return std::nullopt;
 }
 
