@@ -31,7 +31,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/attention_coop.h"
-#include "codegen/attention_projection.h"
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
@@ -148,11 +147,6 @@ void main() {
   // with q's loads (a decode step over a short context has one trip). Later trips load their own:
   // loading the next trip's during one needs twice the registers, which with 1,024 invocations
   // (at most 64 registers each) measured slower on the H100 (Qwen3-0.6B, 128-wide heads).
-  // With PROJECT, the head's q and the step's key and value are computed here first (into shared
-  // memory, codegen/attention_projection.h); the keys' registers are not taken while it runs.
-#if PROJECT
-  project(h);
-#endif
   float kd[KPI][DPL], vd[KPI][DPL];
   if (first + sg <= p) load_trip(first + sg, p, kv_base, kd, vd);  // uniform across the subgroup
   // q, and with APPEND the step's key and value for this kv head (the step is one token, at p),
@@ -355,7 +349,7 @@ void main() {
 // The appending kernel's inputs (bindings after the plain ones, in input order) and helpers:
 // `float k_value(uint t, uint e)` (the new key as the k cache write computes it, before the head's
 // 1 / rms), `k_square`, `k_scale`, `load_vn`, and `put_new`, `new_k`, `new_v` (below).
-std::string AppendGlsl(const EmitContext& c, const graph::AttentionInputs& a, graph::DType cache_dtype, bool projected) {
+std::string AppendGlsl(const EmitContext& c, const graph::AttentionInputs& a, graph::DType cache_dtype) {
   const int64_t head_dim = c.node.attrs.Int("head_dim"), kvw = c.node.attrs.Int("kv_heads") * head_dim;
   auto binding = [&](graph::ValueId v) {  // input i is binding i + 2 (the output is 1)
     for (size_t i = 0; i < c.node.inputs.size(); ++i) {
@@ -364,19 +358,17 @@ std::string AppendGlsl(const EmitContext& c, const graph::AttentionInputs& a, gr
     return uint32_t{0};
   };
   const bool k_norm = a.k_norm.has_value();
-  std::string out = absl::StrCat("#define APPEND 1\n#define KNORM ", k_norm ? 1 : 0, "\n");
-  if (!projected) {  // else the projection's load_kn and load_vn read them
-    absl::StrAppend(&out, FloatBuffer(binding(*a.k_new), "kn", graph::DType::kF32, true),
-                    FloatBuffer(binding(*a.v_new), "vn", graph::DType::kF32, true));
-  }
+  std::string out = absl::StrCat("#define APPEND 1\n#define KNORM ", k_norm ? 1 : 0, "\n",
+                                 FloatBuffer(binding(*a.k_new), "kn", graph::DType::kF32, true),
+                                 FloatBuffer(binding(*a.v_new), "vn", graph::DType::kF32, true));
   if (k_norm) {
     absl::StrAppend(&out, HeadNormLoad(binding(*a.k_norm), c.g.node(*a.k_norm).type.dtype, "kn", head_dim,
                                        c.node.attrs.Float("k_norm_offset"), "knw", "load_knormed"));
   }
   absl::StrAppend(&out, a.rope ? RopeFunction("k_value", k_norm ? "load_knormed" : "load_kn", "table", kvw, head_dim,
                                               c.node.attrs.Str("style") == "neox")
-                               : absl::StrCat("float k_value(uint t, uint e) { return load_kn(t * ", kvw, "u + e); }\n"));
-  absl::StrAppend(&out, "float k_square(uint e) { return ", k_norm ? "load_kn(e) * load_kn(e)" : "0.0", "; }\n",
+                               : absl::StrCat("float k_value(uint t, uint e) { return kn[t * ", kvw, "u + e]; }\n"));
+  absl::StrAppend(&out, "float k_square(uint e) { return ", k_norm ? "kn[e] * kn[e]" : "0.0", "; }\n",
                   "float k_scale(float sum_sq) { return ",
                   k_norm ? absl::StrCat("inversesqrt(sum_sq / ", head_dim, ".0 + ", FloatLiteral(c.node.attrs.Float("k_norm_eps")), ")")
                          : "1.0",
@@ -466,17 +458,8 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
   const graph::AttentionInputs a = graph::AttentionInputsOf(c.node);
   const bool rope = a.rope.has_value(), norm = a.q_norm.has_value(), append = a.k_new.has_value();
   if (append && !subgroups) return absl::InternalError("attention: only the subgroups variant appends keys itself");
-  // The q/k/v projection computed here (codegen/attention_projection.h): its x, weight and norm
-  // weight are bound in place of q, the new keys and the new values.
-  const std::optional<graph::ValueId> projection = append ? ProjectionOf(c) : std::nullopt;
-  std::string projection_glsl = "#define PROJECT 0\n";
-  if (projection) {
-    absl::StatusOr<std::string> glsl = ProjectionGlsl(c, c.g.node(*projection), wg);
-    if (!glsl.ok()) return glsl.status();
-    projection_glsl = *std::move(glsl);
-  }
   const std::string scale = FloatLiteral(c.node.attrs.Float("scale"));
-  std::string q_value = "float q_value(uint t, uint e) { return load_q(t * QW + e); }\n";
+  std::string q_value = "float q_value(uint t, uint e) { return q[t * QW + e]; }\n";
   // `float q_square(uint t, uint e)`: q[t, e]² for a head's norm (0 without one); `float
   // q_scale(float sum_sq)`: what multiplies a head's q given its sum of squares (the softmax scale,
   // times 1 / rms with a norm).
@@ -494,7 +477,7 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
                                         style == "neox"));
     if (norm) {
       q_norm = absl::StrCat("#define QNORM 1\n",
-                            "float q_square(uint t, uint e) { return load_q(t * QW + e) * load_q(t * QW + e); }\n",
+                            "float q_square(uint t, uint e) { return q[t * QW + e] * q[t * QW + e]; }\n",
                             "float q_scale(float sum_sq) { return ", scale, " * inversesqrt(sum_sq / ", head_dim,
                             ".0 + ", FloatLiteral(c.node.attrs.Float("norm_eps")), "); }\n");
     }
@@ -509,10 +492,9 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
                                "#extension GL_KHR_shader_subgroup_basic : enable\n"
                              : "",
                         FloatBuffer(1, "o", graph::DType::kF32, false),
-                        projection ? "" : FloatBuffer(2, "q", graph::DType::kF32, true),
-                        FloatBuffer(3, "kc", cache_dtype, !append), FloatBuffer(4, "vc", cache_dtype, !append),
-                        coop || block || subgroups ? "" : WorkgroupReductions(kWorkgroup, false),
-                        "const uint QW = ", heads * head_dim, "u;\n", Fill(R"(
+                        FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, !append),
+                        FloatBuffer(4, "vc", cache_dtype, !append), coop || block || subgroups ? "" : WorkgroupReductions(kWorkgroup, false),
+                        "const uint QW = ", heads * head_dim, "u;\n", q_value, Fill(R"(
 const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u;
 const uint WINDOW = {{WINDOW}}u, CAP = {{CAP}}u;  // key j lives in cache row j % CAP (a ring)
 // The first key a query at position p sees (its window's start, or 0).
@@ -524,26 +506,15 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
                                                                                 {"KVW", absl::StrCat(kv_heads * head_dim)},
                                                                                 {"WINDOW", absl::StrCat(window)},
                                                                                 {"CAP", absl::StrCat(c.input(1).type.shape[0].value)}}),
-                        projection_glsl, q_value, q_norm,
-                        append ? AppendGlsl(c, a, cache_dtype, projection.has_value()) : "#define APPEND 0\n",
+                        q_norm, append ? AppendGlsl(c, a, cache_dtype) : "#define APPEND 0\n",
                         Fill(coop ? CoopAttentionMain(coop_subgroups) : block ? kBlockMain : subgroups ? kSubgroupsMain : kTokenMain,
                              {{"TPQ", absl::StrCat(tpq)},
                               {"KC", absl::StrCat(kc)},
                               {"MIN_SG", absl::StrCat(min_sg)},
                               {"KPI", absl::StrCat(kpi)}}));
   if (append) absl::StrAppend(&k.variant, "+append");
-  if (projection) absl::StrAppend(&k.variant, "+qkv.", graph::Name(c.g.node(c.g.node(*projection).inputs[1]).type.dtype));
   k.args = {{c.node.id, true}};
-  for (graph::ValueId in : c.node.inputs) {
-    graph::ValueId bound = in;
-    if (projection) {
-      const graph::Node& m = c.g.node(*projection);
-      if (in == a.q) bound = m.inputs[0];
-      if (in == a.k_new) bound = m.inputs[1];
-      if (in == a.v_new) bound = m.inputs[2];
-    }
-    k.args.push_back({bound, append && (in == a.k_cache || in == a.v_cache)});
-  }
+  for (graph::ValueId in : c.node.inputs) k.args.push_back({in, append && (in == a.k_cache || in == a.v_cache)});
   k.groups = {static_cast<uint32_t>(heads),
               coop    ? CeilDiv(c.tokens, kCoopAttentionTile * coop_subgroups)
               : block ? CeilDiv(c.tokens, kBlockWorkgroup / tpq)

@@ -243,32 +243,6 @@ uint first_max(inout float best, uint best_i) {
   return absl::StrCat(common, reduce);
 }
 
-std::string Q8ArithmeticGlsl() {
-  return R"(// OpSDot on 4 x 8-bit packed vectors (SPV_KHR_integer_dot_product; glslang has no GLSL name for it).
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
-int sdot4_packed(uint a, uint b, spirv_literal int packed_vector_format);
-int sdot4(uint a, uint b) { return sdot4_packed(a, b, 0); }
-// An int of magnitude below 2^22 as a float, at the float rate (int-to-float conversions run at a
-// fraction of it).
-float i2f(int v) { return intBitsToFloat(v + 0x4B400000) - 12582912.0; }
-// A block's scale d from its largest |value| (times 1/127 in f32), and 1 / d: a division, then a
-// Newton step, within an ulp of the correctly rounded quotient that graph::RoundThroughQ8 divides
-// (a GPU's division may be a few ulps off).
-float q8_scale(float amax) { return amax * uintBitsToFloat(0x3C010204u); }
-float q8_inverse(float d) {
-  float id = d > 0.0 ? 1.0 / d : 0.0;
-  return fma(fma(-d, id, 1.0), id, id);
-}
-// Four values times id, rounded to integers as bytes: adding 1.5 · 2^23 rounds to the nearest
-// integer (ties to even) and leaves it, two's complement, in the low byte of the mantissa.
-uint pack_q8(vec4 v, float id) {
-  precise vec4 scaled = v * id;
-  uvec4 u = floatBitsToUint(scaled + 12582912.0) & 255u;
-  return u.x | (u.y << 8) | (u.z << 16) | (u.w << 24);
-}
-)";
-}
-
 std::string Fill(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& values) {
   std::vector<std::pair<std::string, std::string>> keyed;
   keyed.reserve(values.size());
@@ -325,7 +299,7 @@ float {{FN}}(uint t, uint e) {
 
 std::string HeadNormLoad(uint32_t binding, graph::DType dtype, const std::string& src, int64_t head_dim, double offset,
                          const std::string& weight, const std::string& fn) {
-  return absl::StrCat(FloatBuffer(binding, weight, dtype, true), "float ", fn, "(uint i) { return load_", src,
-                      "(i) * (load_", weight, "(i % ", head_dim, "u) + ", FloatLiteral(offset), "); }\n");
+  return absl::StrCat(FloatBuffer(binding, weight, dtype, true), "float ", fn, "(uint i) { return ", src, "[i] * (load_",
+                      weight, "(i % ", head_dim, "u) + ", FloatLiteral(offset), "); }\n");
 }
 }  // namespace doppler::codegen

@@ -45,14 +45,6 @@ std::string WorkgroupReductions(uint32_t workgroup_size, bool subgroup_arithmeti
 // it reduce each subgroup, and the first subgroup reduces the subgroups'; else a shared-memory tree.
 std::string FirstMaxReductionGlsl(bool subgroup_arithmetic);
 
-// For kernels that round x through q8 blocks (graph/activation_quant.h) and take integer dot
-// products: `int sdot4(uint a, uint b)` (the dot product of four packed signed bytes,
-// SPV_KHR_integer_dot_product), `float i2f(int v)` (an int of magnitude below 2^22 as a float, at
-// the float rate), `float q8_scale(float amax)` and `float q8_inverse(float d)` (a block's d from
-// its largest |value|, and 1 / d), and `uint pack_q8(vec4 v, float id)` (four values times 1 / d,
-// rounded to the nearest integers, ties to even, packed as bytes). Needs GL_EXT_spirv_intrinsics.
-std::string Q8ArithmeticGlsl();
-
 // Replaces every "{{KEY}}" in `tmpl` by its value.
 std::string Fill(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& values);
 
@@ -79,7 +71,7 @@ std::string RopeFunction(const std::string& fn, const std::string& load, const s
                          int64_t head_dim, bool neox);
 
 // A head norm prologue's loader for RopeFunction: the norm weight `weight` (head_dim values of
-// `dtype`) at `binding`, and `float <fn>(uint i)`: load_<src>(i) times its head dimension's weight plus
+// `dtype`) at `binding`, and `float <fn>(uint i)`: src[i] times its head dimension's weight plus
 // `offset` (the head's 1 / rms is applied by the caller, after the rotation).
 std::string HeadNormLoad(uint32_t binding, graph::DType dtype, const std::string& src, int64_t head_dim, double offset,
                          const std::string& weight = "nw", const std::string& fn = "load_normed");

@@ -2,7 +2,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "codegen/attention_projection.h"
 #include "codegen/emitters.h"
 #include "codegen/matmul.h"
 
@@ -59,8 +58,7 @@ absl::StatusOr<std::vector<Kernel>> EmitKernels(const graph::Graph& g, const gra
   const EmitContext c{g, node, caps, tokens};
   if (node.kind == graph::OpKind::kAttention) return EmitAttention(c);
   // Its producer's or consumer's kernel computes it.
-  if (TailInMatMul(g, node, tokens) || NormInConsumer(g, node, tokens) || LastRowInConsumer(g, node) ||
-      ProjectionInAttention(g, node, tokens, caps)) {
+  if (TailInMatMul(g, node, tokens) || NormInConsumer(g, node, tokens) || LastRowInConsumer(g, node)) {
     return std::vector<Kernel>{};
   }
   absl::StatusOr<Kernel> k = EmitOne(c);

@@ -51,8 +51,7 @@ struct Kernel {
 // may have). Source nodes (inputs, params, consts, states) have no kernel.
 // Most nodes are one dispatch; an appending attention may be three (codegen/emit_attention.cc),
 // recorded in order, with barriers placed as between any dispatches; an in_producer or in_consumer
-// node none where another kernel computes it (codegen/matmul.h: TailInMatMul, NormInConsumer,
-// LastRowInConsumer; codegen/attention_projection.h: ProjectionInAttention).
+// node none where a matmul's kernel computes it (codegen/matmul.h: TailInMatMul, NormInConsumer).
 absl::StatusOr<std::vector<Kernel>> EmitKernels(const graph::Graph& g, const graph::Node& node, const TargetCaps& caps,
                                                 int64_t tokens);
 

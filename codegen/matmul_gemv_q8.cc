@@ -290,7 +290,15 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
                   "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
                 : "",
       shuffle_blocks ? "#extension GL_KHR_shader_subgroup_shuffle : enable\n" : "",
-      "#extension GL_EXT_spirv_intrinsics : require\n", Q8ArithmeticGlsl(),
+      R"(#extension GL_EXT_spirv_intrinsics : require
+// OpSDot on 4 x 8-bit packed vectors (SPV_KHR_integer_dot_product; glslang has no GLSL name for it).
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot4_packed(uint a, uint b, spirv_literal int packed_vector_format);
+int sdot4(uint a, uint b) { return sdot4_packed(a, b, 0); }
+// An int of magnitude below 2^22 as a float, at the float rate (int-to-float conversions run at a
+// fraction of it).
+float i2f(int v) { return intBitsToFloat(v + 0x4B400000) - 12582912.0; }
+)",
       s.io_glsl, parts->glsl, parts->q8_glsl,
       "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };\n",
       Fill(R"(
@@ -340,6 +348,13 @@ bool last_workgroup() {
                 : "",
       Fill(R"(
 
+// Four values times id, rounded to integers as bytes: adding 1.5 · 2^23 rounds to the nearest
+// integer (ties to even) and leaves it, two's complement, in the low byte of the mantissa.
+uint pack_q8(vec4 v, float id) {
+  precise vec4 scaled = v * id;
+  uvec4 u = floatBitsToUint(scaled + 12582912.0) & 255u;
+  return u.x | (u.y << 8) | (u.z << 16) | (u.w << 24);
+}
 
 // Stages segment `seg` of x's rows t0.. (m of them) as q8 (graph/activation_quant.h), each
 // invocation taking four values at a time and eight neighbouring invocations a block; adds the
@@ -380,7 +395,11 @@ void stage_x(uint seg, uint t0, uint m, inout float sum_sq[TM]) {
       vec4 a = abs(v);
       float amax = block_max(max(max(a.x, a.y), max(a.z, a.w)), (t * STEPS + step) & 1u);
       if (live) {
-        float d = q8_scale(amax), id = q8_inverse(d);
+        float d = amax * uintBitsToFloat(0x3C010204u);  // 1/127 in f32
+        // 1 / d, then a Newton step: within an ulp of the correctly rounded quotient that
+        // graph::RoundThroughQ8 divides (a GPU's division may be a few ulps off).
+        float id = d > 0.0 ? 1.0 / d : 0.0;
+        id = fma(fma(-d, id, 1.0), id, id);
         if ((q & 7u) == 0u) xd[t * SEG_BLOCKS + q / 8u] = d;
         uint slot = x_slot(4u * q);
         xq[(t * SEG_PARTS + slot / XW) * XV + (slot % XW) / 4u][slot % 4u] = pack_q8(v, id);

@@ -1,9 +1,5 @@
 #include "graph/attention_inputs.h"
 
-#include <algorithm>
-
-#include "graph/layout.h"
-
 namespace doppler::graph {
 
 size_t AppendedInputCount(const Attrs& attrs) {
@@ -53,39 +49,6 @@ std::array<Node, 2> AppendedCacheWrites(const Graph& g, const Node& attention) {
   v.inputs = {a.v_cache, *a.v_new};
   v.type = g.node(a.v_cache).type;
   return {k, v};
-}
-
-std::optional<ValueId> AttentionOfProjection(const Graph& g, ValueId matmul) {
-  const Node& m = g.node(matmul);
-  if (m.kind != OpKind::kMatMul || !m.attrs.Has("norm_eps") || !m.attrs.Str("epilogue").empty() ||
-      SplitWidths(m).size() != 3) {
-    return std::nullopt;
-  }
-  auto is_output = [&](ValueId v) {
-    return std::any_of(g.outputs().begin(), g.outputs().end(), [&](const auto& o) { return o.second == v; });
-  };
-  if (is_output(matmul)) return std::nullopt;
-  std::optional<ValueId> attention;
-  std::array<ValueId, 3> parts = {-1, -1, -1};
-  for (ValueId p : g.Users(matmul)) {
-    const Node& part = g.node(p);
-    if (part.kind != OpKind::kPart || is_output(p)) return std::nullopt;
-    const int64_t index = part.attrs.Int("index");
-    const std::vector<ValueId> users = g.Users(p);
-    if (index < 0 || index > 2 || parts[static_cast<size_t>(index)] >= 0 || users.size() != 1) return std::nullopt;
-    if (attention.has_value() && *attention != users[0]) return std::nullopt;
-    attention = users[0];
-    parts[static_cast<size_t>(index)] = p;
-  }
-  if (!attention.has_value()) return std::nullopt;
-  const Node& att = g.node(*attention);
-  if (att.kind != OpKind::kAttention || att.attrs.Int("append") != 1) return std::nullopt;
-  const AttentionInputs a = AttentionInputsOf(att);
-  if (a.q != parts[0] || a.k_new != parts[1] || a.v_new != parts[2]) return std::nullopt;
-  for (ValueId p : parts) {
-    if (std::count(att.inputs.begin(), att.inputs.end(), p) != 1) return std::nullopt;
-  }
-  return attention;
 }
 
 }  // namespace doppler::graph

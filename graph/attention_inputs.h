@@ -27,10 +27,4 @@ size_t AppendedInputCount(const Attrs& attrs);
 // the norm's, and (v cache, v). Their ids are the attention's (they are not in the graph).
 std::array<Node, 2> AppendedCacheWrites(const Graph& g, const Node& attention);
 
-// The appending attention that alone reads a matmul's three parts, as its q, new keys and new
-// values: a q/k/v projection (fuse-qkv) with a norm prologue and no epilogue, whose parts nothing
-// else reads, in the step or after it. An attention kernel may then compute the projection itself
-// (attr in_consumer on the matmul, codegen/attention_projection.h). None for any other node.
-std::optional<ValueId> AttentionOfProjection(const Graph& g, ValueId matmul);
-
 }  // namespace doppler::graph

@@ -4,7 +4,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "graph/attention_inputs.h"
 
 namespace doppler::graph {
 
@@ -59,11 +58,10 @@ std::optional<ValueId> SoleMatmulOfNormedPart(const Graph& g, ValueId norm) {
   return matmul;
 }
 
-std::optional<ValueId> Consumer(const Graph& g, ValueId id) {
+std::optional<ValueId> ConsumingMatmul(const Graph& g, ValueId id) {
   const Node& n = g.node(id);
   if (n.kind == OpKind::kRmsNorm && !n.attrs.Has("group")) return SoleMatmulOfNormedPart(g, id);
   if (n.kind == OpKind::kLastRow) return SoleMatmulOfLastRow(g, id);
-  if (n.kind == OpKind::kMatMul) return AttentionOfProjection(g, id);
   return std::nullopt;
 }
 

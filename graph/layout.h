@@ -38,10 +38,9 @@ std::optional<ValueId> SoleMatmulOfNormedPart(const Graph& g, ValueId norm);
 // read by another node or after the step.
 std::optional<ValueId> SoleMatmulOfLastRow(const Graph& g, ValueId last_row);
 
-// The node whose kernel may compute a node as it reads its value (attr in_consumer, graph/op.h):
-// for a whole-row residual rms_norm SoleMatmulOfNormedPart, for a last_row SoleMatmulOfLastRow
-// (matmuls reading it as x), for a q/k/v projection AttentionOfProjection (graph/attention_inputs.h);
-// none for any other node.
-std::optional<ValueId> Consumer(const Graph& g, ValueId id);
+// The matmul that may compute a node as it reads its x (attr in_consumer, graph/op.h): for a
+// whole-row residual rms_norm SoleMatmulOfNormedPart, for a last_row SoleMatmulOfLastRow; none for
+// any other node.
+std::optional<ValueId> ConsumingMatmul(const Graph& g, ValueId id);
 
 }  // namespace doppler::graph

@@ -25,9 +25,7 @@ enum class OpKind : uint8_t {
                 // (attr epilogue, graph/epilogue.h) consuming the extra inputs; optional attr split.
                 // Optional attr x_quant = "q8": x (after a norm prologue) is first rounded in blocks of
                 // 32 along K to 8-bit integers times a per-block scale (graph::RoundThroughQ8), so that
-                // a kernel may take integer dot products. Attr in_consumer = 1 (a q/k/v projection whose
-                // three parts one appending attention alone reads, graph::AttentionOfProjection): that
-                // attention's kernel may compute it (codegen/attention_projection.h)
+                // a kernel may take integer dot products
   kAdd,         // (a[R, C], b) -> a + b; b is [R, C], or a vector [C] broadcast over the rows (a bias)
   kMul,         // (a[R, C], b) -> a * b; b as for add
   kSilu,        // x -> x * sigmoid(x)

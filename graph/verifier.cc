@@ -3,7 +3,6 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "graph/attention_inputs.h"
 #include "graph/layout.h"
 #include "graph/type_inference.h"
 
@@ -55,12 +54,9 @@ absl::Status Verify(const Graph& g) {
     if (n.attrs.Has("in_consumer") && n.kind == OpKind::kLastRow && !SoleMatmulOfLastRow(g, i).has_value()) {
       return NodeError(n, "in_consumer is for a last_row that one matmul alone reads, as x");
     }
-    if (n.attrs.Has("in_consumer") && n.kind == OpKind::kMatMul && !AttentionOfProjection(g, i).has_value()) {
-      return NodeError(n, "in_consumer is for a q/k/v projection whose parts one appending attention alone reads");
-    }
-    if (n.attrs.Has("in_consumer") && n.kind != OpKind::kLastRow && n.kind != OpKind::kMatMul &&
+    if (n.attrs.Has("in_consumer") && n.kind != OpKind::kLastRow &&
         (n.kind != OpKind::kRmsNorm || n.attrs.Has("group") || n.attrs.Int("residual") == 0)) {
-      return NodeError(n, "in_consumer is for a whole-row residual rms_norm, a last_row or a q/k/v projection");
+      return NodeError(n, "in_consumer is for a whole-row residual rms_norm or a last_row");
     }
     if (IsSource(n.kind)) {
       if (!names.insert({n.kind, n.attrs.Str("name")}).second) {

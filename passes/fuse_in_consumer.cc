@@ -1,7 +1,7 @@
-// Ops a consumer's kernel may compute as it reads their values, instead of in a dispatch (and
-// barrier level) of their own: each pass marks one kind with in_consumer = 1 where one node alone
-// reads the op's value (graph::Consumer). The op keeps its node and meaning; codegen gives it no kernel
-// where the consumer's kernel takes it, and the memory planner keeps its inputs until the consumer.
+// Ops a matmul's kernel may compute as it reads its x, instead of in a dispatch (and barrier level)
+// of their own: each pass marks one kind with in_consumer = 1 where one matmul alone reads the op's
+// value as x (graph::ConsumingMatmul). The op keeps its node and meaning; codegen gives it no kernel
+// where the matmul's variant takes it, and the memory planner keeps its inputs until the matmul.
 //
 // fuse-residual-norm-matmul: a residual RMSNorm whose normalised sum only a matmul reads (Gemma
 // 3's post-norm, residual add and next pre-norm, read by the next projection). Every workgroup of
@@ -20,15 +20,6 @@
 //
 //   before:  l = last_row(h)                        y = matmul(l, w, ...)
 //   after:   l = last_row(h) {in_consumer = 1}      (the same matmul)
-//
-// fuse-projection-attention: a q/k/v projection (fuse-qkv, with its norm prologue) whose three
-// parts one appending attention alone reads (fuse-kv-append; graph::AttentionOfProjection). The
-// decode attention kernel may compute the rows of its head itself (codegen/attention_projection.h),
-// so that a decode step has no barrier level between the projection and attention. Runs after
-// fuse-kv-append.
-//
-//   before:  y = matmul(x, w, nw) {norm_eps, split = "Q,K,V"}    o = attention(part(y, 0), kc, vc, ..., part(y, 1), part(y, 2))
-//   after:   y = matmul(x, w, nw) {norm_eps, split = "Q,K,V", in_consumer = 1}    (the same attention)
 #include "graph/layout.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
@@ -45,7 +36,7 @@ class FuseInConsumer : public Pass {
     bool changed = false;
     for (ValueId id = 0; id < g.size(); ++id) {
       const Node& n = g.node(id);
-      if (n.kind != kind_ || n.attrs.Has("in_consumer") || !graph::Consumer(g, id).has_value()) continue;
+      if (n.kind != kind_ || n.attrs.Has("in_consumer") || !graph::ConsumingMatmul(g, id).has_value()) continue;
       g.mutable_node(id).attrs.Set("in_consumer", int64_t{1});
       changed = true;
     }
@@ -65,10 +56,6 @@ std::unique_ptr<Pass> MakeFuseResidualNormMatmul() {
 
 std::unique_ptr<Pass> MakeFuseLastRowMatmul() {
   return std::make_unique<FuseInConsumer>("fuse-last-row-matmul", OpKind::kLastRow);
-}
-
-std::unique_ptr<Pass> MakeFuseProjectionAttention() {
-  return std::make_unique<FuseInConsumer>("fuse-projection-attention", OpKind::kMatMul);
 }
 
 }  // namespace doppler::passes

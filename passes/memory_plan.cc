@@ -115,9 +115,9 @@ absl::StatusOr<MemoryPlan> PlanMemory(const graph::Graph& g, int64_t tokens, con
     if (n.kind == OpKind::kPart || IsExternalKind(n.kind)) continue;  // no dispatch
     for (ValueId in : n.inputs) touch(in, n.id);
     touch(n.id, n.id);
-    // A node in_consumer may be computed by the node reading it, from its inputs (graph/op.h).
+    // A node in_consumer may be computed by the matmul reading it, from its inputs (graph/op.h).
     if (n.attrs.Has("in_consumer")) {
-      if (std::optional<ValueId> consumer = graph::Consumer(g, n.id)) {
+      if (std::optional<ValueId> consumer = graph::ConsumingMatmul(g, n.id)) {
         for (ValueId in : n.inputs) touch(in, *consumer);
         touch(n.id, *consumer);
       }

@@ -14,7 +14,6 @@ const std::vector<PassEntry>& Registry() {
       {"fuse-kv-append", MakeFuseKvAppend},
       {"fuse-residual-norm-matmul", MakeFuseResidualNormMatmul},
       {"fuse-last-row-matmul", MakeFuseLastRowMatmul},
-      {"fuse-projection-attention", MakeFuseProjectionAttention},
       {"fuse-matmul-tail", MakeFuseMatmulTail},
       {"q8-activations", MakeQ8Activations},
       {"dce", MakeDce},
@@ -27,16 +26,15 @@ const std::vector<PassEntry>& Registry() {
 // before the norm fusion can; then the remaining residual+norm pairs; then plain norms into the
 // matmuls that read them (after the merges above, which take plain matmuls only); rotary
 // embeddings into the cache writes and attention that read them, and then the per-head norms
-// before them; then the cache writes, with those prologues, into the attention that reads them,
-// and the q/k/v projection too (as in_consumer);
+// before them; then the cache writes, with those prologues, into the attention that reads them;
 // residual norms (Gemma 3's) into the matmuls that read their normalised sums, the last row into
 // the LM head that reads it (once the final norm is the head's), and row-wide ops (the LM head's
 // argmax, those norms again) into the matmuls they read, for the plans whose kernels take neither;
 // dce last.
 std::vector<std::string> DefaultPipeline() {
   return {"fuse-gate-up",   "fuse-qkv",       "fuse-matmul-epilogue",      "fuse-residual-rmsnorm", "fuse-norm-matmul",
-          "fuse-rope",      "fuse-head-norm", "fuse-kv-append", "fuse-projection-attention",
-          "fuse-residual-norm-matmul", "fuse-last-row-matmul", "fuse-matmul-tail", "dce"};
+          "fuse-rope",      "fuse-head-norm", "fuse-kv-append", "fuse-residual-norm-matmul", "fuse-last-row-matmul",
+          "fuse-matmul-tail", "dce"};
 }
 
 }  // namespace doppler::passes

@@ -26,7 +26,6 @@ std::unique_ptr<Pass> MakeFuseKvAppend();
 std::unique_ptr<Pass> MakeQ8Activations();
 std::unique_ptr<Pass> MakeFuseResidualNormMatmul();
 std::unique_ptr<Pass> MakeFuseLastRowMatmul();
-std::unique_ptr<Pass> MakeFuseProjectionAttention();
 std::unique_ptr<Pass> MakeFuseMatmulTail();
 std::unique_ptr<Pass> MakeDce();
 

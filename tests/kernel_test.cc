@@ -295,35 +295,20 @@ struct AppendCase {
   std::string style;  // "" for no rope
   bool head_norm;     // q and k normalised per head first
   int steps = 40;     // one-token decode steps
-  // q, k and v: inputs, or (a weight type) projected from an input x of `k` values with a norm
-  // prologue and q8 activations, which the decode kernel may compute itself
-  // (fuse-projection-attention, codegen/attention_projection.h).
-  std::optional<DType> projection = std::nullopt;
-  int64_t k = 0;
 };
 
 class AppendingAttentionTest : public KernelTest, public ::testing::WithParamInterface<AppendCase> {};
 
 // fuse-kv-append's form: attention writes the step's keys and values (rotated and normalised as the
 // k cache write did) and attends. Decode steps of one token run it as one kernel; larger buckets,
-// and devices without subgroup arithmetic, as the cache writes and then attention. With a q/k/v
-// projection, decode steps of one token run it inside that kernel too, where the device has
-// integer dot products.
+// and devices without subgroup arithmetic, as the cache writes and then attention.
 TEST_P(AppendingAttentionTest, WritesTheNewKeysThenAttends) {
   const AppendCase& c = GetParam();
   const int64_t q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim, positions = 64;
   GraphBuilder b;
-  ValueId q, k, v;
-  if (c.projection) {
-    ValueId x = b.RmsNorm(b.Input("x", Rows(c.k)), b.Param("x_norm", Vector(c.k)), 1e-5, 0.0);
-    q = b.MatMul(x, b.Param("wq", Matrix(q_width, c.k, *c.projection)));
-    k = b.MatMul(x, b.Param("wk", Matrix(kv_width, c.k, *c.projection)));
-    v = b.MatMul(x, b.Param("wv", Matrix(kv_width, c.k, *c.projection)));
-  } else {
-    q = b.Input("q", Rows(q_width));
-    k = b.Input("k", Rows(kv_width));
-    v = b.Input("v", Rows(kv_width));
-  }
+  ValueId q = b.Input("q", Rows(q_width));
+  ValueId k = b.Input("k", Rows(kv_width));
+  ValueId v = b.Input("v", Rows(kv_width));
   TensorType cache{c.cache, {Dim::Static(c.capacity), Dim::Static(kv_width)}};
   if (c.head_norm) {
     q = b.GroupRmsNorm(q, b.Param("q_norm", {DType::kF32, {Dim::Static(c.head_dim)}}), c.head_dim, 1e-6, 1.0);
@@ -341,20 +326,15 @@ TEST_P(AppendingAttentionTest, WritesTheNewKeysThenAttends) {
   b.Output("o", b.Attention(q, kc, vc, c.heads, c.kv_heads, c.head_dim, 0.3, c.window));
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
-  absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse(
-      c.projection ? "fuse-qkv,fuse-norm-matmul,fuse-rope,fuse-head-norm,fuse-kv-append,q8-activations,"
-                     "fuse-projection-attention,dce"
-                   : "fuse-rope,fuse-head-norm,fuse-kv-append,dce");
+  absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse("fuse-rope,fuse-head-norm,fuse-kv-append,dce");
   ASSERT_TRUE(pm.ok()) << pm.status();
   ASSERT_TRUE(pm->Run(*g).ok());
   for (const graph::Node& n : g->nodes()) {
     ASSERT_TRUE(n.kind != graph::OpKind::kCacheWrite && n.kind != graph::OpKind::kRope && n.kind != graph::OpKind::kRmsNorm)
         << graph::ToText(*g);
     if (n.kind == graph::OpKind::kAttention) ASSERT_EQ(n.attrs.Int("append"), 1);
-    if (n.kind == graph::OpKind::kMatMul) ASSERT_EQ(n.attrs.Int("in_consumer"), 1) << graph::ToText(*g);
   }
   auto step = [&](int64_t tokens, uint32_t seed) {
-    if (c.projection) return std::map<std::string, Tensor>{{"x", RandomRows(tokens, c.k, seed)}};
     return std::map<std::string, Tensor>{{"q", RandomRows(tokens, q_width, seed)},
                                          {"k", RandomRows(tokens, kv_width, seed + 1)},
                                          {"v", RandomRows(tokens, kv_width, seed + 2)}};
@@ -367,24 +347,18 @@ TEST_P(AppendingAttentionTest, WritesTheNewKeysThenAttends) {
     test::RandomParams params(*g, 1234);
     auto runner = test::GpuRunner::Create(ctx(), *g, 1, params);
     ASSERT_TRUE(runner.ok()) << runner.status();
-    const codegen::TargetCaps caps = vk::TargetCapsOf(ctx().info());
-    const bool appends = caps.subgroup_arithmetic;
-    const bool projects = c.projection && appends && caps.integer_dot_product && caps.subgroup_size == caps.min_subgroup_size;
-    const auto& dispatches = (*runner)->plan().dispatches();
-    EXPECT_EQ(dispatches.size(), (appends ? 1u : 3u) + (c.projection && !projects ? 1u : 0u));
-    if (appends) EXPECT_NE(dispatches.back().variant.find("+append"), std::string::npos);
-    if (projects) EXPECT_NE(dispatches.back().variant.find("+qkv."), std::string::npos) << dispatches.back().variant;
+    const bool appends = vk::TargetCapsOf(ctx().info()).subgroup_arithmetic;
+    EXPECT_EQ((*runner)->plan().dispatches().size(), appends ? 1u : 3u);
+    if (appends) EXPECT_NE((*runner)->plan().dispatches()[0].variant.find("+append"), std::string::npos);
   }
   // A key normalised and rotated in another order than the interpreter's can round to the
   // neighbouring f16 value (a step of 4.9e-4 relative) in an f16 cache: a looser bound there (up
-  // to 1.7e-4 seen, 256-wide heads with a head norm). A projection's q8 rounds x·g / d, with
-  // 1 / rms applied to the sums, where the interpreter rounds x·g/rms / (d/rms) (Q8MatMulTest).
-  const double tolerance = c.projection ? 2e-3 : c.cache == DType::kF16 ? 2e-4 : 2e-5;
+  // to 1.7e-4 seen, 256-wide heads with a head norm).
+  const double tolerance = c.cache == DType::kF16 ? 2e-4 : 2e-5;
   Compare(*g, 1, decode, tolerance);
   Compare(*g, 1, {decode.begin(), decode.begin() + 12}, tolerance, WithoutSubgroupArithmetic());
-  // A prefill bucket: the cache writes, then attention (q8 activations are for the matrix-vector
-  // kernels alone).
-  if (!c.projection) Compare(*g, 16, {{step(7, 20), 0}, {step(1, 30), 7}, {step(5, 40), 8}}, tolerance);
+  // A prefill bucket: the cache writes, then attention.
+  Compare(*g, 16, {{step(7, 20), 0}, {step(1, 30), 7}, {step(5, 40), 8}}, tolerance);
 }
 INSTANTIATE_TEST_SUITE_P(
     Forms, AppendingAttentionTest,
@@ -399,20 +373,12 @@ INSTANTIATE_TEST_SUITE_P(
                       // H100 and lavapipe), with the step's own key in a later trip; one through a
                       // window over a ring.
                       AppendCase{4, 2, 16, 0, 320, DType::kF32, "", false, 300},
-                      AppendCase{6, 3, 40, 150, 160, DType::kF32, "", false, 300},
-                      // Projected from x: rows of one part a lane and of several (lavapipe's 8
-                      // lanes, the H100's 32), weight types, head norms, a window over a ring.
-                      AppendCase{4, 2, 16, 0, 64, DType::kF16, "neox", false, 40, DType::kQ4_K, 256},
-                      AppendCase{8, 2, 32, 0, 64, DType::kF16, "neox", true, 40, DType::kQ6_K, 1024},
-                      AppendCase{6, 2, 20, 0, 64, DType::kF32, "interleaved", false, 40, DType::kQ8_0, 96},
-                      AppendCase{4, 1, 64, 12, 20, DType::kF16, "neox", true, 40, DType::kQ5_K, 512},
-                      AppendCase{3, 3, 18, 0, 48, DType::kF32, "", false, 40, DType::kQ4_K, 2304}),
+                      AppendCase{6, 3, 40, 150, 160, DType::kF32, "", false, 300}),
     [](const ::testing::TestParamInfo<AppendCase>& i) {
       const AppendCase& c = i.param;
       return absl::StrCat("h", c.heads, "_kv", c.kv_heads, "_d", c.head_dim, "_w", c.window, "_",
                           graph::Name(c.cache), "_", c.style.empty() ? "norope" : c.style, c.head_norm ? "_head_norm" : "",
-                          c.steps == 40 ? "" : absl::StrCat("_steps", c.steps),
-                          c.projection ? absl::StrCat("_qkv_", graph::Name(*c.projection), "_k", c.k) : "");
+                          c.steps == 40 ? "" : absl::StrCat("_steps", c.steps));
     });
 
 struct AttentionCase {
