@@ -78,6 +78,12 @@ constexpr int64_t kMaxWorkgroupsQ8_0 = 4096;
 // tok/s, Llama-3.2-1B's 1,190 -> 1,239-1,247.
 constexpr int64_t kMinStagedRows = 16;
 constexpr uint32_t kWidestWorkgroup = 1024;
+// ...but only while the dispatch keeps at least kMinWorkgroups workgroups (about the H100's 132
+// multiprocessors): Qwen3-0.6B's down projections (1,024 rows) in 128 workgroups of 8 rows took
+// 5.9 µs, in 64 of 16 rows 6.1, and its decode went 1,150 -> 1,178 tok/s; Gemma-3-1B's (1,152
+// rows) took the same in 144 workgroups as in 72, while Llama-3.2-1B's (2,048 rows) took 9.5 µs
+// in 256 workgroups of 8 rows and 8.6 in 128 of 16.
+constexpr int64_t kMinWorkgroups = 128;
 // Shared memory for the staged x, at most (bytes): within every device's 16 KiB and NVIDIA's 48,
 // and small enough to keep several workgroups on a multiprocessor.
 constexpr int64_t kStageBytes = 24 * 1024;
@@ -222,7 +228,8 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
     // Wider workgroups where a workgroup would stage x for few weight rows.
     const uint32_t widest = WidestPowerOfTwoWorkgroup(c.caps, kWidestWorkgroup);
     auto rows = [&](uint32_t w) { return (w / team) * rn * s.gates * tm * groups_per_team(w / team); };
-    while (wg * 2 <= widest && rows(wg) < kMinStagedRows) wg *= 2;
+    auto workgroups_of = [&](uint32_t w) { return CeilDiv(row_groups, (w / team) * groups_per_team(w / team)); };
+    while (wg * 2 <= widest && rows(wg) < kMinStagedRows && workgroups_of(wg * 2) >= kMinWorkgroups) wg *= 2;
   }
   if (wg % 8 != 0) return absl::InternalError(absl::StrCat("x_quant: workgroups of ", wg, " cannot stage x by blocks of 8 invocations"));
   const uint32_t subs = subgroup_teams ? team / sg : 1;
@@ -429,8 +436,9 @@ void main() {
   // RG_PER_TEAM: at each i the dispatch's workgroups read one contiguous stretch of the matrix.
   // On the H100 that made the LM heads faster than each workgroup reading its own stretch in turn
   // (Llama-3.2-1B's 90.0 -> 86.7 µs, Gemma-3-1B's 133.2 -> 126.7, Llama-3.1-8B's 175.5 -> 164.6),
-  // and Gemma-3-1B's gate+up (two row groups a team) 11.4 -> 10.6. Each lane keeps the parts of its
-  // next DEPTH iterations in flight.
+  // and Gemma-3-1B's gate+up (two row groups a team) 11.4 -> 10.6; but Llama-3.2-1B's Q8_0 head
+  // (two row groups a team, 4,008 workgroups, not all resident at once) 112.0 -> 118.1. Each lane
+  // keeps the parts of its next DEPTH iterations in flight.
   WPart8 ring[DEPTH][RN * G];
   for (uint i = 0u; i < RG_PER_TEAM; ++i) {  // uniform
     uint col0 = ((i * WORKGROUPS + wgi) * TEAMS + team) * RN;
