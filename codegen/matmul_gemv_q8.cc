@@ -80,9 +80,11 @@ constexpr int64_t kMinStagedRows = 16;
 constexpr uint32_t kWidestWorkgroup = 1024;
 // ...but only while the dispatch keeps at least kMinWorkgroups workgroups (about the H100's 132
 // multiprocessors): Qwen3-0.6B's down projections (1,024 rows) in 128 workgroups of 8 rows took
-// 5.9 µs, in 64 of 16 rows 6.1, and its decode went 1,150 -> 1,178 tok/s; Gemma-3-1B's (1,152
-// rows) took the same in 144 workgroups as in 72, while Llama-3.2-1B's (2,048 rows) took 9.5 µs
-// in 256 workgroups of 8 rows and 8.6 in 128 of 16.
+// 5.9 µs, in 64 of 16 rows 6.1; Gemma-3-1B's (1,152 rows) the same in 144 workgroups as in 72,
+// while Llama-3.2-1B's (2,048 rows) took 9.5 µs in 256 workgroups of 8 rows and 8.6 in 128 of 16.
+// Decode A/B: Qwen3-0.6B 1,156 -> 1,164 tok/s, Llama-3.2-1B 1,461 -> 1,468, Gemma-3-1B 942.5 ->
+// 945.6, but Llama-3.1-8B 383.6 -> 382.0 (its Q6_K v projections, 1,024 rows beside q and k, in
+// 128 workgroups instead of 64: that level 5.9 -> 6.6 µs).
 constexpr int64_t kMinWorkgroups = 128;
 // Shared memory for the staged x, at most (bytes): within every device's 16 KiB and NVIDIA's 48,
 // and small enough to keep several workgroups on a multiprocessor.
