@@ -40,7 +40,7 @@ CommandSpec Spec() {
       {"r", "r", "N", "repetitions (mean ± sd)", "5"},
       GpuLoopOptionSpec(),
       {"json", "", "", "print one JSON object instead of the table", ""},
-      {"profile", "", "", "GPU time of a decode step and a prefill chunk per barrier level (shared by its dispatches), per op kind and per node", ""},
+      {"profile", "", "", "GPU time of a decode step and a prefill chunk per barrier level (shared by its dispatches, the timestamps' own cost taken off), per op kind and per node", ""},
       {"seed", "s", "N", "seed of the random prompt ids and of the sampler", "1"},
   };
   spec.options.insert(spec.options.end(), more.begin(), more.end());

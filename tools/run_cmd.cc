@@ -31,7 +31,7 @@ CommandSpec Spec() {
       {"stop", "", "STR", "stop before this text (repeatable)", ""},
       {"ignore-eos", "", "", "keep generating after an end-of-sequence token", ""},
       {"no-bos", "", "", "do not start the prompt with the BOS token", ""},
-      {"profile", "", "", "after generating, profile 8 more decode steps (GPU time per barrier level, shared by its dispatches) to stderr", ""},
+      {"profile", "", "", "after generating, profile 8 more decode steps (GPU time per barrier level, shared by its dispatches, the timestamps' own cost taken off) to stderr", ""},
       GpuLoopOptionSpec(),
   };
   spec.options.insert(spec.options.end(), more.begin(), more.end());
