@@ -226,23 +226,23 @@ absl::StatusOr<ProfiledStep> Plan::RunProfiled(uint32_t n_tokens, uint32_t pos) 
     profile_cmd_[timed_levels] = *std::move(cmd);
   }
   if (absl::Status s = WriteStepParams(n_tokens, pos); !s.ok()) return s;
-  ProfiledStep out;
+  // The step timed at its ends, then with a timestamp after each level.
+  std::vector<double> ns[2];
   for (int timed_levels = 0; timed_levels < 2; ++timed_levels) {
     if (absl::Status s = ctx_.Submit(*profile_cmd_[timed_levels]); !s.ok()) return s;
-    absl::StatusOr<std::vector<double>> ns = ctx_.ReadTimestamps(*timestamps_[timed_levels]);
-    if (!ns.ok()) return ns.status();
-    if (!timed_levels) {
-      out.bare_ns = std::max(0.0, (*ns)[1] - (*ns)[0]);
-      continue;
-    }
-    // A level's time, shared evenly by its dispatches.
-    std::vector<uint32_t> level_size(levels, 0);
-    for (uint32_t i = 0; i < n; ++i) ++level_size[dispatches_[i].level];
-    out.dispatch_ns.resize(n);
-    for (uint32_t i = 0; i < n; ++i) {
-      const uint32_t l = dispatches_[i].level;
-      out.dispatch_ns[i] = std::max(0.0, (*ns)[l + 1] - (*ns)[l]) / level_size[l];
-    }
+    absl::StatusOr<std::vector<double>> read = ctx_.ReadTimestamps(*timestamps_[timed_levels]);
+    if (!read.ok()) return read.status();
+    ns[timed_levels] = *std::move(read);
+  }
+  ProfiledStep out;
+  out.bare_ns = std::max(0.0, ns[0][1] - ns[0][0]);
+  // A level's time, shared evenly by its dispatches.
+  std::vector<uint32_t> level_size(levels, 0);
+  for (uint32_t i = 0; i < n; ++i) ++level_size[dispatches_[i].level];
+  out.dispatch_ns.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t l = dispatches_[i].level;
+    out.dispatch_ns[i] = std::max(0.0, ns[1][l + 1] - ns[1][l]) / level_size[l];
   }
   return out;
 }
