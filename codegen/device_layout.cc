@@ -6,48 +6,61 @@
 
 namespace doppler::codegen {
 namespace {
-// Where the padding goes in a block: after the stored bytes [0, at).
-struct Padding {
-  size_t at, bytes;
+// The fields of a block of a split format, in stored order: quants, then scales, then d.
+struct SplitFields {
+  size_t quants_at, quants, scales_at, scales, d_at;
 };
-Padding PaddingOf(graph::DType dtype) {
+bool SplitFieldsOf(graph::DType dtype, SplitFields& f) {
   switch (dtype) {
-    case graph::DType::kQ6_K:
-      return {210, 2};
-    case graph::DType::kQ8_0:
-      return {2, static_cast<size_t>(kQ8_0DeviceQuantOffset) - 2};
+    case graph::DType::kQ6_K:  // ql[128], qh[64], int8 scales[16], f16 d
+      f = {0, 192, 192, 16, 208};
+      return true;
+    case graph::DType::kQ8_0:  // f16 d, int8 qs[32]
+      f = {2, 32, 0, 0, 0};
+      return true;
     default:
-      return {0, 0};
+      return false;
   }
 }
 }  // namespace
 
-int64_t DeviceBlockBytes(graph::DType dtype) {
-  return graph::Info(dtype).block_bytes + static_cast<int64_t>(PaddingOf(dtype).bytes);
+DeviceRow DeviceRowOf(graph::DType dtype, int64_t k) {
+  const graph::DTypeInfo& info = graph::Info(dtype);
+  SplitFields f;
+  if (!SplitFieldsOf(dtype, f)) return {static_cast<int64_t>(graph::ByteSize(dtype, k)), false, 0, 0};
+  const int64_t blocks = k / info.block_elems;
+  const int64_t scales_at = blocks * static_cast<int64_t>(f.quants);
+  const int64_t d_at = scales_at + blocks * static_cast<int64_t>(f.scales);
+  return {(d_at + 2 * blocks + 15) / 16 * 16, true, scales_at, d_at};
 }
 
-size_t DeviceByteSize(graph::DType dtype, int64_t n) {
-  return static_cast<size_t>(n / graph::Info(dtype).block_elems) * static_cast<size_t>(DeviceBlockBytes(dtype));
+size_t DeviceByteSize(graph::DType dtype, int64_t n, int64_t k) {
+  const DeviceRow row = DeviceRowOf(dtype, k);
+  if (!row.split) return graph::ByteSize(dtype, n);
+  return static_cast<size_t>(n / k) * static_cast<size_t>(row.bytes);
 }
 
-std::vector<std::pair<std::string, std::string>> DeviceLayoutValues() {
-  return {{"Q6K_BLOCK", absl::StrCat(DeviceBlockBytes(graph::DType::kQ6_K))},
-          {"Q8_0_BLOCK", absl::StrCat(DeviceBlockBytes(graph::DType::kQ8_0))},
-          {"Q8_0_QS", absl::StrCat(kQ8_0DeviceQuantOffset)}};
+std::vector<std::pair<std::string, std::string>> DeviceRowValues(graph::DType dtype, int64_t k) {
+  const DeviceRow row = DeviceRowOf(dtype, k);
+  return {{"ROW_BYTES", absl::StrCat(row.bytes)}, {"SC_AT", absl::StrCat(row.scales_at)}, {"D_AT", absl::StrCat(row.d_at)}};
 }
 
-std::vector<uint8_t> ToDeviceLayout(graph::DType dtype, std::vector<uint8_t> stored) {
-  const size_t stored_block = static_cast<size_t>(graph::Info(dtype).block_bytes);
-  const size_t device_block = static_cast<size_t>(DeviceBlockBytes(dtype));
-  if (device_block == stored_block) return stored;
-  const Padding pad = PaddingOf(dtype);
-  const size_t blocks = stored.size() / stored_block;
-  std::vector<uint8_t> device(blocks * device_block, 0);
-  for (size_t b = 0; b < blocks; ++b) {
-    const uint8_t* from = stored.data() + b * stored_block;
-    uint8_t* to = device.data() + b * device_block;
-    std::memcpy(to, from, pad.at);
-    std::memcpy(to + pad.at + pad.bytes, from + pad.at, stored_block - pad.at);
+std::vector<uint8_t> ToDeviceLayout(graph::DType dtype, int64_t k, std::vector<uint8_t> stored) {
+  SplitFields f;
+  if (!SplitFieldsOf(dtype, f)) return stored;
+  const DeviceRow row = DeviceRowOf(dtype, k);
+  const size_t block = static_cast<size_t>(graph::Info(dtype).block_bytes);
+  const size_t blocks_per_row = static_cast<size_t>(k / graph::Info(dtype).block_elems);
+  const size_t rows = stored.size() / (block * blocks_per_row);
+  std::vector<uint8_t> device(rows * static_cast<size_t>(row.bytes), 0);
+  for (size_t r = 0; r < rows; ++r) {
+    uint8_t* to = device.data() + r * static_cast<size_t>(row.bytes);
+    for (size_t b = 0; b < blocks_per_row; ++b) {
+      const uint8_t* from = stored.data() + (r * blocks_per_row + b) * block;
+      std::memcpy(to + b * f.quants, from + f.quants_at, f.quants);
+      std::memcpy(to + static_cast<size_t>(row.scales_at) + b * f.scales, from + f.scales_at, f.scales);
+      std::memcpy(to + static_cast<size_t>(row.d_at) + 2 * b, from + f.d_at, 2);
+    }
   }
   return device;
 }

@@ -1,15 +1,18 @@
 // How a weight's bytes lie in device memory, where that differs from its storage format (GGUF's
 // block layouts, which the interpreter and the loaders read).
 //
-// Q6_K blocks are 210 bytes and Q8_0 blocks 34, so every other block of a row starts 2 bytes off a
-// 32-bit word, and each of its 32-bit reads would take two loads and a funnel shift. On the device
-// each Q6_K block is followed by 2 bytes of padding (212 bytes), and each Q8_0 block has 2 bytes of
-// padding after its f16 scale (36 bytes: d, padding, the 32 quants), so that every field of every
-// block starts on a word and the kernels read it in single 32-bit loads. On the H100 the Q6_K
-// padding took Llama-3.2-1B's Q6_K down projections from 124 to 109 µs a step (1,020 -> 1,046
-// tok/s) and Llama-3.1-8B's decode from 229.5 to 240.7 tok/s, for 1% more bytes; the Q8_0 padding
-// (6% more bytes) Llama-3.2-1B in Q8_0 from 928 to 987 tok/s (pp512 34,300 -> 37,700) and
-// Gemma-3-1B's mostly Q8_0 Q4_K_M from 679 to 687. Every other type lies as stored.
+// Q6_K blocks are 210 bytes and Q8_0 blocks 34, so their fields fall on no common boundary: every
+// other block starts 2 bytes off a 32-bit word, and none of their quants can be read as 16-byte
+// vectors. On the device each row of these formats is split by field ("split rows"): first the
+// quants of all its blocks (Q6_K's ql and qh, 192 bytes a block; Q8_0's 32), then Q6_K's int8
+// scales (16 bytes a block), then the blocks' f16 d, then padding to a multiple of 16 bytes. Every
+// block's quants and scales are then whole 16-byte vectors, with no more bytes than stored but for
+// the row's padding.
+//
+// On the H100 the Q6_K quants read as 16-byte vectors took Llama-3.2-1B's Q6_K down projections
+// from 11.8 to 11.0 µs even with blocks padded to 224 bytes (LM heads grew with their bytes: the
+// 1B's 86.9 -> 92.2 µs), which split rows do without. (Before, blocks were padded to whole words:
+// 212 and 36 bytes.) Every other type lies as stored.
 #pragma once
 
 #include <cstdint>
@@ -21,19 +24,25 @@
 
 namespace doppler::codegen {
 
-// Bytes of one block of `dtype` on the device (of one element for non-block types).
-int64_t DeviceBlockBytes(graph::DType dtype);
-// Where a Q8_0 block's quants start on the device.
-inline constexpr int64_t kQ8_0DeviceQuantOffset = 4;
+// Where one row of k values of `dtype` lies on the device.
+struct DeviceRow {
+  int64_t bytes = 0;      // the row's bytes (a multiple of 16 for split rows)
+  bool split = false;     // split by field (Q6_K, Q8_0)
+  int64_t scales_at = 0;  // split rows: the first block's scales (Q6_K), from the row's start
+  int64_t d_at = 0;       // split rows: the first block's f16 d
+};
+DeviceRow DeviceRowOf(graph::DType dtype, int64_t k);
 
-// Bytes of `n` values of `dtype` on the device (n a multiple of the block size for block formats).
-size_t DeviceByteSize(graph::DType dtype, int64_t n);
+// Bytes of `n` values of `dtype` on the device, in rows of `k` (n and k multiples of the block size
+// for block formats).
+size_t DeviceByteSize(graph::DType dtype, int64_t n, int64_t k);
 
-// The device's block geometry as template values for GLSL decoders (codegen/glsl_common.h Fill):
-// {{Q6K_BLOCK}} and {{Q8_0_BLOCK}} (bytes per block), {{Q8_0_QS}} (where a Q8_0 block's quants start).
-std::vector<std::pair<std::string, std::string>> DeviceLayoutValues();
+// A row's geometry as template values for GLSL decoders (codegen/glsl_common.h Fill):
+// {{ROW_BYTES}}, {{SC_AT}} and {{D_AT}} (0 where the row is not split).
+std::vector<std::pair<std::string, std::string>> DeviceRowValues(graph::DType dtype, int64_t k);
 
-// A weight's bytes as stored (graph::ByteSize(dtype, n) of them) laid out for the device.
-std::vector<uint8_t> ToDeviceLayout(graph::DType dtype, std::vector<uint8_t> stored);
+// A [rows, k] weight's bytes as stored (graph::ByteSize(dtype, rows * k) of them) laid out for the
+// device.
+std::vector<uint8_t> ToDeviceLayout(graph::DType dtype, int64_t k, std::vector<uint8_t> stored);
 
 }  // namespace doppler::codegen

@@ -16,7 +16,7 @@ absl::StatusOr<Kernel> EmitEmbedding(const EmitContext& c) {
   k.family = "embedding";
   k.variant = absl::StrCat("gather.", graph::Name(table.type.dtype));
   k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), FloatBuffer(1, "dst", graph::DType::kF32, false),
-                        FloatBuffer(2, "table", table.type.dtype, true), IntBuffer(3, "ids", true),
+                        WeightRowsBuffer(2, "table", table.type.dtype, dim), IntBuffer(3, "ids", true),
                         Fill(R"(
 void main() {
   uint t = gl_WorkGroupID.y;

@@ -8,22 +8,23 @@
 namespace doppler::codegen {
 namespace {
 
-// `float load_<name>(uint i)` for a row-major matrix stored in one of llama.cpp's block formats:
-// rows hold whole blocks, so element i is value i % E of block i / E, which starts at byte
-// (i / E) * B (E values in B bytes per block as the block lies on the device,
-// codegen/device_layout.h). Bytes are read out of the uint array with shifts (little-endian), f16
-// fields with unpackHalf2x16 (every f16 field is 2-byte aligned: block sizes and field offsets are
-// even); `<name>_byte` and `<name>_half` serve other decoders of the same buffer too. The
+// `float load_<name>(uint i)` for a row-major [rows, K] matrix stored in one of llama.cpp's block
+// formats, as it lies on the device (codegen/device_layout.h): Q4_K and Q5_K rows hold whole
+// blocks as stored, so element i is value i % 256 of block i / 256; Q6_K and Q8_0 rows are split
+// by field, so element i is value e = i % K of row i / K, its quants in the row's block e / E
+// (E values a block), its scale and d further on in the row. Bytes are read out of 32-bit words
+// with shifts (little-endian), f16 fields with unpackHalf2x16 (every f16 field is 2-byte aligned);
+// `<name>_word`, `<name>_byte` and `<name>_half` serve other decoders of the same buffer too. The
 // arithmetic is models/quant/dequantize.cc's, in the same float32 order, and `precise` keeps the
 // compiler from fusing it into a multiply-add, so the values are bit-identical to the CPU's.
-std::string BlockDecoder(const std::string& name, graph::DType dtype) {
+std::string BlockDecoder(const std::string& name, graph::DType dtype, int64_t k) {
   std::string body;
   switch (dtype) {
-    case graph::DType::kQ8_0:  // f16 d, int8 q[32]: d * q
+    case graph::DType::kQ8_0:  // int8 q[32] (a row's quants first), f16 d: d * q
       body = R"(
-  uint base = (i >> 5) * {{Q8_0_BLOCK}}u;  // device blocks (codegen/device_layout.h)
-  int q = bitfieldExtract(int({{N}}_byte(base + {{Q8_0_QS}}u + (i & 31u))), 0, 8);
-  precise float y = {{N}}_half(base) * float(q);
+  uint row = i / {{K}}u, e = i - row * {{K}}u, base = row * {{ROW_BYTES}}u;
+  int q = bitfieldExtract(int({{N}}_byte(base + e)), 0, 8);
+  precise float y = {{N}}_half(base + {{D_AT}}u + (e >> 5) * 2u) * float(q);
   return y;
 )";
       break;
@@ -57,15 +58,15 @@ std::string BlockDecoder(const std::string& name, graph::DType dtype) {
   return y;
 )");
       break;
-    case graph::DType::kQ6_K:  // ql[128], qh[64], int8 scales[16], f16 d
+    case graph::DType::kQ6_K:  // ql[128], qh[64] (a row's quants first), int8 scales[16], f16 d
       body = R"(
-  uint base = (i >> 8) * {{Q6K_BLOCK}}u;  // device blocks (codegen/device_layout.h)
-  uint v = i & 255u, n = v >> 7, k = (v >> 5) & 3u, l = v & 31u;
-  uint lo = {{N}}_byte(base + 64u * n + 32u * (k & 1u) + l);
-  uint hi = ({{N}}_byte(base + 128u + 32u * n + l) >> (2u * k)) & 3u;
+  uint row = i / {{K}}u, e = i - row * {{K}}u, base = row * {{ROW_BYTES}}u;
+  uint b = e >> 8, v = e & 255u, n = v >> 7, k = (v >> 5) & 3u, l = v & 31u, qs = base + b * 192u;
+  uint lo = {{N}}_byte(qs + 64u * n + 32u * (k & 1u) + l);
+  uint hi = ({{N}}_byte(qs + 128u + 32u * n + l) >> (2u * k)) & 3u;
   int q = int((k < 2u ? (lo & 15u) : (lo >> 4)) | (hi << 4)) - 32;
-  int s = bitfieldExtract(int({{N}}_byte(base + 192u + (v >> 4))), 0, 8);
-  precise float ds = {{N}}_half(base + 208u) * float(s);
+  int s = bitfieldExtract(int({{N}}_byte(base + {{SC_AT}}u + b * 16u + (v >> 4))), 0, 8);
+  precise float ds = {{N}}_half(base + {{D_AT}}u + b * 2u) * float(s);
   precise float y = ds * float(q);
   return y;
 )";
@@ -73,10 +74,11 @@ std::string BlockDecoder(const std::string& name, graph::DType dtype) {
     default:
       return absl::StrCat("#error ", graph::Name(dtype), " is not a block format\n");
   }
-  std::vector<std::pair<std::string, std::string>> values = DeviceLayoutValues();
+  std::vector<std::pair<std::string, std::string>> values = DeviceRowValues(dtype, k);
   values.emplace_back("N", name);
-  return Fill(absl::StrCat(R"(uint {{N}}_byte(uint b) { return ({{N}}[b >> 2] >> ((b & 3u) << 3)) & 255u; }
-float {{N}}_half(uint b) { return unpackHalf2x16(({{N}}[b >> 2] >> ((b & 2u) << 3)) & 65535u).x; }
+  values.emplace_back("K", absl::StrCat(k));
+  return Fill(absl::StrCat(R"(uint {{N}}_byte(uint b) { return ({{N}}_word(b >> 2) >> ((b & 3u) << 3)) & 255u; }
+float {{N}}_half(uint b) { return unpackHalf2x16(({{N}}_word(b >> 2) >> ((b & 2u) << 3)) & 65535u).x; }
 float load_{{N}}(uint i) {)",
                            body, "}\n"),
               values);
@@ -106,14 +108,22 @@ std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType 
     case graph::DType::kBF16:
       return absl::StrCat(decl, "uint ", name, "[]; };\nfloat load_", name, "(uint i) { return uintBitsToFloat(((",
                           name, "[i >> 1] >> ((i & 1u) * 16u)) & 0xFFFFu) << 16); }\n");
-    case graph::DType::kQ8_0:
-    case graph::DType::kQ4_K:
-    case graph::DType::kQ5_K:
-    case graph::DType::kQ6_K:
-      return absl::StrCat(decl, "uint ", name, "[]; };\n", BlockDecoder(name, dtype));
     default:
-      return absl::StrCat("#error unsupported element type ", graph::Name(dtype), "\n");
+      return absl::StrCat("#error no float buffer of ", graph::Name(dtype), " (block formats: WeightRowsBuffer)\n");
   }
+}
+
+std::string WeightRowsBuffer(uint32_t binding, const std::string& name, graph::DType dtype, int64_t k) {
+  if (!graph::IsBlockFormat(dtype)) return FloatBuffer(binding, name, dtype, true);
+  // Split rows are read in 16-byte vectors too; whole-block rows (Q4_K, Q5_K) are declared as words,
+  // and their 16-byte readers declare their own view.
+  const bool split = DeviceRowOf(dtype, k).split;
+  return absl::StrCat("layout(std430, set = 0, binding = ", binding, ") readonly buffer Buf_", name, " { ",
+                      split ? absl::StrCat("uvec4 ", name, "4[]; };\nuint ", name, "_word(uint i) { return ", name,
+                                           "4[i >> 2][i & 3u]; }\n")
+                            : absl::StrCat("uint ", name, "[]; };\nuint ", name, "_word(uint i) { return ", name,
+                                           "[i]; }\n"),
+                      BlockDecoder(name, dtype, k));
 }
 
 std::string FloatQuadBuffer(uint32_t binding, const std::string& name, graph::DType dtype, bool readonly) {

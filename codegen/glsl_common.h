@@ -17,10 +17,18 @@ std::string ShaderHeader(uint32_t workgroup_size);
 
 // Declares buffer `name` at `binding` holding elements of `dtype`, and a function
 // `float load_<name>(uint i)` returning element i as float. f16/bf16 are packed two per uint,
-// so no 16-bit storage feature is needed. `readonly` adds the qualifier.
+// so no 16-bit storage feature is needed; block formats are WeightRowsBuffer's. `readonly` adds the
+// qualifier.
 // `coherent` adds that qualifier (for values other workgroups of the dispatch read).
 std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType dtype, bool readonly,
                         bool coherent = false);
+
+// A readonly [rows, k] weight at `binding` in any type, as it lies on the device
+// (codegen/device_layout.h), with `float load_<name>(uint i)`: element i, row-major. Block formats
+// also get `uint <name>_word(uint i)`, `<name>_byte(uint b)` and `float <name>_half(uint b)` (word,
+// byte and f16 at a byte offset of the buffer), and split rows (Q6_K, Q8_0) the buffer as 16-byte
+// vectors, `uvec4 <name>4[]`. Plain types are FloatBuffer's.
+std::string WeightRowsBuffer(uint32_t binding, const std::string& name, graph::DType dtype, int64_t k);
 
 // FloatBuffer for a float buffer whose length is a multiple of 4, declared in 4-element vectors
 // (vec4, or uvec2 for f16/bf16) so that it also has `vec4 load4_<name>(uint i)`: elements i..i+3

@@ -146,14 +146,14 @@ float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xru
                      : ""}});
 }
 
-// Q6_K (210-byte blocks: ql[128], qh[64], int8 scales[16], f16 d). Value 128n + 32k + l (n half,
-// k quarter, l 0..31) is the low (k < 2) or high nibble of ql[64n + 32(k & 1) + l], plus bits 2k,
-// 2k + 1 of qh[32n + l] as bits 4-5, minus 32, times d · scales[(128n + 32k + l) / 16]. Part q
-// (0..15) of a block is n = q / 8 and l = 4·(q % 8) + 0..3 for all four k (run k): three 32-bit
-// reads of quants, the 8 scale bytes of half n (the part's four are every other one), and d, each
-// a single word load since the device's blocks are padded to 212 bytes (codegen/device_layout.h).
-// Run k's four 6-bit quants are assembled in the bytes of one word (mask, shift, or), then each
-// becomes a float through byte_unit; the int8 scales through the mantissa of 2^23.
+// Q6_K (210-byte blocks: ql[128], qh[64], int8 scales[16], f16 d; on the device in split rows,
+// codegen/device_layout.h). Value 128n + 32k + l (n half, k quarter, l 0..31) is the low (k < 2)
+// or high nibble of ql[64n + 32(k & 1) + l], plus bits 2k, 2k + 1 of qh[32n + l] as bits 4-5, minus
+// 32, times d · scales[(128n + 32k + l) / 16]. Part q (0..15) of a block is n = q / 8 and
+// l = 4·(q % 8) + 0..3 for all four k (run k): three words of quants, the 8 scale bytes of half n
+// (the part's four are every other one), and d. Run k's four 6-bit quants are assembled in the
+// bytes of one word (mask, shift, or), then each becomes a float through byte_unit; the int8
+// scales through the mantissa of 2^23.
 constexpr const char* kQ6K = R"(
 const uint PV = 16u, RUNS = 4u;
 struct WPart { uint ql[2]; uint qh; uint sc[2]; float d; };
@@ -162,15 +162,15 @@ uint w_part_k(uint p, uint i) {
   return (p >> 4) * 256u + 128u * (q >> 3) + 32u * (i >> 2) + 4u * (q & 7u) + (i & 3u);
 }
 WPart w_load(uint row, uint p) {
-  uint base = (row * ROW_BYTES + (p >> 4) * {{Q6K_BLOCK}}u) >> 2;  // in words
+  uint base = row * ROW_BYTES, b = p >> 4, qs = (base + b * 192u) >> 2, sc = (base + SC_AT + b * 16u) >> 2;
   uint q = p & 15u, n = q >> 3, lq = q & 7u;
   WPart r;
-  r.ql[0] = w[base + 16u * n + lq];
-  r.ql[1] = w[base + 16u * n + 8u + lq];
-  r.qh = w[base + 32u + 8u * n + lq];
-  r.sc[0] = w[base + 48u + 2u * n];
-  r.sc[1] = w[base + 49u + 2u * n];
-  r.d = unpackHalf2x16(w[base + 52u]).x;
+  r.ql[0] = w_word(qs + 16u * n + lq);
+  r.ql[1] = w_word(qs + 16u * n + 8u + lq);
+  r.qh = w_word(qs + 32u + 8u * n + lq);
+  r.sc[0] = w_word(sc + 2u * n);
+  r.sc[1] = w_word(sc + 2u * n + 1u);
+  r.d = w_half(base + D_AT + b * 2u);
   return r;
 }
 // Run k's four 6-bit quants (0..63), one a byte.
@@ -199,24 +199,23 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 
 // Q6_K against x in q8 blocks: a part is (half n, l in 16h .. 16h + 15) for all four quarters k:
 // 64 values, four runs of 16 (run k, half of x's block 4n + k), read as 16 bytes of ql from each
-// of its two 32-byte halves, 16 bytes of qh, the half's 8 scale bytes and d, in single words (the
-// device's blocks are 212 bytes, so 16-byte loads would not be aligned). x is staged by part:
-// run k's four words after one another.
+// of its two 32-byte halves and 16 bytes of qh (three 16-byte loads, split rows keeping a block's
+// quants in whole vectors), the block's 16 scale bytes (one more) and d. x is staged by part: run
+// k's four words after one another.
 constexpr const char* kQ6KQ8 = R"(
 const uint PV8 = 64u, RUNS8 = 4u;
 struct WPart8 { uvec4 ql[2]; uvec4 qh; uint sc[2]; float d; };
 WPart8 w_load8(uint row, uint p) {
-  uint base = (row * ROW_BYTES + (p >> 2) * {{Q6K_BLOCK}}u) >> 2;  // in words
+  uint base = row * ROW_BYTES, b = p >> 2, qs = (base + b * 192u) >> 4;  // in vectors
   uint n = (p >> 1) & 1u, h = p & 1u;
   WPart8 r;
-  [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-    r.ql[0][j] = w[base + 16u * n + 4u * h + j];
-    r.ql[1][j] = w[base + 16u * n + 8u + 4u * h + j];
-    r.qh[j] = w[base + 32u + 8u * n + 4u * h + j];
-  }
-  r.sc[0] = w[base + 48u + 2u * n];
-  r.sc[1] = w[base + 49u + 2u * n];
-  r.d = unpackHalf2x16(w[base + 52u]).x;
+  r.ql[0] = w4[qs + 4u * n + h];
+  r.ql[1] = w4[qs + 4u * n + 2u + h];
+  r.qh = w4[qs + 8u + 2u * n + h];
+  uvec4 sc = w4[(base + SC_AT + b * 16u) >> 4];
+  r.sc[0] = n == 0u ? sc.x : sc.z;
+  r.sc[1] = n == 0u ? sc.y : sc.w;
+  r.d = w_half(base + D_AT + b * 2u);
   return r;
 }
 uint run_k(uint p, uint r) { return (p >> 2) * 256u + ((p >> 1) & 1u) * 128u + r * 32u + (p & 1u) * 16u; }
@@ -242,9 +241,9 @@ float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xru
 }
 )";
 
-// Q8_0 (34-byte blocks: f16 d, int8 qs[32]; on the device 36, the quants from byte 4): part q
-// (0..3) of a block is values 4q + 0..3 and 16 + 4q + 0..3, so the invocations on a block read x
-// in 64 contiguous bytes (as Q4_K's parts).
+// Q8_0 (34-byte blocks: f16 d, int8 qs[32]; on the device in split rows, codegen/device_layout.h,
+// so value e of a row has its quant at byte e): part q (0..3) of a block is values 4q + 0..3 and
+// 16 + 4q + 0..3, so the invocations on a block read x in 64 contiguous bytes (as Q4_K's parts).
 // The signed bytes are read with their sign bit flipped (q + 128, as an 8-bit unit). (A whole
 // block per part, nine aligned words, measured slower on the H100: Gemma-3-1B 462 against 575.)
 constexpr const char* kQ8_0 = R"(
@@ -252,12 +251,11 @@ const uint PV = 8u, RUNS = 1u;
 struct WPart { uint q[2]; float d; };
 uint w_part_k(uint p, uint i) { return (p >> 2) * 32u + 4u * (p & 3u) + (i & 3u) + 16u * (i >> 2); }
 WPart w_load(uint row, uint p) {
-  uint base = (row * ROW_BYTES + (p >> 2) * {{Q8_0_BLOCK}}u) >> 2;  // in words
-  uint qs = base + {{Q8_0_QS}}u / 4u + (p & 3u);
+  uint base = row * ROW_BYTES, qs = (base + (p >> 2) * 32u) / 4u + (p & 3u);
   WPart r;
-  r.q[0] = w[qs];
-  r.q[1] = w[qs + 4u];
-  r.d = unpackHalf2x16(w[base]).x;
+  r.q[0] = w_word(qs);
+  r.q[1] = w_word(qs + 4u);
+  r.d = w_half(base + D_AT + (p >> 2) * 2u);
   return r;
 }
 float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
@@ -268,24 +266,25 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 }
 )";
 
-// Q8_0 against x in q8 blocks: a part is a whole block (32 values, eight words of quants), a dot
-// product of signed bytes per word; x is staged in its own order. (Against half blocks, on the H100:
+// Q8_0 against x in q8 blocks: a part is a whole block (32 values, two 16-byte vectors of quants),
+// a dot product of signed bytes per word; x is staged in its own order. (Against half blocks, on the H100:
 // Llama-3.2-1B in Q8_0 1,001 -> 1,054 tok/s, Gemma-3-1B 775 -> 772.)
 constexpr const char* kQ8_0Q8 = R"(
 const uint PV8 = 32u, RUNS8 = 1u;
-struct WPart8 { uint q[8]; float d; };
+struct WPart8 { uvec4 q[2]; float d; };
 WPart8 w_load8(uint row, uint p) {
-  uint base = (row * ROW_BYTES + p * {{Q8_0_BLOCK}}u) >> 2;  // in words
+  uint base = row * ROW_BYTES, qs = (base + p * 32u) >> 4;  // in vectors
   WPart8 r;
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) r.q[i] = w[base + {{Q8_0_QS}}u / 4u + i];
-  r.d = unpackHalf2x16(w[base]).x;
+  r.q[0] = w4[qs];
+  r.q[1] = w4[qs + 1u];
+  r.d = w_half(base + D_AT + p * 2u);
   return r;
 }
 uint run_k(uint p, uint r) { return p * 32u; }
 uint x_slot(uint k) { return k >> 2; }
 float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
   int s = 0;
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) s += sdot4(w.q[i], xw[i >> 2][i & 3u]);
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) s += sdot4(w.q[i >> 2][i & 3u], xw[i >> 2][i & 3u]);
   return w.d * xd[0] * i2f(s);
 }
 )";
@@ -294,8 +293,9 @@ float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xru
 
 absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dtype, int64_t k) {
   WeightParts parts;
-  const std::string row_size =
-      absl::StrCat("const uint ROW_BYTES = ", DeviceByteSize(dtype, k), "u;\n");
+  const DeviceRow device_row = DeviceRowOf(dtype, k);
+  const std::string row_size = absl::StrCat("const uint ROW_BYTES = ", device_row.bytes, "u, SC_AT = ", device_row.scales_at,
+                                            "u, D_AT = ", device_row.d_at, "u;\n");
   if (graph::IsFloat(dtype)) {
     // Plain floats: the widest run of 8, 4, 2 or 1 consecutive values that divides K.
     parts.values = k % 8 == 0 ? 8 : k % 4 == 0 ? 4 : k % 2 == 0 ? 2 : 1;
@@ -317,15 +317,15 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
     parts.per_row = k / parts.values;
     return parts;
   }
-  // The buffer as words, with its byte and f16 readers (w_byte, w_half), for the formats whose
-  // blocks are not 16-byte vectors.
-  const std::string decl = FloatBuffer(binding, "w", dtype, true);
+  // The buffer as split rows (codegen/device_layout.h): 16-byte vectors, with word, byte and f16
+  // readers (w_word, w_byte, w_half).
+  const std::string decl = WeightRowsBuffer(binding, "w", dtype, k);
   switch (dtype) {
     case graph::DType::kQ8_0:
       parts.values = 8;
       parts.runs = 1;
-      parts.glsl = absl::StrCat(decl, row_size, kUnitQuant, Fill(kQ8_0, DeviceLayoutValues()));
-      parts.q8_glsl = Fill(kQ8_0Q8, DeviceLayoutValues());
+      parts.glsl = absl::StrCat(decl, row_size, kUnitQuant, kQ8_0);
+      parts.q8_glsl = kQ8_0Q8;
       parts.q8_values = 32;
       break;
     case graph::DType::kQ4_K:
@@ -339,8 +339,8 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
     case graph::DType::kQ6_K:
       parts.values = 16;
       parts.runs = 4;
-      parts.glsl = absl::StrCat(decl, row_size, kByteUnit, Fill(kQ6K, DeviceLayoutValues()));
-      parts.q8_glsl = Fill(kQ6KQ8, DeviceLayoutValues());
+      parts.glsl = absl::StrCat(decl, row_size, kByteUnit, kQ6K);
+      parts.q8_glsl = kQ6KQ8;
       parts.q8_values = 64;
       break;
     default:
@@ -354,20 +354,21 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 
 namespace doppler::codegen {
 std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k) {
-  const std::string row_bytes = absl::StrCat("const uint SLICE_ROW_BYTES = ", DeviceByteSize(dtype, k), "u;\n");
-  const std::string words = FloatBuffer(binding, "w", dtype, true);
+  const DeviceRow device_row = DeviceRowOf(dtype, k);
+  const std::string row_bytes = absl::StrCat("const uint SLICE_ROW_BYTES = ", device_row.bytes, "u, SLICE_SC_AT = ",
+                                             device_row.scales_at, "u, SLICE_D_AT = ", device_row.d_at, "u;\n");
+  const std::string words = WeightRowsBuffer(binding, "w", dtype, k);
   switch (dtype) {
     case graph::DType::kQ8_0:
-      return absl::StrCat(words, row_bytes, Fill(R"(
+      return absl::StrCat(words, row_bytes, R"(
 void w_slice8(uint row, uint k, out float v[8]) {
-  uint base = row * SLICE_ROW_BYTES + (k >> 5) * {{Q8_0_BLOCK}}u;
-  float d = w_half(base);
-  uint qs = (base + {{Q8_0_QS}}u + (k & 31u)) >> 2;
-  uint q[2] = uint[2](w[qs], w[qs + 1u]);
+  uint base = row * SLICE_ROW_BYTES;
+  float d = w_half(base + SLICE_D_AT + (k >> 5) * 2u);
+  uint q[2] = uint[2](w_word((base + k) >> 2), w_word(((base + k) >> 2) + 1u));  // a split row's quant k is byte k
   // Each byte with its sign bit flipped is q + 128, made a float through the mantissa of 2^23.
   [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = d * (uintBitsToFloat(((q[i >> 2] >> (8u * (i & 3u))) & 255u) ^ 0x4B000080u) - 8388736.0);
 }
-)", DeviceLayoutValues()));
+)");
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K: {
       // In 16-byte vectors: the header (d, dmin, 12 scale bytes) is vector 0 of a block; Q5_K's
@@ -399,21 +400,21 @@ void w_slice8(uint row, uint k, out float v[8]) {
 )");
     }
     case graph::DType::kQ6_K:
-      return absl::StrCat(words, row_bytes, Fill(R"(
+      return absl::StrCat(words, row_bytes, R"(
 void w_slice8(uint row, uint k, out float v[8]) {
-  uint base = row * SLICE_ROW_BYTES + (k >> 8) * {{Q6K_BLOCK}}u;
+  uint base = row * SLICE_ROW_BYTES, b = k >> 8, qs = base + b * 192u;
   uint r = k & 255u, n = r >> 7, kq = (r >> 5) & 3u, l = r & 31u;
-  float d = w_half(base + 208u) * float(bitfieldExtract(int(w_byte(base + 192u + (r >> 4))), 0, 8));
-  uint lo_at = (base + 64u * n + 32u * (kq & 1u) + l) >> 2, hi_at = (base + 128u + 32u * n + l) >> 2;
-  uint ql[2] = uint[2](w[lo_at], w[lo_at + 1u]);
-  uint qh[2] = uint[2](w[hi_at], w[hi_at + 1u]);
+  float d = w_half(base + SLICE_D_AT + b * 2u) * float(bitfieldExtract(int(w_byte(base + SLICE_SC_AT + b * 16u + (r >> 4))), 0, 8));
+  uint lo_at = (qs + 64u * n + 32u * (kq & 1u) + l) >> 2, hi_at = (qs + 128u + 32u * n + l) >> 2;
+  uint ql[2] = uint[2](w_word(lo_at), w_word(lo_at + 1u));
+  uint qh[2] = uint[2](w_word(hi_at), w_word(hi_at + 1u));
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
     uint lo = (ql[i >> 2] >> (8u * (i & 3u) + (kq < 2u ? 0u : 4u))) & 15u;
     uint hi = (qh[i >> 2] >> (8u * (i & 3u) + 2u * kq)) & 3u;
     v[i] = d * (uintBitsToFloat(lo | (hi << 4) | 0x4B000000u) - 8388640.0);  // q − 32, at full rate
   }
 }
-)", DeviceLayoutValues()));
+)");
     default:
       return absl::StrCat(words, row_bytes, R"(
 void w_slice8(uint row, uint k, out float v[8]) {

@@ -59,7 +59,9 @@ absl::Status CreateResources(vk::Context& ctx, const graph::Graph& g, const Para
   for (size_t i = 0; i < todo.size(); ++i) {
     const graph::Node& n = *todo[i];
     const std::string& name = n.attrs.Str("name");
-    const size_t bytes = codegen::DeviceByteSize(n.type.dtype, graph::NumElements(n.type.shape, 0));
+    // In rows of the last dimension's values (codegen/device_layout.h lays weights out by rows).
+    const int64_t k = n.type.shape.empty() ? 1 : n.type.shape.back().value;
+    const size_t bytes = codegen::DeviceByteSize(n.type.dtype, graph::NumElements(n.type.shape, 0), k);
     absl::StatusOr<std::unique_ptr<vk::Buffer>> buf = ctx.CreateBuffer(bytes, vk::BufferKind::kDeviceLocal, name);
     if (!buf.ok()) return buf.status();
     if (n.kind == graph::OpKind::kState) {
@@ -67,7 +69,7 @@ absl::Status CreateResources(vk::Context& ctx, const graph::Graph& g, const Para
     } else {
       absl::StatusOr<std::vector<uint8_t>> stored = WeightBytes(g, n, param_bytes);
       if (!stored.ok()) return stored.status();
-      const std::vector<uint8_t> data = codegen::ToDeviceLayout(n.type.dtype, *std::move(stored));
+      const std::vector<uint8_t> data = codegen::ToDeviceLayout(n.type.dtype, k, *std::move(stored));
       if (absl::Status s = ctx.Upload(**buf, 0, data.data(), data.size()); !s.ok()) return s;
     }
     resources[name] = *std::move(buf);
