@@ -115,14 +115,12 @@ std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType 
 
 std::string WeightRowsBuffer(uint32_t binding, const std::string& name, graph::DType dtype, int64_t k) {
   if (!graph::IsBlockFormat(dtype)) return FloatBuffer(binding, name, dtype, true);
-  // Split rows are read in 16-byte vectors too; whole-block rows (Q4_K, Q5_K) are declared as words,
-  // and their 16-byte readers declare their own view.
-  const bool split = DeviceRowOf(dtype, k).split;
-  return absl::StrCat("layout(std430, set = 0, binding = ", binding, ") readonly buffer Buf_", name, " { ",
-                      split ? absl::StrCat("uvec4 ", name, "4[]; };\nuint ", name, "_word(uint i) { return ", name,
-                                           "4[i >> 2][i & 3u]; }\n")
-                            : absl::StrCat("uint ", name, "[]; };\nuint ", name, "_word(uint i) { return ", name,
-                                           "[i]; }\n"),
+  // Words, and for split rows a second view as 16-byte vectors: a word read through the vectors
+  // would load its whole vector (glslang extracts a dynamic component after the load), and a
+  // kernel keeping loads in flight would hold four registers for it.
+  const std::string layout = absl::StrCat("layout(std430, set = 0, binding = ", binding, ") readonly buffer Buf_");
+  return absl::StrCat(layout, name, " { uint ", name, "[]; };\nuint ", name, "_word(uint i) { return ", name, "[i]; }\n",
+                      DeviceRowOf(dtype, k).split ? absl::StrCat(layout, name, "4 { uvec4 ", name, "4[]; };\n") : "",
                       BlockDecoder(name, dtype, k));
 }
 

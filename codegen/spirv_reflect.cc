@@ -64,10 +64,17 @@ absl::Status ReflectOrThrow(CompiledShader& shader) {
             [](const BindingInfo& a, const BindingInfo& b) {
               return std::tie(a.set, a.binding) < std::tie(b.set, b.binding);
             });
-  for (size_t i = 1; i < shader.bindings.size(); ++i) {
+  // Readonly storage blocks may share a binding: views of one buffer in different element types
+  // (a weight read both as 16-byte vectors and as words, codegen/glsl_common.h WeightRowsBuffer).
+  // The binding is listed once.
+  for (size_t i = 1; i < shader.bindings.size();) {
     const BindingInfo& a = shader.bindings[i - 1];
     const BindingInfo& b = shader.bindings[i];
-    if (a.set == b.set && a.binding == b.binding) {
+    if (a.set != b.set || a.binding != b.binding) {
+      ++i;
+    } else if (a.kind == BindingInfo::Kind::kStorageBuffer && b.kind == a.kind && a.read_only && b.read_only) {
+      shader.bindings.erase(shader.bindings.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
       return absl::InvalidArgumentError(absl::StrCat("bindings ", a.name, " and ", b.name,
                                                      " share set ", a.set, " binding ", a.binding));
     }

@@ -200,8 +200,9 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 // Q6_K against x in q8 blocks: a part is (half n, l in 16h .. 16h + 15) for all four quarters k:
 // 64 values, four runs of 16 (run k, half of x's block 4n + k), read as 16 bytes of ql from each
 // of its two 32-byte halves and 16 bytes of qh (three 16-byte loads, split rows keeping a block's
-// quants in whole vectors), the block's 16 scale bytes (one more) and d. x is staged by part: run
-// k's four words after one another.
+// quants in whole vectors), the half's 8 scale bytes and d (as words: a wider load than needed
+// holds more registers while in flight). x is staged by part: run k's four words after one
+// another.
 constexpr const char* kQ6KQ8 = R"(
 const uint PV8 = 64u, RUNS8 = 4u;
 struct WPart8 { uvec4 ql[2]; uvec4 qh; uint sc[2]; float d; };
@@ -212,9 +213,9 @@ WPart8 w_load8(uint row, uint p) {
   r.ql[0] = w4[qs + 4u * n + h];
   r.ql[1] = w4[qs + 4u * n + 2u + h];
   r.qh = w4[qs + 8u + 2u * n + h];
-  uvec4 sc = w4[(base + SC_AT + b * 16u) >> 4];
-  r.sc[0] = n == 0u ? sc.x : sc.z;
-  r.sc[1] = n == 0u ? sc.y : sc.w;
+  uint sc = (base + SC_AT + b * 16u) >> 2;
+  r.sc[0] = w_word(sc + 2u * n);
+  r.sc[1] = w_word(sc + 2u * n + 1u);
   r.d = w_half(base + D_AT + b * 2u);
   return r;
 }

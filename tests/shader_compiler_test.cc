@@ -102,6 +102,32 @@ void main() { out_v.v[gl_LocalInvocationIndex] = step.pos; }
   EXPECT_EQ(s->local_size, (std::array<uint32_t, 3>{8, 1, 1}));
 }
 
+// Readonly views of one buffer in different element types share a binding, listed once; a
+// writable block sharing a binding is an error.
+TEST(ShaderCompilerTest, ReadonlyViewsShareABinding) {
+  ScopedCacheDir cache;
+  absl::StatusOr<CompiledShader> s = CompileComputeShader(R"(#version 460
+layout(local_size_x = 8) in;
+layout(binding = 0) buffer Out { uint v[]; } out_v;
+layout(binding = 1) readonly buffer W { uint w[]; };
+layout(binding = 1) readonly buffer W4 { uvec4 w4[]; };
+void main() { out_v.v[gl_LocalInvocationIndex] = w[gl_LocalInvocationIndex] + w4[gl_LocalInvocationIndex].y; }
+)");
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->bindings.size(), 2u);
+  EXPECT_EQ(s->bindings[1].binding, 1u);
+  EXPECT_TRUE(s->bindings[1].read_only);
+
+  absl::StatusOr<CompiledShader> writable = CompileComputeShader(R"(#version 460
+layout(local_size_x = 8) in;
+layout(binding = 0) buffer Out { uint v[]; } out_v;
+layout(binding = 0) readonly buffer In { uvec4 v4[]; };
+void main() { out_v.v[gl_LocalInvocationIndex] = v4[0].x; }
+)");
+  ASSERT_FALSE(writable.ok());
+  EXPECT_THAT(std::string(writable.status().message()), HasSubstr("share set 0 binding 0"));
+}
+
 TEST(ShaderCompilerTest, SyntaxErrorCarriesLogAndNumberedSource) {
   ScopedCacheDir cache;
   absl::StatusOr<CompiledShader> s = CompileComputeShader(
