@@ -15,9 +15,6 @@ bool SplitFieldsOf(graph::DType dtype, SplitFields& f) {
     case graph::DType::kQ6_K:  // ql[128], qh[64], int8 scales[16], f16 d
       f = {0, 192, 192, 16, 208};
       return true;
-    case graph::DType::kQ8_0:  // f16 d, int8 qs[32]
-      f = {2, 32, 0, 0, 0};
-      return true;
     default:
       return false;
   }
@@ -26,6 +23,7 @@ bool SplitFieldsOf(graph::DType dtype, SplitFields& f) {
 
 DeviceRow DeviceRowOf(graph::DType dtype, int64_t k) {
   const graph::DTypeInfo& info = graph::Info(dtype);
+  if (dtype == graph::DType::kQ8_0) return {k / info.block_elems * kQ8_0DeviceBlock, false, 0, 0};
   SplitFields f;
   if (!SplitFieldsOf(dtype, f)) return {static_cast<int64_t>(graph::ByteSize(dtype, k)), false, 0, 0};
   const int64_t blocks = k / info.block_elems;
@@ -35,6 +33,7 @@ DeviceRow DeviceRowOf(graph::DType dtype, int64_t k) {
 }
 
 size_t DeviceByteSize(graph::DType dtype, int64_t n, int64_t k) {
+  if (dtype == graph::DType::kQ8_0) return static_cast<size_t>(n / graph::Info(dtype).block_elems * kQ8_0DeviceBlock);
   const DeviceRow row = DeviceRowOf(dtype, k);
   if (!row.split) return graph::ByteSize(dtype, n);
   return static_cast<size_t>(n / k) * static_cast<size_t>(row.bytes);
@@ -42,10 +41,25 @@ size_t DeviceByteSize(graph::DType dtype, int64_t n, int64_t k) {
 
 std::vector<std::pair<std::string, std::string>> DeviceRowValues(graph::DType dtype, int64_t k) {
   const DeviceRow row = DeviceRowOf(dtype, k);
-  return {{"ROW_BYTES", absl::StrCat(row.bytes)}, {"SC_AT", absl::StrCat(row.scales_at)}, {"D_AT", absl::StrCat(row.d_at)}};
+  return {{"ROW_BYTES", absl::StrCat(row.bytes)},
+          {"SC_AT", absl::StrCat(row.scales_at)},
+          {"D_AT", absl::StrCat(row.d_at)},
+          {"Q8_0_BLOCK", absl::StrCat(kQ8_0DeviceBlock)},
+          {"Q8_0_QS", absl::StrCat(kQ8_0DeviceQuantOffset)}};
 }
 
 std::vector<uint8_t> ToDeviceLayout(graph::DType dtype, int64_t k, std::vector<uint8_t> stored) {
+  if (dtype == graph::DType::kQ8_0) {  // d, 2 bytes of padding, the quants
+    const size_t stored_block = static_cast<size_t>(graph::Info(dtype).block_bytes);
+    const size_t blocks = stored.size() / stored_block;
+    std::vector<uint8_t> device(blocks * static_cast<size_t>(kQ8_0DeviceBlock), 0);
+    for (size_t b = 0; b < blocks; ++b) {
+      uint8_t* to = device.data() + b * static_cast<size_t>(kQ8_0DeviceBlock);
+      std::memcpy(to, stored.data() + b * stored_block, 2);
+      std::memcpy(to + kQ8_0DeviceQuantOffset, stored.data() + b * stored_block + 2, stored_block - 2);
+    }
+    return device;
+  }
   SplitFields f;
   if (!SplitFieldsOf(dtype, f)) return stored;
   const DeviceRow row = DeviceRowOf(dtype, k);

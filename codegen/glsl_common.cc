@@ -9,10 +9,10 @@ namespace doppler::codegen {
 namespace {
 
 // `float load_<name>(uint i)` for a row-major [rows, K] matrix stored in one of llama.cpp's block
-// formats, as it lies on the device (codegen/device_layout.h): Q4_K and Q5_K rows hold whole
-// blocks as stored, so element i is value i % 256 of block i / 256; Q6_K and Q8_0 rows are split
-// by field, so element i is value e = i % K of row i / K, its quants in the row's block e / E
-// (E values a block), its scale and d further on in the row. Bytes are read out of 32-bit words
+// formats, as it lies on the device (codegen/device_layout.h): Q4_K, Q5_K and Q8_0 rows hold
+// whole blocks (Q8_0's padded), so element i is value i % E of block i / E (E values a block); Q6_K
+// rows are split by field, so element i is value e = i % K of row i / K, its quants in the row's
+// block e / 256, its scale and d further on in the row. Bytes are read out of 32-bit words
 // with shifts (little-endian), f16 fields with unpackHalf2x16 (every f16 field is 2-byte aligned);
 // `<name>_word`, `<name>_byte` and `<name>_half` serve other decoders of the same buffer too. The
 // arithmetic is models/quant/dequantize.cc's, in the same float32 order, and `precise` keeps the
@@ -20,11 +20,11 @@ namespace {
 std::string BlockDecoder(const std::string& name, graph::DType dtype, int64_t k) {
   std::string body;
   switch (dtype) {
-    case graph::DType::kQ8_0:  // int8 q[32] (a row's quants first), f16 d: d * q
+    case graph::DType::kQ8_0:  // f16 d, (padding,) int8 q[32]: d * q
       body = R"(
-  uint row = i / {{K}}u, e = i - row * {{K}}u, base = row * {{ROW_BYTES}}u;
-  int q = bitfieldExtract(int({{N}}_byte(base + e)), 0, 8);
-  precise float y = {{N}}_half(base + {{D_AT}}u + (e >> 5) * 2u) * float(q);
+  uint base = (i >> 5) * {{Q8_0_BLOCK}}u;
+  int q = bitfieldExtract(int({{N}}_byte(base + {{Q8_0_QS}}u + (i & 31u))), 0, 8);
+  precise float y = {{N}}_half(base) * float(q);
   return y;
 )";
       break;

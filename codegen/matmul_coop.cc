@@ -68,6 +68,10 @@ shared uvec2 xs4[BM * STRIDE / 4u];
 shared uvec2 ws4[G * BN * STRIDE / 4u];
 shared float outs[SUBGROUPS * 256u];  // per subgroup, one 16 x 16 result fragment
 shared float row_scale[BM];
+// Where a slice at column k is read: past K (the last round of a K that is no multiple of BK), the
+// row's last slice where K is a multiple of 8 (block formats: so the read stays within the row's
+// blocks; the staging counts it as zeros); float rows bounds-check their own.
+uint slice_k(uint k) { return K % 8u == 0u ? min(k, K - 8u) : k; }
 
 void main() {
   uint lid = gl_LocalInvocationID.x;
@@ -93,7 +97,7 @@ void main() {
   [[unroll]] for (uint g = 0u; g < G; ++g) {
     [[unroll]] for (uint u = 0u; u < WSL; ++u) {
       uint sl = lid + WG * u;
-      w_slice8(min(col0 + sl / (BK / 8u), N - 1u) + g * N, 8u * (sl % (BK / 8u)), wv[g][u]);
+      w_slice8(min(col0 + sl / (BK / 8u), N - 1u) + g * N, slice_k(8u * (sl % (BK / 8u))), wv[g][u]);
     }
   }
   for (uint k0 = 0u; k0 < K; k0 += BK) {
@@ -104,7 +108,7 @@ void main() {
     [[unroll]] for (uint g = 0u; g < G; ++g) {
       [[unroll]] for (uint u = 0u; u < WSL; ++u) {
         uint sl = lid + WG * u, wr = sl / (BK / 8u), e0 = 8u * (sl % (BK / 8u));
-        bool live = col0 + wr < N;
+        bool live = col0 + wr < N && k0 + e0 < K;  // a slice past K (K not a multiple of BK) adds nothing
         uint at = ((g * BN + wr) * STRIDE + e0) / 4u;
         [[unroll]] for (uint h = 0u; h < 2u; ++h) {
           vec4 v = live ? vec4(wv[g][u][4u * h], wv[g][u][4u * h + 1u], wv[g][u][4u * h + 2u], wv[g][u][4u * h + 3u])
@@ -126,7 +130,7 @@ void main() {
     [[unroll]] for (uint g = 0u; g < G; ++g) {
       [[unroll]] for (uint u = 0u; u < WSL; ++u) {
         uint sl = lid + WG * u;
-        w_slice8(min(col0 + sl / (BK / 8u), N - 1u) + g * N, next + 8u * (sl % (BK / 8u)), wv[g][u]);
+        w_slice8(min(col0 + sl / (BK / 8u), N - 1u) + g * N, slice_k(next + 8u * (sl % (BK / 8u))), wv[g][u]);
       }
     }
     [[unroll]] for (uint ks = 0u; ks < BK; ks += 16u) {

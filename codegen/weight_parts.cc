@@ -242,9 +242,9 @@ float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xru
 }
 )";
 
-// Q8_0 (34-byte blocks: f16 d, int8 qs[32]; on the device in split rows, codegen/device_layout.h,
-// so value e of a row has its quant at byte e): part q (0..3) of a block is values 4q + 0..3 and
-// 16 + 4q + 0..3, so the invocations on a block read x in 64 contiguous bytes (as Q4_K's parts).
+// Q8_0 (34-byte blocks: f16 d, int8 qs[32]; on the device 36, the quants from byte 4): part q
+// (0..3) of a block is values 4q + 0..3 and 16 + 4q + 0..3, so the invocations on a block read x
+// in 64 contiguous bytes (as Q4_K's parts).
 // The signed bytes are read with their sign bit flipped (q + 128, as an 8-bit unit). (A whole
 // block per part, nine aligned words, measured slower on the H100: Gemma-3-1B 462 against 575.)
 constexpr const char* kQ8_0 = R"(
@@ -252,11 +252,12 @@ const uint PV = 8u, RUNS = 1u;
 struct WPart { uint q[2]; float d; };
 uint w_part_k(uint p, uint i) { return (p >> 2) * 32u + 4u * (p & 3u) + (i & 3u) + 16u * (i >> 2); }
 WPart w_load(uint row, uint p) {
-  uint base = row * ROW_BYTES, qs = (base + (p >> 2) * 32u) / 4u + (p & 3u);
+  uint base = (row * ROW_BYTES + (p >> 2) * {{Q8_0_BLOCK}}u) >> 2;  // in words
+  uint qs = base + {{Q8_0_QS}}u / 4u + (p & 3u);
   WPart r;
-  r.q[0] = w_word(qs);
-  r.q[1] = w_word(qs + 4u);
-  r.d = w_half(base + D_AT + (p >> 2) * 2u);
+  r.q[0] = w[qs];
+  r.q[1] = w[qs + 4u];
+  r.d = unpackHalf2x16(w[base]).x;
   return r;
 }
 float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
@@ -267,25 +268,24 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 }
 )";
 
-// Q8_0 against x in q8 blocks: a part is a whole block (32 values, two 16-byte vectors of quants),
-// a dot product of signed bytes per word; x is staged in its own order. (Against half blocks, on the H100:
+// Q8_0 against x in q8 blocks: a part is a whole block (32 values, eight words of quants), a dot
+// product of signed bytes per word; x is staged in its own order. (Against half blocks, on the H100:
 // Llama-3.2-1B in Q8_0 1,001 -> 1,054 tok/s, Gemma-3-1B 775 -> 772.)
 constexpr const char* kQ8_0Q8 = R"(
 const uint PV8 = 32u, RUNS8 = 1u;
-struct WPart8 { uvec4 q[2]; float d; };
+struct WPart8 { uint q[8]; float d; };
 WPart8 w_load8(uint row, uint p) {
-  uint base = row * ROW_BYTES, qs = (base + p * 32u) >> 4;  // in vectors
+  uint base = (row * ROW_BYTES + p * {{Q8_0_BLOCK}}u) >> 2;  // in words
   WPart8 r;
-  r.q[0] = w4[qs];
-  r.q[1] = w4[qs + 1u];
-  r.d = w_half(base + D_AT + p * 2u);
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) r.q[i] = w[base + {{Q8_0_QS}}u / 4u + i];
+  r.d = unpackHalf2x16(w[base]).x;
   return r;
 }
 uint run_k(uint p, uint r) { return p * 32u; }
 uint x_slot(uint k) { return k >> 2; }
 float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
   int s = 0;
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) s += sdot4(w.q[i >> 2][i & 3u], xw[i >> 2][i & 3u]);
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) s += sdot4(w.q[i], xw[i >> 2][i & 3u]);
   return w.d * xd[0] * i2f(s);
 }
 )";
@@ -318,15 +318,15 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
     parts.per_row = k / parts.values;
     return parts;
   }
-  // The buffer as split rows (codegen/device_layout.h): 16-byte vectors, with word, byte and f16
-  // readers (w_word, w_byte, w_half).
+  // The buffer with word, byte and f16 readers (w_word, w_byte, w_half), and for split rows
+  // (codegen/device_layout.h) 16-byte vectors.
   const std::string decl = WeightRowsBuffer(binding, "w", dtype, k);
   switch (dtype) {
     case graph::DType::kQ8_0:
       parts.values = 8;
       parts.runs = 1;
-      parts.glsl = absl::StrCat(decl, row_size, kUnitQuant, kQ8_0);
-      parts.q8_glsl = kQ8_0Q8;
+      parts.glsl = absl::StrCat(decl, row_size, kUnitQuant, Fill(kQ8_0, DeviceRowValues(dtype, k)));
+      parts.q8_glsl = Fill(kQ8_0Q8, DeviceRowValues(dtype, k));
       parts.q8_values = 32;
       break;
     case graph::DType::kQ4_K:
@@ -361,15 +361,16 @@ std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k) {
   const std::string words = WeightRowsBuffer(binding, "w", dtype, k);
   switch (dtype) {
     case graph::DType::kQ8_0:
-      return absl::StrCat(words, row_bytes, R"(
+      return absl::StrCat(words, row_bytes, Fill(R"(
 void w_slice8(uint row, uint k, out float v[8]) {
-  uint base = row * SLICE_ROW_BYTES;
-  float d = w_half(base + SLICE_D_AT + (k >> 5) * 2u);
-  uint q[2] = uint[2](w_word((base + k) >> 2), w_word(((base + k) >> 2) + 1u));  // a split row's quant k is byte k
+  uint base = row * SLICE_ROW_BYTES + (k >> 5) * {{Q8_0_BLOCK}}u;
+  float d = w_half(base);
+  uint qs = (base + {{Q8_0_QS}}u + (k & 31u)) >> 2;
+  uint q[2] = uint[2](w[qs], w[qs + 1u]);
   // Each byte with its sign bit flipped is q + 128, made a float through the mantissa of 2^23.
   [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = d * (uintBitsToFloat(((q[i >> 2] >> (8u * (i & 3u))) & 255u) ^ 0x4B000080u) - 8388736.0);
 }
-)");
+)", DeviceRowValues(dtype, k)));
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K: {
       // In 16-byte vectors: the header (d, dmin, 12 scale bytes) is vector 0 of a block; Q5_K's

@@ -38,9 +38,10 @@ using test::Vector;
 
 
 
-// On the device each row of Q6_K or Q8_0 is split by field (the quants of all its blocks, then
-// Q6_K's scales, then the f16 d's, then padding to 16 bytes); every other format lies as stored.
-TEST(DeviceLayout, SplitsQ6KAndQ8_0RowsByField) {
+// On the device each Q6_K row is split by field (the quants of all its blocks, then their scales,
+// then their f16 d's, then padding to 16 bytes), a Q8_0 block has 2 bytes of padding after its
+// scale; every other format lies as stored.
+TEST(DeviceLayout, SplitsQ6KRowsAndPadsQ8_0Blocks) {
   // Q6_K rows of 3 blocks: 576 bytes of quants, 48 of scales, 6 of d, 10 of padding.
   const codegen::DeviceRow q6 = codegen::DeviceRowOf(DType::kQ6_K, 768);
   EXPECT_TRUE(q6.split);
@@ -48,11 +49,11 @@ TEST(DeviceLayout, SplitsQ6KAndQ8_0RowsByField) {
   EXPECT_EQ(q6.scales_at, 576);
   EXPECT_EQ(q6.d_at, 624);
   EXPECT_EQ(codegen::DeviceByteSize(DType::kQ6_K, 2 * 768, 768), 1280u);
-  // Q8_0 rows of 3 blocks: 96 bytes of quants, 6 of d, 10 of padding.
-  EXPECT_EQ(codegen::DeviceRowOf(DType::kQ8_0, 96).bytes, 112);
-  EXPECT_EQ(codegen::DeviceRowOf(DType::kQ8_0, 96).d_at, 96);
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_K, DType::kQ5_K}) {
+  EXPECT_EQ(codegen::DeviceByteSize(DType::kQ8_0, 2 * 96, 96), 216u);
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_K, DType::kQ5_K, DType::kQ8_0}) {
     EXPECT_FALSE(codegen::DeviceRowOf(t, 768).split) << graph::Name(t);
+  }
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_K, DType::kQ5_K}) {
     EXPECT_EQ(codegen::DeviceByteSize(t, 2 * 768, 768), graph::ByteSize(t, 2 * 768)) << graph::Name(t);
   }
 
@@ -64,19 +65,21 @@ TEST(DeviceLayout, SplitsQ6KAndQ8_0RowsByField) {
     const auto row = device.begin() + 640 * r;
     for (size_t b = 0; b < 3; ++b) {
       const auto block = stored.begin() + 210 * (3 * r + b);
-      EXPECT_TRUE(std::equal(block, block + 192, row + 192 * b)) << r << " " << b;        // ql, qh
+      EXPECT_TRUE(std::equal(block, block + 192, row + 192 * b)) << r << " " << b;            // ql, qh
       EXPECT_TRUE(std::equal(block + 192, block + 208, row + 576 + 16 * b)) << r << " " << b;  // scales
       EXPECT_TRUE(std::equal(block + 208, block + 210, row + 624 + 2 * b)) << r << " " << b;   // d
     }
     EXPECT_TRUE(std::all_of(row + 630, row + 640, [](uint8_t v) { return v == 0; })) << r;
   }
-  // Q8_0 (f16 d, then 32 quants): a row's quants, then its d's.
-  const std::vector<uint8_t> q8 = codegen::ToDeviceLayout(DType::kQ8_0, 96, std::vector<uint8_t>(stored.begin(), stored.begin() + 102));
-  ASSERT_EQ(q8.size(), 112u);
-  for (size_t b = 0; b < 3; ++b) {
-    EXPECT_TRUE(std::equal(stored.begin() + 34 * b + 2, stored.begin() + 34 * (b + 1), q8.begin() + 32 * b)) << b;
-    EXPECT_EQ(q8[96 + 2 * b], stored[34 * b]);
-    EXPECT_EQ(q8[97 + 2 * b], stored[34 * b + 1]);
+  // Q8_0: d, 2 bytes of padding, the 32 quants.
+  const std::vector<uint8_t> q8 = codegen::ToDeviceLayout(DType::kQ8_0, 64, std::vector<uint8_t>(stored.begin(), stored.begin() + 68));
+  ASSERT_EQ(q8.size(), 72u);
+  for (size_t b = 0; b < 2; ++b) {
+    EXPECT_EQ(q8[36 * b], stored[34 * b]);
+    EXPECT_EQ(q8[36 * b + 1], stored[34 * b + 1]);
+    EXPECT_EQ(q8[36 * b + 2], 0);
+    EXPECT_EQ(q8[36 * b + 3], 0);
+    EXPECT_TRUE(std::equal(stored.begin() + 34 * b + 2, stored.begin() + 34 * (b + 1), q8.begin() + 36 * b + 4)) << b;
   }
   const std::vector<uint8_t> q4(2 * 144, 7);
   EXPECT_EQ(codegen::ToDeviceLayout(DType::kQ4_K, 256, q4), q4);
