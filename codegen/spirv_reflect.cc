@@ -18,6 +18,28 @@
 namespace doppler::codegen {
 namespace {
 
+// Sorts bindings by (set, binding). Readonly storage blocks may share a binding: views of one
+// buffer in different element types (a weight read both as 16-byte vectors and as words,
+// codegen/glsl_common.h WeightRowsBuffer), listed once; any other sharing is an error.
+absl::Status SortAndMergeBindings(std::vector<BindingInfo>& bindings) {
+  std::sort(bindings.begin(), bindings.end(), [](const BindingInfo& a, const BindingInfo& b) {
+    return std::tie(a.set, a.binding) < std::tie(b.set, b.binding);
+  });
+  for (size_t i = 1; i < bindings.size();) {
+    const BindingInfo& a = bindings[i - 1];
+    const BindingInfo& b = bindings[i];
+    if (a.set != b.set || a.binding != b.binding) {
+      ++i;
+    } else if (a.kind == BindingInfo::Kind::kStorageBuffer && b.kind == a.kind && a.read_only && b.read_only) {
+      bindings.erase(bindings.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("bindings ", a.name, " and ", b.name, " share set ", a.set,
+                                                     " binding ", a.binding));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReflectOrThrow(CompiledShader& shader) {
   spirv_cross::Compiler compiler(shader.spirv);
 
@@ -60,25 +82,7 @@ absl::Status ReflectOrThrow(CompiledShader& shader) {
   };
   for (const auto& r : res.storage_buffers) add(r, BindingInfo::Kind::kStorageBuffer);
   for (const auto& r : res.uniform_buffers) add(r, BindingInfo::Kind::kUniformBuffer);
-  std::sort(shader.bindings.begin(), shader.bindings.end(),
-            [](const BindingInfo& a, const BindingInfo& b) {
-              return std::tie(a.set, a.binding) < std::tie(b.set, b.binding);
-            });
-  // Readonly storage blocks may share a binding: views of one buffer in different element types
-  // (a weight read both as 16-byte vectors and as words, codegen/glsl_common.h WeightRowsBuffer).
-  // The binding is listed once.
-  for (size_t i = 1; i < shader.bindings.size();) {
-    const BindingInfo& a = shader.bindings[i - 1];
-    const BindingInfo& b = shader.bindings[i];
-    if (a.set != b.set || a.binding != b.binding) {
-      ++i;
-    } else if (a.kind == BindingInfo::Kind::kStorageBuffer && b.kind == a.kind && a.read_only && b.read_only) {
-      shader.bindings.erase(shader.bindings.begin() + static_cast<std::ptrdiff_t>(i));
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("bindings ", a.name, " and ", b.name,
-                                                     " share set ", a.set, " binding ", a.binding));
-    }
-  }
+  if (absl::Status merged = SortAndMergeBindings(shader.bindings); !merged.ok()) return merged;
 
   shader.push_constant_bytes = 0;
   for (const auto& r : res.push_constant_buffers) {
@@ -154,10 +158,7 @@ absl::Status ReflectDeclarations(CompiledShader& shader) {
     b.read_only = b.kind == BindingInfo::Kind::kUniformBuffer || (s.members > 0 && s.non_writable >= s.members);
     shader.bindings.push_back(std::move(b));
   }
-  std::sort(shader.bindings.begin(), shader.bindings.end(), [](const BindingInfo& a, const BindingInfo& b) {
-    return std::tie(a.set, a.binding) < std::tie(b.set, b.binding);
-  });
-  return absl::OkStatus();
+  return SortAndMergeBindings(shader.bindings);
 }
 
 }  // namespace
