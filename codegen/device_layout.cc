@@ -33,10 +33,8 @@ DeviceRow DeviceRowOf(graph::DType dtype, int64_t k) {
 }
 
 size_t DeviceByteSize(graph::DType dtype, int64_t n, int64_t k) {
-  if (dtype == graph::DType::kQ8_0) return static_cast<size_t>(n / graph::Info(dtype).block_elems * kQ8_0DeviceBlock);
-  const DeviceRow row = DeviceRowOf(dtype, k);
-  if (!row.split) return graph::ByteSize(dtype, n);
-  return static_cast<size_t>(n / k) * static_cast<size_t>(row.bytes);
+  if (!graph::IsBlockFormat(dtype) || k <= 0) return graph::ByteSize(dtype, n);
+  return static_cast<size_t>(n / k) * static_cast<size_t>(DeviceRowOf(dtype, k).bytes);
 }
 
 std::vector<std::pair<std::string, std::string>> DeviceRowValues(graph::DType dtype, int64_t k) {
@@ -65,6 +63,7 @@ std::vector<uint8_t> ToDeviceLayout(graph::DType dtype, int64_t k, std::vector<u
   const DeviceRow row = DeviceRowOf(dtype, k);
   const size_t block = static_cast<size_t>(graph::Info(dtype).block_bytes);
   const size_t blocks_per_row = static_cast<size_t>(k / graph::Info(dtype).block_elems);
+  if (blocks_per_row == 0) return stored;
   const size_t rows = stored.size() / (block * blocks_per_row);
   std::vector<uint8_t> device(rows * static_cast<size_t>(row.bytes), 0);
   for (size_t r = 0; r < rows; ++r) {
