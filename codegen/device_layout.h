@@ -8,7 +8,7 @@
 // a multiple of 16 bytes. Every block's quants and scales are whole 16-byte vectors, with no more
 // bytes than stored but for the row's padding. On the H100, against blocks padded to 212 bytes
 // (read in words): Llama-3.2-1B's decode 1,468 -> 1,499 tok/s (its Q6_K down projections 11.7 ->
-// 10.4 µs, its LM head 86.7 -> 85.5); Llama-3.1-8B's Q6_K down projections 26.5 -> 25.7 µs, but
+// 10.4 µs, its LM head 86.7 -> 85.5); Llama-3.1-8B's Q6_K down projections 26.5 -> 25.6 µs, but
 // the level of its Q6_K v projections (beside q and k) 6.1 -> 6.9 µs, its decode 382 -> 381.
 //
 // Q8_0 blocks (34 bytes) get 2 bytes of padding after their f16 scale (36 bytes: d, padding, the
