@@ -6,7 +6,8 @@
 
 namespace doppler::codegen {
 namespace {
-// The fields of a block of a split format, in stored order: quants, then scales, then d.
+// Where the fields of a block of a split format lie in the stored block, and their sizes; on the
+// device a row holds its blocks' quants, then their scales, then their d.
 struct SplitFields {
   size_t quants_at, quants, scales_at, scales, d_at;
 };
@@ -14,6 +15,9 @@ bool SplitFieldsOf(graph::DType dtype, SplitFields& f) {
   switch (dtype) {
     case graph::DType::kQ6_K:  // ql[128], qh[64], int8 scales[16], f16 d
       f = {0, 192, 192, 16, 208};
+      return true;
+    case graph::DType::kQ5_0:  // f16 d, qh[4] (in the scales' place), qs[16]
+      f = {6, 16, 2, 4, 0};
       return true;
     default:
       return false;

@@ -11,6 +11,10 @@
 // 10.4 µs, its LM head 86.7 -> 85.5); Llama-3.1-8B's Q6_K down projections 26.5 -> 25.6 µs, but
 // the level of its Q6_K v projections (beside q and k) 6.1 -> 6.9 µs, its decode 382 -> 381.
 //
+// Q5_0 blocks (22 bytes: f16 d, 32 fifth bits, 16 bytes of nibbles) lie in split rows too: the
+// nibbles (16 bytes a block, one 16-byte vector), then the fifth bits (a word a block, in the
+// scales' place), then the f16 d.
+//
 // Q8_0 blocks (34 bytes) get 2 bytes of padding after their f16 scale (36 bytes: d, padding, the
 // 32 quants), so that every field starts on a word: Llama-3.2-1B in Q8_0 928 -> 987 tok/s. Split
 // rows made it faster still (1,143 -> 1,192) but Gemma-3-1B's Q8_0 matrices (rows of 1,152 values)
@@ -33,8 +37,8 @@ inline constexpr int64_t kQ8_0DeviceBlock = 36, kQ8_0DeviceQuantOffset = 4;
 // Where one row of k values of `dtype` lies on the device.
 struct DeviceRow {
   int64_t bytes = 0;      // the row's bytes (a multiple of 16 for split rows)
-  bool split = false;     // split by field (Q6_K)
-  int64_t scales_at = 0;  // split rows: the first block's scales (Q6_K), from the row's start
+  bool split = false;     // split by field (Q6_K, Q5_0)
+  int64_t scales_at = 0;  // split rows: the first block's scales (Q6_K) or fifth bits (Q5_0), from the row's start
   int64_t d_at = 0;       // split rows: the first block's f16 d
 };
 DeviceRow DeviceRowOf(graph::DType dtype, int64_t k);

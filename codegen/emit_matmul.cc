@@ -1,6 +1,7 @@
 // Checks a matmul node and builds what its variants share; picks the variant by the bucket's rows.
 // The epilogue chain is a parameter of the one kernel family: its steps become GLSL statements in
 // `store`.
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -45,12 +46,13 @@ bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens) {
 
 bool NormInConsumer(const graph::Graph& g, const graph::Node& n, int64_t tokens) {
   if (!n.attrs.Has("in_consumer")) return false;
-  const std::optional<graph::ValueId> consumer = graph::SoleMatmulOfNormedPart(g, n.id);
-  if (!consumer.has_value()) return false;
-  const graph::Node& m = g.node(*consumer);
-  const int64_t rows = g.node(m.inputs[0]).type.shape[0].Resolve(tokens);
+  const std::vector<graph::ValueId> consumers = graph::MatmulsOfNormedPart(g, n.id);
   const int64_t width = n.type.shape[1].value / 2;
-  return m.attrs.Has("x_quant") && rows <= kGemvMaxRows && rows * width * 9 <= 8 * kNormInConsumerStageBytes;
+  return !consumers.empty() && std::all_of(consumers.begin(), consumers.end(), [&](graph::ValueId id) {
+    const graph::Node& m = g.node(id);
+    const int64_t rows = g.node(m.inputs[0]).type.shape[0].Resolve(tokens);
+    return m.attrs.Has("x_quant") && rows <= kGemvMaxRows && rows * width * 9 <= 8 * kNormInConsumerStageBytes;
+  });
 }
 
 bool LastRowInConsumer(const graph::Graph& g, const graph::Node& n) {
@@ -134,8 +136,9 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   uint32_t next_binding = static_cast<uint32_t>(c.node.inputs.size() + 2);
   if (x.kind == graph::OpKind::kPart && NormInConsumer(c.g, c.g.node(x.inputs[0]), c.tokens)) {
     s.restate = x.inputs[0];
+    s.restate_writes = graph::MatmulsOfNormedPart(c.g, s.restate).front() == c.node.id;
     s.restate_binding = next_binding;
-    next_binding += static_cast<uint32_t>(1 + c.g.node(s.restate).inputs.size());
+    next_binding += static_cast<uint32_t>(c.g.node(s.restate).inputs.size() + (s.restate_writes ? 1 : 0));
   }
   for (graph::ValueId u : c.g.Users(c.node.id)) {
     if (TailInMatMul(c.g, c.g.node(u), c.tokens)) s.tail = u;
@@ -182,11 +185,15 @@ float staged_x(uint t, uint k, uint m, inout float sum_sq) {
   if (!k.ok()) return absl::InvalidArgumentError(absl::StrCat("matmul '", c.node.label, "': ", k.status().message()));
   k->family = "matmul";
   k->args = {{c.node.id, true}};
-  for (graph::ValueId in : c.node.inputs) k->args.push_back({in == x.id ? x_value : in, false});
+  // A kernel computing the residual norm whose part x is reads x from the norm's inputs instead:
+  // binding 2 then holds the norm's first input (read anyway), so that no consumer of the norm reads
+  // the value another one writes, and they all share a barrier level.
+  const graph::ValueId x_arg = s.restate >= 0 ? c.g.node(s.restate).inputs[0] : x_value;
+  for (graph::ValueId in : c.node.inputs) k->args.push_back({in == x.id ? x_arg : in, false});
   if (s.restate >= 0) {
     const graph::Node& norm = c.g.node(s.restate);
-    k->args.push_back({norm.id, true});
     for (graph::ValueId in : norm.inputs) k->args.push_back({in, false});
+    if (s.restate_writes) k->args.push_back({norm.id, true});
   }
   if (s.tail >= 0) {
     const graph::Node& tail = c.g.node(s.tail);

@@ -11,8 +11,8 @@ namespace {
 // `float load_<name>(uint i)` for a row-major [rows, K] matrix stored in one of llama.cpp's block
 // formats, as it lies on the device (codegen/device_layout.h): Q4_K, Q5_K and Q8_0 rows hold
 // whole blocks (Q8_0's padded), so element i is value i % E of block i / E (E values a block); Q6_K
-// rows are split by field, so element i is value e = i % K of row i / K, its quants in the row's
-// block e / 256, its scale and d further on in the row. Bytes are read out of 32-bit words
+// and Q5_0 rows are split by field, so element i is value e = i % K of row i / K, its quants in
+// the row's block e / E, its scale (Q5_0: fifth bit) and d further on in the row. Bytes are read out of 32-bit words
 // with shifts (little-endian), f16 fields with unpackHalf2x16 (every f16 field is 2-byte aligned);
 // `<name>_word`, `<name>_byte` and `<name>_half` serve other decoders of the same buffer too. The
 // arithmetic is models/quant/dequantize.cc's, in the same float32 order, and `precise` keeps the
@@ -68,6 +68,17 @@ std::string BlockDecoder(const std::string& name, graph::DType dtype, int64_t k)
   int s = bitfieldExtract(int({{N}}_byte(base + {{SC_AT}}u + b * 16u + (v >> 4))), 0, 8);
   precise float ds = {{N}}_half(base + {{D_AT}}u + b * 2u) * float(s);
   precise float y = ds * float(q);
+  return y;
+)";
+      break;
+    case graph::DType::kQ5_0:  // qs[16] (a row's quants first), qh[4], f16 d: d * (q - 16)
+      body = R"(
+  uint row = i / {{K}}u, e = i - row * {{K}}u, base = row * {{ROW_BYTES}}u;
+  uint b = e >> 5, v = e & 31u;
+  uint nib = ({{N}}_byte(base + b * 16u + (v & 15u)) >> ((v >> 4) * 4u)) & 15u;
+  uint fifth = ({{N}}_word((base + {{SC_AT}}u + b * 4u) >> 2) >> v) & 1u;
+  int q = int(nib | (fifth << 4)) - 16;
+  precise float y = float(q) * {{N}}_half(base + {{D_AT}}u + b * 2u);
   return y;
 )";
       break;

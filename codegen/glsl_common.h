@@ -26,7 +26,7 @@ std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType 
 // A readonly [rows, k] weight at `binding` in any type, as it lies on the device
 // (codegen/device_layout.h), with `float load_<name>(uint i)`: element i, row-major. Block formats
 // also get `uint <name>_word(uint i)`, `<name>_byte(uint b)` and `float <name>_half(uint b)` (word,
-// byte and f16 at a byte offset of the buffer), and split rows (Q6_K) the buffer as 16-byte
+// byte and f16 at a byte offset of the buffer), and split rows (Q6_K, Q5_0) the buffer as 16-byte
 // vectors, `uvec4 <name>4[]`. Plain types are FloatBuffer's.
 std::string WeightRowsBuffer(uint32_t binding, const std::string& name, graph::DType dtype, int64_t k);
 

@@ -43,17 +43,20 @@ struct MatMulSpec {
   graph::ValueId tail = -1;
   uint32_t tail_binding = 0;
   // A residual norm whose normalised sum is x, computed by the kernel as it reads x
-  // (NormInConsumer): the node (-1: none), and the binding of its value; its inputs follow.
+  // (NormInConsumer): the node (-1: none), the binding of its first input (the others follow),
+  // and whether this kernel writes the norm's value (the first of its consumers does, at the
+  // binding after the inputs).
   graph::ValueId restate = -1;
   uint32_t restate_binding = 0;
+  bool restate_writes = false;
 };
 
 // Whether the kernel of an in_producer node's matmul (graph/op.h) computes it for a plan of
 // `tokens`: the q8 matrix-vector variant does, for at most kGemvMaxRows rows (one block of rows).
 bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens);
 
-// Whether the kernel of the matmul reading an in_consumer norm's normalised sum (graph/op.h)
-// computes the norm for a plan of `tokens`: the q8 matrix-vector variant does, for at most
+// Whether the kernels of the matmuls reading an in_consumer norm's normalised sum (graph/op.h)
+// compute the norm for a plan of `tokens`: the q8 matrix-vector variant does, for at most
 // kGemvMaxRows rows whose q8 staging takes at most kNormInConsumerStageBytes (every device's shared
 // memory holds them, with the kernel's reductions, in one segment). It takes precedence over the
 // norm's producer (TailInMatMul).

@@ -100,8 +100,9 @@ constexpr int64_t kStageBytes = 24 * 1024;
 // step)` and `float x_scale(float sum_sq)` (1 / rms of a row from its sum of squares), and X_NORM
 // 1. Where x is a residual norm's normalised sum (MatMulSpec::restate), x_value4 is the norm's sum
 // s = x' + r (x' normalised by its own weight first where the norm has a prologue), which workgroup
-// 0 also writes to part 0 of the norm's value (through a `restrict` buffer, so that the stores do
-// not hold back later loads); the norm's weight and eps are x_weight4's and x_scale's.
+// 0 of the norm's first consumer (MatMulSpec::restate_writes) also writes to part 0 of the norm's
+// value (through a `restrict` buffer, so that the stores do not hold back later loads); the norm's
+// weight and eps are x_weight4's and x_scale's.
 // `restate_rows` runs first. Where an invocation's share of the rows is at most kHeldQuads vectors
 // (`held`), it loads all of them (x', r and the weights) in one round, finds each row's 1 / rms of
 // x' and keeps s in registers; else it finds the 1 / rms, and x_value4 loads x' again, and r.
@@ -116,15 +117,18 @@ std::string XValueGlsl(const EmitContext& c, const MatMulSpec& s, bool held) {
   const graph::Node& norm = c.g.node(s.restate);
   const bool prologue = norm.attrs.Has("norm_eps");
   const uint32_t b = s.restate_binding;
+  const uint32_t inputs = static_cast<uint32_t>(norm.inputs.size());
   return absl::StrCat(
       "#define X_NORM 1\n#define RESTATE_PROLOGUE ", prologue ? 1 : 0, "\n#define RESTATE_HELD ", held ? 1 : 0, "\n",
-      "layout(std430, set = 0, binding = ", b, ") restrict writeonly buffer Buf_rs { vec4 rs4[]; };\n",
-      FloatQuadBuffer(b + 1, "ry", graph::DType::kF32, true),
-      FloatQuadBuffer(b + 2, "rw", c.g.node(norm.inputs[1]).type.dtype, true),
-      FloatQuadBuffer(b + 3, "rr", graph::DType::kF32, true),
-      prologue ? FloatQuadBuffer(b + 4, "rwp", c.g.node(norm.inputs[3]).type.dtype, true) : "",
+      FloatQuadBuffer(b, "ry", graph::DType::kF32, true),
+      FloatQuadBuffer(b + 1, "rw", c.g.node(norm.inputs[1]).type.dtype, true),
+      FloatQuadBuffer(b + 2, "rr", graph::DType::kF32, true),
+      prologue ? FloatQuadBuffer(b + 3, "rwp", c.g.node(norm.inputs[3]).type.dtype, true) : "",
+      s.restate_writes
+          ? absl::StrCat("layout(std430, set = 0, binding = ", b + inputs, ") restrict writeonly buffer Buf_rs { vec4 rs4[]; };\n",
+                         "bool writes_sum() { return gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u; }\n")
+          : "vec4 rs4[1];  // another consumer of the norm writes its value\nbool writes_sum() { return false; }\n",
       Fill(R"(
-bool writes_sum() { return gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u; }
 #if RESTATE_HELD
 vec4 held_s[TM][STEPS], held_w[STEPS];  // x is one segment: stage_x's steps
 void restate_rows(uint t0, uint m) {

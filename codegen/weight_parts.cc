@@ -290,6 +290,69 @@ float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xru
 }
 )";
 
+// Q5_0 (22-byte blocks: f16 d, qh[4], qs[16]; on the device in split rows, codegen/device_layout.h):
+// value j < 16 of a block is the low nibble of qs[j], value j + 16 its high nibble, with bit j of
+// the word qh as the fifth bit, minus 16. Four values' fifth bits (bits at .. at + 3 of qh) become
+// one bit a byte through one multiply (bit i of b moves to bit 8i: b · (1 + 2^7 + 2^14 + 2^21),
+// whose terms do not overlap): q5_fifth gives 16 where the bit is set (q, with four nibbles), and
+// q5_signed gives q − 16 as a signed byte (the nibble where the bit is set, the nibble − 16 where it
+// is not), exact for integer dot products.
+constexpr const char* kQ5_0Bits = R"(
+uint q5_bits(uint qh, uint at) { return ((qh >> at) & 15u) * 0x00204081u & 0x01010101u; }
+uint q5_fifth(uint qh, uint at) { return q5_bits(qh, at) << 4; }
+uint q5_signed(uint nibbles, uint qh, uint at) { return nibbles | ((q5_bits(qh, at) ^ 0x01010101u) * 0xF0u); }
+)";
+
+// Against x as floats: part q (0..3) of a block is values 4q + 0..3 and 16 + 4q + 0..3 (as Q8_0's
+// parts): word q of the block's nibbles, its fifth bits and d. Each value becomes a float through
+// byte_unit.
+constexpr const char* kQ5_0 = R"(
+const uint PV = 8u, RUNS = 1u;
+struct WPart { uint q; uint h; float d; };
+uint w_part_k(uint p, uint i) { return (p >> 2) * 32u + 4u * (p & 3u) + (i & 3u) + 16u * (i >> 2); }
+WPart w_load(uint row, uint p) {
+  uint base = row * ROW_BYTES, b = p >> 2;
+  WPart r;
+  r.q = w_word(((base + b * 16u) >> 2) + (p & 3u));
+  r.h = w_word((base + SC_AT + b * 4u) >> 2);
+  r.d = w_half(base + D_AT + b * 2u);
+  return r;
+}
+float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
+  uint at = 4u * (p & 3u);
+  uint lo = (w.q & 0x0F0F0F0Fu) | q5_fifth(w.h, at), hi = ((w.q >> 4) & 0x0F0F0F0Fu) | q5_fifth(w.h, at + 16u);
+  float s = 0.0;
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) s += byte_unit(lo, int(8u * i)) * xv[i] + byte_unit(hi, int(8u * i)) * xv[i + 4u];
+  // Σ (q − 16)·x = 256 · (Σ unit·x − Σ x / 2) − 16 · Σ x
+  return w.d * (256.0 * s - 144.0 * xrun[0]);
+}
+)";
+
+// Q5_0 against x in q8 blocks: a part is a whole block (32 values): its nibbles in one 16-byte
+// load, its fifth bits and d; x is staged in its own order.
+constexpr const char* kQ5_0Q8 = R"(
+const uint PV8 = 32u, RUNS8 = 1u;
+struct WPart8 { uvec4 qs; uint qh; float d; };
+WPart8 w_load8(uint row, uint p) {
+  uint base = row * ROW_BYTES;
+  WPart8 r;
+  r.qs = w4[(base + p * 16u) >> 4];
+  r.qh = w_word((base + SC_AT + p * 4u) >> 2);
+  r.d = w_half(base + D_AT + p * 2u);
+  return r;
+}
+uint run_k(uint p, uint r) { return p * 32u; }
+uint x_slot(uint k) { return k >> 2; }
+float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
+  int s = 0;
+  [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+    s += sdot4(q5_signed(w.qs[j] & 0x0F0F0F0Fu, w.qh, 4u * j), xw[0][j]);
+    s += sdot4(q5_signed((w.qs[j] >> 4) & 0x0F0F0F0Fu, w.qh, 16u + 4u * j), xw[1][j]);
+  }
+  return w.d * xd[0] * i2f(s);
+}
+)";
+
 }  // namespace
 
 absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dtype, int64_t k) {
@@ -343,6 +406,13 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
       parts.glsl = absl::StrCat(decl, row_size, kByteUnit, kQ6K);
       parts.q8_glsl = kQ6KQ8;
       parts.q8_values = 64;
+      break;
+    case graph::DType::kQ5_0:
+      parts.values = 8;
+      parts.runs = 1;
+      parts.glsl = absl::StrCat(decl, row_size, kByteUnit, kQ5_0Bits, kQ5_0);
+      parts.q8_glsl = kQ5_0Q8;  // after parts.glsl, whose q5_ helpers it uses
+      parts.q8_values = 32;
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("no matrix-vector decoder for weights of type ", graph::Name(dtype)));
@@ -414,6 +484,20 @@ void w_slice8(uint row, uint k, out float v[8]) {
     uint lo = (ql[i >> 2] >> (8u * (i & 3u) + (kq < 2u ? 0u : 4u))) & 15u;
     uint hi = (qh[i >> 2] >> (8u * (i & 3u) + 2u * kq)) & 3u;
     v[i] = d * (uintBitsToFloat(lo | (hi << 4) | 0x4B000000u) - 8388640.0);  // q − 32, at full rate
+  }
+}
+)");
+    case graph::DType::kQ5_0:
+      return absl::StrCat(words, row_bytes, R"(
+void w_slice8(uint row, uint k, out float v[8]) {
+  uint base = row * SLICE_ROW_BYTES, b = k >> 5, r = k & 31u;
+  float d = w_half(base + SLICE_D_AT + b * 2u);
+  uint at = (base + b * 16u + (r & 15u)) >> 2, shift = (r >> 4) * 4u;
+  uint q[2] = uint[2](w_word(at), w_word(at + 1u));
+  uint qh = w_word((base + SLICE_SC_AT + b * 4u) >> 2);
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+    uint nib = (q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;
+    v[i] = d * (uintBitsToFloat(nib | (((qh >> (r + i)) & 1u) << 4) | 0x4B000000u) - 8388624.0);  // q − 16, at full rate
   }
 }
 )");

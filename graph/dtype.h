@@ -18,6 +18,7 @@ enum class DType : uint8_t {
   kQ4_K,
   kQ5_K,
   kQ6_K,
+  kQ5_0,
 };
 
 struct DTypeInfo {

@@ -36,33 +36,36 @@ size_t ValueBytes(const Node& n, int64_t tokens) {
   return ranges.back().offset + ranges.back().bytes;
 }
 
-std::optional<ValueId> SoleMatmulOfNormedPart(const Graph& g, ValueId norm) {
+std::vector<ValueId> MatmulsOfNormedPart(const Graph& g, ValueId norm) {
   const Node& n = g.node(norm);
-  if (n.kind != OpKind::kRmsNorm || n.attrs.Int("residual") == 0 || SplitWidths(n).size() != 2) return std::nullopt;
-  std::optional<ValueId> matmul;
+  if (n.kind != OpKind::kRmsNorm || n.attrs.Int("residual") == 0 || SplitWidths(n).size() != 2) return {};
+  std::vector<ValueId> matmuls;
   for (ValueId p : g.Users(norm)) {
     const Node& part = g.node(p);
-    if (part.kind != OpKind::kPart) return std::nullopt;
+    if (part.kind != OpKind::kPart) return {};
     if (part.attrs.Int("index") != 1) continue;
     for (const auto& [name, out] : g.outputs()) {
-      if (out == p) return std::nullopt;  // read after the step
+      if (out == p) return {};  // read after the step
     }
     for (ValueId u : g.Users(p)) {
       const Node& m = g.node(u);
       const bool x_only = m.kind == OpKind::kMatMul && m.inputs[0] == p &&
                           std::count(m.inputs.begin(), m.inputs.end(), p) == 1 && !m.attrs.Has("norm_eps");
-      if (!x_only || matmul.has_value()) return std::nullopt;
-      matmul = u;
+      if (!x_only) return {};
+      matmuls.push_back(u);
     }
   }
-  return matmul;
+  std::sort(matmuls.begin(), matmuls.end());
+  return matmuls;
 }
 
-std::optional<ValueId> ConsumingMatmul(const Graph& g, ValueId id) {
+std::vector<ValueId> ConsumingMatmuls(const Graph& g, ValueId id) {
   const Node& n = g.node(id);
-  if (n.kind == OpKind::kRmsNorm && !n.attrs.Has("group")) return SoleMatmulOfNormedPart(g, id);
-  if (n.kind == OpKind::kLastRow) return SoleMatmulOfLastRow(g, id);
-  return std::nullopt;
+  if (n.kind == OpKind::kRmsNorm && !n.attrs.Has("group")) return MatmulsOfNormedPart(g, id);
+  if (n.kind == OpKind::kLastRow) {
+    if (std::optional<ValueId> m = SoleMatmulOfLastRow(g, id)) return {*m};
+  }
+  return {};
 }
 
 std::optional<ValueId> SoleMatmulOfLastRow(const Graph& g, ValueId last_row) {

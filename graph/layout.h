@@ -30,17 +30,18 @@ std::vector<PartRange> SplitLayout(const std::vector<int64_t>& widths, int64_t r
 // Bytes a value takes for `rows` rows of its first dimension as T (split values included).
 size_t ValueBytes(const Node& n, int64_t tokens);
 
-// The matmul that alone reads part 1 of a residual rms_norm (the normalised sum), as its x and
-// nothing else, with no norm prologue of its own; none where another node reads that part.
-std::optional<ValueId> SoleMatmulOfNormedPart(const Graph& g, ValueId norm);
+// The matmuls that read part 1 of a residual rms_norm (the normalised sum), each as its x and
+// nothing else, with no norm prologue of its own, in node order (a layer's projections whose weight
+// types differ: Q4_K_M's q and k beside a v of more bits); none where another node reads that part.
+std::vector<ValueId> MatmulsOfNormedPart(const Graph& g, ValueId norm);
 
 // The matmul that alone reads a last_row node, as its x and nothing else; none where the row is
 // read by another node or after the step.
 std::optional<ValueId> SoleMatmulOfLastRow(const Graph& g, ValueId last_row);
 
-// The matmul that may compute a node as it reads its x (attr in_consumer, graph/op.h): for a
-// whole-row residual rms_norm SoleMatmulOfNormedPart, for a last_row SoleMatmulOfLastRow; none for
+// The matmuls that may compute a node as they read their x (attr in_consumer, graph/op.h): for a
+// whole-row residual rms_norm MatmulsOfNormedPart, for a last_row SoleMatmulOfLastRow; none for
 // any other node.
-std::optional<ValueId> ConsumingMatmul(const Graph& g, ValueId id);
+std::vector<ValueId> ConsumingMatmuls(const Graph& g, ValueId id);
 
 }  // namespace doppler::graph

@@ -34,8 +34,8 @@ enum class OpKind : uint8_t {
                 // G = head_dim normalises each head). With attr residual = 1 it takes (x, w, r), normalises
                 // s = x + r and returns [T, 2D] = [s | norm(s)], stored split "D,D" (graph/layout.h).
                 // Attr in_producer = 1 (whole rows, x a matmul's): as for argmax. Attr in_consumer = 1
-                // (residual, whole rows, its part 1 read by one matmul alone, as x): that matmul's kernel
-                // may compute it as it reads x, and write part 0 itself (codegen/matmul.h: NormInConsumer)
+                // (residual, whole rows, its part 1 read by matmuls alone, as x): their kernels may compute
+                // it as they read x, the first one writing part 0 (codegen/matmul.h: NormInConsumer)
   kRope,        // (x[T, H*d], table[P, d/2, 2]) -> rotated x at positions pos..pos+T-1; attrs heads, head_dim, style
   kCacheWrite,  // (state[C, W], x[T, W]) -> state with x[t] in row (pos + t) % C: a cache of C rows
                 // is a ring holding the last C positions (a cache of the whole context never wraps)

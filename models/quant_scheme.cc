@@ -68,14 +68,16 @@ int GgufFileType(QuantScheme scheme) {
 //     (i - n/8) % 3 == 2, else Q4_K (for the 2-layer fixture llama_q: layer 1's);
 //   - a fused qkv_proj (Phi-3): Q5_K;
 //   - every other matrix, the embedding included: Q4_K.
-// A matrix whose rows are not whole 256-value blocks gets Q8_0 if they are whole 32-value blocks,
-// else `fallback` (llama.cpp would pick Q5_0 / Q5_1 / Q8_0, the first two unsupported here).
+// A matrix whose rows are not whole 256-value blocks gets llama.cpp's substitute if they are whole
+// 32-value blocks: Q5_0 for Q4_K, Q8_0 for Q6_K, and Q8_0 for Q5_K (llama.cpp's Q5_1, which doppler
+// does not read); else `fallback`. (Gemma 3's rows of 1,152 values: Q5_0 and Q8_0.)
 DType QuantizedDType(QuantScheme scheme, std::string_view hf_name, int64_t cols, int num_layers, bool tied,
                      DType fallback) {
   auto fits = [&](DType t) { return cols > 0 && cols % graph::Info(t).block_elems == 0; };
   auto or_fallback = [&](DType t) {
     if (fits(t)) return t;
-    return fits(DType::kQ8_0) ? DType::kQ8_0 : fallback;
+    const DType substitute = t == DType::kQ4_K ? DType::kQ5_0 : DType::kQ8_0;
+    return fits(substitute) ? substitute : fallback;
   };
   switch (scheme) {
     case QuantScheme::kNone: return fallback;

@@ -15,7 +15,7 @@ enum class QuantScheme {
   kNone,   // keep the float type asked for (--dtype)
   kF16,    // every matrix f16 (convert's --quant f16)
   kQ8_0,   // every matrix Q8_0
-  kQ4_K_M  // llama.cpp's Q4_K_M mix of Q4_K and Q6_K (see QuantizedDType)
+  kQ4_K_M  // llama.cpp's Q4_K_M mix of Q4_K and Q6_K, Q5_0 and Q8_0 (see QuantizedDType)
 };
 
 // "f16", "q8_0", "q4_k_m" (any case); anything else is an error listing these.

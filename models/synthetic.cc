@@ -192,6 +192,15 @@ void FillRow(DType dtype, int64_t cols, uint64_t seed, float mean, float stddev,
       }
       return;
     }
+    case DType::kQ5_0: {  // {f16 d; qh[4]; qs[16]}: d * (q - 16), q uniform 5-bit (sd 9.23)
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        uint8_t* blk = out + 22 * b;
+        PutHalf(blk, stddev / 9.23f);
+        const uint64_t r[3] = {rng.Next(), rng.Next(), rng.Next()};
+        std::memcpy(blk + 2, r, 20);
+      }
+      return;
+    }
     case DType::kQ4_K:
     case DType::kQ5_K: {
       // {f16 d, dmin; scales[12]; (Q5_K: qh[32];) qs[128]}: d*sc*q - dmin*m per 32-value sub-block.

@@ -26,7 +26,7 @@ absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, 
 std::vector<uint8_t> EncodeFloats(graph::DType dtype, std::span<const float> values);
 
 // Decodes bytes of a float dtype (f32, f16, bf16) or of consecutive blocks of a block format
-// (Q8_0, Q4_K, Q5_K, Q6_K; dequantized as models/quant does) to float32.
+// (Q8_0, Q5_0, Q4_K, Q5_K, Q6_K; dequantized as models/quant does) to float32.
 std::vector<float> DecodeFloats(graph::DType dtype, std::span<const uint8_t> bytes);
 
 // Expands an F32/F16/BF16 or block-format tensor to float32 (row-major). Fails, naming the file

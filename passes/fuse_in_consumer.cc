@@ -1,12 +1,13 @@
 // Ops a matmul's kernel may compute as it reads its x, instead of in a dispatch (and barrier level)
-// of their own: each pass marks one kind with in_consumer = 1 where one matmul alone reads the op's
-// value as x (graph::ConsumingMatmul). The op keeps its node and meaning; codegen gives it no kernel
+// of their own: each pass marks one kind with in_consumer = 1 where matmuls alone read the op's
+// value, as x (graph::ConsumingMatmuls). The op keeps its node and meaning; codegen gives it no kernel
 // where the matmul's variant takes it, and the memory planner keeps its inputs until the matmul.
 //
-// fuse-residual-norm-matmul: a residual RMSNorm whose normalised sum only a matmul reads (Gemma
-// 3's post-norm, residual add and next pre-norm, read by the next projection). Every workgroup of
-// the consumer computes the row (the norm's sum of squares, then the sum and its own), and one of
-// them writes part 0 (the sum, which later residual adds read); codegen/matmul.h: NormInConsumer.
+// fuse-residual-norm-matmul: a residual RMSNorm whose normalised sum only matmuls read (Gemma 3's
+// post-norm, residual add and next pre-norm, read by the next projections: one, or two where v's
+// weight type differs from q's and k's). Every workgroup of each consumer computes the row (the
+// norm's sum of squares, then the sum and its own), and one workgroup of the first consumer writes
+// part 0 (the sum, which later residual adds read); codegen/matmul.h: NormInConsumer.
 // It also spares the matmul that produced the norm's input a tail (fuse-matmul-tail): a norm may
 // carry in_producer too, and the consumer takes it first, then the producer's kernel, then a
 // kernel of its own.
@@ -36,7 +37,7 @@ class FuseInConsumer : public Pass {
     bool changed = false;
     for (ValueId id = 0; id < g.size(); ++id) {
       const Node& n = g.node(id);
-      if (n.kind != kind_ || n.attrs.Has("in_consumer") || !graph::ConsumingMatmul(g, id).has_value()) continue;
+      if (n.kind != kind_ || n.attrs.Has("in_consumer") || graph::ConsumingMatmuls(g, id).empty()) continue;
       g.mutable_node(id).attrs.Set("in_consumer", int64_t{1});
       changed = true;
     }

@@ -117,9 +117,9 @@ absl::StatusOr<MemoryPlan> PlanMemory(const graph::Graph& g, int64_t tokens, con
     touch(n.id, n.id);
     // A node in_consumer may be computed by the matmul reading it, from its inputs (graph/op.h).
     if (n.attrs.Has("in_consumer")) {
-      if (std::optional<ValueId> consumer = graph::ConsumingMatmul(g, n.id)) {
-        for (ValueId in : n.inputs) touch(in, *consumer);
-        touch(n.id, *consumer);
+      for (ValueId consumer : graph::ConsumingMatmuls(g, n.id)) {
+        for (ValueId in : n.inputs) touch(in, consumer);
+        touch(n.id, consumer);
       }
     }
   }

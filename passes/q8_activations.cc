@@ -1,5 +1,5 @@
 // q8-activations: every matmul whose weights are in a block format with 8-bit-or-narrower integer
-// quants (Q4_K, Q5_K, Q6_K, Q8_0) rounds its x through q8 blocks first (attr x_quant = "q8",
+// quants (Q4_K, Q5_K, Q6_K, Q8_0, Q5_0) rounds its x through q8 blocks first (attr x_quant = "q8",
 // graph/activation_quant.h), so that its kernel multiplies 8-bit integers (integer dot products)
 // instead of decoding every weight to a float; this is how llama.cpp multiplies such weights.
 //
@@ -17,7 +17,8 @@ namespace doppler::passes {
 namespace {
 
 bool IntegerQuants(graph::DType t) {
-  return t == graph::DType::kQ4_K || t == graph::DType::kQ5_K || t == graph::DType::kQ6_K || t == graph::DType::kQ8_0;
+  return t == graph::DType::kQ4_K || t == graph::DType::kQ5_K || t == graph::DType::kQ6_K || t == graph::DType::kQ8_0 ||
+         t == graph::DType::kQ5_0;
 }
 
 class Q8Activations : public Pass {

@@ -32,7 +32,7 @@ enum class DecodeActivations {
   kAuto,  // q8 where the device has integer dot products, else f32
   kF32,   // exact: the weights are decoded to floats and multiplied with x as it is
   kQ8,    // x rounded through q8 blocks and multiplied with the weights' integer quants (llama.cpp's
-          // numerics): matmuls with Q4_K, Q5_K, Q6_K or Q8_0 weights only
+          // numerics): matmuls with Q4_K, Q5_K, Q6_K, Q8_0 or Q5_0 weights only
 };
 
 struct EngineOptions {

@@ -9,6 +9,7 @@
 #include "graph/activation_quant.h"
 #include "graph/builder.h"
 #include "graph/interpreter.h"
+#include "graph/layout.h"
 #include "graph/verifier.h"
 #include "passes/pass.h"
 #include "tests/support/graph_values.h"
@@ -124,7 +125,7 @@ TEST(FuseMatmulTailPass, MarksTheArgmaxOfAMatmulOnly) {
   EXPECT_NE(graph::Verify(g).message().find("in_producer is for an argmax or a whole-row rms_norm reading a matmul"), std::string::npos);
 }
 
-TEST(FuseResidualNormMatmulPass, MarksANormWhoseNormalisedSumOneMatmulAloneReads) {
+TEST(FuseResidualNormMatmulPass, MarksANormWhoseNormalisedSumMatmulsAloneRead) {
   graph::GraphBuilder b;
   const auto row = test::Rows(64);
   auto residual_norm = [&](const char* name) {
@@ -135,10 +136,11 @@ TEST(FuseResidualNormMatmulPass, MarksANormWhoseNormalisedSumOneMatmulAloneReads
   ValueId alone = residual_norm("alone");
   b.Output("alone_y", b.MatMul(b.Part(alone, 1), b.Param("w1", test::Matrix(8, 64, DType::kQ8_0))));
   b.Output("alone_sum", b.Part(alone, 0));
-  // Read by two matmuls, or by a matmul and an add, or as a step output: not.
+  // Read by two matmuls as x (a layer's projections of two weight types): marked.
   ValueId twice = residual_norm("twice");
   b.Output("twice_a", b.MatMul(b.Part(twice, 1), b.Param("w2", test::Matrix(8, 64, DType::kQ8_0))));
-  b.Output("twice_b", b.MatMul(b.Part(twice, 1), b.Param("w3", test::Matrix(8, 64, DType::kQ8_0))));
+  b.Output("twice_b", b.MatMul(b.Part(twice, 1), b.Param("w3", test::Matrix(8, 64, DType::kQ5_0))));
+  // Read by a matmul and an add, or as a step output: not.
   ValueId added = residual_norm("added");
   ValueId added_part = b.Part(added, 1);
   b.Output("added_y", b.MatMul(added_part, b.Param("w4", test::Matrix(8, 64, DType::kQ8_0))));
@@ -154,7 +156,9 @@ TEST(FuseResidualNormMatmulPass, MarksANormWhoseNormalisedSumOneMatmulAloneReads
   ASSERT_TRUE(changed.ok() && *changed);
   ASSERT_TRUE(graph::Verify(g).ok());
   EXPECT_TRUE(g.node(alone).attrs.Has("in_consumer"));
-  for (ValueId n : {twice, added, output}) EXPECT_FALSE(g.node(n).attrs.Has("in_consumer")) << g.node(n).label;
+  EXPECT_TRUE(g.node(twice).attrs.Has("in_consumer"));
+  EXPECT_EQ(graph::ConsumingMatmuls(g, twice), (std::vector<ValueId>{*g.output("twice_a"), *g.output("twice_b")}));
+  for (ValueId n : {added, output}) EXPECT_FALSE(g.node(n).attrs.Has("in_consumer")) << g.node(n).label;
   EXPECT_FALSE(*(*pass)->Run(g)) << "a second run changes nothing";
   // The verifier holds the attribute to a whole-row residual norm.
   ValueId plain = *g.output("twice_a");

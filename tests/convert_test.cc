@@ -248,8 +248,11 @@ TEST(ConvertTest, QuantRuleIsLlamaCppsQ4KM) {
     if (std::string(q("model.layers." + std::to_string(l) + ".mlp.down_proj.weight", 32)) == "q6_k") more.push_back(l);
   }
   EXPECT_EQ(more, (std::vector<int>{0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31}));
-  // Rows that are not whole 256-blocks fall back to Q8_0, then to the float type.
-  EXPECT_STREQ(q("model.layers.0.mlp.up_proj.weight", 2, false, 96), "q8_0");
+  // Rows that are not whole 256-blocks take llama.cpp's substitute of 32-value blocks (Q5_0 for
+  // Q4_K, Q8_0 for Q6_K), then the float type.
+  EXPECT_STREQ(q("model.layers.0.mlp.up_proj.weight", 2, false, 96), "q5_0");
+  EXPECT_STREQ(q("model.layers.1.self_attn.v_proj.weight", 2, false, 96), "q8_0");
+  EXPECT_STREQ(q("model.embed_tokens.weight", 2, /*tied=*/true, 1152), "q8_0");
   EXPECT_STREQ(q("model.layers.0.mlp.up_proj.weight", 2, false, 100), "f16");
 }
 

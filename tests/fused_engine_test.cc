@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "absl/strings/str_join.h"
 #include "passes/registry.h"
@@ -82,12 +83,17 @@ TEST(FusedEngineQ8Test, Gemma3ResidualNormsInTheirConsumers) {
   auto producer = engine(absl::StrJoin(without, ","), runtime::DecodeActivations::kQ8);
   auto exact = engine("default", runtime::DecodeActivations::kF32);
   for (auto* e : {&consumer, &producer, &exact}) ASSERT_TRUE(e->ok()) << e->status();
-  int restated = 0;
+  // The consumers of one norm share a barrier level: q/k/v in one dispatch, or q and k in one and v
+  // in another where v's weights are of another type (Q4_K_M: Q5_0 and Q8_0 in the layers that
+  // give v more bits).
+  std::map<int, int> restating;  // level -> dispatches computing a residual norm as they read x
   for (const vk::PlannedDispatch& d : (*consumer)->decode_plan().dispatches()) {
-    restated += d.variant.find("+residual_norm_x") != std::string::npos;
+    if (d.variant.find("+residual_norm_x") != std::string::npos) ++restating[d.level];
   }
   // Every layer's two residual norms but the last one's (the final norm is the LM head's prologue).
-  EXPECT_EQ(restated, 2 * (*consumer)->config().num_layers - 1);
+  EXPECT_EQ(restating.size(), static_cast<size_t>(2 * (*consumer)->config().num_layers - 1));
+  EXPECT_TRUE(std::any_of(restating.begin(), restating.end(), [](const auto& l) { return l.second == 2; }))
+      << "no norm read by two projections";
   const Outputs a = Evaluate(**consumer, *ref);
   const Outputs b = Evaluate(**producer, *ref);
   const Outputs x = Evaluate(**exact, *ref);

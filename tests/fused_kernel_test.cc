@@ -193,6 +193,8 @@ INSTANTIATE_TEST_SUITE_P(
                       NormMatMulCase{DType::kF16, 200, 70, 96}, NormMatMulCase{DType::kQ4_K, 512, 65, 128},
                       NormMatMulCase{DType::kQ8_0, 96, 64, 64}, NormMatMulCase{DType::kQ6_K, 512, 70, 128},
                       NormMatMulCase{DType::kQ5_K, 256, 64, 64}, NormMatMulCase{DType::kBF16, 130, 66, 96},
+                      NormMatMulCase{DType::kQ5_0, 160, 70, 96}, NormMatMulCase{DType::kQ5_0, 96, 1, 1},
+                      NormMatMulCase{DType::kQ5_0, 160, 13, 16},
                       // 16-bit norm weights, read four at a time where K is a multiple of 4.
                       NormMatMulCase{DType::kQ4_K, 512, 1, 1, DType::kF16}, NormMatMulCase{DType::kF16, 200, 3, 4, DType::kBF16},
                       NormMatMulCase{DType::kQ8_0, 96, 13, 16, DType::kBF16}, NormMatMulCase{DType::kF32, 131, 1, 1, DType::kF16}),
@@ -207,7 +209,7 @@ TEST(CoopMatMul, KernelsCompileForNvidia) {
   GraphBuilder b;
   ValueId x = b.Input("x", Rows(512));
   ValueId r = b.Input("r", Rows(64));
-  for (DType dtype : {DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  for (DType dtype : {DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     const std::string name = graph::Name(dtype);
     b.Output("g_" + name, b.MatMulWithNorm(x, b.Param("gamma_" + name, Vector(512, DType::kF32)), 1e-6, 0.0,
                                             b.Param("wg_" + name, Matrix(128, 512, dtype)), {r}, "silu_mul,add"));
@@ -251,7 +253,7 @@ TEST(CoopMatMul, KernelsCompileForNvidia) {
       k32 += k->variant.find(".k32") != std::string::npos ? 1 : 0;
       ++coop;
     }
-    EXPECT_EQ(coop, 16);
+    EXPECT_EQ(coop, 18);
     EXPECT_EQ(tall_tiles, 3);
     EXPECT_EQ(k32, want_k32) << "shared memory " << shared_memory;
   }

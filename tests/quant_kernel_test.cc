@@ -1,4 +1,4 @@
-// Kernels reading llama.cpp's block formats (Q8_0, Q4_K, Q5_K, Q6_K) straight from their blocks,
+// Kernels reading llama.cpp's block formats (Q8_0, Q5_0, Q4_K, Q5_K, Q6_K) straight from their blocks,
 // against the interpreter fed the dequantized values: matmul (decode and prefill tiles, row counts
 // that are not multiples of the tile) and embedding gathers, which must decode bit for bit as
 // models/quant does; and ggml's own quantized fixture rows decoded on the GPU.
@@ -85,6 +85,31 @@ TEST(DeviceLayout, SplitsQ6KRowsAndPadsQ8_0Blocks) {
   EXPECT_EQ(codegen::ToDeviceLayout(DType::kQ4_K, 256, q4), q4);
 }
 
+// Q5_0 rows are split too: the nibbles (16 bytes a block), the fifth bits (4), the f16 d (2), then
+// padding to 16 bytes.
+TEST(DeviceLayout, SplitsQ5_0Rows) {
+  const codegen::DeviceRow row = codegen::DeviceRowOf(DType::kQ5_0, 96);  // 3 blocks
+  EXPECT_TRUE(row.split);
+  EXPECT_EQ(row.bytes, 80);
+  EXPECT_EQ(row.scales_at, 48);
+  EXPECT_EQ(row.d_at, 60);
+  EXPECT_EQ(codegen::DeviceByteSize(DType::kQ5_0, 2 * 96, 96), 160u);
+  std::vector<uint8_t> stored(2 * 3 * 22);
+  for (size_t i = 0; i < stored.size(); ++i) stored[i] = static_cast<uint8_t>(1 + i % 251);
+  const std::vector<uint8_t> device = codegen::ToDeviceLayout(DType::kQ5_0, 96, stored);
+  ASSERT_EQ(device.size(), 160u);
+  for (size_t r = 0; r < 2; ++r) {
+    const auto at = device.begin() + 80 * r;
+    for (size_t b = 0; b < 3; ++b) {
+      const auto block = stored.begin() + 22 * (3 * r + b);
+      EXPECT_TRUE(std::equal(block + 6, block + 22, at + 16 * b)) << r << " " << b;      // qs
+      EXPECT_TRUE(std::equal(block + 2, block + 6, at + 48 + 4 * b)) << r << " " << b;   // qh
+      EXPECT_TRUE(std::equal(block, block + 2, at + 60 + 2 * b)) << r << " " << b;       // d
+    }
+    EXPECT_TRUE(std::all_of(at + 66, at + 80, [](uint8_t v) { return v == 0; })) << r;
+  }
+}
+
 class QuantKernelTest : public vk::VkTest {
  protected:
   // Runs `g` on the GPU and the interpreter for each step and returns the worst relative error of
@@ -145,6 +170,8 @@ INSTANTIATE_TEST_SUITE_P(
                       QuantMatMulCase{DType::kQ4_K, 1, 1, 512, 37}, QuantMatMulCase{DType::kQ4_K, 13, 16, 256, 9},
                       QuantMatMulCase{DType::kQ5_K, 1, 1, 256, 21}, QuantMatMulCase{DType::kQ5_K, 5, 8, 512, 7},
                       QuantMatMulCase{DType::kQ6_K, 1, 1, 512, 67}, QuantMatMulCase{DType::kQ6_K, 13, 16, 256, 5},
+                      QuantMatMulCase{DType::kQ5_0, 1, 1, 96, 37}, QuantMatMulCase{DType::kQ5_0, 13, 16, 160, 67},
+                      QuantMatMulCase{DType::kQ5_0, 1, 1, 4160, 3},
                       // Rows longer than the matrix-vector kernel stages at once.
                       QuantMatMulCase{DType::kQ4_K, 1, 1, 4608, 9}, QuantMatMulCase{DType::kQ8_0, 1, 1, 4160, 3},
                       // Enough rows for 4 per matrix-vector workgroup (a Q6_K LM head's, read as used).
@@ -236,6 +263,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Q8MatMulCase{DType::kQ4_K, 1, 1, 512, 37, false}, Q8MatMulCase{DType::kQ4_K, 13, 16, 256, 9, true},
                       Q8MatMulCase{DType::kQ5_K, 1, 1, 256, 21, true}, Q8MatMulCase{DType::kQ5_K, 5, 8, 512, 7, false},
                       Q8MatMulCase{DType::kQ6_K, 1, 1, 512, 67, true}, Q8MatMulCase{DType::kQ6_K, 13, 16, 256, 5, false},
+                      Q8MatMulCase{DType::kQ5_0, 1, 1, 96, 37, false}, Q8MatMulCase{DType::kQ5_0, 3, 4, 160, 67, true},
+                      Q8MatMulCase{DType::kQ5_0, 1, 1, 1152, 300, true},
                       // Many row groups a team; rows staged in two segments (4 rows of 6,144 values).
                       Q8MatMulCase{DType::kQ4_K, 1, 1, 256, 4100, false}, Q8MatMulCase{DType::kQ8_0, 1, 1, 64, 40000, false},
                       Q8MatMulCase{DType::kQ4_K, 1, 1, 1024, 33000, false},
@@ -446,7 +475,7 @@ class QuantEmbeddingTest : public QuantKernelTest, public ::testing::WithParamIn
 
 TEST_P(QuantEmbeddingTest, GathersExactlyTheDequantizedRows) {
   const DType dtype = GetParam();
-  const int64_t cols = dtype == DType::kQ8_0 ? 96 : 512;
+  const int64_t cols = graph::Info(dtype).block_elems == 32 ? 96 : 512;
   GraphBuilder b;
   ValueId ids = b.Input("ids", {DType::kI32, {Dim::Tokens()}});
   b.Output("y", b.Embedding(b.Param("table", Matrix(37, cols, dtype)), ids));
@@ -459,7 +488,7 @@ TEST_P(QuantEmbeddingTest, GathersExactlyTheDequantizedRows) {
   EXPECT_EQ(err, 0.0) << "the GPU's decoding differs from models/quant's";
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, QuantEmbeddingTest, ::testing::Values(DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K),
+INSTANTIATE_TEST_SUITE_P(Dtypes, QuantEmbeddingTest, ::testing::Values(DType::kQ8_0, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(graph::Name(i.param)); });
 
 // ggml's quantization of the fixture matrix (quant/*.bin, 64 rows of 512 values, with edge rows:

@@ -2,6 +2,7 @@
 // must be bit-exact, and quantizing must give ggml's bytes.
 #include "models/quant/quant.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -139,6 +140,62 @@ TEST(QuantTest, FloatTypesPassThrough) {
   }
 }
 
+// Q5_0 (no ggml fixture): blocks built by hand, decoded and quantized by the format's definition —
+// f16 d, qh (bit j: the fifth bit of value j), qs[16] (value j < 16 the low nibble of qs[j], value
+// j + 16 its high nibble), value = (q - 16) * d; ggml's quantizer takes d = -m / 16 for the m of
+// largest magnitude and q = min(31, trunc(x / d + 16.5)).
+TEST(QuantTest, Q5_0DecodesByItsDefinition) {
+  std::vector<uint8_t> block(22, 0);
+  block[1] = 0x38;                  // d = 0.5
+  block[2] = 0x01;                  // fifth bit of value 0
+  block[5] = 0x80;                  // fifth bit of value 31
+  for (int j = 0; j < 16; ++j) block[6 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  const std::vector<float> y = Dequantize(DType::kQ5_0, block, 32);
+  const float want[32] = {0,    -7.5, -7,   -6.5, -6,   -5.5, -5,   -4.5, -4,   -3.5, -3,   -2.5, -2,   -1.5, -1,   -0.5,
+                          -0.5, -1,   -1.5, -2,   -2.5, -3,   -3.5, -4,   -4.5, -5,   -5.5, -6,   -6.5, -7,   -7.5, 0};
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(y[i], want[i]) << i;
+}
+
+TEST(QuantTest, Q5_0QuantizesAsGgml) {
+  // x = j - 16: the largest magnitude is -16, so d = 1 and q = j.
+  std::vector<float> ramp(32);
+  for (int j = 0; j < 32; ++j) ramp[j] = static_cast<float>(j - 16);
+  absl::StatusOr<std::vector<uint8_t>> q = QuantizeRows(DType::kQ5_0, ramp.data(), 1, 32);
+  ASSERT_TRUE(q.ok()) << q.status();
+  std::vector<uint8_t> want = {0x00, 0x3C, 0x00, 0x00, 0xFF, 0xFF};
+  for (int j = 0; j < 16; ++j) want.push_back(static_cast<uint8_t>(j | (j << 4)));
+  EXPECT_EQ(*q, want);
+  // One value 4 among zeros: d = -0.25, so 4 becomes q = 0 and every 0 becomes q = 16 (nibble 0,
+  // fifth bit set).
+  std::vector<float> spike(32, 0.0f);
+  spike[5] = 4.0f;
+  q = QuantizeRows(DType::kQ5_0, spike.data(), 1, 32);
+  ASSERT_TRUE(q.ok()) << q.status();
+  want = {0x00, 0xB4, 0xDF, 0xFF, 0xFF, 0xFF};
+  want.resize(22, 0);
+  EXPECT_EQ(*q, want);
+  EXPECT_EQ(Dequantize(DType::kQ5_0, *q, 32), spike);
+  // Random rows come back within half a step (a step near -m, whose q = 32 is clamped to 31).
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(4 * 96);
+  for (float& v : x) v = normal(rng);
+  q = QuantizeRows(DType::kQ5_0, x.data(), 4, 96);
+  ASSERT_TRUE(q.ok()) << q.status();
+  ASSERT_EQ(q->size(), 4u * 3u * 22u);
+  const std::vector<float> back = Dequantize(DType::kQ5_0, *q, static_cast<int64_t>(x.size()));
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * b + i]));
+    const float step = amax / 16;
+    for (int i = 0; i < 32; ++i) {
+      const size_t at = 32 * b + i;
+      const float steps = std::fabs(x[at]) >= amax * 15 / 16 ? 1.0f : 0.5f;  // d's f16 rounding: under 1%
+      EXPECT_LE(std::fabs(back[at] - x[at]), steps * step * 1.01f) << at;
+    }
+  }
+}
+
 TEST(QuantTest, OddInputsAreHandled) {
   float out[32];
   std::vector<uint8_t> any(64, 0);
@@ -153,7 +210,7 @@ TEST(QuantTest, OddInputsAreHandled) {
   x[3] = NAN;
   x[9] = INFINITY;
   x[100] = -INFINITY;
-  for (DType t : {DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  for (DType t : {DType::kQ8_0, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     EXPECT_TRUE(QuantizeRows(t, x.data(), 1, 256).ok()) << graph::Name(t);
   }
 }

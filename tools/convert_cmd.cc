@@ -19,7 +19,8 @@ CommandSpec Spec() {
       "convert",
       "Convert an HF model directory (config.json + *.safetensors [+ tokenizer.json]) to a GGUF v3 file with\n"
       "llama.cpp's tensor names and metadata (llama, qwen2, qwen3). q4_k_m: Q4_K for most matrices, Q6_K for\n"
-      "the LM head and, of n layers, the v_proj / down_proj of layers i < n/8, i >= 7n/8 or (i - n/8) % 3 == 2.",
+      "the LM head and, of n layers, the v_proj / down_proj of layers i < n/8, i >= 7n/8 or (i - n/8) % 3 == 2;\n"
+      "rows that are not whole 256-value blocks take Q5_0 for Q4_K and Q8_0 for Q6_K, as llama.cpp does.",
       {
           {"model", "m", "DIR", "HF model directory", ""},
           {"out", "o", "FILE", "the GGUF file to write", ""},

@@ -45,6 +45,7 @@ absl::StatusOr<uint32_t> GgmlTypeOf(graph::DType dtype) {
     case graph::DType::kF32: return 0;
     case graph::DType::kF16: return 1;
     case graph::DType::kQ8_0: return 8;
+    case graph::DType::kQ5_0: return 6;
     case graph::DType::kQ4_K: return 12;
     case graph::DType::kQ5_K: return 13;
     case graph::DType::kQ6_K: return 14;

@@ -69,6 +69,20 @@ void DecodeQ6K(const uint8_t* b, float* y) {
   }
 }
 
+// f16 d, qh[4] (a little-endian word: bit j is the fifth bit of value j), qs[16]: value j < 16 is
+// the low nibble of qs[j], value j + 16 its high nibble; quants are offset by 16.
+void DecodeQ5_0(const uint8_t* b, float* y) {
+  const float d = HalfToFloat(U16(b));
+  const uint32_t qh = static_cast<uint32_t>(b[2]) | (static_cast<uint32_t>(b[3]) << 8) |
+                      (static_cast<uint32_t>(b[4]) << 16) | (static_cast<uint32_t>(b[5]) << 24);
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (b[6 + j] & 0xF) | static_cast<int>(((qh >> j) & 1u) << 4);
+    const int hi = (b[6 + j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+    y[j] = static_cast<float>(lo - 16) * d;
+    y[j + 16] = static_cast<float>(hi - 16) * d;
+  }
+}
+
 }  // namespace
 
 absl::Status DequantizeRow(DType dtype, const uint8_t* blocks, int64_t n, float* out) {
@@ -90,6 +104,7 @@ absl::Status DequantizeRow(DType dtype, const uint8_t* blocks, int64_t n, float*
       case DType::kQ4_K: DecodeQ4KorQ5K(b, false, y); break;
       case DType::kQ5_K: DecodeQ4KorQ5K(b, true, y); break;
       case DType::kQ6_K: DecodeQ6K(b, y); break;
+      case DType::kQ5_0: DecodeQ5_0(b, y); break;
       default:
         return absl::InvalidArgumentError(absl::StrCat("cannot dequantize ", info.name, ": not a float or block format"));
     }

@@ -1,4 +1,4 @@
-// CPU reference of llama.cpp's block formats (Q8_0, Q4_K, Q5_K, Q6_K), bit-exact with ggml:
+// CPU reference of llama.cpp's block formats (Q8_0, Q5_0, Q4_K, Q5_K, Q6_K), bit-exact with ggml:
 // dequantization in float32 in ggml's operation order, and ggml's reference quantizers (no
 // importance matrix), so GGUF weights can be checked, converted and produced on the CPU.
 // F32/F16/BF16 are accepted too, so callers need not special-case plain floats.
@@ -18,7 +18,7 @@ namespace doppler::models {
 absl::Status DequantizeRow(graph::DType dtype, const uint8_t* blocks, int64_t n, float* out);
 
 // Quantizes a row-major [rows, cols] float matrix row by row: the result is `rows` rows of
-// ByteSize(dtype, cols) bytes each. Supports Q8_0, Q4_K, Q5_K, Q6_K and F32/F16/BF16.
+// ByteSize(dtype, cols) bytes each. Supports Q8_0, Q5_0, Q4_K, Q5_K, Q6_K and F32/F16/BF16.
 // Errors: other dtypes, negative sizes, or cols not a multiple of the block size.
 absl::StatusOr<std::vector<uint8_t>> QuantizeRows(graph::DType dtype, const float* x, int64_t rows, int64_t cols);
 

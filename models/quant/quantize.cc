@@ -48,6 +48,35 @@ void QuantizeQ8_0(const float* x, uint8_t* b) {
   for (int i = 0; i < 32; ++i) b[2 + i] = static_cast<uint8_t>(RoundToInt8(x[i] * id));
 }
 
+// d = -m / 16 for the value m of largest magnitude (so m itself becomes quant 0), q = x / d + 16
+// truncated toward zero after adding 0.5 (ggml's (int8_t)(x·id + 16.5)), at most 31.
+void QuantizeQ5_0(const float* x, uint8_t* b) {
+  float amax = 0, max = 0;
+  for (int i = 0; i < 32; ++i) {
+    if (amax < std::fabs(x[i])) {
+      amax = std::fabs(x[i]);
+      max = x[i];
+    }
+  }
+  const float d = max / -16;
+  const float id = d != 0 ? 1.0f / d : 0.0f;
+  PutU16(b, FloatToHalf(d));
+  // x·id + 16.5 lies in [0.5, 32.5] for finite x; clamped first so that a NaN or an overflow
+  // cannot make the conversion undefined.
+  auto quant = [&](float v) {
+    const float t = v * id + 16.5f;
+    return std::min(31, t >= 0.0f && t < 128.0f ? static_cast<int>(t) : 0);
+  };
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = quant(x[j]), hi = quant(x[j + 16]);
+    b[6 + j] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+    qh |= static_cast<uint32_t>((lo >> 4) & 1) << j;
+    qh |= static_cast<uint32_t>((hi >> 4) & 1) << (j + 16);
+  }
+  for (int i = 0; i < 4; ++i) b[2 + i] = static_cast<uint8_t>(qh >> (8 * i));
+}
+
 // Q4_K (nmax 15) and Q5_K (nmax 31): per 32-value sub-block an asymmetric scale/min search
 // weighted by |x| plus the sub-block's RMS, then the 8 scales and 8 mins quantized to 6 bits
 // against the largest of each (which become the f16 super-scales d and dmin).
@@ -160,6 +189,7 @@ absl::StatusOr<std::vector<uint8_t>> QuantizeRows(DType dtype, const float* x, i
     case DType::kQ4_K: block_fn = [](const float* v, uint8_t* b) { QuantizeQ4KorQ5K(v, false, b); }; break;
     case DType::kQ5_K: block_fn = [](const float* v, uint8_t* b) { QuantizeQ4KorQ5K(v, true, b); }; break;
     case DType::kQ6_K: block_fn = QuantizeQ6K; break;
+    case DType::kQ5_0: block_fn = QuantizeQ5_0; break;
     default: return absl::InvalidArgumentError(absl::StrCat("cannot quantize to ", info.name));
   }
   // Blocks of consecutive rows are consecutive, so the matrix is one long row of blocks.
