@@ -91,6 +91,8 @@ constexpr uint32_t kWidestWorkgroup = 1024;
 // 945.6, but Llama-3.1-8B 383.6 -> 382.0 (its Q6_K v projections, 1,024 rows beside q and k, in
 // 128 workgroups instead of 64: that level 5.9 -> 6.6 µs).
 constexpr int64_t kMinWorkgroups = 128;
+// Steps of x's staging (four values an invocation each) whose loads are issued together, at most.
+constexpr int64_t kStageBatch = 4;
 // Shared memory for the staged x, at most (bytes): within every device's 16 KiB and NVIDIA's 48,
 // and small enough to keep several workgroups on a multiprocessor.
 constexpr int64_t kStageBytes = 24 * 1024;
@@ -293,6 +295,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
       {"SEG", absl::StrCat(seg)},
       {"SEGMENTS", absl::StrCat(segments)},
       {"STEPS", absl::StrCat(steps)},
+      {"BATCH", absl::StrCat(std::min(steps, kStageBatch))},
       {"ITERS", absl::StrCat(iters)},
       {"DEPTH", absl::StrCat(depth)},
       {"RG", absl::StrCat(row_groups)},
@@ -328,6 +331,7 @@ float i2f(int v) { return intBitsToFloat(v + 0x4B400000) - 12582912.0; }
 const uint WG = {{WG}}u, TEAM = {{TEAM}}u, TEAMS = WG / TEAM, TM = {{TM}}u, RN = {{RN}}u, PARTS = {{PARTS}}u;
 const uint SEG = {{SEG}}u, SEGMENTS = {{SEGMENTS}}u, SEG_PARTS = SEG / PV8, SEG_BLOCKS = SEG / 32u;
 const uint STEPS = {{STEPS}}u;  // stage_x's steps of four values an invocation over a segment
+const uint BATCH = {{BATCH}}u;  // steps whose loads stage_x issues together
 const uint ITERS = {{ITERS}}u, DEPTH = {{DEPTH}}u, RG = {{RG}}u, RG_PER_TEAM = {{RG_PER_TEAM}}u;
 const uint RUN8 = PV8 / RUNS8, XW = PV8 / 4u, XV = PV8 / 16u, OUTS = TM * RN * G;
 shared uvec4 xq[TM * SEG_PARTS * XV];  // x's quants, by part (XV vectors a part)
@@ -401,26 +405,38 @@ void stage_x(uint seg, uint t0, uint m, inout float sum_sq[TM]) {
   const uint QUADS = SEG / 4u;
   uint lid = gl_LocalInvocationID.x;
   [[unroll]] for (uint t = 0u; t < TM; ++t) {
-    [[unroll]] for (uint step = 0u; step < STEPS; ++step) {
-      uint q = step * WG + lid, k = seg * SEG + 4u * q;
-      bool live = t < m && q < QUADS && k < K;  // alike for a block's eight invocations
-      vec4 v = live ? x_value4(t0 + t, t, k, step) : vec4(0.0);
+    [[unroll]] for (uint s0 = 0u; s0 < STEPS; s0 += BATCH) {
+      // The batch's loads first, so that they are in flight together.
+      vec4 vb[BATCH], wb[BATCH];
+      [[unroll]] for (uint j = 0u; j < BATCH; ++j) {
+        uint step = min(s0 + j, STEPS - 1u), q = step * WG + lid, k = seg * SEG + 4u * q;
+        bool live = s0 + j < STEPS && t < m && q < QUADS && k < K;
+        vb[j] = live ? x_value4(t0 + t, t, k, step) : vec4(0.0);
 #if X_NORM
-      vec4 w = live ? x_weight4(k, step) : vec4(0.0);
-      sum_sq[t] += dot(v, v);
-      v *= w;
+        wb[j] = live ? x_weight4(k, step) : vec4(0.0);
 #endif
-      vec4 a = abs(v);
-      float amax = block_max(max(max(a.x, a.y), max(a.z, a.w)), (t * STEPS + step) & 1u);
-      if (live) {
-        float d = amax * uintBitsToFloat(0x3C010204u);  // 1/127 in f32
-        // 1 / d, then a Newton step: within an ulp of the correctly rounded quotient that
-        // graph::RoundThroughQ8 divides (a GPU's division may be a few ulps off).
-        float id = d > 0.0 ? 1.0 / d : 0.0;
-        id = fma(fma(-d, id, 1.0), id, id);
-        if ((q & 7u) == 0u) xd[t * SEG_BLOCKS + q / 8u] = d;
-        uint slot = x_slot(4u * q);
-        xq[(t * SEG_PARTS + slot / XW) * XV + (slot % XW) / 4u][slot % 4u] = pack_q8(v, id);
+      }
+      [[unroll]] for (uint j = 0u; j < BATCH; ++j) {
+        uint step = s0 + j, q = step * WG + lid, k = seg * SEG + 4u * q;
+        if (step >= STEPS) break;  // uniform
+        bool live = t < m && q < QUADS && k < K;  // alike for a block's eight invocations
+        vec4 v = vb[j];
+#if X_NORM
+        sum_sq[t] += dot(v, v);
+        v *= wb[j];
+#endif
+        vec4 a = abs(v);
+        float amax = block_max(max(max(a.x, a.y), max(a.z, a.w)), (t * STEPS + step) & 1u);
+        if (live) {
+          float d = amax * uintBitsToFloat(0x3C010204u);  // 1/127 in f32
+          // 1 / d, then a Newton step: within an ulp of the correctly rounded quotient that
+          // graph::RoundThroughQ8 divides (a GPU's division may be a few ulps off).
+          float id = d > 0.0 ? 1.0 / d : 0.0;
+          id = fma(fma(-d, id, 1.0), id, id);
+          if ((q & 7u) == 0u) xd[t * SEG_BLOCKS + q / 8u] = d;
+          uint slot = x_slot(4u * q);
+          xq[(t * SEG_PARTS + slot / XW) * XV + (slot % XW) / 4u][slot % 4u] = pack_q8(v, id);
+        }
       }
     }
   }
