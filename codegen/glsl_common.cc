@@ -12,11 +12,12 @@ namespace {
 // formats, as it lies on the device (codegen/device_layout.h): Q4_K, Q5_K and Q8_0 rows hold
 // whole blocks (Q8_0's padded), so element i is value i % E of block i / E (E values a block); Q6_K
 // and Q5_0 rows are split by field, so element i is value e = i % K of row i / K, its quants in
-// the row's block e / E, its scale (Q5_0: fifth bit) and d further on in the row. Bytes are read out of 32-bit words
-// with shifts (little-endian), f16 fields with unpackHalf2x16 (every f16 field is 2-byte aligned);
-// `<name>_word`, `<name>_byte` and `<name>_half` serve other decoders of the same buffer too. The
-// arithmetic is models/quant/dequantize.cc's, in the same float32 order, and `precise` keeps the
-// compiler from fusing it into a multiply-add, so the values are bit-identical to the CPU's.
+// the row's block e / E, its scale (Q5_0: its fifth bit) and d further on in the row. Bytes are
+// read out of 32-bit words with shifts (little-endian), f16 fields with unpackHalf2x16 (every f16
+// field is 2-byte aligned); `<name>_word`, `<name>_byte` and `<name>_half` serve other decoders of
+// the same buffer too. The arithmetic is models/quant/dequantize.cc's, in the same float32 order,
+// and `precise` keeps the compiler from fusing it into a multiply-add, so the values are
+// bit-identical to the CPU's.
 std::string BlockDecoder(const std::string& name, graph::DType dtype, int64_t k) {
   std::string body;
   switch (dtype) {

@@ -126,11 +126,12 @@ std::string XValueGlsl(const EmitContext& c, const MatMulSpec& s, bool held) {
       FloatQuadBuffer(b + 1, "rw", c.g.node(norm.inputs[1]).type.dtype, true),
       FloatQuadBuffer(b + 2, "rr", graph::DType::kF32, true),
       prologue ? FloatQuadBuffer(b + 3, "rwp", c.g.node(norm.inputs[3]).type.dtype, true) : "",
-      s.restate_writes
-          ? absl::StrCat("layout(std430, set = 0, binding = ", b + inputs, ") restrict writeonly buffer Buf_rs { vec4 rs4[]; };\n",
-                         "bool writes_sum() { return gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u; }\n")
-          : "vec4 rs4[1];  // another consumer of the norm writes its value\nbool writes_sum() { return false; }\n",
+      // Where another consumer of the norm writes its value, this kernel has no binding for it.
+      s.restate_writes ? absl::StrCat("#define WRITES_SUM 1\nlayout(std430, set = 0, binding = ", b + inputs,
+                                      ") restrict writeonly buffer Buf_rs { vec4 rs4[]; };\n")
+                       : "#define WRITES_SUM 0\n",
       Fill(R"(
+bool writes_sum() { return gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u; }
 #if RESTATE_HELD
 vec4 held_s[TM][STEPS], held_w[STEPS];  // x is one segment: stage_x's steps
 void restate_rows(uint t0, uint m) {
@@ -161,7 +162,9 @@ void restate_rows(uint t0, uint m) {
       held_s[t][step] = y[t][step] + r[t][step];
 #endif
       uint k = 4u * (step * WG + gl_LocalInvocationID.x);
+#if WRITES_SUM
       if (writes_sum() && t < m && k < K) rs4[((t0 + t) * K + k) / 4u] = held_s[t][step];  // part 0: [rows, K] first
+#endif
     }
   }
 }
@@ -187,7 +190,9 @@ vec4 x_value4(uint row, uint t, uint k, uint step) {
   x *= restate_inv[t] * (load4_rwp(k) + {{PRE_OFFSET}});
 #endif
   vec4 s = x + load4_rr(row * K + k);
+#if WRITES_SUM
   if (writes_sum()) rs4[(row * K + k) / 4u] = s;  // part 0: [rows, K] first
+#endif
   return s;
 }
 vec4 x_weight4(uint k, uint step) { return load4_rw(k) + {{OFFSET}}; }

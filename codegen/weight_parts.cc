@@ -294,9 +294,9 @@ float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xru
 // value j < 16 of a block is the low nibble of qs[j], value j + 16 its high nibble, with bit j of
 // the word qh as the fifth bit, minus 16. Four values' fifth bits (bits at .. at + 3 of qh) become
 // one bit a byte through one multiply (bit i of b moves to bit 8i: b · (1 + 2^7 + 2^14 + 2^21),
-// whose terms do not overlap): q5_fifth gives 16 where the bit is set (q, with four nibbles), and
-// q5_signed gives q − 16 as a signed byte (the nibble where the bit is set, the nibble − 16 where it
-// is not), exact for integer dot products.
+// whose terms do not overlap). q5_fifth makes them 16 in each byte whose bit is set (or-ed with
+// four nibbles: four quants q, 0..31), q5_signed makes four q − 16 as signed bytes (the nibble where
+// the bit is set, the nibble − 16 where it is not), for exact integer dot products.
 constexpr const char* kQ5_0Bits = R"(
 uint q5_bits(uint qh, uint at) { return ((qh >> at) & 15u) * 0x00204081u & 0x01010101u; }
 uint q5_fifth(uint qh, uint at) { return q5_bits(qh, at) << 4; }
