@@ -353,13 +353,19 @@ float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xru
 }
 )";
 
+// A row's geometry on the device (codegen/device_layout.h) as the GLSL constants <prefix>ROW_BYTES,
+// <prefix>SC_AT and <prefix>D_AT (the slices' are prefixed SLICE_, apart from the parts').
+std::string RowConstants(const std::string& prefix, graph::DType dtype, int64_t k) {
+  const DeviceRow row = DeviceRowOf(dtype, k);
+  return absl::StrCat("const uint ", prefix, "ROW_BYTES = ", row.bytes, "u, ", prefix, "SC_AT = ", row.scales_at, "u, ", prefix,
+                      "D_AT = ", row.d_at, "u;\n");
+}
+
 }  // namespace
 
 absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dtype, int64_t k) {
   WeightParts parts;
-  const DeviceRow device_row = DeviceRowOf(dtype, k);
-  const std::string row_size = absl::StrCat("const uint ROW_BYTES = ", device_row.bytes, "u, SC_AT = ", device_row.scales_at,
-                                            "u, D_AT = ", device_row.d_at, "u;\n");
+  const std::string row_size = RowConstants("", dtype, k);
   if (graph::IsFloat(dtype)) {
     // Plain floats: the widest run of 8, 4, 2 or 1 consecutive values that divides K.
     parts.values = k % 8 == 0 ? 8 : k % 4 == 0 ? 4 : k % 2 == 0 ? 2 : 1;
@@ -425,9 +431,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 
 namespace doppler::codegen {
 std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k) {
-  const DeviceRow device_row = DeviceRowOf(dtype, k);
-  const std::string row_bytes = absl::StrCat("const uint SLICE_ROW_BYTES = ", device_row.bytes, "u, SLICE_SC_AT = ",
-                                             device_row.scales_at, "u, SLICE_D_AT = ", device_row.d_at, "u;\n");
+  const std::string row_bytes = RowConstants("SLICE_", dtype, k);
   const std::string words = WeightRowsBuffer(binding, "w", dtype, k);
   switch (dtype) {
     case graph::DType::kQ8_0:
