@@ -42,21 +42,21 @@ namespace {
 // 90.6 -> 96.0 µs. Rows of at least kLongRow values take one too, with kLongRowDepth iterations in
 // flight: Llama-3.1-8B's down projections (K = 14,336) 20.2 -> 19.1 µs (Q4_K) and 28.1 -> 27.2
 // (Q6_K), its decode 371 -> 378 tok/s (2 dot products, 4 iterations ahead, before). Matrices up to
-// kLargeMatrix weights take four where a row's parts fit in a subgroup (Llama-3.2-1B's gate+up
-// 12.8 -> 12.1 µs), else two: with four, Llama-3.1-8B (K = 4,096, 64 parts a row) decoded at 390.6
-// tok/s, with two 398.5 (its levels of q+k beside v 13.6 -> 12.1 µs, gate+up 28.3 -> 28.0), with
-// one 397.4; two took the 1B's gate+up from 11.1 to 11.7 µs. Larger ones (LM heads) take one
-// where a row's parts fill a subgroup, else two (four took the 1B's from 91 to 100 µs): with Q6_K
-// rows split on the device, one took Llama-3.2-1B's head (32 parts a row) from 85.6 to 82.2 µs
-// (decode 1,493 -> 1,503 tok/s), and left Llama-3.1-8B's (64) and Gemma-3-1B's Q8_0 head (36) as
-// they were; Qwen3-0.6B's (16 parts a row, so half of each subgroup idle) went from 65.4 to 71.7
-// µs.
-constexpr int64_t kSmallMatrix = int64_t{1} << 24, kLongRow = 8192, kLongRowDepth = 2;
+// kLargeMatrix weights take four (Llama-3.2-1B's gate+up 12.8 -> 12.1 µs), but two where rows have
+// kWideRow values or more: with four, Llama-3.1-8B (K = 4,096) decoded at 390.6 tok/s, with two
+// 398.5 (its levels of q+k beside v 13.6 -> 12.1 µs, gate+up 28.3 -> 28.0), with one 397.4 (Q8_0:
+// 263 -> 267 with two); while two took the 1B's gate+up (K = 2,048) from 11.1 to 11.7 µs in Q4_K,
+// and its Q8_0 decode from 1,174 to 1,150 tok/s. Larger ones (LM heads) take one where a row's
+// parts fill a subgroup, else two (four took the 1B's from 91 to 100 µs): with Q6_K rows split on
+// the device, one took Llama-3.2-1B's head (32 parts a row) from 85.6 to 82.2 µs (decode 1,493 ->
+// 1,503 tok/s), and left Llama-3.1-8B's (64) and Gemma-3-1B's Q8_0 head (36) as they were;
+// Qwen3-0.6B's (16 parts a row, so half of each subgroup idle) went from 65.4 to 71.7 µs.
+constexpr int64_t kSmallMatrix = int64_t{1} << 24, kLongRow = 8192, kLongRowDepth = 2, kWideRow = 4096;
 constexpr int64_t kLargeMatrix = int64_t{1} << 27;
 int64_t TeamDots(const MatMulSpec& s, int64_t parts_per_row, int64_t subgroup_size) {
   const int64_t weights = s.n * s.gates * s.k;
   if (weights <= kSmallMatrix || s.k >= kLongRow) return 1;
-  if (weights <= kLargeMatrix) return parts_per_row > subgroup_size ? 2 : 4;
+  if (weights <= kLargeMatrix) return s.k >= kWideRow ? 2 : 4;
   return parts_per_row >= subgroup_size ? 1 : 2;
 }
 // Iterations whose parts a lane keeps in flight (2 and 4 measured alike), kLongRowDepth for long

@@ -268,12 +268,10 @@ INSTANTIATE_TEST_SUITE_P(
                       // Many row groups a team; rows staged in two segments (4 rows of 6,144 values).
                       Q8MatMulCase{DType::kQ4_K, 1, 1, 256, 4100, false}, Q8MatMulCase{DType::kQ8_0, 1, 1, 64, 40000, false},
                       Q8MatMulCase{DType::kQ4_K, 1, 1, 1024, 33000, false},
-                      // Over 2^24 weights, rows under 8,192 values: four dot products a team where a
-                      // row's parts fit in a subgroup, else two (which of them depends on the
-                      // subgroup size: K = 512 has 8 parts, 4,096 has 64); one, two iterations in
-                      // flight, for rows of 8,192 or more.
-                      Q8MatMulCase{DType::kQ4_K, 1, 1, 1024, 8300, true}, Q8MatMulCase{DType::kQ4_K, 1, 1, 512, 33000, true},
-                      Q8MatMulCase{DType::kQ4_K, 1, 1, 4096, 4100, true},
+                      // Over 2^24 weights: four dot products a team for rows under 4,096 values, two
+                      // for rows under 8,192; one, two iterations in flight, for rows of 8,192 or
+                      // more.
+                      Q8MatMulCase{DType::kQ4_K, 1, 1, 1024, 8300, true}, Q8MatMulCase{DType::kQ4_K, 1, 1, 4096, 4100, true},
                       Q8MatMulCase{DType::kQ4_K, 1, 1, 8448, 23, true}, Q8MatMulCase{DType::kQ6_K, 1, 1, 8192, 67, false},
                       Q8MatMulCase{DType::kQ4_K, 4, 4, 6144, 9, true},
                       // Workgroups widened to stage x for more rows, still at least 128 of them.
