@@ -44,9 +44,9 @@ namespace {
 // (Q6_K), its decode 371 -> 378 tok/s (2 dot products, 4 iterations ahead, before). Matrices up to
 // kLargeMatrix weights take four (Llama-3.2-1B's gate+up 12.8 -> 12.1 µs), but two where rows have
 // kWideRow values or more: with four, Llama-3.1-8B (K = 4,096) decoded at 390.6 tok/s, with two
-// 398.5 (its levels of q+k beside v 13.6 -> 12.1 µs, gate+up 28.3 -> 28.0), with one 397.4 (Q8_0:
-// 263 -> 267 with two); while two took the 1B's gate+up (K = 2,048) from 11.1 to 11.7 µs in Q4_K,
-// and its Q8_0 decode from 1,174 to 1,150 tok/s. Larger ones (LM heads) take one where a row's
+// 398.5 (its levels of q+k beside v 13.6 -> 12.1 µs, gate+up 28.3 -> 28.0), with one 397.4; in
+// Q8_0 two took it from 263 to 267. Two took the 1B's gate+up (K = 2,048) from 11.1 to 11.7 µs in
+// Q4_K, and its Q8_0 decode from 1,174 to 1,150 tok/s. Larger ones (LM heads) take one where a row's
 // parts fill a subgroup, else two (four took the 1B's from 91 to 100 µs): with Q6_K rows split on
 // the device, one took Llama-3.2-1B's head (32 parts a row) from 85.6 to 82.2 µs (decode 1,493 ->
 // 1,503 tok/s), and left Llama-3.1-8B's (64) and Gemma-3-1B's Q8_0 head (36) as they were;
