@@ -65,8 +65,12 @@ constexpr int64_t kDepth = 4;
 constexpr uint32_t kWorkgroup = 256;
 // Lanes over all teams that keep the memory busy: a team takes more subgroups until there are this
 // many (2^17: Llama-3.2-1B 1,090 tok/s; 2^18: 1,000; Llama-3.1-8B 302 either way; later, 2^16 and
-// 2^15 took the 8B from 344 to 321-322).
-constexpr int64_t kTargetLanes = int64_t{1} << 17;
+// 2^15 took the 8B from 344 to 321-322). Rows of kWideRow values or more give each lane more parts,
+// so fewer lanes keep the memory busy: 2^16 for them took Llama-3.1-8B's levels of q+k beside v
+// from 12.0 to 11.2 µs (its fused q/k/v and v projections in teams of one subgroup rather than two,
+// and two rather than four) and its decode from 404.0 / 404.1 to 405.6 / 406.6 tok/s; no other
+// model has such a matrix that the rule changes.
+constexpr int64_t kTargetLanes = int64_t{1} << 17, kTargetLanesWideRows = int64_t{1} << 16;
 // Workgroups at most: more teams would each stage x for fewer rows. On the H100, 1,024, 2,048 or
 // 8,192 (one row group a team) made Llama-3.2-1B's decode 1,259 -> 1,137-1,165 tok/s and
 // Llama-3.1-8B's 346 -> 291-318; Gemma-3-1B's went 734 -> 739-751.
@@ -231,7 +235,8 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
     // Enough lanes over all row groups, but no more than a row has parts.
     const int64_t lanes = CeilDiv(s.n, rn) * int64_t{sg};
     team = sg;
-    while (team * 2 <= wg && lanes * (team / sg) < kTargetLanes && team * 2 <= parts_per_row) team *= 2;
+    const int64_t target = s.k >= kWideRow ? kTargetLanesWideRows : kTargetLanes;
+    while (team * 2 <= wg && lanes * (team / sg) < target && team * 2 <= parts_per_row) team *= 2;
   } else {
     // One team a workgroup, shaped as the float kernel's workgroups.
     rn = GemvRowsPerWorkgroup(s, tm);
