@@ -109,6 +109,24 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
     scratch[d] = b->get();
     plan->scratch_.push_back(*std::move(b));
   }
+  // Kernels' params, in one buffer at offsets a uniform descriptor may start at (shared by the
+  // steps of a plan: they never change).
+  const size_t params_align = std::max<size_t>(16, ctx.info().min_storage_buffer_offset_alignment);
+  std::vector<size_t> params_at(kernels.size(), 0);
+  std::vector<uint8_t> params_bytes;
+  for (size_t d = 0; d < kernels.size(); ++d) {
+    if (kernels[d].params.empty()) continue;
+    params_at[d] = (params_bytes.size() + params_align - 1) / params_align * params_align;
+    params_bytes.resize(params_at[d] + kernels[d].params.size() * sizeof(uint32_t));
+    std::memcpy(params_bytes.data() + params_at[d], kernels[d].params.data(), kernels[d].params.size() * sizeof(uint32_t));
+  }
+  if (!params_bytes.empty()) {
+    absl::StatusOr<std::unique_ptr<Buffer>> b =
+        ctx.CreateBuffer(params_bytes.size(), BufferKind::kDeviceLocal, absl::StrCat(name, ".params"));
+    if (!b.ok()) return b.status();
+    if (absl::Status s = ctx.Upload(**b, 0, params_bytes.data(), params_bytes.size()); !s.ok()) return s;
+    plan->params_ = *std::move(b);
+  }
   // Descriptor sets and accesses of every step.
   std::vector<std::vector<VkDescriptorSet>> sets(static_cast<size_t>(steps));
   std::vector<DispatchAccess> accesses;
@@ -123,6 +141,10 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
       }
       if (scratch[d] != nullptr) {
         bindings.push_back({static_cast<uint32_t>(k.args.size() + 1), scratch[d], 0, static_cast<size_t>(k.scratch_bytes)});
+      }
+      if (!k.params.empty()) {
+        bindings.push_back({codegen::ParamsBinding(k.args.size(), scratch[d] != nullptr), plan->params_.get(), params_at[d],
+                            k.params.size() * sizeof(uint32_t)});
       }
       absl::StatusOr<VkDescriptorSet> set =
           plan->descriptors_->Allocate(*pipes[d], bindings, g.node(plan->dispatches_[d].node).label);

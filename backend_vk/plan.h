@@ -124,6 +124,7 @@ class Plan {
   std::vector<Slice> slices_;                     // by value id
   std::unique_ptr<Buffer> arena_;                 // activations
   std::vector<std::unique_ptr<Buffer>> scratch_;  // kernels' own (codegen::Kernel::scratch_bytes)
+  std::unique_ptr<Buffer> params_;                // kernels' (codegen::Kernel::params), if any has some
   std::unique_ptr<Buffer> step_params_;
   std::unique_ptr<DescriptorAllocator> descriptors_;
   std::unique_ptr<CommandBuffer> cmd_;

@@ -392,9 +392,12 @@ void PrintTo(const AttentionCase& c, std::ostream* os) {
 }
 
 // Inputs q, k, v (one step's rows), their cache writes into states of `capacity` rows, and
-// attention over the caches as output "o". Returns the k and v caches after the writes.
-std::pair<ValueId, ValueId> AddCachedAttention(GraphBuilder& b, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t window,
-                           DType cache_dtype, int64_t capacity) {
+// attention over the caches as output "o".
+struct CachedAttention {
+  ValueId q, k, v, k_cache, v_cache;  // the caches after the writes
+};
+CachedAttention AddCachedAttention(GraphBuilder& b, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t window,
+                                   DType cache_dtype, int64_t capacity) {
   const int64_t kv_width = kv_heads * head_dim;
   ValueId q = b.Input("q", Rows(heads * head_dim));
   ValueId k = b.Input("k", Rows(kv_width));
@@ -403,7 +406,7 @@ std::pair<ValueId, ValueId> AddCachedAttention(GraphBuilder& b, int64_t heads, i
   ValueId kc = b.CacheWrite(b.State("k_cache", cache), k);
   ValueId vc = b.CacheWrite(b.State("v_cache", cache), v);
   b.Output("o", b.Attention(q, kc, vc, heads, kv_heads, head_dim, 1.0 / std::sqrt(head_dim), window));
-  return {kc, vc};
+  return {q, k, v, kc, vc};
 }
 
 class AttentionKernelTest : public KernelTest, public ::testing::WithParamInterface<AttentionCase> {};
@@ -627,11 +630,14 @@ TEST(GroupRmsNorm, TypeChecksTheGroup) {
 struct RingCase {
   int64_t heads, kv_heads, head_dim, window, bucket;
   DType cache;
+  // Beside a global attention over a cache of its own: layers that differ in window and cache rows
+  // share one kernel, which reads them as params (codegen::Kernel::params).
+  bool beside_global = false;
 };
 
 void PrintTo(const RingCase& c, std::ostream* os) {
   *os << c.heads << "/" << c.kv_heads << " heads, head_dim " << c.head_dim << ", window " << c.window << ", bucket "
-      << c.bucket << ", " << graph::Name(c.cache) << " cache";
+      << c.bucket << ", " << graph::Name(c.cache) << " cache" << (c.beside_global ? ", beside a global attention" : "");
 }
 
 class RingCacheKernelTest : public KernelTest, public ::testing::WithParamInterface<RingCase> {};
@@ -643,13 +649,33 @@ TEST_P(RingCacheKernelTest, WindowedAttentionOverAWrappingCache) {
   const RingCase& c = GetParam();
   const int64_t capacity = c.window + c.bucket - 1, kv_width = c.kv_heads * c.head_dim, q_width = c.heads * c.head_dim;
   GraphBuilder b;
-  const auto [kc, vc] = AddCachedAttention(b, c.heads, c.kv_heads, c.head_dim, c.window, c.cache, capacity);
+  const CachedAttention a = AddCachedAttention(b, c.heads, c.kv_heads, c.head_dim, c.window, c.cache, capacity);
   if (c.cache == DType::kF32) {
-    b.Output("k_cache", kc);
-    b.Output("v_cache", vc);
+    b.Output("k_cache", a.k_cache);
+    b.Output("v_cache", a.v_cache);
+  }
+  const int64_t positions = 4 * capacity + 2 * c.bucket;  // more than the steps below reach
+  if (c.beside_global) {
+    TensorType cache{c.cache, {Dim::Static(positions), Dim::Static(kv_width)}};
+    ValueId gk = b.CacheWrite(b.State("global_k_cache", cache), a.k);
+    ValueId gv = b.CacheWrite(b.State("global_v_cache", cache), a.v);
+    b.Output("o_global", b.Attention(a.q, gk, gv, c.heads, c.kv_heads, c.head_dim, 1.0 / std::sqrt(c.head_dim), 0));
   }
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
+  if (c.beside_global) {  // one kernel, the windows and rows its params
+    std::vector<codegen::Kernel> kernels;
+    for (const graph::Node& n : g->nodes()) {
+      if (n.kind != graph::OpKind::kAttention) continue;
+      absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(*g, n, codegen::TargetCaps{}, c.bucket);
+      ASSERT_TRUE(ks.ok()) << ks.status();
+      kernels.push_back(ks->back());
+    }
+    ASSERT_EQ(kernels.size(), 2u);
+    EXPECT_EQ(kernels[0].glsl, kernels[1].glsl);
+    EXPECT_EQ(kernels[0].params, (std::vector<uint32_t>{static_cast<uint32_t>(c.window), static_cast<uint32_t>(capacity)}));
+    EXPECT_EQ(kernels[1].params, (std::vector<uint32_t>{0u, static_cast<uint32_t>(positions)}));
+  }
   std::vector<std::pair<std::map<std::string, Tensor>, uint32_t>> steps;
   uint32_t pos = 0, seed = 80;
   // Full buckets, partial ones and single tokens, until the positions wrap 3 times.
@@ -672,11 +698,14 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RingCacheKernelTest,
                                            // Buckets that take the block-of-queries variant: a window
                                            // shorter than a block, and one spanning two blocks.
                                            RingCase{4, 2, 32, 6, 40, DType::kF16},
-                                           RingCase{2, 1, 16, 20, 12, DType::kF32}),
+                                           RingCase{2, 1, 16, 20, 12, DType::kF32},
+                                           RingCase{4, 1, 64, 8, 1, DType::kF16, true},
+                                           RingCase{4, 2, 20, 5, 4, DType::kF32, true},
+                                           RingCase{4, 2, 32, 6, 40, DType::kF16, true}),
                          [](const ::testing::TestParamInfo<RingCase>& i) {
                            const RingCase& c = i.param;
                            return absl::StrCat("h", c.heads, "_kv", c.kv_heads, "_d", c.head_dim, "_w", c.window, "_b",
-                                               c.bucket, "_", graph::Name(c.cache));
+                                               c.bucket, "_", graph::Name(c.cache), c.beside_global ? "_beside_global" : "");
                          });
 
 // The interpreter refuses a step that needs a key the ring has already overwritten (here a full
