@@ -14,7 +14,8 @@ absl::StatusOr<Kernel> EmitEmbedding(const EmitContext& c) {
   const int64_t vocab = table.type.shape[0].value, dim = table.type.shape[1].value;
   Kernel k;
   k.family = "embedding";
-  k.variant = absl::StrCat("gather.", graph::Name(table.type.dtype));
+  const bool scaled = c.node.attrs.Has("scale");  // fuse-embedding-scale
+  k.variant = absl::StrCat("gather.", graph::Name(table.type.dtype), scaled ? "+scale" : "");
   k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), FloatBuffer(1, "dst", graph::DType::kF32, false),
                         WeightRowsBuffer(2, "table", table.type.dtype, dim), IntBuffer(3, "ids", true),
                         Fill(R"(
@@ -25,12 +26,13 @@ void main() {
   // Ids are validated on the host or produced by argmax over this vocabulary; clamp anyway so a
   // bad id can never read outside the table.
   uint id = uint(clamp(ids[t], 0, {{V}} - 1));
-  dst[t * {{D}}u + col] = load_table(id * {{D}}u + col);
+  dst[t * {{D}}u + col] = load_table(id * {{D}}u + col){{SCALE}};
 }
 )",
                              {{"ROWS", RowsExpr(c.node.type.shape[0].tokens, c.rows(c.node))},
                               {"D", absl::StrCat(dim)},
-                              {"V", absl::StrCat(vocab)}}));
+                              {"V", absl::StrCat(vocab)},
+                              {"SCALE", scaled ? absl::StrCat(" * ", FloatLiteral(c.node.attrs.Float("scale"))) : ""}}));
   k.args = {{c.node.id, true}, {c.node.inputs[0], false}, {c.node.inputs[1], false}};
   k.groups = {CeilDiv(dim, kWorkgroup), static_cast<uint32_t>(c.rows(c.node)), 1};
   return k;

@@ -281,6 +281,11 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
         if (id < 0 || id >= rows) return OpError(n, absl::StrCat("token id ", id, " is outside [0, ", rows, ")"));
         std::copy_n(&table.f[static_cast<size_t>(id * d)], d, &out->f[static_cast<size_t>(t * d)]);
       }
+      // An optional factor (fuse-embedding-scale), applied as scale's is.
+      if (n.attrs.Has("scale")) {
+        const float factor = static_cast<float>(n.attrs.Float("scale"));
+        for (float& v : out->f) v *= factor;
+      }
       return out;
     }
     case OpKind::kMatMul: {

@@ -14,6 +14,7 @@ const std::vector<PassEntry>& Registry() {
       {"fuse-kv-append", MakeFuseKvAppend},
       {"fuse-residual-norm-matmul", MakeFuseResidualNormMatmul},
       {"fuse-last-row-matmul", MakeFuseLastRowMatmul},
+      {"fuse-embedding-scale", MakeFuseEmbeddingScale},
       {"fuse-matmul-tail", MakeFuseMatmulTail},
       {"q8-activations", MakeQ8Activations},
       {"dce", MakeDce},
@@ -30,11 +31,11 @@ const std::vector<PassEntry>& Registry() {
 // residual norms (Gemma 3's) into the matmuls that read their normalised sums, the last row into
 // the LM head that reads it (once the final norm is the head's), and row-wide ops (the LM head's
 // argmax, those norms again) into the matmuls they read, for the plans whose kernels take neither;
-// dce last.
+// the embeddings' scale into their gather (independent of the rest); dce last.
 std::vector<std::string> DefaultPipeline() {
   return {"fuse-gate-up",   "fuse-qkv",       "fuse-matmul-epilogue",      "fuse-residual-rmsnorm", "fuse-norm-matmul",
           "fuse-rope",      "fuse-head-norm", "fuse-kv-append", "fuse-residual-norm-matmul", "fuse-last-row-matmul",
-          "fuse-matmul-tail", "dce"};
+          "fuse-matmul-tail", "fuse-embedding-scale", "dce"};
 }
 
 }  // namespace doppler::passes

@@ -87,6 +87,21 @@ TEST_P(EmbeddingKernelTest, GathersRows) {
   ASSERT_TRUE(g.ok()) << g.status();
   Compare(*g, 8, {{{{"ids", Tensor::I32({5}, {36, 0, 17, 17, 3})}}, 0}, {{{"ids", Tensor::I32({8}, {1, 2, 3, 4, 5, 6, 7, 8})}}, 0}}, 0.0);
 }
+
+// With a factor (fuse-embedding-scale): the rows times it, as the interpreter scales them.
+TEST_P(EmbeddingKernelTest, ScalesTheRowsItGathers) {
+  GraphBuilder b;
+  ValueId ids = b.Input("ids", {DType::kI32, {Dim::Tokens()}});
+  b.Output("y", b.Scale(b.Embedding(b.Param("table", Matrix(37, 77, GetParam())), ids), 11.3137f));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse("fuse-embedding-scale,dce");
+  ASSERT_TRUE(pm.ok()) << pm.status();
+  graph::Graph fused = *g;
+  ASSERT_TRUE(pm->Run(fused).ok());
+  ASSERT_EQ(fused.node(*fused.output("y")).kind, graph::OpKind::kEmbedding) << graph::ToText(fused);
+  Compare(fused, 8, {{{{"ids", Tensor::I32({5}, {36, 0, 17, 17, 3})}}, 0}}, 1e-6);
+}
 INSTANTIATE_TEST_SUITE_P(Dtypes, EmbeddingKernelTest, ::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(graph::Name(i.param)); });
 

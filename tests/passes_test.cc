@@ -273,6 +273,22 @@ TEST(FuseHeadNorm, QAndKNormsJoinTheirRopePrologues) {
   }
 }
 
+TEST(FuseEmbeddingScale, AScaledGatherTakesTheFactor) {
+  // Fused where the scale alone reads the gather; not where the gather is also an output.
+  for (bool fusable : {true, false}) {
+    GraphBuilder b;
+    ValueId e = b.Embedding(b.Param("table", {DType::kF32, {graph::Dim::Static(11), graph::Dim::Static(6)}}),
+                            b.Input("ids", {DType::kI32, {graph::Dim::Tokens()}}), "embed");
+    b.Output("y", b.Scale(e, 2.5f, "embed_scale"));
+    if (!fusable) b.Output("e", e);
+    Graph before = *std::move(b).Finish();
+    Graph after = RunPass(before, "fuse-embedding-scale,dce");
+    EXPECT_EQ(Count(after, OpKind::kScale), fusable ? 0 : 1) << graph::ToText(after);
+    if (fusable) EXPECT_FLOAT_EQ(Nodes(after, OpKind::kEmbedding)[0]->attrs.Float("scale"), 2.5f);
+    ExpectSameResults(before, after, {{"ids", graph::Tensor::I32({4}, {3, 0, 10, 3})}});
+  }
+}
+
 TEST(FuseNormMatmul, EveryMatmulReaderTakesTheNormAsItsPrologue) {
   GraphBuilder b;
   ValueId x = b.Input("x", Rows(32));
