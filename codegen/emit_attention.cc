@@ -422,13 +422,15 @@ bool RingsDiffer(const graph::Graph& g) {
 }
 
 // WINDOW, the keys a query sees (0: all before it), and CAP, the cache's rows (key j lives in row
-// j % CAP, a ring): compiled in, or where the graph's attention nodes differ in them, the kernel's
-// params, so that all of its layers run one pipeline. On the H100, Gemma-3-1B's four global layers
-// in a pipeline of their own took 7.3-11.0 µs against 6.0-6.4 for the windowed ones; with one
-// pipeline every layer took 5.6-6.9 µs and decode went from 948.6 / 950.1 to 954.5 / 958.3 tok/s.
+// j % CAP, a ring): compiled in, or in decode plans where the graph's attention nodes differ in
+// them, the kernel's params, so that all of its layers run one pipeline. On the H100, Gemma-3-1B's
+// four global layers in a pipeline of their own took 7.3-11.0 µs against 6.0-6.4 for the windowed
+// ones; with one pipeline every layer took 5.6-6.9 µs and decode went from 948.6 / 950.1 to
+// 954.5 / 958.3 tok/s. Prefill keeps them compiled in: its kernels find a row for every value they
+// stage, and a division by a run-time CAP took Gemma-3-1B's pp512 from 34,935 to 31,203 tok/s.
 std::string RingGlsl(const EmitContext& c, Kernel& k) {
   const int64_t window = c.node.attrs.Int("window"), cap = c.input(1).type.shape[0].value;
-  if (!RingsDiffer(c.g)) return absl::StrCat("const uint WINDOW = ", window, "u, CAP = ", cap, "u;\n");
+  if (c.tokens > 1 || !RingsDiffer(c.g)) return absl::StrCat("const uint WINDOW = ", window, "u, CAP = ", cap, "u;\n");
   k.params = {static_cast<uint32_t>(window), static_cast<uint32_t>(cap)};
   return absl::StrCat("layout(std430, set = 0, binding = ", ParamsBinding(k.args.size(), k.scratch_bytes > 0),
                       ") readonly buffer NodeParams { uint WINDOW; uint CAP; };\n");
