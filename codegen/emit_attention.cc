@@ -427,7 +427,8 @@ bool RingsDiffer(const graph::Graph& g) {
 // four global layers in a pipeline of their own took 6.7-11.0 µs against 5.7-6.8 for the sliding
 // ones; with one pipeline every layer took 5.6-6.9 µs and decode went from 948.6 / 950.1 to
 // 954.5 / 958.3 tok/s. Prefill keeps them compiled in: its kernels find a row for every value they
-// stage, and a division by a run-time CAP took Gemma-3-1B's pp512 from 34,900-35,200 to 31,203 tok/s.
+// stage, and a division by a run-time CAP took Gemma-3-1B's pp512 from 34,900-35,200 to 31,203
+// tok/s.
 std::string RingGlsl(const EmitContext& c, Kernel& k) {
   const int64_t window = c.node.attrs.Int("window"), cap = c.input(1).type.shape[0].value;
   if (c.tokens > 1 || !RingsDiffer(c.g)) return absl::StrCat("const uint WINDOW = ", window, "u, CAP = ", cap, "u;\n");
