@@ -109,7 +109,7 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
     scratch[d] = b->get();
     plan->scratch_.push_back(*std::move(b));
   }
-  // Kernels' params, in one buffer at offsets a uniform descriptor may start at (shared by the
+  // Kernels' params, in one buffer at offsets a storage descriptor may start at (shared by the
   // steps of a plan: they never change).
   const size_t params_align = std::max<size_t>(16, ctx.info().min_storage_buffer_offset_alignment);
   std::vector<size_t> params_at(kernels.size(), 0);

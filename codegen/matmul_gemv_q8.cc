@@ -69,7 +69,7 @@ constexpr uint32_t kWorkgroup = 256;
 // so fewer lanes keep the memory busy: 2^16 for them took Llama-3.1-8B's levels of q+k beside v
 // from 12.0 to 11.2 µs (its fused q/k/v and v projections in teams of one subgroup rather than two,
 // and two rather than four) and its decode from 404.0 / 404.1 to 405.6 / 406.6 tok/s; no other
-// model has such a matrix that the rule changes.
+// benchmarked model has a matrix whose teams the rule changes.
 constexpr int64_t kTargetLanes = int64_t{1} << 17, kTargetLanesWideRows = int64_t{1} << 16;
 // Workgroups at most: more teams would each stage x for fewer rows. On the H100, 1,024, 2,048 or
 // 8,192 (one row group a team) made Llama-3.2-1B's decode 1,259 -> 1,137-1,165 tok/s and
