@@ -22,9 +22,16 @@ namespace {
 
 constexpr VkDeviceSize kDeviceLocalBlock = 256ull << 20;
 constexpr VkDeviceSize kHostVisibleBlock = 32ull << 20;
+// Small, since some devices map only 256 MiB of their memory to the host.
+constexpr VkDeviceSize kMappedDeviceBlock = 1ull << 20;
 
 const char* KindName(BufferKind k) {
-  return k == BufferKind::kDeviceLocal ? "device-local" : "host-visible";
+  switch (k) {
+    case BufferKind::kDeviceLocal: return "device-local";
+    case BufferKind::kHostVisible: return "host-visible";
+    case BufferKind::kMappedDevice: return "mapped device";
+  }
+  return "?";
 }
 
 // First fit with alignment; on success removes the range from `free` and returns its offset.
@@ -106,8 +113,11 @@ std::vector<uint32_t> MemoryAllocator::MemoryTypeCandidates(uint32_t type_bits,
       score = (device_local ? 4 : 0) + (host_visible ? 0 : 2);
     } else {
       if ((f & kHostVisibleCoherent) != kHostVisibleCoherent) continue;
-      // Cached system memory makes host reads of logits fast; the GPU reads small blocks fine.
-      score = ((f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) ? 4 : 0) + (device_local ? 0 : 2);
+      const bool cached = f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+      // kHostVisible: cached host memory makes host reads of logits fast. kMappedDevice: device
+      // memory first, for the GPU's reads (then the same order, where the device maps none).
+      score = kind == BufferKind::kMappedDevice ? (device_local ? 8 : 0) + (cached ? 4 : 0) + (device_local ? 0 : 2)
+                                                : (cached ? 4 : 0) + (device_local ? 0 : 2);
     }
     scored.emplace_back(-score, i);
   }
@@ -157,9 +167,10 @@ absl::StatusOr<MemoryBlock*> MemoryAllocator::Reserve(const VkMemoryRequirements
     return absl::FailedPreconditionError(absl::StrFormat(
         "buffer '%s': the device has no %s memory type usable for buffers", name, KindName(kind)));
   }
-  const bool map = kind == BufferKind::kHostVisible;
-  VkDeviceSize block_size =
-      kind == BufferKind::kDeviceLocal ? kDeviceLocalBlock : kHostVisibleBlock;
+  const bool map = kind != BufferKind::kDeviceLocal;
+  VkDeviceSize block_size = kind == BufferKind::kDeviceLocal   ? kDeviceLocalBlock
+                            : kind == BufferKind::kHostVisible ? kHostVisibleBlock
+                                                               : kMappedDeviceBlock;
   if (info_.max_memory_allocation_size > 0) {
     block_size = std::min(block_size, info_.max_memory_allocation_size);
   }

@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
   const size_t align = std::max<size_t>(4, ctx.info().min_storage_buffer_offset_alignment);
   plan->params_stride_ = (sizeof(codegen::StepParams) + align - 1) / align * align;
   absl::StatusOr<std::unique_ptr<Buffer>> step = ctx.CreateBuffer(
-      plan->params_stride_ * static_cast<size_t>(steps), BufferKind::kHostVisible, absl::StrCat(name, ".step"));
+      plan->params_stride_ * static_cast<size_t>(steps), BufferKind::kMappedDevice, absl::StrCat(name, ".step"));
   if (!step.ok()) return step.status();
   plan->step_params_ = *std::move(step);
   // Each step's locations and slices: the plan's, but for the stepped values.

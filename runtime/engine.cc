@@ -98,7 +98,7 @@ absl::Status Engine::BuildDecodeLoop() {
   // 1 .. steps, the second's read steps .. 2 · steps - 1 and write steps + 1 .. 2 · steps - 1 and 0,
   // where the first reads again.
   const size_t ring = loop_slot_ * static_cast<size_t>(2 * steps);
-  absl::StatusOr<std::unique_ptr<vk::Buffer>> slots = ctx_->CreateBuffer(ring, vk::BufferKind::kHostVisible, "decode_loop.tokens");
+  absl::StatusOr<std::unique_ptr<vk::Buffer>> slots = ctx_->CreateBuffer(ring, vk::BufferKind::kMappedDevice, "decode_loop.tokens");
   if (!slots.ok()) return slots.status();
   loop_tokens_ = *std::move(slots);
   const std::optional<graph::ValueId> ids = decode_graph_.FindNamed(graph::OpKind::kInput, "ids");
@@ -127,11 +127,11 @@ absl::Status Engine::Load() {
       *ctx_, graph_, [&](const graph::Node& n) { return models::MaterializeParam(store, n); }, resources_,
       [&](size_t done, size_t total) { Progress(options_.progress, "loading weights", done, total); });
   if (!s.ok()) return s;
-  absl::StatusOr<std::unique_ptr<vk::Buffer>> token = ctx_->CreateBuffer(16, vk::BufferKind::kHostVisible, "token");
+  absl::StatusOr<std::unique_ptr<vk::Buffer>> token = ctx_->CreateBuffer(16, vk::BufferKind::kMappedDevice, "token");
   if (!token.ok()) return token.status();
   token_ = *std::move(token);
   absl::StatusOr<std::unique_ptr<vk::Buffer>> prompt = ctx_->CreateBuffer(
-      static_cast<size_t>(options_.prefill_chunk) * sizeof(int32_t), vk::BufferKind::kHostVisible, "prompt");
+      static_cast<size_t>(options_.prefill_chunk) * sizeof(int32_t), vk::BufferKind::kMappedDevice, "prompt");
   if (!prompt.ok()) return prompt.status();
   prompt_ = *std::move(prompt);
   return absl::OkStatus();
