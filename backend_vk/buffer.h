@@ -32,8 +32,8 @@ enum class BufferKind {
   // As kHostVisible, but in device memory the host can map (a resizable BAR) where the device has
   // such a type, else in host memory: for the small blocks every step's kernels read, which the
   // host writes or reads a few bytes of (step parameters, token ids). From host memory each
-  // dispatch's first read of them crosses the bus: on the H100, VRAM took Llama-3.1-8B's decode from
-  // 399.6 / 399.9 to 409.0 / 409.0 tok/s. The host reads it uncached.
+  // dispatch's first read of them crosses the bus: on the H100, this kind took Llama-3.1-8B's
+  // decode from 392.5 / 392.3 to 404.8 / 404.9 tok/s. The host reads it uncached.
   kMappedDevice,
 };
 
