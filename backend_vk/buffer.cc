@@ -113,11 +113,10 @@ std::vector<uint32_t> MemoryAllocator::MemoryTypeCandidates(uint32_t type_bits,
       score = (device_local ? 4 : 0) + (host_visible ? 0 : 2);
     } else {
       if ((f & kHostVisibleCoherent) != kHostVisibleCoherent) continue;
-      const bool cached = f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
-      // kHostVisible: cached host memory makes host reads of logits fast. kMappedDevice: device
-      // memory first, for the GPU's reads (then the same order, where the device maps none).
-      score = kind == BufferKind::kMappedDevice ? (device_local ? 8 : 0) + (cached ? 4 : 0) + (device_local ? 0 : 2)
-                                                : (cached ? 4 : 0) + (device_local ? 0 : 2);
+      // Cached host memory makes host reads of logits fast; kMappedDevice puts device memory
+      // before all of it, for the GPU's reads.
+      score = ((f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) ? 4 : 0) + (device_local ? 0 : 2);
+      if (kind == BufferKind::kMappedDevice && device_local) score += 8;
     }
     scored.emplace_back(-score, i);
   }
