@@ -12,7 +12,9 @@
 // (G weight rows each) at a time, its invocations splitting K by the q8 decoder's parts
 // (WeightParts::q8_glsl: wider than the float decoder's, so a part's scales are decoded for more
 // values), keeping the parts of the next DEPTH iterations in flight, and reducing the team's sums
-// at the end of each group of rows. A row-wide op reading the rows (MatMulSpec::tail) is finished
+// at the end of each group of rows. Where a row's parts would leave lanes idle in its last
+// iteration, a team takes its rows' parts as one list (flat), each lane adding its product to its
+// part's row. A row-wide op reading the rows (MatMulSpec::tail) is finished
 // by the last workgroup to get to the end; a residual norm whose normalised sum is x
 // (MatMulSpec::restate) is computed by every workgroup as it stages x (XValueGlsl).
 #include <algorithm>
@@ -62,6 +64,21 @@ int64_t TeamDots(const MatMulSpec& s, int64_t parts_per_row, int64_t subgroup_si
 // Iterations whose parts a lane keeps in flight (2 and 4 measured alike), kLongRowDepth for long
 // rows.
 constexpr int64_t kDepth = 4;
+// Gated matrices whose rows' parts leave lanes of a team idle (a row of P parts takes P / TEAM
+// iterations, rounded up) take their team's rows' parts as one list instead ("flat"; see the
+// kernel), with the team's output columns (RN) doubled where that fills its lanes better, and
+// kFlatDepth iterations in flight. On the H100, Gemma-3-1B's gate+up (rows of 36 Q5_0 parts, teams
+// of 32 lanes; its decode is bound by the instructions decoding them): 271 µs a step in turn, 263
+// flat with one column a team (72 parts in 3 iterations, not 2 rows of 2), 250 with two (144 in 5,
+// not 2 rows of 2): decode 964.0 / 964.4 -> 984.5 / 982.7 tok/s. Two or four iterations in flight:
+// 977; four columns: 959-967. Qwen3-0.6B's (16 Q4_K parts a row) keeps one: two took its gate+up
+// from 148.9 to 153.9 µs a step.
+constexpr int64_t kFlatDepth = 3;
+// Of the team's lanes, the share that a list of `parts` parts keeps busy.
+double LaneFill(int64_t parts, int64_t team) { return static_cast<double>(parts) / static_cast<double>(CeilDiv(parts, team) * team); }
+int64_t FlatColumns(int64_t rn, int64_t gates, int64_t parts_per_row, int64_t team) {
+  return LaneFill(2 * rn * gates * parts_per_row, team) > LaneFill(rn * gates * parts_per_row, team) ? 2 * rn : rn;
+}
 constexpr uint32_t kWorkgroup = 256;
 // Lanes over all teams that keep the memory busy: a team takes more subgroups until there are this
 // many (2^17: Llama-3.2-1B 1,090 tok/s; 2^18: 1,000; Llama-3.1-8B 302 either way; later, 2^16 and
@@ -226,6 +243,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   const int64_t parts_per_row = s.k / parts->q8_values;
   const bool subgroups = c.caps.subgroup_arithmetic;
   int64_t rn = std::max<int64_t>(1, TeamDots(s, parts_per_row, c.caps.subgroup_size) / (s.gates * tm));
+  if (s.gates > 1 && parts_per_row % c.caps.subgroup_size != 0) rn = FlatColumns(rn, s.gates, parts_per_row, c.caps.subgroup_size);
   uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, kWorkgroup);
   // Teams of subgroups need every subgroup full and of the size the kernel is built for.
   const uint32_t sg = c.caps.subgroup_size;
@@ -290,10 +308,17 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   const uint32_t iters = CeilDiv(seg_parts, team);
   const int64_t depth = std::min<int64_t>(s.k >= kLongRow ? kLongRowDepth : kDepth, iters);
 
+  // Flat: the team's rows' parts as one list, where a row's parts leave lanes idle.
+  const bool flat = segments == 1 && seg_parts % team != 0 && rn * s.gates > 1;
+  const int64_t flat_iters = CeilDiv(rn * s.gates * seg_parts, team);
+  const int64_t flat_depth = std::min(flat_iters, kFlatDepth);
   const int64_t rg_per_team = segments == 1 ? groups_per_team(teams) : 1;
   const uint32_t workgroups = CeilDiv(row_groups, teams * rg_per_team);
 
   const std::vector<std::pair<std::string, std::string>> constants = {
+      {"FLAT", flat ? "1" : "0"},
+      {"FITERS", absl::StrCat(flat_iters)},
+      {"FDEPTH", absl::StrCat(flat_depth)},
       {"ARGMAX", argmax ? "1" : "0"},
       {"NORM_TAIL", norm_tail ? "1" : "0"},
       {"SHUFFLE_BLOCKS", shuffle_blocks ? "1" : "0"},
@@ -316,7 +341,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
 };
   Kernel k;
   k.variant = absl::StrCat("gemv_q8.", graph::Name(s.w_dtype), ".t", tm, "x", rn, ".wg", wg, ".team", team, ".rg",
-                           rg_per_team, ".d", depth, segments > 1 ? absl::StrCat(".seg", segments) : "", s.variant_suffix,
+                           rg_per_team, flat ? ".flat" : "", ".d", flat ? flat_depth : depth, segments > 1 ? absl::StrCat(".seg", segments) : "", s.variant_suffix,
                            argmax ? "+argmax" : norm_tail ? "+rms_norm_tail" : "", s.restate >= 0 ? "+residual_norm_x" : "");
   k.glsl = absl::StrCat(
       ShaderHeader(wg),
@@ -346,6 +371,8 @@ const uint SEG = {{SEG}}u, SEGMENTS = {{SEGMENTS}}u, SEG_PARTS = SEG / PV8, SEG_
 const uint STEPS = {{STEPS}}u;  // stage_x's steps of four values an invocation over a segment
 const uint BATCH = {{BATCH}}u;  // steps whose loads stage_x issues together
 const uint ITERS = {{ITERS}}u, DEPTH = {{DEPTH}}u, RG = {{RG}}u, RG_PER_TEAM = {{RG_PER_TEAM}}u;
+#define FLAT {{FLAT}}
+const uint FITERS = {{FITERS}}u, FDEPTH = {{FDEPTH}}u;  // FLAT's iterations, and those in flight
 const uint RUN8 = PV8 / RUNS8, XW = PV8 / 4u, XV = PV8 / 16u, OUTS = TM * RN * G;
 shared uvec4 xq[TM * SEG_PARTS * XV];  // x's quants, by part (XV vectors a part)
 shared float xd[TM * SEG_BLOCKS];  // x's block scales
@@ -462,6 +489,16 @@ void load_rows(uint col0, uint p, out WPart8 wp[RN * G]) {
   }
 }
 
+#if FLAT
+// Slot s of the team's R · PARTS parts is part s % PARTS of its row o = s / PARTS (o = r · G + g:
+// gate g of output column col0 + r), so that no lane idles in a row's last iteration.
+const uint R = RN * G, SLOTS = R * PARTS;
+WPart8 load_slot(uint col0, uint s) {
+  uint sc = min(s, SLOTS - 1u), o = sc / PARTS;
+  return w_load8(min(col0 + o / G, N - 1u) + (o % G) * N, sc % PARTS);
+}
+#endif
+
 void main() {
   uint lid = gl_LocalInvocationID.x, team = lid / TEAM, lane = lid % TEAM;
   uint wgi = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -479,11 +516,46 @@ void main() {
   // and Gemma-3-1B's gate+up (two row groups a team) 11.4 -> 10.6; but Llama-3.2-1B's Q8_0 head
   // (two row groups a team, 4,008 workgroups, not all resident at once) 112.0 -> 118.1. Each lane
   // keeps the parts of its next DEPTH iterations in flight.
+#if !FLAT
   WPart8 ring[DEPTH][RN * G];
+#endif
   for (uint i = 0u; i < RG_PER_TEAM; ++i) {  // uniform
     uint col0 = ((i * WORKGROUPS + wgi) * TEAMS + team) * RN;
     float acc[OUTS];
     [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] = 0.0;
+#if FLAT
+    WPart8 fring[FDEPTH];
+    [[unroll]] for (uint d = 0u; d < FDEPTH; ++d) fring[d] = load_slot(col0, lane + d * TEAM);
+    if (i == 0u) {
+#ifdef RESTATE_PROLOGUE
+      restate_rows(t0, m);  // x is one segment
+#endif
+      stage_x(0u, t0, m, sum_sq);
+      barrier();
+    }
+    [[unroll]] for (uint it = 0u; it < FITERS; ++it) {
+      uint s = lane + it * TEAM, sc = min(s, SLOTS - 1u), o = sc / PARTS, p = sc % PARTS;
+      WPart8 wp = fring[it % FDEPTH];
+      if (it + FDEPTH < FITERS) fring[it % FDEPTH] = load_slot(col0, s + FDEPTH * TEAM);
+      // The rows this iteration's slots fall in (constants once the loop is unrolled).
+      uint o_lo = it * TEAM / PARTS, o_hi = (it * TEAM + TEAM - 1u) / PARTS;
+      [[unroll]] for (uint t = 0u; t < TM; ++t) {
+        uvec4 xw[XV];
+        [[unroll]] for (uint v = 0u; v < XV; ++v) xw[v] = t < m ? xq[(t * SEG_PARTS + p) * XV + v] : uvec4(0u);
+        float xdr[RUNS8], xrun[RUNS8];
+        [[unroll]] for (uint r = 0u; r < RUNS8; ++r) {
+          xdr[r] = xd[t * SEG_BLOCKS + (run_k(p, r) >> 5)];
+          int q_sum = 0;
+          [[unroll]] for (uint j = r * (RUN8 / 4u); j < (r + 1u) * (RUN8 / 4u); ++j) q_sum += sdot4(xw[j / 4u][j % 4u], 0x01010101u);
+          xrun[r] = xdr[r] * i2f(q_sum);
+        }
+        float v = s < SLOTS ? w_dot_q8(wp, p, xw, xdr, xrun) : 0.0;
+        [[unroll]] for (uint oo = 0u; oo < R; ++oo) {
+          if (oo >= o_lo && oo <= o_hi) acc[t * R + oo] += o == oo ? v : 0.0;
+        }
+      }
+    }
+#else
     for (uint seg = 0u; seg < SEGMENTS; ++seg) {  // uniform
       [[unroll]] for (uint d = 0u; d < DEPTH; ++d) {
         load_rows(col0, min(seg * SEG_PARTS + lane + d * TEAM, PARTS - 1u), ring[d]);
@@ -518,6 +590,7 @@ void main() {
         }
       }
     }
+#endif  // FLAT
 #if X_NORM
     if (i == 0u) {  // uniform; sum_sq is complete once every segment has been staged
       [[unroll]] for (uint t = 0u; t < TM; ++t) scale[t] = x_scale(wg_sum(sum_sq[t]));

@@ -265,6 +265,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Q8MatMulCase{DType::kQ6_K, 1, 1, 512, 67, true}, Q8MatMulCase{DType::kQ6_K, 13, 16, 256, 5, false},
                       Q8MatMulCase{DType::kQ5_0, 1, 1, 96, 37, false}, Q8MatMulCase{DType::kQ5_0, 3, 4, 160, 67, true},
                       Q8MatMulCase{DType::kQ5_0, 1, 1, 1152, 300, true},
+                      // Gated rows of 5 parts: a team takes two output columns' parts as one list
+                      // (flat), on 8 lanes as on 32.
+                      Q8MatMulCase{DType::kQ5_0, 1, 1, 160, 67, true},
                       // Many row groups a team; rows staged in two segments (4 rows of 6,144 values).
                       Q8MatMulCase{DType::kQ4_K, 1, 1, 256, 4100, false}, Q8MatMulCase{DType::kQ8_0, 1, 1, 64, 40000, false},
                       Q8MatMulCase{DType::kQ4_K, 1, 1, 1024, 33000, false},
