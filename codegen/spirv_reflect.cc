@@ -18,9 +18,10 @@
 namespace doppler::codegen {
 namespace {
 
-// Sorts bindings by (set, binding). Readonly storage blocks may share a binding: views of one
-// buffer in different element types (a weight read both as 16-byte vectors and as words,
-// codegen/glsl_common.h WeightRowsBuffer), listed once; any other sharing is an error.
+// Sorts bindings by (set, binding). Storage blocks may share a binding: views of one buffer in
+// different element types (a weight read both as 16-byte vectors and as words, codegen/glsl_common.h
+// WeightRowsBuffer; a KV cache read as quads and written as words), listed once, read-only where
+// every view is; any other sharing is an error.
 absl::Status SortAndMergeBindings(std::vector<BindingInfo>& bindings) {
   std::sort(bindings.begin(), bindings.end(), [](const BindingInfo& a, const BindingInfo& b) {
     return std::tie(a.set, a.binding) < std::tie(b.set, b.binding);
@@ -30,7 +31,8 @@ absl::Status SortAndMergeBindings(std::vector<BindingInfo>& bindings) {
     const BindingInfo& b = bindings[i];
     if (a.set != b.set || a.binding != b.binding) {
       ++i;
-    } else if (a.kind == BindingInfo::Kind::kStorageBuffer && b.kind == a.kind && a.read_only && b.read_only) {
+    } else if (a.kind == BindingInfo::Kind::kStorageBuffer && b.kind == a.kind) {
+      bindings[i - 1].read_only = a.read_only && b.read_only;
       bindings.erase(bindings.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
       return absl::InvalidArgumentError(absl::StrCat("bindings ", a.name, " and ", b.name, " share set ", a.set,

@@ -102,9 +102,9 @@ void main() { out_v.v[gl_LocalInvocationIndex] = step.pos; }
   EXPECT_EQ(s->local_size, (std::array<uint32_t, 3>{8, 1, 1}));
 }
 
-// Readonly views of one buffer in different element types share a binding, listed once; a
-// writable block sharing a binding is an error.
-TEST(ShaderCompilerTest, ReadonlyViewsShareABinding) {
+// Views of one buffer in different element types share a binding, listed once, read-only only
+// where every view is; a storage block sharing a binding with a uniform block is an error.
+TEST(ShaderCompilerTest, ViewsShareABinding) {
   ScopedCacheDir cache;
   absl::StatusOr<CompiledShader> s = CompileComputeShader(R"(#version 460
 layout(local_size_x = 8) in;
@@ -124,8 +124,18 @@ layout(binding = 0) buffer Out { uint v[]; } out_v;
 layout(binding = 0) readonly buffer In { uvec4 v4[]; };
 void main() { out_v.v[gl_LocalInvocationIndex] = v4[0].x; }
 )");
-  ASSERT_FALSE(writable.ok());
-  EXPECT_THAT(std::string(writable.status().message()), HasSubstr("share set 0 binding 0"));
+  ASSERT_TRUE(writable.ok()) << writable.status();
+  ASSERT_EQ(writable->bindings.size(), 1u);
+  EXPECT_FALSE(writable->bindings[0].read_only);
+
+  absl::StatusOr<CompiledShader> mixed = CompileComputeShader(R"(#version 460
+layout(local_size_x = 8) in;
+layout(binding = 0) buffer Out { uint v[]; } out_v;
+layout(binding = 0) uniform U { uint u; };
+void main() { out_v.v[gl_LocalInvocationIndex] = u; }
+)");
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_THAT(std::string(mixed.status().message()), HasSubstr("share set 0 binding 0"));
 }
 
 TEST(ShaderCompilerTest, SyntaxErrorCarriesLogAndNumberedSource) {
