@@ -114,7 +114,12 @@ constexpr uint32_t kWidestWorkgroup = 1024;
 // Decode A/B: Qwen3-0.6B 1,156 -> 1,164 tok/s, Llama-3.2-1B 1,461 -> 1,468, Gemma-3-1B 942.5 ->
 // 945.6, but Llama-3.1-8B 383.6 -> 382.0 (its Q6_K v projections, 1,024 rows beside q and k, in
 // 128 workgroups instead of 64: that level 5.9 -> 6.6 µs).
-constexpr int64_t kMinWorkgroups = 128;
+// Rows of kWideRow values or more keep kMinWorkgroupsWideRows: Gemma-3-1B's down projections
+// (K = 6,912) in 72 workgroups of 1,024 invocations rather than 144 of 512 took 83.3 + 99.5 µs a
+// step (Q4_K + Q6_K) against 85.3 + 104.5, its decode 998.6 / 997.3 -> 1,004.9 / 1,004.2 tok/s,
+// Llama-3.1-8B's 413.7 / 413.6 -> 414.8 / 414.8 (its Q6_K down projections 365 -> 362 µs); for
+// every row length it took Gemma-3-1B's output and q/k/v projections from 91 and 64 to 97 and 70.
+constexpr int64_t kMinWorkgroups = 128, kMinWorkgroupsWideRows = 64;
 // Steps of x's staging (four values an invocation each) whose loads are issued together, at most.
 constexpr int64_t kStageBatch = 4;
 // Shared memory for the staged x, at most (bytes): within every device's 16 KiB and NVIDIA's 48,
@@ -273,7 +278,8 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
     const uint32_t widest = WidestPowerOfTwoWorkgroup(c.caps, kWidestWorkgroup);
     auto rows = [&](uint32_t w) { return (w / team) * rn * s.gates * tm * groups_per_team(w / team); };
     auto workgroups_of = [&](uint32_t w) { return CeilDiv(row_groups, (w / team) * groups_per_team(w / team)); };
-    while (wg * 2 <= widest && rows(wg) < kMinStagedRows && workgroups_of(wg * 2) >= kMinWorkgroups) wg *= 2;
+    const int64_t min_workgroups = s.k >= kWideRow ? kMinWorkgroupsWideRows : kMinWorkgroups;
+    while (wg * 2 <= widest && rows(wg) < kMinStagedRows && workgroups_of(wg * 2) >= min_workgroups) wg *= 2;
   }
   if (wg % 8 != 0) return absl::InternalError(absl::StrCat("x_quant: workgroups of ", wg, " cannot stage x by blocks of 8 invocations"));
   const uint32_t subs = subgroup_teams ? team / sg : 1;

@@ -277,7 +277,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Q8MatMulCase{DType::kQ4_K, 1, 1, 1024, 8300, true}, Q8MatMulCase{DType::kQ4_K, 1, 1, 4096, 4100, true},
                       Q8MatMulCase{DType::kQ4_K, 1, 1, 8448, 23, true}, Q8MatMulCase{DType::kQ6_K, 1, 1, 8192, 67, false},
                       Q8MatMulCase{DType::kQ4_K, 4, 4, 6144, 9, true},
-                      // Workgroups widened to stage x for more rows, still at least 128 of them.
+                      // Workgroups widened to stage x for more rows, still at least 128 of them (64
+                      // for rows of 4,096 values or more).
                       Q8MatMulCase{DType::kQ4_K, 1, 1, 8448, 4096, false},
                       Q8MatMulCase{DType::kQ6_K, 2, 2, 6144, 3, false}),
     [](const ::testing::TestParamInfo<Q8MatMulCase>& i) {
