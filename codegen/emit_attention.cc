@@ -3,8 +3,9 @@
 // subgroups (decode, where the device has subgroup arithmetic): one workgroup per (query head,
 // token), up to 32 subgroups, each taking every NSG-th key with its own running max, sum and
 // output (each lane owns DPL of the head's dimensions, consecutive ones where the head splits into
-// pairs a lane, else lane, lane + S, ...: a key's score is one subgroupAdd). A subgroup loads KPI keys and their values before it uses any, so its loads are in
-// flight together; the subgroups' partial results are merged through shared memory at the end.
+// quads a lane, else lane, lane + S, ...: a key's score is one subgroupAdd). A subgroup loads KPI
+// keys and their values before it uses any, so its loads are in flight together; the subgroups'
+// partial results are merged through shared memory at the end.
 // A decode step has only heads × tokens workgroups, so each is wide. At one token it also takes an
 // appending attention (fuse-kv-append) whole: each workgroup computes the step's key and value,
 // uses them for its own position, and the group's first head writes them to the caches.
@@ -118,9 +119,8 @@ void main() {
 constexpr const char* kSubgroupsMain = R"(
 const uint MIN_SG = {{MIN_SG}}u, MAX_NSG = WG / MIN_SG, DPL = (HD + MIN_SG - 1u) / MIN_SG, KPI = {{KPI}}u;
 #define CONSEC {{CONSEC}}
-#define QUADS {{QUADS}}
-// Dimension i of a lane's DPL: with CONSEC DPL consecutive ones (with QUADS read as vectors of
-// four: kq, vq view the caches so), else every S-th.
+// Dimension i of a lane's DPL: with CONSEC DPL consecutive ones, read as vectors of four (kq, vq
+// view the caches so), else every S-th.
 uint lane_dim(uint lane, uint i) { return CONSEC == 1 ? lane * DPL + i : lane + gl_SubgroupSize * i; }
 shared float s_q[HD];
 shared float s_m[MAX_NSG], s_l[MAX_NSG];
@@ -135,7 +135,7 @@ void load_trip(uint j, uint p, uint kv_base, out float kd[KPI][DPL], out float v
   [[unroll]] for (uint u = 0u; u < KPI; ++u) {
     uint key = min(j + u * nsg, p);
     uint row = ((APPEND == 1 && key == p ? p + 1u : key) % CAP) * KVW + kv_base;
-#if QUADS
+#if CONSEC
     [[unroll]] for (uint i = 0u; i < DPL; i += 4u) {
       uint d = lane_dim(lane, i);
       vec4 k4 = d < HD ? load4_kq(row + d) : vec4(0.0), v4 = d < HD ? load4_vq(row + d) : vec4(0.0);
@@ -486,14 +486,14 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
                                                               c.caps.max_workgroup_invocations / min_sg}));
   const int64_t dims_per_lane = (head_dim + min_sg - 1) / min_sg;
   const int64_t kpi = std::max<int64_t>(1, std::min<int64_t>(4, 16 / dims_per_lane));
-  // A lane's dimensions of a head: consecutive ones where the head splits into pairs a lane
-  // (CONSEC; an f16 cache's pair is one word), read as vectors of four where it splits into quads
-  // (QUADS). On the H100, against every S-th dimension: Gemma-3-1B (256-wide heads) 984.9 / 984.2
-  // -> 998.0 / 998.2 tok/s, Qwen3-0.6B (128) 1,212 / 1,218 -> 1,244 / 1,243, Llama-3.1-8B (128)
-  // 409.8 / 409.5 -> 415.1 / 415.0; the kernel's binary 27.3 -> 18.4 KB for Gemma-3-1B. Pairs took
-  // Llama-3.2-1B's attention (64-wide heads) from 81.8 to 80.6 µs a step.
-  const bool consec = subgroups && head_dim % (2 * min_sg) == 0;
-  const bool quads = subgroups && head_dim % (4 * min_sg) == 0;
+  // A lane's dimensions of a head: consecutive ones, read as vectors of four, where the head
+  // splits into quads a lane (CONSEC). On the H100, against every S-th dimension: Gemma-3-1B
+  // (256-wide heads) 984.9 / 984.2 -> 998.0 / 998.2 tok/s, Qwen3-0.6B (128) 1,212 / 1,218 -> 1,244 /
+  // 1,243, Llama-3.1-8B (128) 409.8 / 409.5 -> 415.1 / 415.0; the kernel's binary 27.3 -> 18.4 KB
+  // for Gemma-3-1B. (Pairs a lane, for 64-wide heads, took Llama-3.2-1B's attention from 81.8 to
+  // 80.6 µs a step, but moved the decode logits of the Gemma 3 fixture with its norms in their
+  // consumers 0.9% from those with the norms in their producers; they are left out.)
+  const bool consec = subgroups && head_dim % (4 * min_sg) == 0;
   const uint32_t wg = coop    ? static_cast<uint32_t>(32 * coop_subgroups)
                       : block ? kBlockWorkgroup
                       : subgroups ? static_cast<uint32_t>(nsg * min_sg)
@@ -548,7 +548,7 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
                         FloatBuffer(1, "o", graph::DType::kF32, false),
                         FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, !append),
                         FloatBuffer(4, "vc", cache_dtype, !append),
-                        quads ? absl::StrCat(FloatQuadBuffer(3, "kq", cache_dtype, !append), FloatQuadBuffer(4, "vq", cache_dtype, !append)) : "",
+                        consec ? absl::StrCat(FloatQuadBuffer(3, "kq", cache_dtype, !append), FloatQuadBuffer(4, "vq", cache_dtype, !append)) : "",
                         coop || block || subgroups ? "" : WorkgroupReductions(kWorkgroup, false),
                         "const uint QW = ", heads * head_dim, "u;\n", q_value, Fill(R"(
 const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u;
@@ -566,8 +566,7 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
                               {"KC", absl::StrCat(kc)},
                               {"MIN_SG", absl::StrCat(min_sg)},
                               {"KPI", absl::StrCat(kpi)},
-                              {"CONSEC", consec ? "1" : "0"},
-                              {"QUADS", quads ? "1" : "0"}}));
+                              {"CONSEC", consec ? "1" : "0"}}));
   if (append) absl::StrAppend(&k.variant, "+append");
   k.groups = {static_cast<uint32_t>(heads),
               coop    ? CeilDiv(c.tokens, kCoopAttentionTile * coop_subgroups)
