@@ -131,7 +131,7 @@ shared float s_acc[MAX_NSG][HD];
 // instead, which no workgroup writes in this step: the trip takes p's key and value from shared
 // memory.
 void load_trip(uint j, uint p, uint kv_base, out float kd[KPI][DPL], out float vd[KPI][DPL]) {
-  uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize, nsg = gl_NumSubgroups;
+  uint lane = gl_SubgroupInvocationID, nsg = gl_NumSubgroups;
   [[unroll]] for (uint u = 0u; u < KPI; ++u) {
     uint key = min(j + u * nsg, p);
     uint row = ((APPEND == 1 && key == p ? p + 1u : key) % CAP) * KVW + kv_base;
@@ -157,7 +157,7 @@ void main() {
   uint p = step.pos + t;
   uint first = first_key(p);
   uint kv_base = (h / GROUP) * HD;
-  uint lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, nsg = gl_NumSubgroups, S = gl_SubgroupSize;
+  uint lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, nsg = gl_NumSubgroups;
   // The first trip's keys and values are loaded before anything else, so that they are in flight
   // with q's loads (a decode step over a short context has one trip). Later trips load their own:
   // loading the next trip's during one needs twice the registers, which with 1,024 invocations

@@ -495,6 +495,29 @@ void load_rows(uint col0, uint p, out WPart8 wp[RN * G]) {
   }
 }
 
+// Stages segment `seg` of x (the residual norm first where this kernel computes it: x is then one
+// segment), after every part of the segment before has been read.
+void stage_segment(uint seg, uint t0, uint m, inout float sum_sq[TM]) {
+  if (seg > 0u) barrier();
+#ifdef RESTATE_PROLOGUE
+  restate_rows(t0, m);
+#endif
+  stage_x(seg, t0, m, sum_sq);
+  barrier();
+}
+
+// Part p's x of row t (sp: the part within segment seg; zeros unless live): its quants, its runs'
+// block scales and their sums of x.
+void part_x(uint t, uint seg, uint sp, uint p, bool live, out uvec4 xw[XV], out float xdr[RUNS8], out float xrun[RUNS8]) {
+  [[unroll]] for (uint v = 0u; v < XV; ++v) xw[v] = live ? xq[(t * SEG_PARTS + sp) * XV + v] : uvec4(0u);
+  [[unroll]] for (uint r = 0u; r < RUNS8; ++r) {
+    xdr[r] = xd[t * SEG_BLOCKS + ((run_k(p, r) - seg * SEG) >> 5)];
+    int q_sum = 0;
+    [[unroll]] for (uint j = r * (RUN8 / 4u); j < (r + 1u) * (RUN8 / 4u); ++j) q_sum += sdot4(xw[j / 4u][j % 4u], 0x01010101u);
+    xrun[r] = xdr[r] * i2f(q_sum);
+  }
+}
+
 #if FLAT
 // Slot s of the team's R · PARTS parts is part s % PARTS of its row o = s / PARTS (o = r · G + g:
 // gate g of output column col0 + r), so that no lane idles in a row's last iteration.
@@ -532,13 +555,7 @@ void main() {
 #if FLAT
     WPart8 fring[FDEPTH];
     [[unroll]] for (uint d = 0u; d < FDEPTH; ++d) fring[d] = load_slot(col0, lane + d * TEAM);
-    if (i == 0u) {
-#ifdef RESTATE_PROLOGUE
-      restate_rows(t0, m);  // x is one segment
-#endif
-      stage_x(0u, t0, m, sum_sq);
-      barrier();
-    }
+    if (i == 0u) stage_segment(0u, t0, m, sum_sq);
     [[unroll]] for (uint it = 0u; it < FITERS; ++it) {
       uint s = lane + it * TEAM, sc = min(s, SLOTS - 1u), o = sc / PARTS, p = sc % PARTS;
       WPart8 wp = fring[it % FDEPTH];
@@ -547,14 +564,8 @@ void main() {
       uint o_lo = it * TEAM / PARTS, o_hi = (it * TEAM + TEAM - 1u) / PARTS;
       [[unroll]] for (uint t = 0u; t < TM; ++t) {
         uvec4 xw[XV];
-        [[unroll]] for (uint v = 0u; v < XV; ++v) xw[v] = t < m ? xq[(t * SEG_PARTS + p) * XV + v] : uvec4(0u);
         float xdr[RUNS8], xrun[RUNS8];
-        [[unroll]] for (uint r = 0u; r < RUNS8; ++r) {
-          xdr[r] = xd[t * SEG_BLOCKS + (run_k(p, r) >> 5)];
-          int q_sum = 0;
-          [[unroll]] for (uint j = r * (RUN8 / 4u); j < (r + 1u) * (RUN8 / 4u); ++j) q_sum += sdot4(xw[j / 4u][j % 4u], 0x01010101u);
-          xrun[r] = xdr[r] * i2f(q_sum);
-        }
+        part_x(t, 0u, p, p, t < m, xw, xdr, xrun);
         float v = s < SLOTS ? w_dot_q8(wp, p, xw, xdr, xrun) : 0.0;
         [[unroll]] for (uint oo = 0u; oo < R; ++oo) {
           if (oo >= o_lo && oo <= o_hi) acc[t * R + oo] += o == oo ? v : 0.0;
@@ -566,14 +577,7 @@ void main() {
       [[unroll]] for (uint d = 0u; d < DEPTH; ++d) {
         load_rows(col0, min(seg * SEG_PARTS + lane + d * TEAM, PARTS - 1u), ring[d]);
       }
-      if (i == 0u) {  // where there are segments, a team takes one row group
-        if (seg > 0u) barrier();  // every part of the last segment has been read
-#ifdef RESTATE_PROLOGUE
-        restate_rows(t0, m);  // x is one segment
-#endif
-        stage_x(seg, t0, m, sum_sq);
-        barrier();
-      }
+      if (i == 0u) stage_segment(seg, t0, m, sum_sq);  // where there are segments, a team takes one row group
       [[unroll]] for (uint it = 0u; it < ITERS; ++it) {
         uint sp = min(lane + it * TEAM, SEG_PARTS - 1u);  // the part within the segment
         uint p = min(seg * SEG_PARTS + sp, PARTS - 1u);
@@ -582,14 +586,8 @@ void main() {
         if (it + DEPTH < ITERS) load_rows(col0, min(seg * SEG_PARTS + lane + (it + DEPTH) * TEAM, PARTS - 1u), ring[it % DEPTH]);
         [[unroll]] for (uint t = 0u; t < TM; ++t) {
           uvec4 xw[XV];
-          [[unroll]] for (uint v = 0u; v < XV; ++v) xw[v] = live && t < m ? xq[(t * SEG_PARTS + sp) * XV + v] : uvec4(0u);
           float xdr[RUNS8], xrun[RUNS8];
-          [[unroll]] for (uint r = 0u; r < RUNS8; ++r) {
-            xdr[r] = xd[t * SEG_BLOCKS + ((run_k(p, r) - seg * SEG) >> 5)];
-            int q_sum = 0;
-            [[unroll]] for (uint j = r * (RUN8 / 4u); j < (r + 1u) * (RUN8 / 4u); ++j) q_sum += sdot4(xw[j / 4u][j % 4u], 0x01010101u);
-            xrun[r] = xdr[r] * i2f(q_sum);
-          }
+          part_x(t, seg, sp, p, live && t < m, xw, xdr, xrun);
           [[unroll]] for (uint r = 0u; r < RN; ++r) {
             [[unroll]] for (uint g = 0u; g < G; ++g) acc[(t * RN + r) * G + g] += w_dot_q8(wp[r * G + g], p, xw, xdr, xrun);
           }
