@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "models/rope.h"
 
 namespace doppler::models {
 
@@ -14,14 +15,16 @@ using graph::DType;
 using graph::TensorType;
 
 ValueId RopeTable(GraphBuilder& b, const std::string& name, const RopeConfig& rope, int rotary_dim, int64_t context) {
-  const std::vector<float> inv_freq = RopeInvFreq(rope, rotary_dim);
+  const RopeFrequencies f = ComputeRope(rope, rotary_dim, context);
+  const std::vector<float>& inv_freq = f.inv_freq;
+  const float scale = f.attention_factor;  // as transformers: cos and sin times the factor, in float32
   const int64_t half = rotary_dim / 2;
   auto table = std::make_shared<std::vector<float>>(static_cast<size_t>(context * half * 2));
   for (int64_t p = 0; p < context; ++p) {
     for (int64_t i = 0; i < half; ++i) {
       const float angle = static_cast<float>(p) * inv_freq[static_cast<size_t>(i)];
-      (*table)[static_cast<size_t>((p * half + i) * 2)] = static_cast<float>(std::cos(static_cast<double>(angle)));
-      (*table)[static_cast<size_t>((p * half + i) * 2 + 1)] = static_cast<float>(std::sin(static_cast<double>(angle)));
+      (*table)[static_cast<size_t>((p * half + i) * 2)] = static_cast<float>(std::cos(static_cast<double>(angle))) * scale;
+      (*table)[static_cast<size_t>((p * half + i) * 2 + 1)] = static_cast<float>(std::sin(static_cast<double>(angle))) * scale;
     }
   }
   return b.Const(name, TensorType{DType::kF32, {Dim::Static(context), Dim::Static(half), Dim::Static(2)}},

@@ -93,10 +93,103 @@ absl::Status RequirePositive(const json& j, const char* key, const std::string& 
 #define CONCAT(a, b) CONCAT_INNER(a, b)
 #define ASSIGN_OR_RETURN(lhs, expr) ASSIGN_OR_RETURN_IMPL(CONCAT(status_or_, __LINE__), lhs, expr)
 
+// What a rope scaling's defaults depend on outside its own object.
+struct RopeSurroundings {
+  int max_position_embeddings = 0;
+  std::optional<int> original_max_position_embeddings;  // top level (Phi-3's spelling)
+  int head_dim = 0;
+};
+
+// transformers' get_mscale: YaRN's attention factor for a scale (1 when it does not stretch).
+double YarnMscale(double scale, double mscale) { return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
+
+// A list of positive numbers, one per frequency (LongRoPE's long_factor, short_factor).
+absl::StatusOr<std::vector<float>> FactorList(const json& obj, const char* key, size_t n, const std::string& source,
+                                              const std::string& where) {
+  const json* v = Find(obj, key);
+  if (v == nullptr) return Bad(source, absl::StrCat("required key '", where, key, "' is missing for longrope"));
+  if (!v->is_array() || v->size() != n) {
+    return Bad(source, absl::StrCat("key '", where, key, "' must be a list of ", n, " numbers (half the head size)"));
+  }
+  std::vector<float> out;
+  for (const json& e : *v) {
+    if (!e.is_number() || !(e.get<double>() > 0) || !(e.get<double>() <= std::numeric_limits<float>::max())) {
+      return Bad(source, absl::StrCat("key '", where, key, "' holds something other than a positive number: ", e.dump()));
+    }
+    out.push_back(static_cast<float>(e.get<double>()));
+  }
+  return out;
+}
+
+// YaRN's keys (transformers' _compute_yarn_parameters): the original context defaults to
+// max_position_embeddings, the attention factor to get_mscale(factor) (or the ratio of two
+// get_mscale when mscale and mscale_all_dim are both given).
+absl::Status ParseYarn(const json& obj, const RopeSurroundings& around, const std::string& source,
+                       const std::string& where, RopeScaling& s) {
+  if (s.original_max_position_embeddings == 0) s.original_max_position_embeddings = around.max_position_embeddings;
+  if (s.original_max_position_embeddings <= 0) {
+    return Bad(source, absl::StrCat("yarn rope needs '", where, "original_max_position_embeddings' or max_position_embeddings"));
+  }
+  std::optional<float> f, mscale, mscale_all_dim;
+  ASSIGN_OR_RETURN(f, OptFloat(obj, "beta_fast", source, where));
+  if (f) s.beta_fast = *f;
+  ASSIGN_OR_RETURN(f, OptFloat(obj, "beta_slow", source, where));
+  if (f) s.beta_slow = *f;
+  if (!(s.beta_fast > 0) || !(s.beta_slow > 0)) {
+    return Bad(source, absl::StrCat("keys '", where, "beta_fast' and '", where, "beta_slow' must be positive"));
+  }
+  std::optional<bool> truncate;
+  ASSIGN_OR_RETURN(truncate, OptBool(obj, "truncate", source));
+  s.truncate = truncate.value_or(true);
+  ASSIGN_OR_RETURN(mscale, OptFloat(obj, "mscale", source, where));
+  ASSIGN_OR_RETURN(mscale_all_dim, OptFloat(obj, "mscale_all_dim", source, where));
+  ASSIGN_OR_RETURN(f, OptFloat(obj, "attention_factor", source, where));
+  if (f) {
+    s.attention_factor = *f;
+  } else if (mscale && mscale_all_dim && *mscale != 0 && *mscale_all_dim != 0) {
+    s.attention_factor = static_cast<float>(YarnMscale(s.factor, *mscale) / YarnMscale(s.factor, *mscale_all_dim));
+  } else {
+    s.attention_factor = static_cast<float>(YarnMscale(s.factor, 1.0));
+  }
+  return absl::OkStatus();
+}
+
+// LongRoPE's keys (transformers' _compute_longrope_parameters): with an original context (top
+// level, as Phi-3 writes it, or in the object) the factor is max_position_embeddings / original;
+// the attention factor defaults to sqrt(1 + ln(factor) / ln(original)) when the factor exceeds 1.
+absl::Status ParseLongRope(const json& obj, const RopeSurroundings& around, const std::string& source,
+                           const std::string& where, RopeScaling& s) {
+  const size_t n = static_cast<size_t>(around.head_dim / 2);
+  ASSIGN_OR_RETURN(s.long_factor, FactorList(obj, "long_factor", n, source, where));
+  ASSIGN_OR_RETURN(s.short_factor, FactorList(obj, "short_factor", n, source, where));
+  if (around.original_max_position_embeddings) s.original_max_position_embeddings = *around.original_max_position_embeddings;
+  double factor = s.factor;
+  if (s.original_max_position_embeddings > 0) {
+    if (around.max_position_embeddings <= 0) {
+      return Bad(source, "longrope rope with an original context needs a positive 'max_position_embeddings'");
+    }
+    factor = static_cast<double>(around.max_position_embeddings) / s.original_max_position_embeddings;
+  } else {
+    s.original_max_position_embeddings = around.max_position_embeddings;
+  }
+  if (s.original_max_position_embeddings <= 0) {
+    return Bad(source, absl::StrCat("longrope rope needs '", where, "original_max_position_embeddings' or max_position_embeddings"));
+  }
+  std::optional<float> f;
+  ASSIGN_OR_RETURN(f, OptFloat(obj, "attention_factor", source, where));
+  if (f) {
+    s.attention_factor = *f;
+  } else if (factor > 1.0) {
+    s.attention_factor =
+        static_cast<float>(std::sqrt(1.0 + std::log(factor) / std::log(static_cast<double>(s.original_max_position_embeddings))));
+  }
+  return absl::OkStatus();
+}
+
 // One RoPE description: a classic rope_scaling object, or one rope_parameters object.
 // `where` is its key path for messages ("rope_scaling.", "rope_parameters.full_attention.").
-absl::StatusOr<RopeConfig> ParseRope(const json* obj, float fallback_theta, const std::string& source,
-                                     const std::string& where) {
+absl::StatusOr<RopeConfig> ParseRope(const json* obj, float fallback_theta, const RopeSurroundings& around,
+                                     const std::string& source, const std::string& where) {
   RopeConfig rope;
   rope.theta = fallback_theta;
   if (obj == nullptr) return rope;
@@ -111,7 +204,7 @@ absl::StatusOr<RopeConfig> ParseRope(const json* obj, float fallback_theta, cons
   }
   RopeScaling& s = rope.scaling;
   if (type) s.type = *type;
-  if (s.type != "default" && s.type != "linear" && s.type != "llama3") {
+  if (s.type != "default" && s.type != "linear" && s.type != "llama3" && s.type != "yarn" && s.type != "longrope") {
     return Bad(source, absl::StrCat("key '", where, "rope_type': unsupported rope type ", s.type));
   }
   std::optional<float> f;
@@ -138,6 +231,15 @@ absl::StatusOr<RopeConfig> ParseRope(const json* obj, float fallback_theta, cons
                                       "high_freq_factor' (", s.high_freq_factor, ") must satisfy 0 < low < high"));
     }
   }
+  if (s.type == "yarn") {
+    if (absl::Status st = ParseYarn(*obj, around, source, where, s); !st.ok()) return st;
+  }
+  if (s.type == "longrope") {
+    if (absl::Status st = ParseLongRope(*obj, around, source, where, s); !st.ok()) return st;
+  }
+  if (!(s.attention_factor > 0)) {
+    return Bad(source, absl::StrCat("key '", where, "attention_factor' must be positive, got ", s.attention_factor));
+  }
   return rope;
 }
 
@@ -146,20 +248,22 @@ absl::Status ParseRopeKeys(const json& j, const std::string& source, ModelConfig
   ASSIGN_OR_RETURN(top_theta, OptFloat(j, "rope_theta", source));
   ASSIGN_OR_RETURN(local_base, OptFloat(j, "rope_local_base_freq", source));
   const float theta = top_theta.value_or(10000.0f);
+  RopeSurroundings around{c.max_position_embeddings, {}, c.head_dim};
+  ASSIGN_OR_RETURN(around.original_max_position_embeddings, OptInt(j, "original_max_position_embeddings", source));
 
   if (const json* params = Find(j, "rope_parameters")) {  // transformers 5 spelling
     if (!params->is_object()) return Bad(source, "key 'rope_parameters' must be an object");
     const json* full = Find(*params, "full_attention");
     const json* sliding = Find(*params, "sliding_attention");
     if (full == nullptr && sliding == nullptr) {
-      ASSIGN_OR_RETURN(c.rope, ParseRope(params, theta, source, "rope_parameters."));
+      ASSIGN_OR_RETURN(c.rope, ParseRope(params, theta, around, source, "rope_parameters."));
       return absl::OkStatus();
     }
     // Keyed by layer type (gemma3): full -> global rope, sliding -> local rope.
     if (full == nullptr) return Bad(source, "key 'rope_parameters.full_attention' is missing (sliding_attention is given)");
-    ASSIGN_OR_RETURN(c.rope, ParseRope(full, theta, source, "rope_parameters.full_attention."));
+    ASSIGN_OR_RETURN(c.rope, ParseRope(full, theta, around, source, "rope_parameters.full_attention."));
     if (sliding != nullptr) {
-      ASSIGN_OR_RETURN(c.rope_local, ParseRope(sliding, local_base.value_or(10000.0f), source,
+      ASSIGN_OR_RETURN(c.rope_local, ParseRope(sliding, local_base.value_or(10000.0f), around, source,
                                                "rope_parameters.sliding_attention."));
     }
     return absl::OkStatus();
@@ -172,7 +276,7 @@ absl::Status ParseRopeKeys(const json& j, const std::string& source, ModelConfig
     ASSIGN_OR_RETURN(inner, OptFloat(*scaling, "rope_theta", source, "rope_scaling."));
     scaling_theta = inner.value_or(theta);
   }
-  ASSIGN_OR_RETURN(c.rope, ParseRope(scaling, scaling_theta, source, "rope_scaling."));
+  ASSIGN_OR_RETURN(c.rope, ParseRope(scaling, scaling_theta, around, source, "rope_scaling."));
   c.rope.theta = scaling_theta;
   if (local_base) {  // gemma's local layers: plain rope, no scaling
     if (!(*local_base > 0)) return Bad(source, "key 'rope_local_base_freq' must be positive");
@@ -288,43 +392,6 @@ absl::StatusOr<ModelConfig> ReadHfConfig(const std::filesystem::path& config_jso
   absl::StatusOr<json> j = ReadJsonFile(config_json);
   if (!j.ok()) return j.status();
   return ParseHfConfig(*j, source);
-}
-
-std::vector<float> RopeInvFreq(const RopeConfig& rope, int rotary_dim) {
-  std::vector<float> inv;
-  if (rotary_dim <= 0) return inv;
-  // transformers: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), every step in float32.
-  const float d = static_cast<float>(rotary_dim);
-  for (int i = 0; i < rotary_dim; i += 2) {
-    const float exponent = static_cast<float>(i) / d;
-    const float x = std::pow(rope.theta, exponent);
-    inv.push_back(1.0f / x);
-  }
-  const RopeScaling& s = rope.scaling;
-  if (s.type == "linear") {
-    for (float& f : inv) f = f / s.factor;
-  } else if (s.type == "llama3") {
-    // As transformers' _compute_llama3_parameters, in float32: python scalars become float32
-    // operands, and `c / tensor` is evaluated as reciprocal(tensor) * c.
-    const float two_pi = static_cast<float>(2.0 * M_PI);
-    const double old_len = s.original_max_position_embeddings;
-    const float low_wavelen = static_cast<float>(old_len / s.low_freq_factor);
-    const float high_wavelen = static_cast<float>(old_len / s.high_freq_factor);
-    const float span = static_cast<float>(static_cast<double>(s.high_freq_factor) - s.low_freq_factor);
-    for (float& f : inv) {
-      const float wavelen = (1.0f / f) * two_pi;
-      if (wavelen < high_wavelen) continue;  // high frequency: unchanged
-      if (wavelen > low_wavelen) {           // low frequency: fully scaled
-        f = f / s.factor;
-        continue;
-      }
-      const float smooth = ((1.0f / wavelen) * static_cast<float>(old_len) - s.low_freq_factor) / span;
-      const float a = ((1.0f - smooth) * f) / s.factor;
-      const float b = smooth * f;
-      f = a + b;
-    }
-  }
-  return inv;
 }
 
 }  // namespace doppler::models

@@ -14,10 +14,16 @@
 namespace doppler::models {
 
 struct RopeScaling {
-  std::string type = "default";  // "default", "linear", "llama3"
+  std::string type = "default";  // "default", "linear", "llama3", "yarn", "longrope"
   float factor = 1.0f;
   float low_freq_factor = 1.0f, high_freq_factor = 4.0f;  // llama3
-  int original_max_position_embeddings = 0;              // llama3
+  int original_max_position_embeddings = 0;              // llama3, yarn, longrope
+  // Multiplies cos and sin (yarn, longrope), resolved at parse time as transformers does: the
+  // config's attention_factor, else the method's default from the factor and the contexts.
+  float attention_factor = 1.0f;
+  float beta_fast = 32.0f, beta_slow = 1.0f;  // yarn: the ramp's ends, in rotations
+  bool truncate = true;                       // yarn: round the ramp's ends to whole dimensions
+  std::vector<float> long_factor, short_factor;  // longrope: one divisor per frequency
 };
 
 struct RopeConfig {
@@ -48,9 +54,5 @@ struct ModelConfig {
 absl::StatusOr<ModelConfig> ReadHfConfig(const std::filesystem::path& config_json);
 // The same, from already-parsed JSON; `source` names it in messages.
 absl::StatusOr<ModelConfig> ParseHfConfig(const nlohmann::json& j, const std::string& source);
-
-// float32 inv_freq for rotary_dim (rotary_dim/2 values), computed as transformers does
-// (float32 pow and divisions), with the config's scaling applied.
-std::vector<float> RopeInvFreq(const RopeConfig& rope, int rotary_dim);
 
 }  // namespace doppler::models

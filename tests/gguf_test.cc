@@ -17,6 +17,7 @@
 #include "models/gguf/gguf_config.h"
 #include "models/gguf/hf_names.h"
 #include "models/hf_config.h"
+#include "models/rope.h"
 #include "models/quant/quant.h"
 #include "models/safetensors.h"
 #include "models/weights.h"
@@ -165,7 +166,7 @@ TEST(GgufTest, ConfigEqualsHfConfig) {
     EXPECT_EQ(c->rope.scaling.low_freq_factor, hf->rope.scaling.low_freq_factor);
     EXPECT_EQ(c->rope.scaling.high_freq_factor, hf->rope.scaling.high_freq_factor);
     EXPECT_EQ(c->rope.scaling.original_max_position_embeddings, hf->rope.scaling.original_max_position_embeddings);
-    EXPECT_EQ(RopeInvFreq(c->rope, c->head_dim), RopeInvFreq(hf->rope, hf->head_dim));
+    EXPECT_EQ(ComputeRope(c->rope, c->head_dim, 0).inv_freq, ComputeRope(hf->rope, hf->head_dim, 0).inv_freq);
   }
 }
 

@@ -1,5 +1,6 @@
 // Tests of the HF config.json reader and RoPE inv_freq against transformers' own buffers.
 #include "models/hf_config.h"
+#include "models/rope.h"
 
 #include <cmath>
 #include <fstream>
@@ -42,6 +43,12 @@ void ExpectSameRope(const RopeConfig& a, const RopeConfig& b, const std::string&
   EXPECT_EQ(a.scaling.low_freq_factor, b.scaling.low_freq_factor) << what;
   EXPECT_EQ(a.scaling.high_freq_factor, b.scaling.high_freq_factor) << what;
   EXPECT_EQ(a.scaling.original_max_position_embeddings, b.scaling.original_max_position_embeddings) << what;
+  EXPECT_EQ(a.scaling.attention_factor, b.scaling.attention_factor) << what;
+  EXPECT_EQ(a.scaling.beta_fast, b.scaling.beta_fast) << what;
+  EXPECT_EQ(a.scaling.beta_slow, b.scaling.beta_slow) << what;
+  EXPECT_EQ(a.scaling.truncate, b.scaling.truncate) << what;
+  EXPECT_EQ(a.scaling.long_factor, b.scaling.long_factor) << what;
+  EXPECT_EQ(a.scaling.short_factor, b.scaling.short_factor) << what;
 }
 
 void ExpectSameConfig(const ModelConfig& a, const ModelConfig& b, const std::string& what) {
@@ -123,6 +130,13 @@ TEST(HfConfig, ClassicAndRopeParametersSpellingsAgree) {
     classic.erase("rope_parameters");
     const json kwargs = ReadJson(dir / "reference.json")["config_kwargs"];
     for (const auto& [key, value] : kwargs.items()) classic[key] = value;
+    if (classic.contains("rope_parameters")) {  // kwargs in the new spelling (gpt_oss): respell them
+      const json rope = classic["rope_parameters"];
+      classic.erase("rope_parameters");
+      classic["rope_theta"] = rope["rope_theta"];
+      classic["rope_scaling"] = rope;
+      classic["rope_scaling"].erase("rope_theta");
+    }
     ASSERT_TRUE(classic.contains("rope_theta")) << name;
     const fs::path tmp = test::MakeTempDir("classic_" + name);
     WriteJson(tmp / "config.json", classic);
@@ -191,7 +205,7 @@ double MaxRelDiff(const std::vector<float>& ours, const json& ref, int* max_ulps
   return worst;
 }
 
-TEST(HfConfig, RopeInvFreqMatchesTransformersBuffers) {
+TEST(HfConfig, RopeMatchesTransformersBuffers) {
   double overall = 0;
   int overall_ulps = 0;
   for (const std::string& name : HfFixtureNames()) {
@@ -207,29 +221,38 @@ TEST(HfConfig, RopeInvFreqMatchesTransformersBuffers) {
       checks.push_back({"model.rotary_emb.full_attention_inv_freq", &c->rope});
       checks.push_back({"model.rotary_emb.sliding_attention_inv_freq", &*c->rope_local});
     }
+    // transformers' attention_scaling (yarn, longrope; 1 for the rest) multiplies cos and sin.
+    const json scaling = ReadJson(dir / "reference.json").value("rope_attention_scaling", json::object());
+    if (scaling.contains("model.rotary_emb")) {
+      EXPECT_NEAR(ComputeRope(c->rope, c->head_dim, c->max_position_embeddings).attention_factor,
+                  scaling["model.rotary_emb"].get<double>(), 1e-6)
+          << name;
+    }
     for (const auto& [key, rope] : checks) {
       ASSERT_TRUE(buffers.contains(key)) << name << " " << key;
       int ulps = 0;
-      const double rel = MaxRelDiff(RopeInvFreq(*rope, c->head_dim), buffers[key], &ulps);
+      // The reference ran on sequences longer than any original context (LongRoPE's long factors).
+      const RopeFrequencies f = ComputeRope(*rope, c->head_dim, c->max_position_embeddings);
+      const double rel = MaxRelDiff(f.inv_freq, buffers[key], &ulps);
       EXPECT_LE(rel, 1e-6) << name << " " << key;
       overall = std::max(overall, rel);
       overall_ulps = std::max(overall_ulps, ulps);
     }
   }
-  std::printf("RopeInvFreq vs transformers: max relative difference %.3g, max %d ulp\n", overall, overall_ulps);
+  std::printf("ComputeRope vs transformers: max relative difference %.3g, max %d ulp\n", overall, overall_ulps);
 }
 
-TEST(HfConfig, RopeInvFreqBasics) {
+TEST(HfConfig, RopeBasics) {
   RopeConfig rope;
   rope.theta = 10000.0f;
-  std::vector<float> f = RopeInvFreq(rope, 8);
+  std::vector<float> f = ComputeRope(rope, 8, 0).inv_freq;
   ASSERT_EQ(f.size(), 4u);
   EXPECT_EQ(f[0], 1.0f);
   EXPECT_NEAR(f[2], 0.01f, 1e-9);  // 10000^(-4/8)
   rope.scaling.type = "linear";
   rope.scaling.factor = 4.0f;
-  EXPECT_EQ(RopeInvFreq(rope, 8)[0], 0.25f);
-  EXPECT_TRUE(RopeInvFreq(rope, 0).empty());
+  EXPECT_EQ(ComputeRope(rope, 8, 0).inv_freq[0], 0.25f);
+  EXPECT_TRUE(ComputeRope(rope, 0, 0).inv_freq.empty());
 }
 
 class HfConfigErrors : public ::testing::Test {
@@ -269,8 +292,18 @@ TEST_F(HfConfigErrors, BadValues) {
   j["vocab_size"] = "512";
   EXPECT_THAT(std::string(Parse(j).message()), HasSubstr("'vocab_size' must be an integer"));
   j = base_;
+  j["rope_parameters"]["rope_type"] = "longrope";
+  EXPECT_THAT(std::string(Parse(j).message()), HasSubstr("required key 'rope_parameters.long_factor' is missing"));
+  j["rope_parameters"]["long_factor"] = {1.0, 2.0};
+  EXPECT_THAT(std::string(Parse(j).message()), HasSubstr("'rope_parameters.long_factor' must be a list of"));
+  j = base_;
   j["rope_parameters"]["rope_type"] = "yarn";
-  EXPECT_THAT(std::string(Parse(j).message()), HasSubstr("unsupported rope type yarn"));
+  j["rope_parameters"]["beta_fast"] = -1;
+  EXPECT_THAT(std::string(Parse(j).message()), HasSubstr("beta_fast"));
+  j = base_;
+  j["rope_parameters"]["rope_type"] = "yarn";
+  j["rope_parameters"]["attention_factor"] = 0;
+  EXPECT_THAT(std::string(Parse(j).message()), HasSubstr("'rope_parameters.attention_factor' must be positive"));
   j = base_;
   j["rope_parameters"]["original_max_position_embeddings"] = 0;
   EXPECT_THAT(std::string(Parse(j).message()), HasSubstr("original_max_position_embeddings"));

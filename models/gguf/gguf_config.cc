@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "models/quant/quant.h"
+#include "models/rope.h"
 #include "nlohmann/json.hpp"
 
 namespace doppler::models {
@@ -69,7 +70,7 @@ absl::StatusOr<json> RecoverLlama3Rope(const GgufFile& f, float theta, int rotar
     return json{{"rope_type", "default"}, {"rope_theta", theta}};  // divisors that change nothing
   }
   const float factor = r.back();
-  const std::vector<float> base = RopeInvFreq(RopeConfig{theta, {}}, rotary_dim);
+  const std::vector<float> base = ComputeRope(RopeConfig{theta, {}}, rotary_dim, 0).inv_freq;
   std::optional<double> orig;
   for (int64_t i = 0; i < n && !orig; ++i) {
     if (!(r[i] > 1.0f && r[i] < factor)) continue;
@@ -85,7 +86,7 @@ absl::StatusOr<json> RecoverLlama3Rope(const GgufFile& f, float theta, int rotar
   RopeConfig rope{theta, RopeScaling{"llama3", factor, kLlama3LowFreqFactor, kLlama3HighFreqFactor, 0}};
   if (orig && *orig >= 1 && *orig <= 1e9) rope.scaling.original_max_position_embeddings = static_cast<int>(*orig);
   const std::vector<float> scaled =
-      rope.scaling.original_max_position_embeddings > 0 ? RopeInvFreq(rope, rotary_dim) : std::vector<float>();
+      rope.scaling.original_max_position_embeddings > 0 ? ComputeRope(rope, rotary_dim, 0).inv_freq : std::vector<float>();
   for (int64_t i = 0; i < n; ++i) {
     if (scaled.empty() || !(std::fabs(base[i] / scaled[i] - r[i]) <= 1e-4f * r[i])) {
       return Bad(f, absl::StrCat("rope_freqs.weight is not Llama 3 RoPE scaling with low_freq_factor 1 and "

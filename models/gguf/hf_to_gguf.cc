@@ -15,6 +15,7 @@
 #include "models/gguf/hf_names.h"
 #include "models/hf_config.h"
 #include "models/quant/quant.h"
+#include "models/rope.h"
 #include "models/safetensors.h"
 #include "models/tokenizer/gguf_tokenizer.h"
 #include "models/weights.h"
@@ -37,7 +38,7 @@ constexpr ArchInfo kArchs[] = {{"LlamaForCausalLM", "llama", true},
 std::vector<float> Llama3RopeDivisors(const RopeConfig& rope, int head_dim) {
   RopeConfig base = rope;
   base.scaling = RopeScaling{};
-  const std::vector<float> freqs = RopeInvFreq(base, head_dim);
+  const std::vector<float> freqs = ComputeRope(base, head_dim, 0).inv_freq;
   const RopeScaling& s = rope.scaling;
   const double old_len = s.original_max_position_embeddings;
   const double low_wavelen = old_len / s.low_freq_factor, high_wavelen = old_len / s.high_freq_factor;
