@@ -204,6 +204,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"run --model MODEL --prompt-ids 1 --dtype q9", "'q9' is not one of f16, bf16, f32"},
                       BadCase{"run --model MODEL --prompt-ids 1 --decode-activations q4",
                               "--decode-activations: 'q4' is not one of auto, q8, f32"},
+                      BadCase{"run --model MODEL --prompt-ids 1 -ctk q8_0", "--cache-type-k: 'q8_0' is not one of f16, f32"},
+                      BadCase{"run --model MODEL --prompt-ids 1 -ctk f32 -ctv f16",
+                              "--cache-type-k f32 and --cache-type-v f16 differ"},
                       BadCase{"logits --model MODEL --ids 1,2", "--out FILE is required"},
                       BadCase{"frobnicate", "unknown command 'frobnicate'"}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return "case" + std::to_string(info.index); });

@@ -229,7 +229,81 @@ TEST_P(ConvertF16Test, GivesTheHfDirectorysTokensAndLogits) {
   EXPECT_LE(gguf.prefill_err, 2e-2);  // f16 weights, as engine_fixture_test allows
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ConvertF16Test, ::testing::Values("llama", "llama_q", "llama_tied", "qwen2", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Models, ConvertF16Test,
+                         ::testing::Values("llama", "llama_q", "llama_tied", "qwen2", "qwen3", "phi3", "phi3_longrope",
+                                           "qwen3_yarn"));
+
+// Our conversion of hf/NAME against llama.cpp's (gguf/lcpp/NAME-lcpp-f32.gguf): the same tensor
+// names and shapes, and the same values for every hyperparameter key both files write.
+void ExpectLlamaCppsLayout(const fs::path& ours_path, const std::string& lcpp_name) {
+  absl::StatusOr<std::unique_ptr<GgufFile>> ours = GgufFile::Open(ours_path);
+  absl::StatusOr<std::unique_ptr<GgufFile>> ref = GgufFile::Open(Fixtures() / "gguf" / "lcpp" / (lcpp_name + "-lcpp-f32.gguf"));
+  ASSERT_TRUE(ours.ok() && ref.ok()) << ours.status() << ref.status();
+  std::map<std::string, std::vector<int64_t>> want, got;
+  for (const models::GgufTensorInfo& t : (*ref)->Tensors()) want[t.name] = (*(*ref)->Get(t.name)).shape;
+  for (const models::GgufTensorInfo& t : (*ours)->Tensors()) got[t.name] = (*(*ours)->Get(t.name)).shape;
+  EXPECT_EQ(got, want);
+  int compared = 0;
+  for (const std::string& key : (*ref)->Keys()) {
+    if (key.starts_with("general.") || key.starts_with("tokenizer.") || (*ours)->Find(key) == nullptr) continue;
+    absl::StatusOr<double> a = (*ours)->GetFloat(key), b = (*ref)->GetFloat(key);
+    if (a.ok() && b.ok()) {
+      EXPECT_EQ(*a, *b) << key;
+    } else {
+      EXPECT_TRUE(SameValue(**ours, *(*ours)->Find(key), **ref, *(*ref)->Find(key))) << key;
+    }
+    ++compared;
+  }
+  EXPECT_GE(compared, 8);
+}
+
+TEST(ConvertTest, Phi3AndQwen3AreLaidOutAsLlamaCppWritesThem) {
+  for (const char* model : {"phi3", "qwen3", "qwen2", "llama"}) {
+    SCOPED_TRACE(model);
+    const fs::path out = test::MakeTempDir("convert_lcpp") / "model.gguf";
+    ASSERT_TRUE(Convert(model, QuantScheme::kF16, out).ok());
+    ExpectLlamaCppsLayout(out, model);
+  }
+}
+
+// hf/gemma3 has a layer pattern (every 3rd layer global) and a query scale (query_pre_attn_scalar
+// 48, head size 64) that a GGUF cannot state and llama.cpp would not assume: converting it is an
+// error. The same model with llama.cpp's pattern and scale converts, lays out as llama.cpp's
+// file, and runs as the HF directory does.
+TEST(ConvertTest, Gemma3ConvertsWhenLlamaCppWouldRunIt) {
+  const fs::path tmp = test::MakeTempDir("convert_gemma3");
+  absl::Status refused = Convert("gemma3", QuantScheme::kF16, tmp / "refused.gguf");
+  EXPECT_TRUE(absl::IsUnimplemented(refused)) << refused;
+  EXPECT_NE(refused.message().find("layer pattern"), std::string::npos) << refused;
+
+  const fs::path dir = tmp / "gemma3_llamacpp";
+  fs::create_directories(dir);
+  std::ifstream in(Fixtures() / "hf" / "gemma3" / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  config.erase("layer_types");
+  config["sliding_window_pattern"] = 6;
+  config["_sliding_window_pattern"] = 6;
+  config["query_pre_attn_scalar"] = config["head_dim"];
+  std::ofstream(dir / "config.json") << config.dump();
+  fs::create_symlink(Fixtures() / "hf" / "gemma3" / "model.safetensors", dir / "model.safetensors");
+  models::HfToGgufOptions o;
+  o.model_dir = dir;
+  o.out = tmp / "gemma3.gguf";
+  o.quant = QuantScheme::kF16;
+  absl::Status s = models::ConvertHfToGguf(o);
+  ASSERT_TRUE(s.ok()) << s;
+  ExpectLlamaCppsLayout(o.out, "gemma3");
+  absl::StatusOr<test::HfReference> ref = test::LoadHfReference("gemma3");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  RunResult gguf = RunModel(o.out, DType::kF32, DType::kF16, ref->input_ids, ref->greedy_tokens.size());
+  RunResult hf = RunModel(dir, DType::kF32, DType::kF16, ref->input_ids, ref->greedy_tokens.size());
+  EXPECT_EQ(gguf.greedy, hf.greedy);
+  ASSERT_EQ(gguf.prefill.size(), hf.prefill.size());
+  const double diff = test::WorstRowError(gguf.prefill, hf.prefill.data(), static_cast<int64_t>(ref->input_ids.size()),
+                                          static_cast<int64_t>(gguf.prefill.size() / ref->input_ids.size()));
+  std::printf("[ gemma3 f16 ] GGUF vs HF dir at f16: %.3g of max |logit|\n", diff);
+  EXPECT_LE(diff, 1e-5);  // the norms come back as (w + 1) - 1 in f32
+}
 
 // q4_k_m of a model whose rows are not whole 256-value blocks (hf/qwen3: 128 wide, tied): the file
 // holds llama.cpp's substitutes (Q5_0 for Q4_K, Q8_0 for the Q6_K head), and runs as the HF

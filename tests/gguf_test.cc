@@ -14,6 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/gguf/gguf_arch.h"
 #include "models/gguf/gguf_config.h"
 #include "models/gguf/hf_names.h"
 #include "models/hf_config.h"
@@ -186,15 +187,38 @@ TEST(GgufTest, NameMapping) {
       {"blk.1.ffn_down.weight", "model.layers.1.mlp.down_proj.weight"},
       {"blk.1.ffn_norm.weight", "model.layers.1.post_attention_layernorm.weight"},
   };
+  const GgufArch& llama = *FindGgufArch("llama");
   for (auto [gguf, hf] : pairs) {
-    EXPECT_EQ(HfNameFromGguf(gguf).value_or("?"), hf);
-    EXPECT_EQ(GgufNameFromHf(hf).value_or("?"), gguf);
+    EXPECT_EQ(HfNameFromGguf(llama, gguf).value_or("?"), hf);
+    EXPECT_EQ(GgufNameFromHf(llama, hf).value_or("?"), gguf);
   }
   for (const char* bad : {"rope_freqs.weight", "blk.01.attn_q.weight", "blk.x.attn_q.weight", "blk.0.attn_q",
                           "blk..attn_q.weight", "blk.0.attn_qq.weight", ".weight", ""}) {
-    EXPECT_FALSE(HfNameFromGguf(bad).has_value()) << bad;
+    EXPECT_FALSE(HfNameFromGguf(llama, bad).has_value()) << bad;
   }
-  EXPECT_FALSE(GgufNameFromHf("model.layers.0.self_attn.rotary_emb.inv_freq").has_value());
+  EXPECT_FALSE(GgufNameFromHf(llama, "model.layers.0.self_attn.rotary_emb.inv_freq").has_value());
+}
+
+// Families whose tensors llama.cpp names otherwise: Gemma 3's sandwich norms, Phi-3's fused
+// projections (as llama.cpp's tensor table names them).
+TEST(GgufNames, FamilySpecificNames) {
+  const GgufArch& gemma = *FindGgufArch("gemma3");
+  for (auto [gguf, hf] : {std::pair{"blk.2.post_attention_norm.weight", "model.layers.2.post_attention_layernorm.weight"},
+                          std::pair{"blk.2.ffn_norm.weight", "model.layers.2.pre_feedforward_layernorm.weight"},
+                          std::pair{"blk.2.post_ffw_norm.weight", "model.layers.2.post_feedforward_layernorm.weight"},
+                          std::pair{"blk.2.attn_q.weight", "model.layers.2.self_attn.q_proj.weight"}}) {
+    EXPECT_EQ(HfNameFromGguf(gemma, gguf).value_or("?"), hf);
+    EXPECT_EQ(GgufNameFromHf(gemma, hf).value_or("?"), gguf);
+  }
+  const GgufArch& phi3 = *FindGgufArch("phi3");
+  for (auto [gguf, hf] : {std::pair{"blk.0.attn_qkv.weight", "model.layers.0.self_attn.qkv_proj.weight"},
+                          std::pair{"blk.0.ffn_up.weight", "model.layers.0.mlp.gate_up_proj.weight"},
+                          std::pair{"blk.0.ffn_norm.weight", "model.layers.0.post_attention_layernorm.weight"}}) {
+    EXPECT_EQ(HfNameFromGguf(phi3, gguf).value_or("?"), hf);
+    EXPECT_EQ(GgufNameFromHf(phi3, hf).value_or("?"), gguf);
+  }
+  EXPECT_EQ(FindGgufArch("gpt9"), nullptr);
+  EXPECT_EQ(FindGgufArchOfHfClass("Phi3ForCausalLM"), &phi3);
 }
 
 // Every tensor, served under its HF name, is llama.cpp's quantization of the HF tensor: it
@@ -225,7 +249,7 @@ TEST(GgufTest, HfNamedTensorsAreQuantizedHfTensors) {
       ASSERT_TRUE(requant.ok());
       EXPECT_TRUE(requant->size() == g->nbytes && std::memcmp(requant->data(), g->data, g->nbytes) == 0);
       double err2 = 0, x2 = 0, raw_err2 = 0;
-      const std::vector<float> unmapped = Dequant(*raw->Get(*GgufNameFromHf(name)));
+      const std::vector<float> unmapped = Dequant(*raw->Get(*GgufNameFromHf(*FindGgufArch("llama"), name)));
       for (size_t i = 0; i < x->size(); ++i) {
         err2 += std::pow(double(y[i]) - (*x)[i], 2);
         raw_err2 += std::pow(double(unmapped[i]) - (*x)[i], 2);
@@ -539,7 +563,7 @@ TEST(GgufTest, ConfigErrors) {
     return ConfigFromGguf(**f).status();
   };
   absl::Status st = config_of("mamba", "mamba.gguf");
-  EXPECT_THAT(std::string(st.message()), HasSubstr("architecture 'mamba' is not supported (supported: llama, qwen2, qwen3)"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("architecture 'mamba' is not supported (supported: llama, qwen2, qwen3, gemma3, phi3)"));
   st = config_of("llama", "nokeys.gguf");
   EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(st.message()), HasSubstr("'llama.block_count' is missing"));

@@ -31,6 +31,11 @@ std::vector<OptionSpec> EngineOptionSpecs() {
        "v_proj/down_proj, and Q5_0 / Q8_0 for rows not of whole 256-value blocks, as llama.cpp's Q4_K_M)",
        ""},
       {"ctx", "c", "N", "context size in tokens (default: the model's, at most 4096)", ""},
+      {"cache-type-k", "ctk", "TYPE",
+       "the KV cache's storage type, f16 or f32 (llama.cpp's spelling; default f16, or f32 for an HF model with "
+       "--dtype f32); K and V share one type",
+       ""},
+      {"cache-type-v", "ctv", "TYPE", "as --cache-type-k, which it must equal when both are given", ""},
       {"device", "", "N", "Vulkan device index (see doppler devices); default: the best GPU", ""},
       {"passes", "", "LIST", "the pass pipeline: default, none (run the model unfused) or pass names, comma-separated",
        "default"},
@@ -69,6 +74,19 @@ absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& a
     if (!ctx.ok()) return ctx.status();
     if (*ctx <= 0) return absl::InvalidArgumentError("--ctx must be positive");
     o.context = *ctx;
+  }
+  for (const char* option : {"cache-type-k", "cache-type-v"}) {
+    if (!args.Has(option)) continue;
+    const std::string value = args.Get(option);
+    const std::optional<graph::DType> kv = graph::ParseDType(value);
+    if (!kv || (*kv != graph::DType::kF16 && *kv != graph::DType::kF32)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", option, ": '", value, "' is not one of f16, f32"));
+    }
+    if (o.kv_dtype && *o.kv_dtype != *kv) {
+      return absl::InvalidArgumentError(absl::StrCat("--cache-type-k ", args.Get("cache-type-k"), " and --cache-type-v ",
+                                                     value, " differ: K and V share one cache type"));
+    }
+    o.kv_dtype = *kv;
   }
   if (args.Has("device")) {
     absl::StatusOr<int64_t> dev = args.GetInt("device");

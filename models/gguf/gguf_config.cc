@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "models/gguf/gguf_arch.h"
 #include "models/quant/quant.h"
 #include "models/rope.h"
 #include "nlohmann/json.hpp"
@@ -18,15 +19,6 @@ namespace doppler::models {
 namespace {
 
 using nlohmann::json;
-
-struct Arch {
-  const char* gguf;  // general.architecture
-  const char* hf;    // config.json "architectures"
-  const char* model_type;
-};
-constexpr Arch kArchs[] = {{"llama", "LlamaForCausalLM", "llama"},
-                           {"qwen2", "Qwen2ForCausalLM", "qwen2"},
-                           {"qwen3", "Qwen3ForCausalLM", "qwen3"}};
 
 // Llama 3 checkpoints all use these; GGUF does not store them (see RecoverLlama3Rope).
 constexpr float kLlama3LowFreqFactor = 1.0f, kLlama3HighFreqFactor = 4.0f;
@@ -101,30 +93,91 @@ absl::StatusOr<json> RecoverLlama3Rope(const GgufFile& f, float theta, int rotar
               {"original_max_position_embeddings", rope.scaling.original_max_position_embeddings}};
 }
 
-// The rope_parameters object: plain, linear (rope.scaling.type), or Llama 3 (rope_freqs).
+// A float vector tensor as a JSON list (LongRoPE's factors).
+absl::StatusOr<json> FloatList(const GgufFile& f, const std::string& name, int64_t n) {
+  absl::StatusOr<TensorView> t = f.Get(name);
+  if (!t.ok()) return t.status();
+  if (t->shape != std::vector<int64_t>{n} || !graph::IsFloat(t->dtype)) {
+    return Bad(f, absl::StrCat(name, " must be a float vector of ", n, " values (half the rotary dims)"));
+  }
+  std::vector<float> v(static_cast<size_t>(n));
+  if (absl::Status st = DequantizeRow(t->dtype, t->data, n, v.data()); !st.ok()) return st;
+  return json(v);
+}
+
+// YaRN as llama.cpp keeps it: rope.scaling.factor, .original_context_length, .yarn_beta_fast /
+// .yarn_beta_slow, and .attn_factor, which llama.cpp multiplies into YaRN's own 0.1 ln(factor) + 1.
+// llama.cpp always rounds the ramp's ends to whole dimensions (transformers' truncate).
+absl::StatusOr<json> YarnParameters(const GgufFile& f, const std::string& p, float theta) {
+  absl::StatusOr<double> factor = f.GetFloat(p + "rope.scaling.factor");
+  if (!factor.ok()) return factor.status();
+  json r = {{"rope_type", "yarn"}, {"rope_theta", theta}, {"factor", *factor}};
+  for (auto [key, hf_key] : {std::pair{"rope.scaling.yarn_beta_fast", "beta_fast"},
+                             std::pair{"rope.scaling.yarn_beta_slow", "beta_slow"}}) {
+    absl::StatusOr<std::optional<double>> v = OptFloat(f, p + key);
+    if (!v.ok()) return v.status();
+    if (*v) r[hf_key] = **v;
+  }
+  absl::StatusOr<std::optional<int64_t>> orig = OptInt(f, p + "rope.scaling.original_context_length");
+  if (!orig.ok()) return orig.status();
+  if (*orig) r["original_max_position_embeddings"] = **orig;
+  absl::StatusOr<std::optional<double>> attn = OptFloat(f, p + "rope.scaling.attn_factor");
+  if (!attn.ok()) return attn.status();
+  if (*attn) r["attention_factor"] = **attn * (*factor > 1 ? 0.1 * std::log(*factor) + 1.0 : 1.0);
+  return r;
+}
+
+// LongRoPE as llama.cpp keeps it (Phi-3): the rope_factors_long / rope_factors_short tensors,
+// rope.scaling.original_context_length and rope.scaling.attn_factor.
+absl::StatusOr<json> LongRopeParameters(const GgufFile& f, const std::string& p, float theta, int head_dim) {
+  json r = {{"rope_type", "longrope"}, {"rope_theta", theta}};
+  for (auto [tensor, hf_key] : {std::pair{"rope_factors_long.weight", "long_factor"},
+                                std::pair{"rope_factors_short.weight", "short_factor"}}) {
+    absl::StatusOr<json> v = FloatList(f, tensor, head_dim / 2);
+    if (!v.ok()) return v.status();
+    r[hf_key] = *std::move(v);
+  }
+  absl::StatusOr<std::optional<int64_t>> orig = OptInt(f, p + "rope.scaling.original_context_length");
+  if (!orig.ok()) return orig.status();
+  if (*orig) r["original_max_position_embeddings"] = **orig;
+  absl::StatusOr<std::optional<double>> attn = OptFloat(f, p + "rope.scaling.attn_factor");
+  if (!attn.ok()) return attn.status();
+  if (*attn) r["attention_factor"] = **attn;
+  return r;
+}
+
+// The rope_parameters object of the global rope: plain, linear or yarn (rope.scaling.type),
+// Llama 3 (rope_freqs) or LongRoPE (rope_factors_long/short).
 absl::StatusOr<json> RopeParameters(const GgufFile& f, const std::string& arch, int head_dim) {
-  absl::StatusOr<std::optional<double>> base = OptFloat(f, absl::StrCat(arch, ".rope.freq_base"));
+  const std::string p = absl::StrCat(arch, ".");
+  absl::StatusOr<std::optional<double>> base = OptFloat(f, p + "rope.freq_base");
   if (!base.ok()) return base.status();
   const float theta = static_cast<float>(base->value_or(10000.0));
-  absl::StatusOr<std::optional<int64_t>> dims = OptInt(f, absl::StrCat(arch, ".rope.dimension_count"));
+  absl::StatusOr<std::optional<int64_t>> dims = OptInt(f, p + "rope.dimension_count");
   if (!dims.ok()) return dims.status();
   if (*dims && **dims != head_dim) {
-    return Bad(f, absl::StrCat(arch, ".rope.dimension_count is ", **dims, " but the head size is ", head_dim,
+    return Bad(f, absl::StrCat(p, "rope.dimension_count is ", **dims, " but the head size is ", head_dim,
                                ": partial rotary embeddings are not supported"));
   }
   std::string type = "none";
-  if (f.Find(absl::StrCat(arch, ".rope.scaling.type")) != nullptr) {
-    absl::StatusOr<std::string> t = f.GetString(absl::StrCat(arch, ".rope.scaling.type"));
+  if (f.Find(p + "rope.scaling.type") != nullptr) {
+    absl::StatusOr<std::string> t = f.GetString(p + "rope.scaling.type");
     if (!t.ok()) return t.status();
     type = *t;
   }
-  if (f.Has("rope_freqs.weight")) {
-    if (type != "none") return Bad(f, absl::StrCat("both rope_freqs.weight and ", type, " rope scaling are given"));
-    return RecoverLlama3Rope(f, theta, head_dim, arch);
+  const bool longrope = f.Has("rope_factors_long.weight") || f.Has("rope_factors_short.weight");
+  if (f.Has("rope_freqs.weight") || longrope) {
+    if (type != "none" && !(longrope && type == "longrope")) {
+      return Bad(f, absl::StrCat("both rope factor tensors and ", type, " rope scaling are given"));
+    }
+    return longrope ? LongRopeParameters(f, p, theta, head_dim) : RecoverLlama3Rope(f, theta, head_dim, arch);
   }
   if (type == "none") return json{{"rope_type", "default"}, {"rope_theta", theta}};
-  if (type != "linear") return Bad(f, absl::StrCat("rope scaling type '", type, "' is not supported (none, linear)"));
-  absl::StatusOr<double> factor = f.GetFloat(absl::StrCat(arch, ".rope.scaling.factor"));
+  if (type == "yarn") return YarnParameters(f, p, theta);
+  if (type != "linear") {
+    return Bad(f, absl::StrCat(p, "rope.scaling.type '", type, "' is not supported (none, linear, yarn)"));
+  }
+  absl::StatusOr<double> factor = f.GetFloat(p + "rope.scaling.factor");
   if (!factor.ok()) return factor.status();
   return json{{"rope_type", "linear"}, {"rope_theta", theta}, {"factor", *factor}};
 }
@@ -134,15 +187,12 @@ absl::StatusOr<json> RopeParameters(const GgufFile& f, const std::string& arch, 
 absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   absl::StatusOr<std::string> arch_name = f.GetString("general.architecture");
   if (!arch_name.ok()) return arch_name.status();
-  const Arch* arch = nullptr;
-  for (const Arch& a : kArchs) {
-    if (*arch_name == a.gguf) arch = &a;
-  }
+  const GgufArch* arch = FindGgufArch(*arch_name);
   if (arch == nullptr) {
-    return Bad(f, absl::StrCat("architecture '", *arch_name, "' is not supported (supported: llama, qwen2, qwen3)"));
+    return Bad(f, absl::StrCat("architecture '", *arch_name, "' is not supported (supported: ", GgufArchNames(), ")"));
   }
   const std::string p = absl::StrCat(*arch_name, ".");
-  json j = {{"architectures", {arch->hf}}, {"model_type", arch->model_type}, {"hidden_act", "silu"}};
+  json j = {{"architectures", {arch->hf_class}}, {"model_type", arch->model_type}, {"hidden_act", arch->hidden_act}};
   // Required hyperparameters, then optional ones (ParseHfConfig checks ranges and defaults).
   for (auto [gguf_key, hf_key] : {std::pair{"block_count", "num_hidden_layers"}, std::pair{"embedding_length", "hidden_size"},
                                   std::pair{"feed_forward_length", "intermediate_size"},
@@ -184,6 +234,21 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
     absl::StatusOr<json> rope = RopeParameters(f, *arch_name, static_cast<int>(head_dim));
     if (!rope.ok()) return rope.status();
     j["rope_parameters"] = *std::move(rope);
+  }
+  // Sliding-window layers: llama.cpp writes the window (0: none) and, for Gemma 3, the local
+  // layers' rope base; which layers slide is the family's default (Gemma 3: all but every 6th,
+  // as llama.cpp assumes; Phi-3: all).
+  absl::StatusOr<std::optional<int64_t>> window = OptInt(f, p + "attention.sliding_window");
+  if (!window.ok()) return window.status();
+  if (*window && **window > 0) j["sliding_window"] = **window;
+  absl::StatusOr<std::optional<double>> swa_base = OptFloat(f, p + "rope.freq_base_swa");
+  if (!swa_base.ok()) return swa_base.status();
+  if (*swa_base && j.contains("rope_parameters")) {
+    j["rope_parameters"] = {{"full_attention", j["rope_parameters"]},
+                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", **swa_base}}}};
+  }
+  if (arch->extra_config != nullptr) {
+    if (absl::Status st = arch->extra_config(f, j); !st.ok()) return st;
   }
   return ParseHfConfig(j, absl::StrCat(f.path(), " (GGUF metadata)"));
 }

@@ -3,22 +3,21 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <span>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "models/quant/quant.h"
 
 namespace doppler::models {
 namespace {
 
-struct NamePair {
-  std::string_view gguf, hf;
-};
-constexpr NamePair kGlobalNames[] = {
+constexpr GgufNamePair kGlobalNames[] = {
     {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
 // Within a layer: "blk.N.<gguf>" <-> "model.layers.N.<hf>".
-constexpr NamePair kLayerNames[] = {
+constexpr GgufNamePair kLayerNames[] = {
     {"attn_q", "self_attn.q_proj"},       {"attn_k", "self_attn.k_proj"},      {"attn_v", "self_attn.v_proj"},
     {"attn_output", "self_attn.o_proj"},  {"attn_q_norm", "self_attn.q_norm"}, {"attn_k_norm", "self_attn.k_norm"},
     {"attn_norm", "input_layernorm"},     {"ffn_norm", "post_attention_layernorm"},
@@ -33,15 +32,26 @@ bool IsIndex(std::string_view s) {
   return true;
 }
 
+// The name of `part` (a layer tensor's stem) in the other naming: the architecture's own names
+// first, then the common ones.
+std::optional<std::string_view> MapLayerPart(const GgufArch& arch, std::string_view part, bool to_hf) {
+  for (std::span<const GgufNamePair> table : {arch.layer_names, std::span<const GgufNamePair>(kLayerNames)}) {
+    for (const GgufNamePair& p : table) {
+      if (part == (to_hf ? p.gguf : p.hf)) return to_hf ? p.hf : p.gguf;
+    }
+  }
+  return std::nullopt;
+}
+
 // Maps "<from_prefix>N.<stem>.weight|bias" or "<stem>.weight|bias" from one naming to the other.
-std::optional<std::string> MapName(std::string_view name, bool to_hf) {
+std::optional<std::string> MapName(const GgufArch& arch, std::string_view name, bool to_hf) {
   std::string_view suffix;
   for (std::string_view s : {std::string_view(".weight"), std::string_view(".bias")}) {
     if (name.size() > s.size() && name.substr(name.size() - s.size()) == s) suffix = s;
   }
   if (suffix.empty()) return std::nullopt;
   const std::string_view stem = name.substr(0, name.size() - suffix.size());
-  for (const NamePair& p : kGlobalNames) {
+  for (const GgufNamePair& p : kGlobalNames) {
     if (stem == (to_hf ? p.gguf : p.hf)) return std::string(to_hf ? p.hf : p.gguf) + std::string(suffix);
   }
   const std::string_view from_prefix = to_hf ? "blk." : "model.layers.";
@@ -50,14 +60,9 @@ std::optional<std::string> MapName(std::string_view name, bool to_hf) {
   const std::string_view rest = stem.substr(from_prefix.size());
   const size_t dot = rest.find('.');
   if (dot == std::string_view::npos || !IsIndex(rest.substr(0, dot))) return std::nullopt;
-  const std::string_view part = rest.substr(dot + 1);
-  for (const NamePair& p : kLayerNames) {
-    if (part == (to_hf ? p.gguf : p.hf)) {
-      return std::string(to_prefix) + std::string(rest.substr(0, dot + 1)) + std::string(to_hf ? p.hf : p.gguf) +
-             std::string(suffix);
-    }
-  }
-  return std::nullopt;
+  const std::optional<std::string_view> part = MapLayerPart(arch, rest.substr(dot + 1), to_hf);
+  if (!part) return std::nullopt;
+  return std::string(to_prefix) + std::string(rest.substr(0, dot + 1)) + std::string(*part) + std::string(suffix);
 }
 
 // llama.cpp's converter reorders the rows of each head of Llama's q_proj and k_proj (weight and
@@ -87,13 +92,27 @@ absl::StatusOr<std::vector<uint8_t>> UnpermuteRows(const TensorView& t, int64_t 
   return out;
 }
 
+// Gemma's norm weights as doppler's graph takes them: the stored w + shift, minus shift, in f32.
+absl::StatusOr<std::vector<uint8_t>> UnshiftNorm(const TensorView& t, float shift) {
+  if (t.shape.size() != 1 || !graph::IsFloat(t.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(t.file, ": norm tensor '", t.name, "' must be a float vector"));
+  }
+  const int64_t n = t.shape[0];
+  std::vector<float> w(static_cast<size_t>(n));
+  if (absl::Status s = DequantizeRow(t.dtype, t.data, n, w.data()); !s.ok()) return s;
+  for (float& x : w) x -= shift;
+  std::vector<uint8_t> out(w.size() * sizeof(float));
+  std::memcpy(out.data(), w.data(), out.size());
+  return out;
+}
+
 class HfNamedGgufStore : public WeightStore {
  public:
   // q_heads / kv_heads: the head counts for undoing the q / k permutation; 0 = not permuted.
-  HfNamedGgufStore(std::unique_ptr<GgufFile> file, int64_t q_heads, int64_t kv_heads)
-      : file_(std::move(file)), q_heads_(q_heads), kv_heads_(kv_heads) {
+  HfNamedGgufStore(std::unique_ptr<GgufFile> file, const GgufArch& arch, int64_t q_heads, int64_t kv_heads)
+      : file_(std::move(file)), arch_(arch), q_heads_(q_heads), kv_heads_(kv_heads) {
     for (const GgufTensorInfo& t : file_->Tensors()) {
-      if (std::optional<std::string> hf = HfNameFromGguf(t.name)) to_gguf_.emplace(*hf, t.name);
+      if (std::optional<std::string> hf = MapName(arch_, t.name, true)) to_gguf_.emplace(*hf, t.name);
     }
   }
 
@@ -109,15 +128,20 @@ class HfNamedGgufStore : public WeightStore {
     if (!t.ok()) return t.status();
     t->name = std::string(name);
     const int64_t heads = PermutedHeads(it->second);
-    if (heads == 0) return t;
+    const bool shifted = arch_.norm_shift != 0.0f && it->second.ends_with("norm.weight");
+    if (heads == 0 && !shifted) return t;
     std::lock_guard<std::mutex> lock(mu_);
-    auto cached = unpermuted_.find(name);
-    if (cached == unpermuted_.end()) {
-      absl::StatusOr<std::vector<uint8_t>> rows = UnpermuteRows(*t, heads);
-      if (!rows.ok()) return rows.status();
-      cached = unpermuted_.emplace(std::string(name), *std::move(rows)).first;
+    auto cached = derived_.find(name);
+    if (cached == derived_.end()) {
+      absl::StatusOr<std::vector<uint8_t>> bytes = shifted ? UnshiftNorm(*t, arch_.norm_shift) : UnpermuteRows(*t, heads);
+      if (!bytes.ok()) return bytes.status();
+      cached = derived_.emplace(std::string(name), *std::move(bytes)).first;
     }
     t->data = cached->second.data();  // map nodes never move, and entries are never erased
+    if (shifted) {
+      t->dtype = graph::DType::kF32;
+      t->nbytes = cached->second.size();
+    }
     return t;
   }
 
@@ -140,38 +164,44 @@ class HfNamedGgufStore : public WeightStore {
   }
 
   std::unique_ptr<GgufFile> file_;
+  const GgufArch& arch_;
   int64_t q_heads_, kv_heads_;
   std::map<std::string, std::string, std::less<>> to_gguf_;  // HF name -> GGUF name
-  // Un-permuted copies of q/k tensors, made on first Get() and kept: views must stay valid.
+  // Tensors rewritten into HF's form (q/k rows un-permuted, Gemma norms unshifted), made on first
+  // Get() and kept: views must stay valid.
   mutable std::mutex mu_;
-  mutable std::map<std::string, std::vector<uint8_t>, std::less<>> unpermuted_;
+  mutable std::map<std::string, std::vector<uint8_t>, std::less<>> derived_;
 };
 
 }  // namespace
 
-std::optional<std::string> HfNameFromGguf(std::string_view gguf_name) { return MapName(gguf_name, true); }
-std::optional<std::string> GgufNameFromHf(std::string_view hf_name) { return MapName(hf_name, false); }
+std::optional<std::string> HfNameFromGguf(const GgufArch& arch, std::string_view gguf_name) {
+  return MapName(arch, gguf_name, true);
+}
+std::optional<std::string> GgufNameFromHf(const GgufArch& arch, std::string_view hf_name) {
+  return MapName(arch, hf_name, false);
+}
 
 absl::StatusOr<std::unique_ptr<WeightStore>> OpenHfNamedGguf(std::unique_ptr<GgufFile> file) {
-  absl::StatusOr<std::string> arch = file->GetString("general.architecture");
-  if (!arch.ok()) return arch.status();
-  if (*arch == "qwen2" || *arch == "qwen3") {  // converted without reordering: same rope as HF
-    return std::make_unique<HfNamedGgufStore>(std::move(file), 0, 0);
+  absl::StatusOr<std::string> name = file->GetString("general.architecture");
+  if (!name.ok()) return name.status();
+  const GgufArch* arch = FindGgufArch(*name);
+  if (arch == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(file->path(), ": architecture '", *name,
+                                                   "' has no HF tensor names here (supported: ", GgufArchNames(), ")"));
   }
-  if (*arch != "llama") {
-    return absl::InvalidArgumentError(absl::StrCat(file->path(), ": architecture '", *arch,
-                                                   "' has no HF tensor names here (supported: llama, qwen2, qwen3)"));
-  }
-  absl::StatusOr<int64_t> heads = file->GetInt("llama.attention.head_count");
+  if (!arch->permuted_qk) return std::make_unique<HfNamedGgufStore>(std::move(file), *arch, 0, 0);
+  const std::string p = absl::StrCat(*name, ".");
+  absl::StatusOr<int64_t> heads = file->GetInt(p + "attention.head_count");
   if (!heads.ok()) return heads.status();
   absl::StatusOr<int64_t> kv_heads = heads;
-  if (file->Find("llama.attention.head_count_kv") != nullptr) kv_heads = file->GetInt("llama.attention.head_count_kv");
+  if (file->Find(p + "attention.head_count_kv") != nullptr) kv_heads = file->GetInt(p + "attention.head_count_kv");
   if (!kv_heads.ok()) return kv_heads.status();
   if (*heads <= 0 || *kv_heads <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(file->path(), ": head counts must be positive (", *heads, ", ",
                                                    *kv_heads, ")"));
   }
-  return std::make_unique<HfNamedGgufStore>(std::move(file), *heads, *kv_heads);
+  return std::make_unique<HfNamedGgufStore>(std::move(file), *arch, *heads, *kv_heads);
 }
 
 }  // namespace doppler::models

@@ -8,21 +8,22 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "models/gguf/gguf_arch.h"
 #include "models/gguf/gguf_file.h"
 #include "models/weight_store.h"
 
 namespace doppler::models {
 
-// llama.cpp's names for the llama family (llama, qwen2, qwen3) <-> transformers' names, e.g.
+// llama.cpp's names for an architecture's tensors <-> transformers' names, e.g.
 // "blk.3.attn_q.weight" <-> "model.layers.3.self_attn.q_proj.weight". nullopt for names with no
 // counterpart (e.g. rope_freqs.weight, which becomes part of the config).
-std::optional<std::string> HfNameFromGguf(std::string_view gguf_name);
-std::optional<std::string> GgufNameFromHf(std::string_view hf_name);
+std::optional<std::string> HfNameFromGguf(const GgufArch& arch, std::string_view gguf_name);
+std::optional<std::string> GgufNameFromHf(const GgufArch& arch, std::string_view hf_name);
 
-// A WeightStore serving `file`'s tensors under HF names, with llama's q/k rows put back in HF's
-// order (see hf_names.cc). Tensors with no HF name are not listed. Fails for architectures
-// other than llama, qwen2, qwen3, and when the head counts needed to undo the permutation are
-// missing.
+// A WeightStore serving `file`'s tensors under HF names and in HF's form: llama's q/k rows put
+// back in HF's order, Gemma's stored norm weights less their shift (see hf_names.cc). Tensors
+// with no HF name are not listed. Fails for architectures gguf_arch.h does not list, and when
+// the head counts needed to undo the permutation are missing.
 absl::StatusOr<std::unique_ptr<WeightStore>> OpenHfNamedGguf(std::unique_ptr<GgufFile> file);
 
 }  // namespace doppler::models

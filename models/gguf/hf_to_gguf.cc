@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "models/gguf/gguf_arch.h"
 #include "models/gguf/gguf_writer.h"
 #include "models/gguf/hf_names.h"
 #include "models/hf_config.h"
@@ -22,15 +23,6 @@
 
 namespace doppler::models {
 namespace {
-
-struct ArchInfo {
-  const char* hf;
-  const char* gguf;
-  bool permute_qk;  // llama.cpp's llama converter interleaves q/k rows; qwen2/qwen3's do not
-};
-constexpr ArchInfo kArchs[] = {{"LlamaForCausalLM", "llama", true},
-                               {"Qwen2ForCausalLM", "qwen2", false},
-                               {"Qwen3ForCausalLM", "qwen3", false}};
 
 // Llama 3 RoPE scaling as llama.cpp stores it: per frequency, the divisor of the base inverse
 // frequency (1 for short wavelengths, `factor` for long ones, a smooth blend in between), computed
@@ -57,10 +49,10 @@ std::vector<float> Llama3RopeDivisors(const RopeConfig& rope, int head_dim) {
   return out;
 }
 
-// Sort key: token_embd, rope_freqs, the layers in order, output_norm, output.
+// Sort key: token_embd, rope factor tensors, the layers in order, output_norm, output.
 std::tuple<int, int64_t, std::string> OrderOf(const std::string& gguf) {
   if (gguf.starts_with("token_embd")) return {0, 0, gguf};
-  if (gguf.starts_with("rope_freqs")) return {1, 0, gguf};
+  if (gguf.starts_with("rope_")) return {1, 0, gguf};
   if (gguf.starts_with("blk.")) {
     const size_t dot = gguf.find('.', 4);
     int64_t layer = 0;
@@ -90,6 +82,61 @@ void AddTokenizer(GgufWriter& w, const GgufTokenizerData& d) {
   if (!d.chat_template.empty()) w.AddString("tokenizer.chat_template", d.chat_template);
 }
 
+// Fails when llama.cpp, reading the file, would not run the model the config describes: what
+// GGUF metadata cannot say must be what llama.cpp assumes (docs/models.md).
+absl::Status CheckExpressible(const ModelConfig& c, const GgufArch& arch, const std::string& where) {
+  auto unexpressible = [&](const std::string& what) {
+    return absl::UnimplementedError(absl::StrCat(where, ": ", what, " cannot be written as GGUF ", std::string(arch.gguf)));
+  };
+  if (c.hidden_act != arch.hidden_act) return unexpressible(absl::StrCat("activation '", c.hidden_act, "'"));
+  if (c.sliding_window && !arch.sliding_window) return unexpressible("sliding-window attention");
+  const RopeScaling& s = c.rope.scaling;
+  if (s.type == "llama3" && arch.gguf != "llama") return unexpressible("llama3 rope scaling");
+  if (s.type == "yarn" && !s.truncate) return unexpressible("yarn rope with truncate false (llama.cpp always rounds)");
+  if (c.rope_local && (arch.gguf != "gemma3" || c.rope_local->scaling.type != "default")) {
+    return unexpressible("a scaled or second rope");
+  }
+  if (arch.gguf == "gemma3") {
+    for (int l = 0; l < c.num_layers; ++l) {
+      const bool slides = c.layer_types.empty()
+                              ? c.sliding_window && (l + 1) % c.raw.value("sliding_window_pattern", kLlamaCppGemma3Pattern) != 0
+                              : c.layer_types[static_cast<size_t>(l)] == "sliding_attention";
+      if (slides != (c.sliding_window && (l + 1) % kLlamaCppGemma3Pattern != 0)) {
+        return unexpressible(absl::StrCat("a layer pattern other than every ", kLlamaCppGemma3Pattern,
+                                          "th layer global (layer ", l, ")"));
+      }
+    }
+    const double scalar = c.raw.value("query_pre_attn_scalar", static_cast<double>(c.head_dim));
+    const int64_t assumed = LlamaCppGemma3QueryScalar(c.num_layers, c.hidden_size, c.num_heads, c.head_dim);
+    if (scalar != static_cast<double>(assumed)) {
+      return unexpressible(absl::StrCat("query_pre_attn_scalar ", scalar, " (llama.cpp assumes ", assumed, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The rope scaling's keys (and, for LongRoPE, its factor tensors' values).
+void AddRopeScaling(GgufWriter& w, const std::string& p, const RopeScaling& s, std::vector<std::pair<std::string, std::vector<float>>>& rope_tensors) {
+  if (s.type == "linear") {
+    w.AddString(p + "rope.scaling.type", "linear");
+    w.AddF32(p + "rope.scaling.factor", s.factor);
+  } else if (s.type == "yarn") {
+    w.AddString(p + "rope.scaling.type", "yarn");
+    w.AddF32(p + "rope.scaling.factor", s.factor);
+    w.AddU32(p + "rope.scaling.original_context_length", static_cast<uint32_t>(s.original_max_position_embeddings));
+    w.AddF32(p + "rope.scaling.yarn_beta_fast", s.beta_fast);
+    w.AddF32(p + "rope.scaling.yarn_beta_slow", s.beta_slow);
+    // llama.cpp multiplies attn_factor into YaRN's own 0.1 ln(factor) + 1.
+    const double own = s.factor > 1 ? 0.1 * std::log(static_cast<double>(s.factor)) + 1.0 : 1.0;
+    w.AddF32(p + "rope.scaling.attn_factor", static_cast<float>(s.attention_factor / own));
+  } else if (s.type == "longrope") {
+    w.AddU32(p + "rope.scaling.original_context_length", static_cast<uint32_t>(s.original_max_position_embeddings));
+    w.AddF32(p + "rope.scaling.attn_factor", s.attention_factor);
+    rope_tensors.push_back({"rope_factors_long.weight", s.long_factor});
+    rope_tensors.push_back({"rope_factors_short.weight", s.short_factor});
+  }
+}
+
 }  // namespace
 
 std::vector<uint8_t> PermuteRowsForGguf(const std::vector<uint8_t>& rows, int64_t n_rows, int64_t heads) {
@@ -114,37 +161,24 @@ absl::Status ConvertHfToGguf(const HfToGgufOptions& o) {
   absl::StatusOr<ModelConfig> config = ReadHfConfig(o.model_dir / "config.json");
   if (!config.ok()) return config.status();
   const ModelConfig& c = *config;
-  const ArchInfo* arch = nullptr;
-  for (const ArchInfo& a : kArchs) {
-    if (c.architecture == a.hf) arch = &a;
-  }
+  const GgufArch* arch = FindGgufArchOfHfClass(c.architecture);
   if (arch == nullptr) {
     return absl::UnimplementedError(absl::StrCat(o.model_dir.string(), ": architecture '", c.architecture,
-                                                 "' cannot be written as GGUF here (LlamaForCausalLM, "
-                                                 "Qwen2ForCausalLM, Qwen3ForCausalLM)"));
+                                                 "' cannot be written as GGUF here (the classes of ", GgufArchNames(),
+                                                 ")"));
   }
-  if (c.sliding_window) {
-    return absl::UnimplementedError(absl::StrCat(o.model_dir.string(), ": sliding-window attention cannot be "
-                                                 "written as GGUF here"));
-  }
+  if (absl::Status st = CheckExpressible(c, *arch, o.model_dir.string()); !st.ok()) return st;
   const RopeScaling& scaling = c.rope.scaling;
-  if (scaling.type != "default" && scaling.type != "linear" && scaling.type != "llama3") {
-    return absl::UnimplementedError(absl::StrCat(o.model_dir.string(), ": rope scaling '", scaling.type,
-                                                 "' cannot be written as GGUF here (linear, llama3)"));
-  }
-  if (scaling.type == "llama3" && std::string(arch->gguf) != "llama") {
-    return absl::UnimplementedError(absl::StrCat(o.model_dir.string(), ": llama3 rope scaling on ", arch->gguf));
-  }
   absl::StatusOr<std::unique_ptr<WeightStore>> opened = OpenSafetensors(o.model_dir);
   if (!opened.ok()) return opened.status();
   std::shared_ptr<const WeightStore> store(std::move(*opened));
 
   GgufWriter w;
-  const std::string p = absl::StrCat(arch->gguf, ".");
+  const std::string p = absl::StrCat(std::string(arch->gguf), ".");
   std::string name = o.name;
   if (name.empty()) name = std::filesystem::absolute(o.model_dir).lexically_normal().filename().string();
   if (name.empty()) name = std::filesystem::absolute(o.model_dir).lexically_normal().parent_path().filename().string();
-  w.AddString("general.architecture", arch->gguf);
+  w.AddString("general.architecture", std::string(arch->gguf));
   w.AddString("general.name", name);
   if (c.max_position_embeddings > 0) w.AddU32(p + "context_length", static_cast<uint32_t>(c.max_position_embeddings));
   w.AddU32(p + "embedding_length", static_cast<uint32_t>(c.hidden_size));
@@ -160,13 +194,13 @@ absl::Status ConvertHfToGguf(const HfToGgufOptions& o) {
   w.AddF32(p + "attention.layer_norm_rms_epsilon", c.rms_norm_eps);
   w.AddF32(p + "rope.freq_base", c.rope.theta);
   w.AddU32(p + "vocab_size", static_cast<uint32_t>(c.vocab_size));
-  if (scaling.type == "linear") {
-    w.AddString(p + "rope.scaling.type", "linear");
-    w.AddF32(p + "rope.scaling.factor", scaling.factor);
-  }
-  std::vector<float> rope_divisors;
+  if (arch->sliding_window) w.AddU32(p + "attention.sliding_window", static_cast<uint32_t>(c.sliding_window.value_or(0)));
+  if (c.rope_local) w.AddF32(p + "rope.freq_base_swa", c.rope_local->theta);
+  std::vector<std::pair<std::string, std::vector<float>>> rope_tensors;  // name, values (F32)
+  AddRopeScaling(w, p, scaling, rope_tensors);
   if (scaling.type == "llama3") {
-    rope_divisors = Llama3RopeDivisors(c.rope, c.head_dim);
+    const std::vector<float> rope_divisors = Llama3RopeDivisors(c.rope, c.head_dim);
+    rope_tensors.push_back({"rope_freqs.weight", rope_divisors});
     // A reader recovers original_max_position_embeddings from a divisor strictly between 1 and
     // factor; when none is, the length has to be stated.
     if (std::none_of(rope_divisors.begin(), rope_divisors.end(),
@@ -206,7 +240,7 @@ absl::Status ConvertHfToGguf(const HfToGgufOptions& o) {
   };
   std::vector<Item> items;
   for (const std::string& hf : store->Names()) {
-    std::optional<std::string> gguf = GgufNameFromHf(hf);
+    std::optional<std::string> gguf = GgufNameFromHf(*arch, hf);
     if (!gguf) {
       note(absl::StrCat("tensor '", hf, "' has no GGUF name; left out"));
       continue;
@@ -215,9 +249,8 @@ absl::Status ConvertHfToGguf(const HfToGgufOptions& o) {
     items.push_back({hf, *gguf});
   }
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return OrderOf(a.gguf) < OrderOf(b.gguf); });
-  if (!rope_divisors.empty()) {
-    std::vector<float> values = rope_divisors;
-    absl::Status s = w.AddTensor("rope_freqs.weight", graph::DType::kF32, {static_cast<int64_t>(values.size())},
+  for (const auto& [rope_name, values] : rope_tensors) {
+    absl::Status s = w.AddTensor(rope_name, graph::DType::kF32, {static_cast<int64_t>(values.size())},
                                  [values]() { return EncodeFloats(graph::DType::kF32, values); });
     if (!s.ok()) return s;
   }
@@ -236,7 +269,7 @@ absl::Status ConvertHfToGguf(const HfToGgufOptions& o) {
                : graph::DType::kF32;
     types[item.gguf] = dtype;
     int64_t heads = 0;
-    if (arch->permute_qk) {
+    if (arch->permuted_qk) {
       if (item.hf.find("self_attn.q_proj.") != std::string::npos) heads = c.num_heads;
       if (item.hf.find("self_attn.k_proj.") != std::string::npos) heads = c.num_kv_heads;
     }
@@ -245,13 +278,16 @@ absl::Status ConvertHfToGguf(const HfToGgufOptions& o) {
       return absl::InvalidArgumentError(absl::StrCat(t->file, ": tensor '", item.hf, "' has ", n_rows,
                                                      " rows, which do not split into ", heads, " heads of even size"));
     }
+    // Gemma: norm weights stored as w + shift (gguf_arch.h).
+    const float shift = !matrix && item.gguf.ends_with("norm.weight") ? arch->norm_shift : 0.0f;
     const std::string hf = item.hf;
-    absl::Status s = w.AddTensor(item.gguf, dtype, t->shape, [store, hf, dtype, rows, cols, heads, n_rows]()
+    absl::Status s = w.AddTensor(item.gguf, dtype, t->shape, [store, hf, dtype, rows, cols, heads, n_rows, shift]()
                                                                   -> absl::StatusOr<std::vector<uint8_t>> {
       absl::StatusOr<TensorView> view = store->Get(hf);
       if (!view.ok()) return view.status();
       absl::StatusOr<std::vector<float>> x = ToFloat32(*view);
       if (!x.ok()) return x.status();
+      for (float& v : *x) v += shift;
       absl::StatusOr<std::vector<uint8_t>> bytes = QuantizeRows(dtype, x->data(), rows, cols);
       if (!bytes.ok()) return bytes.status();
       if (heads > 0) return PermuteRowsForGguf(*bytes, n_rows, heads);

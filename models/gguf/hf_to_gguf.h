@@ -4,13 +4,16 @@
 //     `{arch}.*` hyperparameters (context_length, embedding_length, block_count,
 //     feed_forward_length, rope.dimension_count, rope.freq_base, attention.head_count,
 //     head_count_kv, layer_norm_rms_epsilon, vocab_size; key_length / value_length when the
-//     head size is not hidden / heads; rope.scaling.* for linear scaling), tokenizer.ggml.*;
-//   - tensors: token_embd, blk.N.attn_q|k|v|output|norm, ffn_gate|up|down|norm, output_norm,
-//     output (absent when tied); Llama 3 RoPE scaling as rope_freqs.weight (one divisor per
-//     frequency); llama's q/k rows permuted into llama.cpp's interleaved-pair RoPE layout;
+//     head size is not hidden / heads; attention.sliding_window and rope.freq_base_swa where
+//     llama.cpp reads them; rope.scaling.* for linear, yarn and longrope scaling), tokenizer.ggml.*;
+//   - tensors: token_embd, blk.N.* under the architecture's names (models/gguf/gguf_arch.cc),
+//     output_norm, output (absent when tied); Llama 3 RoPE scaling as rope_freqs.weight (one
+//     divisor per frequency), LongRoPE's as rope_factors_long/short.weight; llama's q/k rows
+//     permuted into llama.cpp's interleaved-pair RoPE layout; Gemma's norm weights stored + 1;
 //   - matrices in the scheme's types (models/quant_scheme.h), 1-D tensors in F32.
-// Supported architectures: LlamaForCausalLM (GGUF "llama"), Qwen2ForCausalLM ("qwen2"),
-// Qwen3ForCausalLM ("qwen3").
+// Supported: the HF classes of every architecture in gguf_arch.cc, when llama.cpp would run the
+// file as the config describes (e.g. a Gemma 3 with llama.cpp's every-6th-layer-global pattern);
+// otherwise Unimplemented, naming what the file cannot say.
 #pragma once
 
 #include <filesystem>

@@ -1,0 +1,154 @@
+// Every family as llama.cpp's own converter writes it (gguf/lcpp/NAME-lcpp-f32.gguf, f32 tensors),
+// run with an f32 KV cache against transformers' references for hf/NAME: the GGUF computes the
+// same function, so prefill and decode logits agree to the fixture tolerance and the greedy
+// tokens are the same; except where the file describes less than the HF config (the fixtures
+// README): Mistral's file has no sliding window, so only the positions below the window are
+// comparable there. Gemma 3's file says neither hf/gemma3's layer pattern nor its query scale
+// (query_pre_attn_scalar 48, head size 64), so it is checked against the HF model with what
+// llama.cpp assumes in their place.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "models/hf_config.h"
+#include "nlohmann/json.hpp"
+#include "runtime/engine.h"
+#include "tests/support/engine_env.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/reference.h"
+
+namespace doppler {
+namespace {
+
+struct Case {
+  std::string model;
+  // False: the file lacks the HF config's attention pattern, so only the prefill rows below the
+  // HF config's sliding window are comparable.
+  bool same_function;
+};
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) { return info.param.model; }
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model; }
+
+class GgufLcppTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GgufLcppTest, LogitsMatchTransformers) {
+  const Case& c = GetParam();
+  absl::StatusOr<test::HfReference> ref = test::LoadHfReference(c.model);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  runtime::EngineOptions o;
+  o.model_path = test::FixturesDir() / "gguf" / "lcpp" / (c.model + "-lcpp-f32.gguf");
+  o.kv_dtype = graph::DType::kF32;
+  o.context = 64;
+  o.prefill_chunk = 32;
+  o.validation = true;
+  absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  runtime::Engine& e = **engine;
+  const int64_t vocab = e.config().vocab_size;
+  const int64_t n = static_cast<int64_t>(ref->input_ids.size());
+  int64_t rows = n;
+  if (!c.same_function) {
+    absl::StatusOr<models::ModelConfig> hf = models::ReadHfConfig(ref->dir / "config.json");
+    ASSERT_TRUE(hf.ok()) << hf.status();
+    ASSERT_TRUE(hf->sliding_window.has_value());
+    rows = std::min<int64_t>(n, *hf->sliding_window);
+  }
+
+  absl::StatusOr<std::vector<float>> prefill = e.PrefillLogits(ref->input_ids);
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  const double prefill_err = test::WorstRowError(*prefill, ref->prefill_logits.data.data(), rows, vocab);
+  std::printf("[ %s ] worst row error over %lld prefill rows: %.3g (of max |logit|)\n", c.model.c_str(),
+              static_cast<long long>(rows), prefill_err);
+  EXPECT_LE(prefill_err, 1e-4);
+  if (c.same_function) {
+    double decode_err = 0.0;
+    for (size_t i = 0; i < ref->greedy_tokens.size(); ++i) {
+      absl::StatusOr<std::vector<float>> row = e.DecodeLogits(ref->greedy_tokens[i]);
+      ASSERT_TRUE(row.ok()) << row.status();
+      decode_err = std::max(decode_err, test::WorstRowError(*row, &ref->decode_logits.data[i * vocab], 1, vocab));
+    }
+    std::printf("[ %s ] decode worst row error %.3g\n", c.model.c_str(), decode_err);
+    EXPECT_LE(decode_err, 1e-4);
+    absl::StatusOr<std::vector<int32_t>> generated = test::Generate(e, ref->input_ids, ref->greedy_tokens.size());
+    ASSERT_TRUE(generated.ok()) << generated.status();
+    EXPECT_EQ(*generated, ref->greedy_tokens);
+  }
+  EXPECT_EQ(e.device().validation_messages(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GgufLcppTest,
+                         ::testing::Values(Case{"llama", true}, Case{"qwen2", true}, Case{"qwen3", true}, Case{"phi3", true},
+                                           Case{"mistral", false}),
+                         CaseName);
+
+// prefill logits, 16 decode steps' logits and greedy tokens of an engine on `model`.
+struct EngineRun {
+  std::vector<float> prefill, decode;
+  std::vector<int32_t> greedy;
+};
+
+EngineRun RunF32(const std::filesystem::path& model, const test::HfReference& ref) {
+  EngineRun r;
+  runtime::EngineOptions o;
+  o.model_path = model;
+  o.weight_dtype = graph::DType::kF32;
+  o.kv_dtype = graph::DType::kF32;
+  o.context = 64;
+  o.prefill_chunk = 32;
+  o.validation = true;
+  absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(o);
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  if (!engine.ok()) return r;
+  absl::StatusOr<std::vector<float>> prefill = (*engine)->PrefillLogits(ref.input_ids);
+  EXPECT_TRUE(prefill.ok()) << prefill.status();
+  if (!prefill.ok()) return r;
+  r.prefill = *prefill;
+  for (int32_t t : ref.greedy_tokens) {
+    absl::StatusOr<std::vector<float>> row = (*engine)->DecodeLogits(t);
+    EXPECT_TRUE(row.ok()) << row.status();
+    if (!row.ok()) return r;
+    r.decode.insert(r.decode.end(), row->begin(), row->end());
+  }
+  absl::StatusOr<std::vector<int32_t>> greedy = test::Generate(**engine, ref.input_ids, ref.greedy_tokens.size());
+  EXPECT_TRUE(greedy.ok()) << greedy.status();
+  if (greedy.ok()) r.greedy = *greedy;
+  EXPECT_EQ((*engine)->device().validation_messages(), 0);
+  return r;
+}
+
+// llama.cpp's reading of the Gemma 3 file: every 6th layer global and queries scaled by
+// 1/sqrt(head size). hf/gemma3's weights with exactly that config (the HF path, itself checked
+// against transformers in engine_fixture_test) must give the GGUF's logits; the file's
+// stored norm weights (w + 1) and local rope base are what make them agree.
+TEST(GgufLcppTest, Gemma3RunsAsLlamaCppReadsIt) {
+  absl::StatusOr<test::HfReference> ref = test::LoadHfReference("gemma3");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const std::filesystem::path dir = test::MakeTempDir("gemma3_as_llamacpp");
+  std::ifstream in(ref->dir / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  config.erase("layer_types");
+  config["sliding_window_pattern"] = 6;
+  config["query_pre_attn_scalar"] = config["head_dim"];
+  std::ofstream(dir / "config.json") << config.dump();
+  std::filesystem::create_symlink(ref->dir / "model.safetensors", dir / "model.safetensors");
+
+  const EngineRun gguf = RunF32(test::FixturesDir() / "gguf" / "lcpp" / "gemma3-lcpp-f32.gguf", *ref);
+  const EngineRun hf = RunF32(dir, *ref);
+  const int64_t vocab = static_cast<int64_t>(hf.prefill.size() / ref->input_ids.size());
+  ASSERT_EQ(gguf.prefill.size(), hf.prefill.size());
+  ASSERT_EQ(gguf.decode.size(), hf.decode.size());
+  const double prefill_err = test::WorstRowError(gguf.prefill, hf.prefill.data(), static_cast<int64_t>(ref->input_ids.size()), vocab);
+  const double decode_err = test::WorstRowError(gguf.decode, hf.decode.data(), static_cast<int64_t>(ref->greedy_tokens.size()), vocab);
+  std::printf("[ gemma3 ] GGUF vs HF with llama.cpp's assumptions: prefill %.3g, decode %.3g\n", prefill_err, decode_err);
+  EXPECT_LE(prefill_err, 1e-4);
+  EXPECT_LE(decode_err, 1e-4);
+  EXPECT_EQ(gguf.greedy, hf.greedy);
+  // And the file is not hf/gemma3 (the README's exception): its logits differ from transformers'.
+  EXPECT_GT(test::WorstRowError(gguf.prefill, ref->prefill_logits.data.data(), static_cast<int64_t>(ref->input_ids.size()), vocab), 1e-2);
+}
+
+}  // namespace
+}  // namespace doppler
