@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "models/gguf/gguf_arch.h"
 #include "models/gguf/gguf_config.h"
+#include "models/gguf/gguf_writer.h"
 #include "models/gguf/hf_names.h"
 #include "models/hf_config.h"
 #include "models/rope.h"
@@ -568,6 +569,70 @@ TEST(GgufTest, ConfigErrors) {
   EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(st.message()), HasSubstr("'llama.block_count' is missing"));
   EXPECT_FALSE(OpenHfNamedGguf(*OpenBytes(Gguf(0, 0, [](Writer&) {}), "noarch.gguf")).ok());
+}
+
+// Rope scalings as llama.cpp's metadata states them: YaRN's keys (attn_factor multiplies YaRN's own
+// 0.1 ln(factor) + 1), LongRoPE's factor tensors; a bad factor tensor or an unknown type is an error.
+TEST(GgufTest, RopeScalingsFromMetadata) {
+  const fs::path dir = test::MakeTempDir("gguf_rope");
+  auto write = [&](const std::string& file, const std::function<void(GgufWriter&)>& extra) {
+    GgufWriter w;
+    w.AddString("general.architecture", "qwen3");
+    for (auto [key, v] : {std::pair{"block_count", 2u}, std::pair{"embedding_length", 64u},
+                          std::pair{"feed_forward_length", 96u}, std::pair{"attention.head_count", 4u},
+                          std::pair{"context_length", 512u}, std::pair{"vocab_size", 100u}}) {
+      w.AddU32(std::string("qwen3.") + key, v);
+    }
+    w.AddF32("qwen3.attention.layer_norm_rms_epsilon", 1e-6f);
+    w.AddF32("qwen3.rope.freq_base", 10000.0f);
+    extra(w);
+    EXPECT_TRUE(w.Write(dir / file).ok());
+    absl::StatusOr<std::unique_ptr<GgufFile>> f = GgufFile::Open(dir / file);
+    if (!f.ok()) return absl::StatusOr<ModelConfig>(f.status());
+    return ConfigFromGguf(**f);
+  };
+  absl::StatusOr<ModelConfig> yarn = write("yarn.gguf", [](GgufWriter& w) {
+    w.AddString("qwen3.rope.scaling.type", "yarn");
+    w.AddF32("qwen3.rope.scaling.factor", 4.0f);
+    w.AddU32("qwen3.rope.scaling.original_context_length", 128);
+    w.AddF32("qwen3.rope.scaling.attn_factor", 2.0f);
+    w.AddF32("qwen3.rope.scaling.yarn_beta_fast", 16.0f);
+  });
+  ASSERT_TRUE(yarn.ok()) << yarn.status();
+  EXPECT_EQ(yarn->rope.scaling.type, "yarn");
+  EXPECT_EQ(yarn->rope.scaling.factor, 4.0f);
+  EXPECT_EQ(yarn->rope.scaling.original_max_position_embeddings, 128);
+  EXPECT_EQ(yarn->rope.scaling.beta_fast, 16.0f);
+  EXPECT_EQ(yarn->rope.scaling.beta_slow, 1.0f);
+  EXPECT_FLOAT_EQ(yarn->rope.scaling.attention_factor, static_cast<float>(2.0 * (0.1 * std::log(4.0) + 1.0)));
+
+  const std::vector<float> long_f = {1, 2, 3, 4, 5, 6, 7, 8}, short_f = {1, 1, 1, 1, 2, 2, 2, 2};
+  absl::StatusOr<ModelConfig> longrope = write("longrope.gguf", [&](GgufWriter& w) {
+    w.AddU32("qwen3.rope.scaling.original_context_length", 64);
+    w.AddF32("qwen3.rope.scaling.attn_factor", 1.25f);
+    for (auto [name, v] : {std::pair{"rope_factors_long.weight", &long_f}, std::pair{"rope_factors_short.weight", &short_f}}) {
+      const std::vector<float> values = *v;
+      ASSERT_TRUE(w.AddTensor(name, graph::DType::kF32, {8}, [values]() { return EncodeFloats(graph::DType::kF32, values); }).ok());
+    }
+  });
+  ASSERT_TRUE(longrope.ok()) << longrope.status();
+  EXPECT_EQ(longrope->rope.scaling.type, "longrope");
+  EXPECT_EQ(longrope->rope.scaling.long_factor, long_f);
+  EXPECT_EQ(longrope->rope.scaling.short_factor, short_f);
+  EXPECT_EQ(longrope->rope.scaling.original_max_position_embeddings, 64);
+  EXPECT_EQ(longrope->rope.scaling.attention_factor, 1.25f);
+
+  absl::StatusOr<ModelConfig> short_list = write("short.gguf", [&](GgufWriter& w) {
+    for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+      const std::vector<float> three = {1, 2, 3};
+      ASSERT_TRUE(w.AddTensor(name, graph::DType::kF32, {3}, [three]() { return EncodeFloats(graph::DType::kF32, three); }).ok());
+    }
+  });
+  EXPECT_THAT(std::string(short_list.status().message()),
+              HasSubstr("rope_factors_long.weight must be a float vector of 8 values"));
+  absl::StatusOr<ModelConfig> unknown = write("su.gguf", [](GgufWriter& w) { w.AddString("qwen3.rope.scaling.type", "su"); });
+  EXPECT_THAT(std::string(unknown.status().message()),
+              HasSubstr("qwen3.rope.scaling.type 'su' is not supported (none, linear, yarn)"));
 }
 
 }  // namespace
