@@ -151,6 +151,32 @@ TEST(Cli, LogitsWritesPromptAndDecodeRows) {
   EXPECT_LE(test::WorstRowError(decode, ref->decode_logits.data.data(), 16, vocab), 1e-4);
 }
 
+// -ctk/-ctv f32 keep an f32 KV cache, so an f32 GGUF gives transformers' logits to the fixture
+// tolerance; the default f16 cache rounds K and V and lands measurably off them.
+TEST(Cli, CacheTypeF32ChecksAnF32GgufExactly) {
+  auto ref = test::LoadHfReference("phi3");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const std::string model = (test::FixturesDir() / "gguf" / "lcpp" / "phi3-lcpp-f32.gguf").string();
+  const std::filesystem::path dir = test::MakeTempDir("cache_type");
+  double err[2] = {0, 0};
+  for (int f32 = 0; f32 < 2; ++f32) {
+    const std::filesystem::path out = dir / (f32 ? "f32.bin" : "f16.bin");
+    Result r = Doppler("logits --model " + model + (f32 ? " -ctk f32 --cache-type-v f32" : "") + " --ids " +
+                       Ids(ref->input_ids) + " --out " + out.string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string bytes = test::ReadFile(out);
+    const int64_t rows = static_cast<int64_t>(ref->input_ids.size());
+    const int64_t vocab = static_cast<int64_t>(ref->prefill_logits.data.size()) / rows;
+    ASSERT_EQ(bytes.size(), static_cast<size_t>(rows * vocab * 4));
+    std::vector<float> logits(static_cast<size_t>(rows * vocab));
+    std::memcpy(logits.data(), bytes.data(), bytes.size());
+    err[f32] = test::WorstRowError(logits, ref->prefill_logits.data.data(), rows, vocab);
+  }
+  std::printf("phi3 GGUF vs transformers: f16 cache %.3g, f32 cache %.3g of max |logit|\n", err[0], err[1]);
+  EXPECT_LE(err[1], 1e-4);
+  EXPECT_GT(err[0], 10 * err[1]);
+}
+
 TEST(Cli, DevicesListsAtLeastOneDevice) {
   Result r = Doppler("devices");
   ASSERT_EQ(r.exit_code, 0) << r.err;
