@@ -28,12 +28,16 @@ absl::StatusOr<bool> ApplyTest(const std::string& name, const Value& v, const Ar
 // obj.name(args) for a str, dict or list; NotFound when the type has no such method.
 absl::StatusOr<Value> CallMethod(const Value& obj, const std::string& name, const Args& args);
 
+// Python's format % args (%s %r %d %i %x %o %f %e %g with flags, width and precision).
+absl::StatusOr<std::string> PercentFormat(const std::string& format, const List& args, size_t max_size);
+
 struct JsonFormat {
   std::string indent;           // no indent (one line) unless has_indent
   bool has_indent = false;
   std::string item_separator = ", ";
   std::string key_separator = ": ";
   bool sort_keys = false;
+  bool ensure_ascii = false;  // escape non-ASCII characters as \uXXXX
 };
 // json.dumps(v, ensure_ascii=False, ...): an error for values JSON cannot hold, or for output
 // longer than max_bytes.

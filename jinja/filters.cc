@@ -1,6 +1,7 @@
 // jinja2's filters: `value | name(args)`, with jinja2 3.1's meaning and transformers' tojson.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "absl/status/status.h"
@@ -31,8 +32,9 @@ absl::StatusOr<Value> ToJsonFilter(const Value& v, const Args& a) {
     f.has_indent = true;
     f.item_separator = ",";
     if (indent->is_int()) {
-      if (indent->as_int() < 0 || static_cast<size_t>(indent->as_int()) > a.max_size) return Bad("tojson", "indent out of range");
-      f.indent = std::string(static_cast<size_t>(indent->as_int()), ' ');
+      if (indent->as_int() < 0) return Bad("tojson", "indent must not be negative");
+      if (static_cast<size_t>(indent->as_int()) > a.max_size) return absl::ResourceExhaustedError("tojson: indent too wide");
+      f.indent.resize(static_cast<size_t>(indent->as_int()), ' ');
     } else if (indent->is_string()) {
       f.indent = indent->as_string();
     } else {
@@ -47,6 +49,7 @@ absl::StatusOr<Value> ToJsonFilter(const Value& v, const Args& a) {
     f.key_separator = sep->as_list()[1].as_string();
   }
   f.sort_keys = Flag(a, 99, "sort_keys");
+  f.ensure_ascii = Flag(a, 99, "ensure_ascii");
   absl::StatusOr<std::string> s = ToJson(v, f, a.max_size);
   if (!s.ok()) return s.status();
   return Value(*std::move(s));
@@ -139,10 +142,11 @@ absl::StatusOr<Value> Indent(const Value& v, const Args& a) {
   if (width != nullptr) {
     if (width->is_string()) {
       pad = width->as_string();
-    } else if (width->is_int() && width->as_int() >= 0 && static_cast<size_t>(width->as_int()) <= a.max_size) {
-      pad = std::string(static_cast<size_t>(width->as_int()), ' ');
+    } else if (width->is_int() && width->as_int() >= 0) {
+      if (static_cast<size_t>(width->as_int()) > a.max_size) return absl::ResourceExhaustedError("indent: width too wide");
+      pad.assign(static_cast<size_t>(width->as_int()), ' ');
     } else {
-      return Bad("indent", "width must be a small integer or a string");
+      return Bad("indent", "width must be an integer or a string");
     }
   }
   const bool first = Flag(a, 1, "first");
@@ -189,8 +193,14 @@ absl::StatusOr<Value> Round(const Value& v, const Args& a) {
   const double scale = std::pow(10.0, static_cast<double>(precision));
   const double x = v.as_double() * scale;
   double r;
-  if (method == "common") {
-    r = std::nearbyint(x);  // Python's round(): halves to even
+  if (method == "common" && precision >= 0 && std::isfinite(v.as_double())) {
+    // Python's round(): the exact binary value rounded in decimal, halves to even, as printf does.
+    if (std::fabs(v.as_double()) >= 1e16 || precision > 20) return Value(v.as_double());  // nothing to round
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(precision), v.as_double());
+    return Value(std::strtod(buf, nullptr));
+  } else if (method == "common") {
+    r = std::nearbyint(x);
   } else if (method == "ceil") {
     r = std::ceil(x);
   } else if (method == "floor") {
@@ -377,6 +387,11 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, const
     const Value* n = a.Get(0, "name");
     if (n == nullptr || !n->is_string()) return Bad("attr", "needs a name");
     return GetItem(v, *n);
+  }
+  if (name == "format") {
+    absl::StatusOr<std::string> s = PercentFormat(Text(v), a.pos, a.max_size);
+    if (!s.ok()) return s.status();
+    return Value(*std::move(s));
   }
   if (name == "wordcount") {
     absl::StatusOr<Value> words = CallMethod(Value(Text(v)), "split", Args{});

@@ -561,7 +561,11 @@ class Renderer {
       for (int64_t i = 0; i < n; ++i) items.insert(items.end(), seq.as_list().begin(), seq.as_list().end());
       return Value::MakeList(std::move(items), seq.is_tuple());
     }
-    if (a.is_string() && op == "%") return Fail(e.line, "printf-style string formatting is not supported");
+    if (a.is_string() && op == "%") {  // a tuple gives the arguments, anything else is the one argument
+      absl::StatusOr<std::string> s = PercentFormat(a.as_string(), b.is_tuple() ? b.as_list() : List{b}, opt_.max_output_bytes);
+      if (!s.ok()) return AtLine(e.line, s.status());
+      return Value(*std::move(s));
+    }
     if (!a.is_number() || !b.is_number()) return type_error();
     if (op == "/") {
       if (b.as_double() == 0) return Fail(e.line, "division by zero");
@@ -628,9 +632,9 @@ class Renderer {
     if (callee.kind == Expr::Kind::kGetAttr) {  // a method, unless a dict holds a callable there
       JINJA_TRY(obj, Eval(*callee.args[0]));
       if (obj.is_undefined()) return UndefinedError(e.line, obj);
-      const Value* held = obj.Find(callee.name);
-      if (held != nullptr && held->is_callable()) {
-        r = Invoke(e.line, *held, args);
+      const Value held = obj.is_dict() || obj.is_namespace() ? GetItem(obj, Value(callee.name)) : Value();
+      if (held.is_callable()) {
+        r = Invoke(e.line, held, args);
       } else {
         r = CallMethod(obj, callee.name, args);
         if (!r.ok()) return AtLine(e.line, r.status());
@@ -674,7 +678,8 @@ class Renderer {
     }
     JINJA_CHECK(EnterCall(line));
     const size_t saved = frames_.size();
-    Push(c.scope);
+    // The frame it was defined in, or the nearest still there when a namespace carried it out.
+    Push(std::min(c.scope, Top()));
     absl::StatusOr<std::string> text = BindAndRender(line, c, args);
     frames_.resize(saved);
     --call_depth_;
@@ -711,8 +716,12 @@ class Renderer {
         Assign(p.name, Value::Undefined(absl::StrCat("'", p.name, "' is undefined")));
       }
     }
-    Assign("varargs", Value::MakeList(std::move(varargs)));
-    Assign("kwargs", Value::MakeDict(std::move(kwargs)));
+    const Value extra_positional = Value::MakeList(std::move(varargs));
+    const Value extra_keywords = Value::MakeDict(std::move(kwargs));
+    JINJA_CHECK(Built(line, extra_positional));
+    JINJA_CHECK(Built(line, extra_keywords));
+    Assign("varargs", extra_positional);
+    Assign("kwargs", extra_keywords);
     return Capture(c.stmt->body);
   }
 

@@ -79,9 +79,31 @@ class JsonWriter {
     for (int i = 0; i < level && out_.size() <= max_; ++i) out_ += f_.indent;
   }
 
+  // A code point as \uXXXX (a surrogate pair above U+FFFF), as json.dumps(ensure_ascii=True) writes it.
+  void Escaped(uint32_t cp) {
+    char buf[16];
+    if (cp >= 0x10000) {
+      cp -= 0x10000;
+      std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
+    } else {
+      std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+    }
+    out_ += buf;
+  }
+
   void String(const std::string& s) {
     out_ += '"';
-    for (const char c : s) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      const char c = s[i];
+      const unsigned char u = static_cast<unsigned char>(c);
+      if (f_.ensure_ascii && u >= 0x80) {
+        const size_t n = (u >> 5) == 0x6 ? 2 : (u >> 4) == 0xe ? 3 : (u >> 3) == 0x1e ? 4 : 1;
+        uint32_t cp = n == 1 ? u : u & (0x7f >> n);
+        for (size_t k = 1; k < n && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+        i += n - 1;
+        Escaped(cp);
+        continue;
+      }
       switch (c) {
         case '"': out_ += "\\\""; break;
         case '\\': out_ += "\\\\"; break;
