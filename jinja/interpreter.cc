@@ -698,12 +698,12 @@ class Renderer {
       }
     }
     Dict kwargs;
-    for (const auto& [k, v] : args.kw) {
-      const bool is_param = std::any_of(params.begin(), params.end(), [&](const Param& p) { return p.name == k; });
-      if (is_param || k == "caller") {
-        Assign(k, v);
+    for (const auto& kv : args.kw) {
+      const bool is_param = std::any_of(params.begin(), params.end(), [&](const Param& p) { return p.name == kv.first; });
+      if (is_param || kv.first == "caller") {
+        Assign(kv.first, kv.second);
       } else {
-        kwargs.emplace_back(k, v);
+        kwargs.push_back(kv);
       }
     }
     for (size_t i = args.pos.size(); i < params.size(); ++i) {
