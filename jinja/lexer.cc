@@ -323,6 +323,21 @@ class Lexer {
 
 }  // namespace
 
-absl::StatusOr<std::vector<Token>> Lex(const std::string& source) { return Lexer(source).Run(); }
+absl::StatusOr<std::vector<Token>> Lex(const std::string& source) {
+  // As jinja2 reads a template: every \r\n, \r or \n becomes \n, and one newline at the very end
+  // goes (keep_trailing_newline is off).
+  std::string normalized;
+  normalized.reserve(source.size());
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (source[i] == '\r') {
+      normalized += '\n';
+      if (i + 1 < source.size() && source[i + 1] == '\n') ++i;
+    } else {
+      normalized += source[i];
+    }
+  }
+  if (!normalized.empty() && normalized.back() == '\n') normalized.pop_back();
+  return Lexer(normalized).Run();
+}
 
 }  // namespace doppler::jinja

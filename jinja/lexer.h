@@ -1,4 +1,5 @@
-// Splits a template into text and the tokens of its tags, applying jinja2's whitespace control as
+// Splits a template into text and the tokens of its tags (newlines normalized to \n, one final
+// newline dropped, as jinja2 does), applying jinja2's whitespace control as
 // transformers configures it: trim_blocks (the newline after a block or comment tag is dropped),
 // lstrip_blocks (spaces and tabs before a block or comment tag at the start of a line are
 // dropped), "-" on a tag strips all whitespace on that side, "+" turns lstrip off. Comments are

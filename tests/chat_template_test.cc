@@ -110,6 +110,12 @@ TEST(ChatTemplateCli, RunChatThroughATemplateFile) {
   EXPECT_NE(r.err.find("tokenizer_config.json"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--chat-template FILE"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--chat-format"), std::string::npos) << r.err;
+  // A GGUF file keeps its template under tokenizer.chat_template; the fixture's has none.
+  r = test::RunShell("(printf 'hi\\n' | " + test::DopplerBinary() + " run --chat -n 1 --model " +
+                     (fx / "gguf" / "llama_q-Q8_0.gguf").string() + ")");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("the GGUF key tokenizer.chat_template"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--chat-template FILE"), std::string::npos) << r.err;
 }
 
 }  // namespace

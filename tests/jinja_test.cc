@@ -42,6 +42,8 @@ TEST(Jinja, WhitespaceControlAsTransformersSetsIt) {
   EXPECT_EQ(Ok("{{ 'v' }}\nw"), "v\nw");                               // no trim after {{ }}
   EXPECT_EQ(Ok("a {#- note -#} b{# c #}\nd"), "abd");                  // comments
   EXPECT_EQ(Ok("{% raw %}{{ x }}{% if %}{% endraw %}"), "{{ x }}{% if %}");
+  EXPECT_EQ(Ok("{{ 'a' }}\n"), "a");                                   // one final newline goes
+  EXPECT_EQ(Ok("x\r\ny\r{{ 'z' }}\n\n"), "x\ny\nz\n");             // newlines become \n
 }
 
 TEST(Jinja, ValuesPrintAsPythonsStr) {
