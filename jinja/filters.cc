@@ -30,7 +30,7 @@ absl::StatusOr<Value> ToJsonFilter(const Value& v, const Args& a) {
   const Value* indent = a.Get(0, "indent");
   if (indent != nullptr && !indent->is_none()) {
     f.has_indent = true;
-    f.item_separator = ",";
+    f.item_separator = std::string(",");  // json.dumps with indent: no space after the comma
     if (indent->is_int()) {
       if (indent->as_int() < 0) return Bad("tojson", "indent must not be negative");
       if (static_cast<size_t>(indent->as_int()) > a.max_size) return absl::ResourceExhaustedError("tojson: indent too wide");
