@@ -633,7 +633,12 @@ class Renderer {
       JINJA_TRY(obj, Eval(*callee.args[0]));
       if (obj.is_undefined()) return UndefinedError(e.line, obj);
       const Value held = obj.is_dict() || obj.is_namespace() ? GetItem(obj, Value(callee.name)) : Value();
-      if (held.is_callable()) {
+      const bool loop_cycle = callee.name == "cycle" && callee.args[0]->kind == Expr::Kind::kName &&
+                              callee.args[0]->name == "loop" && !loops_.empty() && obj.Find("index0") != nullptr;
+      if (loop_cycle) {  // loop.cycle(a, b, ...): the argument at the iteration's index, in turn
+        if (args.pos.empty()) return Fail(e.line, "loop.cycle() needs at least one value");
+        r = args.pos[static_cast<size_t>(obj.Find("index0")->as_int()) % args.pos.size()];
+      } else if (held.is_callable()) {
         r = Invoke(e.line, held, args);
       } else {
         r = CallMethod(obj, callee.name, args);

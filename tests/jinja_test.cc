@@ -86,6 +86,7 @@ TEST(Jinja, LoopsWithFiltersElseAndLoopControls) {
             "0134");
   EXPECT_EQ(Ok("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}={{ v }};{% endfor %}{% for k in {'c': 3} %}{{ k }}{% endfor %}"),
             "a=1;b=2;c");
+  EXPECT_EQ(Ok("{% for x in 'abc' %}{{ loop.cycle('odd', 'even') }} {% endfor %}"), "odd even odd ");
   EXPECT_EQ(Ok("{% for x in 'ab' %}{{ loop.revindex0 }}{{ loop.length }}{{ loop.previtem is defined }}{% endfor %}"),
             "12False02True");
   EXPECT_EQ(Ok("{% for n in tree recursive %}{{ n.name }}{% if n.children %}({{ loop(n.children) }}){% endif %}{% endfor %}",
