@@ -43,6 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.max_bytes_produced = 16 << 20;
   options.max_loop_iterations = 20'000;
   options.max_call_depth = 64;
+  options.max_nesting = 300;
   options.max_value_depth = 64;
   std::tm now{};
   now.tm_year = 126;

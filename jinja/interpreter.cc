@@ -162,7 +162,25 @@ class Renderer {
     return absl::OkStatus();
   }
 
+  // Evaluation nests (expressions within statements within macro calls ...) at most
+  // max_nesting deep, which bounds the stack.
   absl::Status Exec(const Stmt& s, Flow* flow) {
+    if (nesting_ >= opt_.max_nesting) return Limit(s.line, absl::StrCat("evaluation nested deeper than ", opt_.max_nesting));
+    ++nesting_;
+    absl::Status st = ExecStatement(s, flow);
+    --nesting_;
+    return st;
+  }
+
+  absl::StatusOr<Value> Eval(const Expr& e) {
+    if (nesting_ >= opt_.max_nesting) return Limit(e.line, absl::StrCat("evaluation nested deeper than ", opt_.max_nesting));
+    ++nesting_;
+    absl::StatusOr<Value> v = EvalExpression(e);
+    --nesting_;
+    return v;
+  }
+
+  absl::Status ExecStatement(const Stmt& s, Flow* flow) {
     switch (s.kind) {
       case Stmt::Kind::kText: return Append(s.line, s.text);
       case Stmt::Kind::kOutput: {
@@ -330,7 +348,7 @@ class Renderer {
 
   // --- expressions
 
-  absl::StatusOr<Value> Eval(const Expr& e) {
+  absl::StatusOr<Value> EvalExpression(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::kLiteral: return e.literal;
       case Expr::Kind::kName: {
@@ -794,6 +812,7 @@ class Renderer {
   int64_t iterations_ = 0;
   size_t produced_ = 0;
   int call_depth_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

@@ -27,6 +27,7 @@ struct RenderOptions {
   size_t max_bytes_produced = size_t{512} << 20;  // all strings and lists built during the render
   int64_t max_loop_iterations = 5'000'000;        // all loop iterations of the render together
   int max_call_depth = 200;                       // nested macro, caller and recursive-loop calls
+  int max_nesting = 1000;                         // expressions and statements evaluated within each other
   int max_value_depth = 256;                      // lists and dicts nested in one value
   std::optional<std::tm> now;                     // strftime_now's instant; local time when unset
 };

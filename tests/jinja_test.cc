@@ -194,12 +194,19 @@ TEST(Jinja, HostileTemplatesMeetLimits) {
       "{{ range(100000000)|length }}",
       "{{ [1]|tojson(indent=100000000) }}",
   };
+  absl::Status s;
   for (const char* source : hostile) {
-    absl::Status s = Err(source, small);
+    s = Err(source, small);
     EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << source << ": " << s;
   }
+  // Recursion through deep expressions: each call nests 60 list expressions in the next.
+  const std::string nested = "{% macro f(n) %}{{ " + std::string(60, '[') + "f(n + 1)" + std::string(60, ']') +
+                             " }}{% endmacro %}{{ f(0) }}";
+  s = Err(nested);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find("nested deeper than 1000"), std::string::npos) << s;
   const std::string deep = "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}";
-  absl::Status s = Err(deep);
+  s = Err(deep);
   EXPECT_NE(s.message().find("nesting deeper"), std::string::npos) << s;
   absl::StatusOr<jinja::Value> json = jinja::ValueFromJson(std::string(100000, '[') + std::string(100000, ']'));
   EXPECT_FALSE(json.ok());
