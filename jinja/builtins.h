@@ -1,5 +1,6 @@
-// The filters, tests and methods templates call, each with the meaning jinja2 3.1 (and Python,
-// for methods of str, dict and list) gives it, and JSON output as Python's json.dumps writes it.
+// The operators, filters, tests and methods templates use, each with the meaning jinja2 3.1 (and
+// Python, for operators and methods of str, dict and list) gives it, and JSON output as Python's
+// json.dumps writes it.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +28,12 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, const
 absl::StatusOr<bool> ApplyTest(const std::string& name, const Value& v, const Args& args);
 // obj.name(args) for a str, dict or list; NotFound when the type has no such method.
 absl::StatusOr<Value> CallMethod(const Value& obj, const std::string& name, const Args& args);
+
+// Python's binary operators + - * / // % ** and ~ (jinja2's concatenation); strings and lists
+// built are at most max_size long.
+absl::StatusOr<Value> BinaryOp(const std::string& op, const Value& a, const Value& b, size_t max_size);
+// Python's comparisons == != < > <= >= in, "not in" (chained comparisons are the renderer's).
+absl::StatusOr<bool> CompareOp(const std::string& op, const Value& a, const Value& b);
 
 // Python's format % args (%s %r %d %i %x %o %f %e %g with flags, width and precision).
 absl::StatusOr<std::string> PercentFormat(const std::string& format, const List& args, size_t max_size);
