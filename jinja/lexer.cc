@@ -86,25 +86,23 @@ class Lexer {
     text.resize(line_start);
   }
 
-  // After "%}" or "#}": the "-" strip or trim_blocks' newline applies to the following text.
-  void AfterBlockEnd(bool minus) {
-    if (minus) {
-      strip_next_ = true;
-    } else {
-      trim_newline_ = true;
-    }
+  // After "%}" or "#}" with modifier ('-', '+' or none): "-" strips the following whitespace,
+  // "+" keeps it, and otherwise trim_blocks drops one newline.
+  void AfterBlockEnd(char modifier) {
+    strip_next_ = modifier == '-';
+    trim_newline_ = modifier != '-' && modifier != '+';
   }
 
   absl::Status Comment() {
     const size_t end = src_.find("#}", pos_);
     if (end == std::string::npos) return Error(LineAt(pos_), "unclosed comment ({# without #})");
-    AfterBlockEnd(end > pos_ && src_[end - 1] == '-');
+    AfterBlockEnd(end > pos_ ? src_[end - 1] : '\0');
     pos_ = end + 2;
     return absl::OkStatus();
   }
 
   // "{% raw %}" (with optional whitespace and modifiers) at tag: returns the position after it.
-  bool MatchWordTag(size_t p, const char* word, size_t* after, bool* minus_end) const {
+  bool MatchWordTag(size_t p, const char* word, size_t* after, char* end_modifier) const {
     size_t q = p + 2;
     if (q < src_.size() && (src_[q] == '-' || src_[q] == '+')) ++q;
     while (q < src_.size() && IsSpace(src_[q])) ++q;
@@ -113,28 +111,25 @@ class Lexer {
     q += n;
     if (q < src_.size() && IsNameChar(src_[q])) return false;
     while (q < src_.size() && IsSpace(src_[q])) ++q;
-    *minus_end = false;
-    if (q < src_.size() && (src_[q] == '-' || src_[q] == '+')) {
-      *minus_end = src_[q] == '-';
-      ++q;
-    }
+    *end_modifier = '\0';
+    if (q < src_.size() && (src_[q] == '-' || src_[q] == '+')) *end_modifier = src_[q++];
     if (src_.compare(q, 2, "%}") != 0) return false;
     *after = q + 2;
     return true;
   }
 
-  absl::Status Raw(size_t body, bool minus) {
+  absl::Status Raw(size_t body, char modifier) {
     const int line = LineAt(body);
     for (size_t p = src_.find("{%", body); p != std::string::npos; p = src_.find("{%", p + 1)) {
       size_t after;
-      bool end_minus;
-      if (!MatchWordTag(p, "endraw", &after, &end_minus)) continue;
+      char end_modifier;
+      if (!MatchWordTag(p, "endraw", &after, &end_modifier)) continue;
       std::string text = src_.substr(body, p - body);
-      if (minus) {
+      if (modifier == '-') {
         size_t i = 0;
         while (i < text.size() && IsSpace(text[i])) ++i;
         text.erase(0, i);
-      } else if (text.compare(0, 1, "\n") == 0) {
+      } else if (modifier != '+' && text.compare(0, 1, "\n") == 0) {
         text.erase(0, 1);  // trim_blocks after {% raw %}
       }
       if (src_[p + 2] == '-') {
@@ -143,7 +138,7 @@ class Lexer {
         LstripBeforeTag(text, body);
       }
       Emit(Token::Kind::kText, std::move(text), line);
-      AfterBlockEnd(end_minus);
+      AfterBlockEnd(end_modifier);
       pos_ = after;
       return absl::OkStatus();
     }
@@ -152,8 +147,8 @@ class Lexer {
 
   absl::Status Block(size_t tag) {
     size_t after;
-    bool minus;
-    if (MatchWordTag(tag, "raw", &after, &minus)) return Raw(after, minus);
+    char modifier;
+    if (MatchWordTag(tag, "raw", &after, &modifier)) return Raw(after, modifier);
     tokens_.push_back({Token::Kind::kBlockBegin, "", LineAt(tag)});
     return TagBody(/*block=*/true);
   }
@@ -179,7 +174,7 @@ class Lexer {
         pos_ += minus_end ? 3 : 2;
         tokens_.push_back({block ? Token::Kind::kBlockEnd : Token::Kind::kVarEnd, "", line});
         if (block) {
-          AfterBlockEnd(minus_end && c == '-');
+          AfterBlockEnd(minus_end ? c : '\0');
         } else if (minus_end && c == '-') {
           strip_next_ = true;
         }

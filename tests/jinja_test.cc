@@ -39,6 +39,7 @@ TEST(Jinja, WhitespaceControlAsTransformersSetsIt) {
   EXPECT_EQ(Ok("a  {% if true %}b{% endif %}"), "a  b");               // not at a line start
   EXPECT_EQ(Ok("a\n  {%+ if true %}b{% endif %}"), "a\n  b");          // + turns lstrip off
   EXPECT_EQ(Ok("x \n {{- 'y' -}} \n z"), "xyz");                       // - strips all whitespace
+  EXPECT_EQ(Ok("{% if true +%}\na{# c +#}\nb{% endif %}"), "\na\nb");  // +%} keeps the newline
   EXPECT_EQ(Ok("{{ 'v' }}\nw"), "v\nw");                               // no trim after {{ }}
   EXPECT_EQ(Ok("a {#- note -#} b{# c #}\nd"), "abd");                  // comments
   EXPECT_EQ(Ok("{% raw %}{{ x }}{% if %}{% endraw %}"), "{{ x }}{% if %}");
