@@ -319,6 +319,7 @@ class Renderer {
       st = Iteration(s.line);
       if (!st.ok()) break;
       const Value& item = items[static_cast<size_t>(i)];
+      frames_.back().vars.clear();  // each iteration starts from the enclosing scope's names
       Dict loop = {{"index", Value(i + 1)},
                    {"index0", Value(i)},
                    {"revindex", Value(n - i)},

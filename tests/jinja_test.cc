@@ -97,6 +97,9 @@ TEST(Jinja, LoopsWithFiltersElseAndLoopControls) {
 
 TEST(Jinja, ScopesNamespacesMacrosAndCalls) {
   EXPECT_EQ(Ok("{% set x = 1 %}{% for i in [1, 2] %}{% set x = x + i %}{% endfor %}{{ x }}"), "1");
+  // A name set in a loop body is the iteration's own: the next iteration reads the outer one again.
+  EXPECT_EQ(Ok("{% set a = -1 %}{% for x in range(3) %}[{{ a }}:{% set a = x %}{{ a }}]{% endfor %}{{ a }}"),
+            "[-1:0][-1:1][-1:2]-1");
   EXPECT_EQ(Ok("{% set ns = namespace(n=0) %}{% for i in [1, 2, 3] %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}"), "6");
   EXPECT_EQ(Ok("{% if true %}{% set y = 'set in if' %}{% endif %}{{ y }}"), "set in if");
   EXPECT_EQ(Ok("{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}{{ greet('Ann') }} "
