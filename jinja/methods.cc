@@ -81,6 +81,32 @@ absl::StatusOr<Value> Split(const std::string& s, const Args& a) {
   return Value::MakeList(std::move(parts));
 }
 
+// rsplit(sep, maxsplit): splits from the right; without sep, splits on whitespace as split() does
+// when maxsplit is not given.
+absl::StatusOr<Value> RSplit(const std::string& s, const Args& a) {
+  const Value* sep = a.Get(0, "sep");
+  const Value* max = a.Get(1, "maxsplit");
+  const int64_t maxsplit = max != nullptr && max->is_int() ? max->as_int() : -1;
+  if (sep == nullptr || sep->is_none()) {
+    if (maxsplit >= 0) return absl::UnimplementedError("rsplit() on whitespace with maxsplit is not supported");
+    return Split(s, Args{});
+  }
+  if (!sep->is_string()) return TypeError("must be str or None");
+  const std::string& d = sep->as_string();
+  if (d.empty()) return absl::InvalidArgumentError("empty separator");
+  List parts;
+  size_t end = s.size();
+  for (int64_t n = 0; maxsplit < 0 || n < maxsplit; ++n) {
+    if (end < d.size()) break;
+    const size_t p = s.rfind(d, end - d.size());
+    if (p == std::string::npos) break;
+    parts.emplace(parts.begin(), s.substr(p + d.size(), end - p - d.size()));
+    end = p;
+  }
+  parts.emplace(parts.begin(), s.substr(0, end));
+  return Value::MakeList(std::move(parts));
+}
+
 absl::StatusOr<Value> Replace(const std::string& s, const Args& a) {
   const Value* from = a.Get(0, "old");
   const Value* to = a.Get(1, "new");
@@ -183,6 +209,7 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
     return Value(Strip(s, *set, name != "rstrip", name != "lstrip"));
   }
   if (name == "split") return Split(s, a);
+  if (name == "rsplit") return RSplit(s, a);
   if (name == "splitlines") {
     List lines;
     size_t start = 0;

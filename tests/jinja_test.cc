@@ -61,6 +61,8 @@ TEST(Jinja, StringsAndSlicesInCodePoints) {
             "él|5|[4, 3, 2, 1]|c|[2, 3]");
   EXPECT_EQ(Ok("{{ '  a b  '.strip() }}|{{ 'xxaxx'.strip('x') }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}"),
             "a b|a|['a', 'b', '', 'c']|['a', 'b']");
+  EXPECT_EQ(Ok("{{ 'a</t>b</t>c'.rsplit('</t>', 1) }}|{{ 'a,b,c'.rsplit(',') }}|{{ ',a'.rsplit(',') }}|{{ 'abc'.rsplit('x') }}"),
+            "['a</t>b', 'c']|['a', 'b', 'c']|['', 'a']|['abc']");
   EXPECT_EQ(Ok("{{ 'Hello World'.lower() }}|{{ 'hello wORLD'.title() }}|{{ 'abc'.startswith(('x', 'a')) }}|"
                "{{ 'abc'.endswith('bc') }}|{{ 'a-b-c'.replace('-', '+', 1) }}|{{ 'abcb'.find('b') }}"),
             "hello world|Hello World|True|True|a+b-c|1");
