@@ -99,7 +99,7 @@ TEST(ChatTemplateCli, RunChatThroughATemplateFile) {
       test::RunShell("(printf 'Hello there\\nAnd then\\n\\n' | " + test::DopplerBinary() + " run --chat --chat-template " +
                      (tmp / "t.jinja").string() + " --chat-template-kwargs '{\"polite\": true}'" + model + ")");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("chat (the model's template)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("chat (template: " + (tmp / "t.jinja").string() + ")"), std::string::npos) << r.err;
   const std::vector<std::string> summaries = absl::StrSplit(r.err, "prompt: ");
   ASSERT_EQ(summaries.size(), 3u) << r.err;  // two turns, six tokens each
   EXPECT_NE(summaries[1].find("generated: 6 tokens"), std::string::npos) << r.err;

@@ -75,7 +75,8 @@ absl::StatusOr<int> TemplateChat(runtime::Engine& engine, const models::Tokenize
   jinja::List messages;
   if (args.Has("system")) messages.push_back(jinja::Value::MakeDict({{"role", "system"}, {"content", args.Get("system")}}));
   std::vector<int32_t> cached;  // the ids the KV cache holds, from position 0
-  std::fprintf(stderr, "chat (the model's template); an empty line or end of input quits\n");
+  const std::string source = args.Has("chat-template") ? args.Get("chat-template") : "the model's";
+  std::fprintf(stderr, "chat (template: %s); an empty line or end of input quits\n", source.c_str());
   std::string line;
   while (std::fprintf(stderr, "> "), std::getline(std::cin, line) && !line.empty()) {
     messages.push_back(jinja::Value::MakeDict({{"role", "user"}, {"content", line}}));
