@@ -1,7 +1,6 @@
-// Chat formats of the supported families. doppler does not run Jinja: it recognises a model's
-// chat template (tokenizer_config.json's chat_template) by the markers it uses and maps it to a
-// built-in formatter that writes the same text for user/assistant turns and a system prompt.
-// A template it does not recognise is an error naming the supported formats.
+// Built-in chat formats of five families, for models that ship no chat template (a model's own
+// template is rendered by models/chat_template.h): each writes the text its family's template
+// writes for user/assistant turns and a system prompt.
 #pragma once
 
 #include <string>
@@ -25,8 +24,7 @@ struct ChatFormat {
   std::string UserTurn(const std::string& message, const std::string& system, bool first) const;
 };
 
-absl::StatusOr<ChatFormat> RecognizeChatTemplate(const std::string& jinja_template);
-// A built-in format by name, for models whose template is missing or not recognised.
+// A built-in format by name.
 absl::StatusOr<ChatFormat> ChatFormatByName(const std::string& name);
 std::vector<std::string> SupportedChatFormats();
 

@@ -51,23 +51,20 @@ TEST(StopMatcher, HoldsBackPossibleStopsAndCutsAtTheFirst) {
   EXPECT_EQ(none.Flush(), "");
 }
 
-TEST(ChatFormat, RecognisesTheFixtureTemplates) {
-  for (const auto& [name, format] : {std::pair<std::string, std::string>{"llama3", "llama3"}, {"qwen3", "chatml"}}) {
-    absl::StatusOr<nlohmann::json> config =
-        models::ReadJsonFile(test::FixturesDir() / "tokenizers" / name / "tokenizer_config.json");
-    ASSERT_TRUE(config.ok()) << config.status();
-    absl::StatusOr<models::ChatFormat> f = models::RecognizeChatTemplate((*config)["chat_template"]);
-    ASSERT_TRUE(f.ok()) << f.status();
-    EXPECT_EQ(f->name, format);
-  }
-  absl::StatusOr<models::ChatFormat> chatml = models::RecognizeChatTemplate("{{ '<|im_start|>' + m }}");
+// The built-in formats (for models without a template) write their family's turns.
+TEST(ChatFormat, BuiltInFormatsWriteTheirFamilysTurns) {
+  absl::StatusOr<models::ChatFormat> chatml = models::ChatFormatByName("chatml");
   ASSERT_TRUE(chatml.ok());
   EXPECT_EQ(chatml->UserTurn("Hi", "Be brief.", true),
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(chatml->UserTurn("More", "Be brief.", false), "<|im_start|>user\nMore<|im_end|>\n<|im_start|>assistant\n");
-  absl::StatusOr<models::ChatFormat> unknown = models::RecognizeChatTemplate("{{ message['content'] }}");
+  absl::StatusOr<models::ChatFormat> gemma = models::ChatFormatByName("gemma");
+  ASSERT_TRUE(gemma.ok());
+  EXPECT_EQ(gemma->UserTurn("Hi", "Be brief.", true),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  absl::StatusOr<models::ChatFormat> unknown = models::ChatFormatByName("vicuna");
   ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.status().message().find("supported formats: chatml, llama3"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("formats: chatml, llama3"), std::string::npos);
 }
 
 class StreamedGeneration : public ::testing::TestWithParam<int> {};

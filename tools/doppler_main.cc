@@ -16,6 +16,7 @@ constexpr char kUsage[] =
     "  logits      write the float32 logits of a prompt and of decode steps to a file\n"
     "  perplexity  perplexity of a text file\n"
     "  convert     convert an HF model to a GGUF file (f16, q8_0, q4_k_m)\n"
+    "  template    render a chat template with the variables of a JSON file\n"
     "  graph       print a model's graph before/after the passes, its kernels' GLSL, step statistics\n"
     "  devices     list Vulkan devices and their features\n"
     "\n"
@@ -44,10 +45,12 @@ int main(int argc, char** argv) {
     rc = doppler::cli::ConvertCommand(args);
   } else if (command == "graph") {
     rc = doppler::cli::GraphCommand(args);
+  } else if (command == "template") {
+    rc = doppler::cli::TemplateCommand(args);
   } else if (command == "devices") {
     rc = doppler::cli::DevicesCommand(args);
   } else {
-    std::fprintf(stderr, "doppler: unknown command '%s' (commands: run, bench, logits, perplexity, convert, graph, devices; see doppler --help)\n",
+    std::fprintf(stderr, "doppler: unknown command '%s' (commands: run, bench, logits, perplexity, convert, template, graph, devices; see doppler --help)\n",
                  command.c_str());
     return 2;
   }

@@ -9,6 +9,7 @@
 #include "models/chat_format.h"
 #include "runtime/generator.h"
 #include "runtime/profile.h"
+#include "tools/cli_chat_template.h"
 #include "tools/cli_engine.h"
 #include "tools/commands.h"
 
@@ -23,10 +24,10 @@ CommandSpec Spec() {
   const std::vector<OptionSpec> more = {
       {"prompt", "p", "TEXT", "the prompt", ""},
       {"prompt-ids", "", "IDS", "the prompt as token ids, comma-separated (prints ids when there is no tokenizer)", ""},
-      {"chat", "", "", "interactive chat in the model's chat format; the KV cache is kept across turns", ""},
+      {"chat", "", "", "interactive chat through the model's chat template; the KV cache is kept across turns", ""},
       {"system", "", "TEXT", "system prompt for --chat", ""},
       {"chat-format", "", "NAME",
-       "chat format instead of the one recognised from the model's template: chatml, llama3, gemma, phi3, mistral", ""},
+       "a built-in chat format instead of a template, for models that ship none: chatml, llama3, gemma, phi3, mistral", ""},
       {"n", "n", "N", "maximum tokens to generate (per turn with --chat)", "256"},
       {"stop", "", "STR", "stop before this text (repeatable)", ""},
       {"ignore-eos", "", "", "keep generating after an end-of-sequence token", ""},
@@ -35,6 +36,7 @@ CommandSpec Spec() {
       GpuLoopOptionSpec(),
   };
   spec.options.insert(spec.options.end(), more.begin(), more.end());
+  for (const OptionSpec& o : ChatTemplateOptionSpecs()) spec.options.push_back(o);
   for (const OptionSpec& o : SamplingOptionSpecs()) spec.options.push_back(o);
   for (OptionSpec& o : spec.options) {
     if (o.name == "model") o.help += " (default: the model shipped in models/default/, default-q8_0.gguf)";
@@ -86,9 +88,14 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(const ParsedArgs& args, const mod
 
 absl::StatusOr<int> Chat(runtime::Engine& engine, const models::Tokenizer& tok, const ParsedArgs& args,
                          const runtime::GenerationOptions& limits, const runtime::SamplingOptions& sampling) {
-  absl::StatusOr<models::ChatFormat> format = args.Has("chat-format")
-                                                  ? models::ChatFormatByName(args.Get("chat-format"))
-                                                  : models::RecognizeChatTemplate(tok.chat_template());
+  if (!args.Has("chat-format")) {  // the model's own template, or --chat-template's
+    absl::StatusOr<std::optional<jinja::Template>> tmpl = LoadChatTemplate(args, &tok);
+    if (!tmpl.ok()) return tmpl.status();
+    if (!tmpl->has_value()) return absl::NotFoundError(NoChatTemplateMessage(args.Get("model")));
+    return TemplateChat(engine, tok, **tmpl, args, limits, Print,
+                        [&](const runtime::GenerationResult& r) { PrintSummary(r, sampling); });
+  }
+  absl::StatusOr<models::ChatFormat> format = models::ChatFormatByName(args.Get("chat-format"));
   if (!format.ok()) return format.status();
   std::vector<int32_t> end_of_turn_ids;
   absl::StatusOr<std::vector<int32_t>> eot = tok.Encode(format->end_of_turn, false);

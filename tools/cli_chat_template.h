@@ -1,0 +1,43 @@
+// The model's chat template on the command line: --chat-template FILE and --chat-template-kwargs,
+// finding the model's own template and special tokens, and the chat loop of `run --chat` that
+// renders the whole conversation through it each turn.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "jinja/template.h"
+#include "models/chat_template.h"
+#include "models/tokenizer/tokenizer.h"
+#include "runtime/engine.h"
+#include "runtime/generator.h"
+#include "tools/cli_args.h"
+
+namespace doppler::cli {
+
+// --chat-template FILE, --chat-template-kwargs JSON.
+std::vector<OptionSpec> ChatTemplateOptionSpecs();
+
+// --chat-template-kwargs as template variables (a JSON object); empty when not given.
+absl::StatusOr<jinja::Dict> ChatTemplateKwargs(const ParsedArgs& args);
+
+// The template of --chat-template FILE, else the tokenizer's (nullopt when it has none).
+absl::StatusOr<std::optional<jinja::Template>> LoadChatTemplate(const ParsedArgs& args, const models::Tokenizer* tok);
+
+// What to say when a model ships no template: where it would be, and the options.
+std::string NoChatTemplateMessage(const std::string& model_path);
+
+// The tokenizer's BOS and first EOS token as text ("" where it has none).
+models::SpecialTokens SpecialTokensOf(const models::Tokenizer& tok);
+
+// The interactive chat: each user line is added to the conversation, which is rendered whole
+// (add_generation_prompt) and fed from where it stops matching what the KV cache holds.
+absl::StatusOr<int> TemplateChat(runtime::Engine& engine, const models::Tokenizer& tok, const jinja::Template& tmpl,
+                                 const ParsedArgs& args, const runtime::GenerationOptions& limits,
+                                 const std::function<void(const std::string&)>& print,
+                                 const std::function<void(const runtime::GenerationResult&)>& summary);
+
+}  // namespace doppler::cli
