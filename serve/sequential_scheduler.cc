@@ -85,7 +85,7 @@ void SequentialScheduler::Work() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       running_ = false;
-      kv_usage_ = static_cast<double>(engine_.position()) / static_cast<double>(engine_.context());
+      kv_usage_ = 0;  // what the cache keeps for the next prompt's prefix is not in use
     }
     cv_.notify_all();
   }
