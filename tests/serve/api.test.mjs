@@ -342,6 +342,22 @@ describe('many clients', () => {
   });
 });
 
+describe('bench/serve', () => {
+  test('the load generator reports every request\'s tokens (ignore_eos) and its latencies', async () => {
+    const bench = new URL('../../bench/serve/serve_bench.mjs', import.meta.url).pathname;
+    const {stdout} = await promisify(execFile)('node', [
+      bench, '--url', server.url, '--api-key', KEY, '--clients', '3', '--requests', '5', '--prompt-tokens', '9',
+      '--max-tokens', '6', '--json']);
+    const r = JSON.parse(stdout);
+    assert.equal(r.requests, 5);
+    assert.equal(r.output_tokens, 5 * 6);
+    for (const k of ['ttft_p50_s', 'ttft_p99_s', 'itl_p50_s', 'itl_p99_s', 'requests_per_s', 'output_tokens_per_s']) {
+      assert.ok(Number.isFinite(r[k]) && r[k] > 0, `${k} = ${r[k]}`);
+    }
+    assert.ok(r.ttft_p50_s <= r.ttft_p99_s && r.itl_p50_s <= r.itl_p99_s);
+  });
+});
+
 describe('SIGTERM', () => {
   test('lets a running request finish, refuses new ones, exits 0', async () => {
     const own = await startServer([]);
