@@ -35,6 +35,8 @@ class Scheduler {
   virtual SchedulerLoad Load() const = 0;
   // Refuses new requests from now on (Submit: Unavailable).
   virtual void StopAccepting() = 0;
+  // Cancels every running and waiting sequence (shutdown, after the drain timeout).
+  virtual void CancelAll() = 0;
   // Waits until no sequence runs or waits, at most `limit`; true when idle.
   virtual bool WaitIdle(std::chrono::milliseconds limit) = 0;
   // The engine's context size: a sequence's prompt and generation fit in it.

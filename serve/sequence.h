@@ -39,7 +39,7 @@ struct SequenceRequest {
 };
 
 enum class FinishReason { kStop, kLength, kCancelled };
-const char* FinishReasonName(FinishReason r);  // OpenAI's "stop" / "length" ("cancelled" is never sent)
+const char* FinishReasonName(FinishReason r);  // OpenAI's "stop" / "length"; "cancelled" (a client that left, or shutdown past the drain timeout)
 
 struct TokenLogprob {
   int32_t id = 0;

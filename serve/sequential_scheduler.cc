@@ -24,13 +24,19 @@ SequentialScheduler::SequentialScheduler(runtime::Engine& engine, const models::
 }
 
 SequentialScheduler::~SequentialScheduler() {
+  CancelAll();
   {
     std::lock_guard<std::mutex> lock(mu_);
     quit_ = true;
-    for (auto& [seq, t] : waiting_) seq->Cancel();
   }
   cv_.notify_all();
   worker_.join();
+}
+
+void SequentialScheduler::CancelAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [seq, t] : waiting_) seq->Cancel();
+  if (running_) running_->Cancel();
 }
 
 absl::StatusOr<std::shared_ptr<Sequence>> SequentialScheduler::Submit(SequenceRequest request) {
@@ -71,7 +77,7 @@ void SequentialScheduler::Work() {
       if (waiting_.empty()) return;  // quit_
       std::tie(seq, submitted) = std::move(waiting_.front());
       waiting_.pop_front();
-      running_ = true;
+      running_ = seq;
     }
     if (absl::Status s = Generate(*seq, submitted); !s.ok()) {
       // The cache may hold anything now: the next request starts from position 0.
@@ -84,7 +90,7 @@ void SequentialScheduler::Work() {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      running_ = false;
+      running_.reset();
       kv_usage_ = 0;  // what the cache keeps for the next prompt's prefix is not in use
     }
     cv_.notify_all();

@@ -30,6 +30,7 @@ class SequentialScheduler : public Scheduler {
   absl::StatusOr<std::shared_ptr<Sequence>> Submit(SequenceRequest request) override;
   SchedulerLoad Load() const override;
   void StopAccepting() override;
+  void CancelAll() override;
   bool WaitIdle(std::chrono::milliseconds limit) override;
   int64_t context() const override { return engine_.context(); }
 
@@ -51,7 +52,7 @@ class SequentialScheduler : public Scheduler {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<std::shared_ptr<Sequence>, std::chrono::steady_clock::time_point>> waiting_;
-  bool running_ = false;
+  std::shared_ptr<Sequence> running_;  // the one the worker generates
   bool accepting_ = true;
   bool quit_ = false;
   double kv_usage_ = 0;

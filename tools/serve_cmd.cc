@@ -143,6 +143,10 @@ absl::StatusOr<int> ServeCommand(const std::vector<std::string>& argv) {
   server.SetDraining();
   scheduler.StopAccepting();
   const bool idle = scheduler.WaitIdle(std::chrono::seconds(*drain));
+  if (!idle) {
+    scheduler.CancelAll();  // each ends at its next token
+    scheduler.WaitIdle(std::chrono::seconds(10));
+  }
   server.Stop();
   std::fprintf(stderr, "serve: stopped%s\n", idle ? "" : " (requests still running were cancelled)");
   return 0;
