@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 
 namespace doppler::serve {
 
@@ -50,7 +51,8 @@ absl::StatusOr<ChatPrompt> RenderChatPrompt(const std::vector<ChatMessage>& mess
   if (!reply_open) return absl::InvalidArgumentError("messages: the last message must be from the user or the assistant");
   ChatPrompt out;
   out.text = std::move(text);
-  out.stop.push_back(f.end_of_turn);
+  // Without its trailing newline: the turn ends at the marker whatever follows it.
+  out.stop.emplace_back(absl::StripTrailingAsciiWhitespace(f.end_of_turn));
   return out;
 }
 

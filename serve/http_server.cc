@@ -55,6 +55,18 @@ struct RequestLog {
 
 std::string SseEvent(const json& j) { return absl::StrCat("data: ", JsonText(j), "\n\n"); }
 
+// Counts one generation response from its start until it is destroyed (written out, or abandoned).
+class InFlight {
+ public:
+  explicit InFlight(std::shared_ptr<std::atomic<int>> count) : count_(std::move(count)) { ++*count_; }
+  ~InFlight() { --*count_; }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  std::shared_ptr<std::atomic<int>> count_;
+};
+
 }  // namespace
 
 HttpServer::HttpServer(HttpOptions options, Metrics& metrics)
@@ -96,6 +108,15 @@ void HttpServer::Stop() {
     server_->stop();
     listener_.join();
   }
+}
+
+bool HttpServer::WaitResponses(std::chrono::milliseconds limit) const {
+  const Clock::time_point deadline = Clock::now() + limit;
+  while (in_flight_->load() > 0) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
 }
 
 void HttpServer::SetReady(Scheduler* scheduler, ModelInfo model) {
@@ -170,6 +191,7 @@ void HttpServer::Routes() {
 
 void HttpServer::Complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
   if (!Ready(res)) return;
+  InFlight counted(in_flight_);
   std::variant<CompletionRequest, ApiError> parsed = ParseCompletionRequest(endpoint, req.body, model_);
   if (const ApiError* e = std::get_if<ApiError>(&parsed)) return SendError(res, *e);
   CompletionRequest request = std::get<CompletionRequest>(std::move(parsed));
@@ -205,13 +227,14 @@ void HttpServer::Stream(const httplib::Request& req, httplib::Response& res, End
     ResponseBuilder builder;
     bool include_usage;
     RequestLog log;
+    std::shared_ptr<InFlight> counted;  // until the stream is written out: the lambdas hold the state
     bool done = false;
   };
   auto st = std::make_shared<State>(State{
       seq,
       ResponseBuilder(endpoint, absl::StrCat(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", seq->id()),
                       std::time(nullptr), model_.id, model_.tokenizer, request.sequence.top_logprobs >= 0),
-      request.include_usage, RequestLog{seq->id(), req.path}});
+      request.include_usage, RequestLog{seq->id(), req.path}, std::make_shared<InFlight>(in_flight_)});
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(

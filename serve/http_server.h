@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,6 +42,9 @@ class HttpServer {
   void SetReady(Scheduler* scheduler, ModelInfo model);
   // /health answers 503 from now on (a load balancer stops sending requests).
   void SetDraining() { state_.store(State::kDraining); }
+  // Waits until every generation response has been written out (the scheduler may be idle while a
+  // stream still sends its last events), at most `limit`; true when none is left.
+  bool WaitResponses(std::chrono::milliseconds limit) const;
   void Stop();
 
  private:
@@ -60,6 +64,7 @@ class HttpServer {
   std::thread listener_;
   int port_ = 0;
   std::atomic<State> state_{State::kLoading};
+  std::shared_ptr<std::atomic<int>> in_flight_ = std::make_shared<std::atomic<int>>(0);  // generation responses
   Scheduler* scheduler_ = nullptr;  // set once, before state_ turns kReady
   ModelInfo model_;
 };

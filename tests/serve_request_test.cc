@@ -118,7 +118,7 @@ TEST(ServeChatPrompt, RendersSystemUserAndAssistantTurnsInTheModelsFormat) {
   EXPECT_EQ(p->text,
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
             "Hello.<|im_end|>\n<|im_start|>user\nWho?<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(p->stop, std::vector<std::string>{"<|im_end|>\n"});
+  EXPECT_EQ(p->stop, std::vector<std::string>{"<|im_end|>"});
 }
 
 TEST(ServeChatPrompt, RejectsWhatItCannotRender) {

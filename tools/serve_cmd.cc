@@ -142,10 +142,15 @@ absl::StatusOr<int> ServeCommand(const std::vector<std::string>& argv) {
                static_cast<long long>(*drain));
   server.SetDraining();
   scheduler.StopAccepting();
-  const bool idle = scheduler.WaitIdle(std::chrono::seconds(*drain));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(*drain);
+  auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  };
+  const bool idle = scheduler.WaitIdle(left()) && server.WaitResponses(left());
   if (!idle) {
     scheduler.CancelAll();  // each ends at its next token
     scheduler.WaitIdle(std::chrono::seconds(10));
+    server.WaitResponses(std::chrono::seconds(2));
   }
   server.Stop();
   std::fprintf(stderr, "serve: stopped%s\n", idle ? "" : " (requests still running were cancelled)");
