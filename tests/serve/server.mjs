@@ -30,10 +30,13 @@ export async function startServer(args = []) {
   return {
     url, proc, exited,
     log: () => log,
-    // SIGTERM; resolves with the exit status.
+    // SIGTERM; resolves with the exit status. Under DOPPLER_VALIDATION=1 (ctest), any message of
+    // the Vulkan validation layer fails the test.
     stop: async () => {
       proc.kill('SIGTERM');
-      return exited;
+      const status = await exited;
+      assert.doesNotMatch(log, /\[vulkan /, 'the validation layer reported messages');
+      return status;
     },
   };
 }
