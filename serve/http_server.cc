@@ -171,15 +171,22 @@ void HttpServer::Routes() {
     const SchedulerLoad load = state_.load() == State::kLoading ? SchedulerLoad{} : scheduler_->Load();
     res.set_content(metrics_.Text(load), "text/plain; version=0.0.4");
   });
-  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  auto model_object = [this] {
+    return json{{"id", model_.id}, {"object", "model"}, {"created", 0}, {"owned_by", "doppler"},
+                {"max_model_len", model_.context}};
+  };
+  s.Get("/v1/models", [this, model_object](const httplib::Request&, httplib::Response& res) {
     if (!Ready(res)) return;
-    res.set_content(JsonText({{"object", "list"},
-                              {"data", json::array({{{"id", model_.id},
-                                                     {"object", "model"},
-                                                     {"created", 0},
-                                                     {"owned_by", "doppler"},
-                                                     {"max_model_len", model_.context}}})}}),
-                    kJson);
+    res.set_content(JsonText({{"object", "list"}, {"data", json::array({model_object()})}}), kJson);
+  });
+  s.Get(R"(/v1/models/(.+))", [this, model_object](const httplib::Request& req, httplib::Response& res) {
+    if (!Ready(res)) return;
+    if (req.matches[1] != model_.id) {
+      return SendError(res, {404, absl::StrCat("The model '", req.matches[1].str(), "' does not exist: this server serves '",
+                                               model_.id, "'"),
+                             "invalid_request_error", "model", "model_not_found"});
+    }
+    res.set_content(JsonText(model_object()), kJson);
   });
   s.Post("/v1/chat/completions",
          [this](const httplib::Request& req, httplib::Response& res) { Complete(req, res, Endpoint::kChat); });

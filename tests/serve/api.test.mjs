@@ -61,6 +61,8 @@ describe('OpenAI SDK', () => {
     const models = await client.models.list();
     assert.equal(models.data.length, 1);
     assert.equal(models.data[0].id, 'default-q8_0.gguf');
+    assert.equal((await client.models.retrieve('default-q8_0.gguf')).max_model_len, models.data[0].max_model_len);
+    await assert.rejects(client.models.retrieve('gpt-4'), (e) => e.status === 404 && e.code === 'model_not_found');
     const health = await fetch(`${server.url}/health`);
     assert.equal(health.status, 200);
   });
