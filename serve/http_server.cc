@@ -196,6 +196,11 @@ void HttpServer::Routes() {
   s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { Detokenize(req, res); });
 }
 
+ResponseBuilder HttpServer::Builder(Endpoint endpoint, const Sequence& seq) const {
+  return ResponseBuilder(endpoint, absl::StrCat(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", seq.id()),
+                         std::time(nullptr), model_.id, model_.tokenizer, seq.request().top_logprobs >= 0);
+}
+
 void HttpServer::Complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
   if (!Ready(res)) return;
   InFlight counted(in_flight_);
@@ -207,8 +212,7 @@ void HttpServer::Complete(const httplib::Request& req, httplib::Response& res, E
   if (request.stream) return Stream(req, res, endpoint, std::move(request), *std::move(seq));
 
   RequestLog log{(*seq)->id(), req.path};
-  ResponseBuilder builder(endpoint, absl::StrCat(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", (*seq)->id()),
-                          std::time(nullptr), model_.id, model_.tokenizer, request.sequence.top_logprobs >= 0);
+  ResponseBuilder builder = Builder(endpoint, **seq);
   std::string text;
   std::vector<GeneratedToken> tokens;
   while (true) {
@@ -237,11 +241,9 @@ void HttpServer::Stream(const httplib::Request& req, httplib::Response& res, End
     std::shared_ptr<InFlight> counted;  // until the stream is written out: the lambdas hold the state
     bool done = false;
   };
-  auto st = std::make_shared<State>(State{
-      seq,
-      ResponseBuilder(endpoint, absl::StrCat(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", seq->id()),
-                      std::time(nullptr), model_.id, model_.tokenizer, request.sequence.top_logprobs >= 0),
-      request.include_usage, RequestLog{seq->id(), req.path}, std::make_shared<InFlight>(in_flight_)});
+  auto st = std::make_shared<State>(State{seq, Builder(endpoint, *seq), request.include_usage,
+                                          RequestLog{seq->id(), req.path}, std::make_shared<InFlight>(in_flight_)});
+  st->log.usage.prompt_tokens = static_cast<int64_t>(seq->request().prompt.size());
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
@@ -253,6 +255,7 @@ void HttpServer::Stream(const httplib::Request& req, httplib::Response& res, End
         // noticed by the failed write and its sequence cancelled.
         if (!e) return write(": waiting\n\n");
         if (!st->log.first_token && !e->tokens.empty()) st->log.first_token = Clock::now();
+        st->log.usage.completion_tokens += static_cast<int64_t>(e->tokens.size());  // for a cancelled stream's log line
         if (!e->final) return write(SseEvent(st->builder.Chunk(e->text, e->tokens, std::nullopt, st->include_usage)));
         st->done = true;
         if (!e->error.ok()) {

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "serve/metrics.h"
 #include "serve/openai_request.h"
+#include "serve/openai_response.h"
 #include "serve/scheduler.h"
 
 namespace httplib {
@@ -53,6 +54,7 @@ class HttpServer {
   void Complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
   void Stream(const httplib::Request& req, httplib::Response& res, Endpoint endpoint, CompletionRequest request,
               std::shared_ptr<Sequence> seq);
+  ResponseBuilder Builder(Endpoint endpoint, const Sequence& seq) const;
   void Tokenize(const httplib::Request& req, httplib::Response& res);
   void Detokenize(const httplib::Request& req, httplib::Response& res);
   void SendError(httplib::Response& res, const ApiError& error);
