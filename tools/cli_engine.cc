@@ -8,10 +8,28 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "models/gguf/gguf_file.h"
 #include "models/tokenizer/gguf_tokenizer.h"
 
 namespace doppler::cli {
+
+absl::StatusOr<std::filesystem::path> DefaultModel() {
+  const std::filesystem::path file = std::filesystem::path("models") / "default" / "default-q8_0.gguf";
+  std::vector<std::filesystem::path> roots;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) roots.insert(roots.end(), {exe.parent_path(), exe.parent_path().parent_path()});
+  roots.push_back(std::filesystem::path(__FILE__).parent_path().parent_path());  // this checkout
+  std::vector<std::string> tried;
+  for (const std::filesystem::path& root : roots) {
+    const std::filesystem::path candidate = (root / file).lexically_normal();
+    if (std::filesystem::is_regular_file(candidate, ec)) return candidate;
+    tried.push_back(candidate.string());
+  }
+  return absl::NotFoundError(absl::StrCat("no --model given, and the default model is not at ",
+                                          absl::StrJoin(tried, " nor "), ": give --model PATH"));
+}
 
 std::vector<OptionSpec> EngineOptionSpecs() {
   return {

@@ -12,6 +12,11 @@
 
 namespace doppler::cli {
 
+// The model used without --model: models/default/default-q8_0.gguf in the folder of the
+// executable, in the folder above it (a build folder inside the checkout), or in the source tree
+// the executable was built from (docs/cli.md).
+absl::StatusOr<std::filesystem::path> DefaultModel();
+
 // --model, --tokenizer, --dtype, --quant, --ctx, --device, --verbose.
 std::vector<OptionSpec> EngineOptionSpecs();
 absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& args);

@@ -17,5 +17,6 @@ absl::StatusOr<int> GraphCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> ConvertCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> BenchCommand(const std::vector<std::string>& args);
 absl::StatusOr<int> TemplateCommand(const std::vector<std::string>& args);
+absl::StatusOr<int> ServeCommand(const std::vector<std::string>& args);
 
 }  // namespace doppler::cli

@@ -12,6 +12,7 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  run         generate text (or token ids), or chat\n"
+    "  serve       an OpenAI-compatible HTTP server with a web chat page\n"
     "  bench       prefill and decode speed (llama-bench style), of a model or a synthetic one; --profile\n"
     "  logits      write the float32 logits of a prompt and of decode steps to a file\n"
     "  perplexity  perplexity of a text file\n"
@@ -35,6 +36,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<int> rc;
   if (command == "run") {
     rc = doppler::cli::RunCommand(args);
+  } else if (command == "serve") {
+    rc = doppler::cli::ServeCommand(args);
   } else if (command == "bench") {
     rc = doppler::cli::BenchCommand(args);
   } else if (command == "logits") {
@@ -50,7 +53,7 @@ int main(int argc, char** argv) {
   } else if (command == "devices") {
     rc = doppler::cli::DevicesCommand(args);
   } else {
-    std::fprintf(stderr, "doppler: unknown command '%s' (commands: run, bench, logits, perplexity, convert, template, graph, devices; see doppler --help)\n",
+    std::fprintf(stderr, "doppler: unknown command '%s' (commands: run, serve, bench, logits, perplexity, convert, template, graph, devices; see doppler --help)\n",
                  command.c_str());
     return 2;
   }

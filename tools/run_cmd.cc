@@ -121,26 +121,6 @@ absl::StatusOr<int> Chat(runtime::Engine& engine, const models::Tokenizer& tok, 
   return 0;
 }
 
-// The model `doppler run` uses without --model: models/default/default-q8_0.gguf in the folder of
-// the executable, in the folder above it (a build folder inside the checkout), or in the source
-// tree the executable was built from (docs/cli.md).
-absl::StatusOr<std::filesystem::path> DefaultModel() {
-  const std::filesystem::path file = std::filesystem::path("models") / "default" / "default-q8_0.gguf";
-  std::vector<std::filesystem::path> roots;
-  std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) roots.insert(roots.end(), {exe.parent_path(), exe.parent_path().parent_path()});
-  roots.push_back(std::filesystem::path(__FILE__).parent_path().parent_path());  // tools/run_cmd.cc's checkout
-  std::vector<std::string> tried;
-  for (const std::filesystem::path& root : roots) {
-    const std::filesystem::path candidate = (root / file).lexically_normal();
-    if (std::filesystem::is_regular_file(candidate, ec)) return candidate;
-    tried.push_back(candidate.string());
-  }
-  return absl::NotFoundError(absl::StrCat("no --model given, and the default model is not at ",
-                                          absl::StrJoin(tried, " nor "), ": give --model PATH"));
-}
-
 }  // namespace
 
 absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv) {

@@ -1,0 +1,160 @@
+// doppler serve: the OpenAI-compatible HTTP server (serve/), with the web chat page at /.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "models/chat_format.h"
+#include "serve/http_server.h"
+#include "serve/sequential_scheduler.h"
+#include "tools/cli_engine.h"
+#include "tools/commands.h"
+
+namespace doppler::cli {
+namespace {
+
+CommandSpec Spec() {
+  CommandSpec spec{"serve",
+                   "Serve a model over OpenAI's HTTP API (/v1/chat/completions, /v1/completions, /v1/models), with\n"
+                   "/health, /metrics (Prometheus), /tokenize, /detokenize and a web chat page at /. SIGTERM drains and exits.",
+                   EngineOptionSpecs()};
+  const std::vector<OptionSpec> more = {
+      {"host", "", "ADDR", "address to listen on (0.0.0.0: every interface)", "127.0.0.1"},
+      {"port", "", "N", "port to listen on (0: any free port, printed at start)", "8080"},
+      {"parallel", "np", "N", "sequences generated at once (today's engine runs one at a time: see docs/serve.md)", "1"},
+      {"max-queue", "", "N", "requests that may wait beyond those running; more get 429", "64"},
+      {"api-key", "", "KEY", "require 'Authorization: Bearer KEY' on the API routes", ""},
+      {"alias", "a", "NAME", "the model name /v1/models reports (default: the model file's name)", ""},
+      {"chat-format", "", "NAME",
+       "chat format instead of the one recognised from the model's template: chatml, llama3, gemma, phi3, mistral "
+       "(a model without a recognised template gets chatml)",
+       ""},
+      {"max-body", "", "BYTES", "largest request body; larger ones get 413", "8388608"},
+      {"drain-timeout", "", "SECONDS", "on SIGTERM, how long running requests may take to finish", "30"},
+      GpuLoopOptionSpec(),
+  };
+  spec.options.insert(spec.options.end(), more.begin(), more.end());
+  for (OptionSpec& o : spec.options) {
+    if (o.name == "model") o.help += " (default: the model shipped in models/default/, default-q8_0.gguf)";
+  }
+  return spec;
+}
+
+absl::StatusOr<int64_t> IntInRange(const ParsedArgs& args, const std::string& name, int64_t lo, int64_t hi) {
+  absl::StatusOr<int64_t> v = args.GetInt(name);
+  if (!v.ok()) return v.status();
+  if (*v < lo || *v > hi) return absl::InvalidArgumentError(absl::StrCat("--", name, " must be between ", lo, " and ", hi));
+  return v;
+}
+
+absl::StatusOr<models::ChatFormat> ChooseChatFormat(const ParsedArgs& args, const models::Tokenizer* tokenizer) {
+  if (args.Has("chat-format")) return models::ChatFormatByName(args.Get("chat-format"));
+  if (tokenizer) {
+    absl::StatusOr<models::ChatFormat> recognised = models::RecognizeChatTemplate(tokenizer->chat_template());
+    if (recognised.ok()) return recognised;
+  }
+  std::fprintf(stderr, "serve: the model has no recognised chat template; chat prompts use chatml (--chat-format chooses)\n");
+  return models::ChatFormatByName("chatml");
+}
+
+}  // namespace
+
+absl::StatusOr<int> ServeCommand(const std::vector<std::string>& argv) {
+  const CommandSpec spec = Spec();
+  absl::StatusOr<std::optional<ParsedArgs>> parsed = ParseOrHelp(spec, argv);
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->has_value()) return 0;
+  if (!(*parsed)->Has("model") && !(*parsed)->Has("synthetic")) {  // the model that ships with doppler
+    absl::StatusOr<std::filesystem::path> model = DefaultModel();
+    if (!model.ok()) return model.status();
+    std::vector<std::string> with_model = argv;
+    with_model.insert(with_model.end(), {"--model", model->string()});
+    parsed = ParseOrHelp(spec, with_model);
+    if (!parsed.ok()) return parsed.status();
+  }
+  const ParsedArgs& args = **parsed;
+  absl::StatusOr<int64_t> port = IntInRange(args, "port", 0, 65535);
+  if (!port.ok()) return port.status();
+  absl::StatusOr<int64_t> parallel = IntInRange(args, "parallel", 1, 4096);
+  if (!parallel.ok()) return parallel.status();
+  absl::StatusOr<int64_t> max_queue = IntInRange(args, "max-queue", 0, 1 << 20);
+  if (!max_queue.ok()) return max_queue.status();
+  absl::StatusOr<int64_t> max_body = IntInRange(args, "max-body", 1024, int64_t{1} << 32);
+  if (!max_body.ok()) return max_body.status();
+  absl::StatusOr<int64_t> drain = IntInRange(args, "drain-timeout", 0, 24 * 3600);
+  if (!drain.ok()) return drain.status();
+  absl::StatusOr<runtime::EngineOptions> options = EngineOptionsFromArgs(args);
+  if (!options.ok()) return options.status();
+
+  // SIGTERM and SIGINT are taken by sigwait below, in this thread: blocked before any thread starts,
+  // so that every thread inherits the mask. A client that goes away must not kill the server.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  serve::Metrics metrics;
+  serve::HttpOptions http;
+  http.host = args.Get("host");
+  http.port = static_cast<int>(*port);
+  http.api_key = args.Get("api-key");
+  http.max_body_bytes = static_cast<size_t>(*max_body);
+  // A connection holds a thread while it streams or waits: room for every running and waiting
+  // request, and some for probes, /metrics and the page.
+  http.threads = static_cast<int>(*parallel + *max_queue + 16);
+  serve::HttpServer server(http, metrics);
+  if (absl::Status s = server.Start(); !s.ok()) return s;
+  std::fprintf(stderr, "serve: listening on http://%s:%d (loading the model)\n", http.host.c_str(), server.port());
+
+  std::unique_ptr<models::Tokenizer> tokenizer;
+  if (args.Has("tokenizer") || (!args.Has("synthetic") && ModelHasTokenizer(options->model_path))) {
+    absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = OpenTokenizer(args);
+    if (!tok.ok()) return tok.status();
+    tokenizer = *std::move(tok);
+  }
+  absl::StatusOr<models::ChatFormat> format = ChooseChatFormat(args, tokenizer.get());
+  if (!format.ok()) return format.status();
+  absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(*options);
+  if (!engine.ok()) return engine.status();
+
+  serve::ModelInfo model;
+  model.id = args.Has("alias")       ? args.Get("alias")
+             : args.Has("synthetic") ? args.Get("synthetic")
+                                     : options->model_path.filename().string();
+  model.tokenizer = tokenizer.get();
+  model.chat_format = *format;
+  model.context = (*engine)->context();
+  model.vocab_size = static_cast<int32_t>((*engine)->config().vocab_size);
+  serve::SequentialScheduler scheduler(**engine, tokenizer.get(), *max_queue, &metrics);
+  server.SetReady(&scheduler, model);
+  std::fprintf(stderr, "serve: ready: %s, context %lld, chat format %s%s\n", model.id.c_str(),
+               static_cast<long long>(model.context), format->name.c_str(),
+               tokenizer ? "" : " (no tokenizer: prompts as token ids to /v1/completions)");
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  std::fprintf(stderr, "serve: %s: draining (at most %lld s)\n", signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
+               static_cast<long long>(*drain));
+  server.SetDraining();
+  scheduler.StopAccepting();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(*drain);
+  auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  };
+  const bool idle = scheduler.WaitIdle(left()) && server.WaitResponses(left());
+  if (!idle) {
+    scheduler.CancelAll();  // each ends at its next token
+    scheduler.WaitIdle(std::chrono::seconds(10));
+    server.WaitResponses(std::chrono::seconds(2));
+  }
+  server.Stop();
+  std::fprintf(stderr, "serve: stopped%s\n", idle ? "" : " (requests still running were cancelled)");
+  return 0;
+}
+
+}  // namespace doppler::cli
