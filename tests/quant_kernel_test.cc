@@ -186,7 +186,12 @@ INSTANTIATE_TEST_SUITE_P(
                       QuantMatMulCase{DType::kQ2_K, 1, 1, 512, 37}, QuantMatMulCase{DType::kQ2_K, 13, 16, 256, 9},
                       QuantMatMulCase{DType::kQ3_K, 1, 1, 512, 37}, QuantMatMulCase{DType::kQ3_K, 13, 16, 256, 9},
                       QuantMatMulCase{DType::kIQ4_XS, 1, 1, 512, 37}, QuantMatMulCase{DType::kIQ4_XS, 13, 16, 256, 9},
-                      QuantMatMulCase{DType::kIQ4_XS, 1, 1, 4608, 9}),
+                      QuantMatMulCase{DType::kIQ4_XS, 1, 1, 4608, 9},
+                      // Prefill tiles (buckets over the matrix-vector kernel's rows).
+                      QuantMatMulCase{DType::kQ4_0, 20, 32, 160, 67}, QuantMatMulCase{DType::kQ4_1, 20, 32, 96, 37},
+                      QuantMatMulCase{DType::kQ5_1, 20, 32, 160, 67}, QuantMatMulCase{DType::kIQ4_NL, 20, 32, 96, 37},
+                      QuantMatMulCase{DType::kQ2_K, 20, 32, 256, 9}, QuantMatMulCase{DType::kQ3_K, 20, 32, 512, 37},
+                      QuantMatMulCase{DType::kIQ4_XS, 20, 32, 256, 9}),
     [](const ::testing::TestParamInfo<QuantMatMulCase>& i) {
       const QuantMatMulCase& c = i.param;
       return std::string(graph::Name(c.dtype)) + "_t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) +
