@@ -758,6 +758,42 @@ void w_slice8(uint row, uint k, out float v[8]) {
   }
 }
 )");
+    case graph::DType::kQ4_0:
+    case graph::DType::kQ4_1:
+    case graph::DType::kQ5_1:
+    case graph::DType::kIQ4_NL:
+    case graph::DType::kIQ4_XS: {
+      // Split rows: the slice's 8 nibbles are the low (values 0-15 of a 32-value group) or high
+      // nibbles of two words; the group's d (and m), Q5_1's fifth bits, IQ4_XS's header.
+      const SmallBlockForm f = SmallBlockFormOf(dtype);
+      const bool xs = dtype == graph::DType::kIQ4_XS;
+      std::string head;
+      if (xs) {
+        head = "  uint head = (base + SLICE_SC_AT + (k >> 8) * 8u) >> 2;\n  float d = iq4xs_scale(w_word(head), w_word(head + 1u), g & 7u);\n";
+      } else if (f.min) {
+        head = "  vec2 dm = unpackHalf2x16(w_word((base + SLICE_D_AT + g * 4u) >> 2));\n";
+      } else {
+        head = "  float d = w_half(base + SLICE_D_AT + g * 2u);\n";
+      }
+      if (f.fifth) absl::StrAppend(&head, "  uint qh = w_word((base + SLICE_SC_AT + g * 4u) >> 2);\n");
+      std::string value;
+      if (f.grid || xs) {
+        value = "    v[i] = d * float(IQ4NL_VALUES[nib]);\n";
+      } else if (f.min) {
+        value = absl::StrCat(f.fifth ? "    nib |= ((qh >> (r + i)) & 1u) << 4;\n" : "",
+                             "    v[i] = dm.x * (uintBitsToFloat(nib | 0x4B000000u) - 8388608.0) + dm.y;  // float(q), at full rate\n");
+      } else {
+        value = "    v[i] = d * (uintBitsToFloat(nib | 0x4B000000u) - 8388616.0);  // q − 8, at full rate\n";
+      }
+      return absl::StrCat(words, row_bytes, xs ? kIQ4XSScale : "", R"(
+void w_slice8(uint row, uint k, out float v[8]) {
+  uint base = row * SLICE_ROW_BYTES, g = k >> 5, r = k & 31u;
+  uint at = (base + g * 16u + (r & 15u)) >> 2, shift = (r >> 4) * 4u;
+  uint q[2] = uint[2](w_word(at), w_word(at + 1u));
+)", head, R"(  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+    uint nib = (q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;
+)", value, "  }\n}\n");
+    }
     default:
       return absl::StrCat(words, row_bytes, R"(
 void w_slice8(uint row, uint k, out float v[8]) {

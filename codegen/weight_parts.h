@@ -63,6 +63,7 @@ namespace doppler::codegen {
 // which K's block size guarantees), for kernels that stage weight tiles. Each slice decodes its
 // block's scale fields once. Q4_K and Q5_K, whose blocks are whole 16-byte vectors, are read in
 // 16-byte loads (the block header, the slice's quants); other formats through
-// WeightRowsBuffer(binding, "w", dtype, k) (plain floats bounds-checked against K).
+// WeightRowsBuffer(binding, "w", dtype, k) (plain floats bounds-checked against K; Q2_K and Q3_K
+// value by value through its load_w).
 std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k);
 }  // namespace doppler::codegen
