@@ -371,6 +371,23 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 )");
 }
 
+// The IQ4 grid in shared memory, for the q8 kernel: each value's lookup is one load (the 16 entries
+// lie in 16 banks, so a subgroup's loads never conflict) instead of iq4_bytes' shifts and selects
+// among the four words of the grid in registers. W_SHARED_INIT makes the kernel call w_shared_init()
+// before the barrier that follows its staging of x, before any w_dot_q8.
+constexpr const char* kIQ4SharedGrid = R"(
+#define W_SHARED_INIT 1
+shared uint iq4_grid[16];
+void w_shared_init() {
+  for (uint i = gl_LocalInvocationID.x; i < 16u; i += gl_WorkGroupSize.x) iq4_grid[i] = uint(IQ4NL_VALUES[i]) & 255u;
+}
+// Four nibbles, one a byte (each below 16), as their grid values, one a signed byte.
+uint iq4_bytes_shared(uint nibbles) {
+  return iq4_grid[nibbles & 15u] | (iq4_grid[(nibbles >> 8) & 15u] << 8) | (iq4_grid[(nibbles >> 16) & 15u] << 16) |
+         (iq4_grid[nibbles >> 24] << 24);
+}
+)";
+
 // Q4_0, Q4_1, Q5_1 and IQ4_NL (32-value blocks; on the device in split rows, codegen/device_layout.h:
 // a block's 16 bytes of nibbles, then Q5_1's fifth bits (a word a block), then its f16 d (Q4_1 and
 // Q5_1: d and the min m, a word)). Value j < 16 of a block is the low nibble of byte j, value j + 16
@@ -388,15 +405,18 @@ SmallBlockForm SmallBlockFormOf(graph::DType dtype) {
 
 // The four quants of word `q` at byte `at` of the block (lo: values at..at + 3, hi: 16 + at..) as
 // bytes: unsigned q, or IQ4_NL's grid values as signed bytes.
-std::string SmallBlockBytes(const SmallBlockForm& f, const std::string& q, const std::string& h, const std::string& at) {
+// `lookup`: the function making IQ4_NL's nibbles grid values (iq4_bytes, or iq4_bytes_shared in the
+// q8 kernel).
+std::string SmallBlockBytes(const SmallBlockForm& f, const std::string& q, const std::string& h, const std::string& at,
+                            const std::string& lookup) {
   std::string lo = absl::StrCat("(", q, " & 0x0F0F0F0Fu)"), hi = absl::StrCat("((", q, " >> 4) & 0x0F0F0F0Fu)");
   if (f.fifth) {
     lo = absl::StrCat("(", lo, " | q5_fifth(", h, ", ", at, "))");
     hi = absl::StrCat("(", hi, " | q5_fifth(", h, ", 16u + ", at, "))");
   }
   if (f.grid) {
-    lo = absl::StrCat("iq4_bytes(", lo, ")");
-    hi = absl::StrCat("iq4_bytes(", hi, ")");
+    lo = absl::StrCat(lookup, "(", lo, ")");
+    hi = absl::StrCat(lookup, "(", hi, ")");
   }
   return absl::StrCat("    uint lo = ", lo, ", hi = ", hi, ";\n");
 }
@@ -425,7 +445,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
   uint at = 4u * (p & 3u);
   float s = 0.0;
   {
-)", SmallBlockBytes(f, "w.q", "w.h", "at"),
+)", SmallBlockBytes(f, "w.q", "w.h", "at", "iq4_bytes"),
                       f.grid ? "    [[unroll]] for (uint i = 0u; i < 4u; ++i) s += float(bitfieldExtract(int(lo), int(8u * i), 8)) * xv[i] + "
                                "float(bitfieldExtract(int(hi), int(8u * i), 8)) * xv[i + 4u];\n"
                              : "    [[unroll]] for (uint i = 0u; i < 4u; ++i) s += byte_unit(lo, int(8u * i)) * xv[i] + byte_unit(hi, int(8u * i)) * xv[i + 4u];\n",
@@ -439,7 +459,7 @@ std::string SmallBlockPartsQ8(graph::DType dtype) {
   const char* result = f.grid ? "  return w.d.x * xd[0] * i2f(s);\n"
                        : f.min ? "  return w.d.x * xd[0] * i2f(s) + w.d.y * xrun[0];\n"
                                : "  return w.d.x * (xd[0] * i2f(s) - 8.0 * xrun[0]);  // Σ (q − 8)·x\n";
-  return absl::StrCat(R"(
+  return absl::StrCat(f.grid ? kIQ4SharedGrid : "", R"(
 const uint PV8 = 32u, RUNS8 = 1u;
 struct WPart8 { uvec4 qs; uint h; vec2 d; };
 WPart8 w_load8(uint row, uint p) {
@@ -455,7 +475,7 @@ uint x_slot(uint k) { return k >> 2; }
 float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
   int s = 0;
   [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-)", SmallBlockBytes(f, "w.qs[j]", "w.h", "4u * j"), R"(    s += sdot4(lo, xw[0][j]) + sdot4(hi, xw[1][j]);
+)", SmallBlockBytes(f, "w.qs[j]", "w.h", "4u * j", "iq4_bytes_shared"), R"(    s += sdot4(lo, xw[0][j]) + sdot4(hi, xw[1][j]);
   }
 )", result, "}\n");
 }
@@ -513,7 +533,7 @@ uint x_slot(uint k) { return k >> 2; }
 float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
   int s = 0;
   [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-    s += sdot4(iq4_bytes(w.qs[j] & 0x0F0F0F0Fu), xw[0][j]) + sdot4(iq4_bytes((w.qs[j] >> 4) & 0x0F0F0F0Fu), xw[1][j]);
+    s += sdot4(iq4_bytes_shared(w.qs[j] & 0x0F0F0F0Fu), xw[0][j]) + sdot4(iq4_bytes_shared((w.qs[j] >> 4) & 0x0F0F0F0Fu), xw[1][j]);
   }
   return iq4xs_scale(w.h0, w.hl, p & 7u) * xd[0] * i2f(s);
 }
@@ -661,7 +681,7 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
       parts.values = 8;
       parts.runs = 1;
       parts.glsl = absl::StrCat(decl, row_size, kIQ4XSScale, kIQ4XS);
-      parts.q8_glsl = kIQ4XSQ8;
+      parts.q8_glsl = absl::StrCat(kIQ4SharedGrid, kIQ4XSQ8);
       parts.q8_values = 32;
       break;
     case graph::DType::kQ2_K:

@@ -48,6 +48,8 @@ struct WeightParts {
   //     by parts: word x_slot % (PV8 / 4) of part x_slot / (PV8 / 4)
   //   float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16], float xd[RUNS8], float xrun[RUNS8]): Σ w·x
   //     over the part, given its x quants, each run's block scale and each run's Σ x
+  //   optionally `#define W_SHARED_INIT` and void w_shared_init(): fills the decoder's tables in
+  //     shared memory; every invocation calls it once, before a barrier and any w_dot_q8 (IQ4's grid)
   int64_t q8_values = 0;
   std::string q8_glsl;
 };

@@ -305,7 +305,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Q8MatMulCase{DType::kIQ4_XS, 1, 1, 8448, 23, true}, Q8MatMulCase{DType::kQ4_0, 1, 1, 4160, 300, false},
                       Q8MatMulCase{DType::kQ2_K, 1, 1, 512, 37, false}, Q8MatMulCase{DType::kQ2_K, 13, 16, 256, 9, true},
                       Q8MatMulCase{DType::kQ3_K, 1, 1, 512, 37, false}, Q8MatMulCase{DType::kQ3_K, 13, 16, 256, 9, true},
-                      Q8MatMulCase{DType::kQ3_K, 1, 1, 6400, 23, true}),
+                      Q8MatMulCase{DType::kQ3_K, 1, 1, 6400, 23, true},
+                      // IQ4's grid in shared memory, filled before the first segment of x is staged.
+                      Q8MatMulCase{DType::kIQ4_XS, 4, 4, 6144, 9, true}, Q8MatMulCase{DType::kIQ4_NL, 1, 1, 64, 40000, false}),
     [](const ::testing::TestParamInfo<Q8MatMulCase>& i) {
       const Q8MatMulCase& c = i.param;
       return std::string(graph::Name(c.dtype)) + "_t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) +
