@@ -7,17 +7,37 @@
 namespace doppler::codegen {
 namespace {
 // Where the fields of a block of a split format lie in the stored block, and their sizes; on the
-// device a row holds its blocks' quants, then their scales, then their d.
+// device a row holds its blocks' quants, then their scales, then their d (d_bytes each: f16 d, or
+// f16 d and f16 min as one word; none where the scales field holds d).
 struct SplitFields {
-  size_t quants_at, quants, scales_at, scales, d_at;
+  size_t quants_at, quants, scales_at, scales, d_at, d_bytes;
 };
 bool SplitFieldsOf(graph::DType dtype, SplitFields& f) {
   switch (dtype) {
     case graph::DType::kQ6_K:  // ql[128], qh[64], int8 scales[16], f16 d
-      f = {0, 192, 192, 16, 208};
+      f = {0, 192, 192, 16, 208, 2};
       return true;
     case graph::DType::kQ5_0:  // f16 d, qh[4] (in the scales' place), qs[16]
-      f = {6, 16, 2, 4, 0};
+      f = {6, 16, 2, 4, 0, 2};
+      return true;
+    case graph::DType::kQ4_0:   // f16 d, qs[16]
+    case graph::DType::kIQ4_NL:  // f16 d, qs[16]
+      f = {2, 16, 0, 0, 0, 2};
+      return true;
+    case graph::DType::kQ4_1:  // f16 d, f16 m, qs[16]
+      f = {4, 16, 0, 0, 0, 4};
+      return true;
+    case graph::DType::kQ5_1:  // f16 d, f16 m, qh[4] (in the scales' place), qs[16]
+      f = {8, 16, 4, 4, 0, 4};
+      return true;
+    case graph::DType::kQ2_K:  // scales[16], qs[64], f16 d, f16 dmin
+      f = {16, 64, 0, 16, 80, 4};
+      return true;
+    case graph::DType::kQ3_K:  // hmask[32], qs[64] (the quants: 96 bytes), scales[12], f16 d
+      f = {0, 96, 96, 12, 108, 2};
+      return true;
+    case graph::DType::kIQ4_XS:  // f16 d, u16 scales_h, scales_l[4] (an 8-byte header: the scales), qs[128]
+      f = {8, 128, 0, 8, 0, 0};
       return true;
     default:
       return false;
@@ -33,7 +53,7 @@ DeviceRow DeviceRowOf(graph::DType dtype, int64_t k) {
   const int64_t blocks = k / info.block_elems;
   const int64_t scales_at = blocks * static_cast<int64_t>(f.quants);
   const int64_t d_at = scales_at + blocks * static_cast<int64_t>(f.scales);
-  return {(d_at + 2 * blocks + 15) / 16 * 16, true, scales_at, d_at};
+  return {(d_at + static_cast<int64_t>(f.d_bytes) * blocks + 15) / 16 * 16, true, scales_at, d_at};
 }
 
 size_t DeviceByteSize(graph::DType dtype, int64_t n, int64_t k) {
@@ -76,7 +96,7 @@ std::vector<uint8_t> ToDeviceLayout(graph::DType dtype, int64_t k, std::vector<u
       const uint8_t* from = stored.data() + (r * blocks_per_row + b) * block;
       std::memcpy(to + b * f.quants, from + f.quants_at, f.quants);
       std::memcpy(to + static_cast<size_t>(row.scales_at) + b * f.scales, from + f.scales_at, f.scales);
-      std::memcpy(to + static_cast<size_t>(row.d_at) + 2 * b, from + f.d_at, 2);
+      std::memcpy(to + static_cast<size_t>(row.d_at) + f.d_bytes * b, from + f.d_at, f.d_bytes);
     }
   }
   return device;

@@ -10,9 +10,9 @@ namespace {
 
 // `float load_<name>(uint i)` for a row-major [rows, K] matrix stored in one of llama.cpp's block
 // formats, as it lies on the device (codegen/device_layout.h): Q4_K, Q5_K and Q8_0 rows hold
-// whole blocks (Q8_0's padded), so element i is value i % E of block i / E (E values a block); Q6_K
-// and Q5_0 rows are split by field, so element i is value e = i % K of row i / K, its quants in
-// the row's block e / E, its scale (Q5_0: its fifth bit) and d further on in the row. Bytes are
+// whole blocks (Q8_0's padded), so element i is value i % E of block i / E (E values a block); the
+// other formats' rows are split by field, so element i is value e = i % K of row i / K, its quants in
+// the row's block e / E, its scales (Q5_0, Q5_1: its fifth bit) and d further on in the row. Bytes are
 // read out of 32-bit words with shifts (little-endian), f16 fields with unpackHalf2x16 (every f16
 // field is 2-byte aligned); `<name>_word`, `<name>_byte` and `<name>_half` serve other decoders of
 // the same buffer too. The arithmetic is models/quant/dequantize.cc's, in the same float32 order,
@@ -83,13 +83,79 @@ std::string BlockDecoder(const std::string& name, graph::DType dtype, int64_t k)
   return y;
 )";
       break;
+    case graph::DType::kQ4_0:   // qs[16] (a row's quants first), f16 d: d * (q - 8)
+    case graph::DType::kIQ4_NL:  // qs[16], f16 d: d * kIQ4NLValues[q]
+      body = absl::StrCat(R"(
+  uint row = i / {{K}}u, e = i - row * {{K}}u, base = row * {{ROW_BYTES}}u;
+  uint b = e >> 5, v = e & 31u;
+  uint nib = ({{N}}_byte(base + b * 16u + (v & 15u)) >> ((v >> 4) * 4u)) & 15u;
+  float d = {{N}}_half(base + {{D_AT}}u + b * 2u);
+)",
+                          dtype == graph::DType::kQ4_0 ? "  precise float y = float(int(nib) - 8) * d;\n"
+                                                       : "  precise float y = d * float(IQ4NL_VALUES[nib]);\n",
+                          "  return y;\n");
+      break;
+    case graph::DType::kQ4_1:  // qs[16], (f16 d, f16 m): q * d + m
+    case graph::DType::kQ5_1:  // qs[16], qh[4] (the fifth bits), (f16 d, f16 m): q * d + m
+      body = absl::StrCat(R"(
+  uint row = i / {{K}}u, e = i - row * {{K}}u, base = row * {{ROW_BYTES}}u;
+  uint b = e >> 5, v = e & 31u;
+  uint q = ({{N}}_byte(base + b * 16u + (v & 15u)) >> ((v >> 4) * 4u)) & 15u;
+)",
+                          dtype == graph::DType::kQ5_1 ? "  q |= (({{N}}_word((base + {{SC_AT}}u + b * 4u) >> 2) >> v) & 1u) << 4;\n"
+                                                       : "",
+                          R"(
+  vec2 dm = unpackHalf2x16({{N}}_word((base + {{D_AT}}u + b * 4u) >> 2));
+  precise float y = float(q) * dm.x + dm.y;
+  return y;
+)");
+      break;
+    case graph::DType::kQ2_K:  // qs[64] (a row's quants first), scales[16], (f16 d, f16 dmin)
+      body = R"(
+  uint row = i / {{K}}u, e = i - row * {{K}}u, base = row * {{ROW_BYTES}}u;
+  uint b = e >> 8, v = e & 255u, n = v >> 7, j = (v >> 5) & 3u, l = v & 31u;
+  uint q = ({{N}}_byte(base + b * 64u + 32u * n + l) >> (2u * j)) & 3u;
+  uint sc = {{N}}_byte(base + {{SC_AT}}u + b * 16u + 8u * n + 2u * j + (l >> 4));
+  vec2 dm = unpackHalf2x16({{N}}_word((base + {{D_AT}}u + b * 4u) >> 2));
+  precise float dl = dm.x * float(sc & 15u);
+  precise float ml = dm.y * float(sc >> 4);
+  precise float y = dl * float(q) - ml;
+  return y;
+)";
+      break;
+    case graph::DType::kQ3_K:  // hmask[32], qs[64] (a row's quants first), scales[12], f16 d
+      body = R"(
+  uint row = i / {{K}}u, e = i - row * {{K}}u, base = row * {{ROW_BYTES}}u;
+  uint b = e >> 8, v = e & 255u, n = v >> 7, j = (v >> 5) & 3u, l = v & 31u, qs = base + b * 96u;
+  uint sc = base + {{SC_AT}}u + b * 12u, s = 8u * n + 2u * j + (l >> 4);
+  uint low = s < 8u ? {{N}}_byte(sc + s) & 15u : {{N}}_byte(sc + s - 8u) >> 4;
+  int scale = int(low | ((({{N}}_byte(sc + 8u + (s & 3u)) >> (2u * (s >> 2))) & 3u) << 4)) - 32;
+  int q = int(({{N}}_byte(qs + 32u + 32u * n + l) >> (2u * j)) & 3u) - ((({{N}}_byte(qs + l) >> (4u * n + j)) & 1u) != 0u ? 0 : 4);
+  precise float ds = {{N}}_half(base + {{D_AT}}u + b * 2u) * float(scale);
+  precise float y = ds * float(q);
+  return y;
+)";
+      break;
+    case graph::DType::kIQ4_XS:  // qs[128] (a row's quants first), headers (f16 d, u16 scales_h, scales_l[4])
+      body = R"(
+  uint row = i / {{K}}u, e = i - row * {{K}}u, base = row * {{ROW_BYTES}}u;
+  uint b = e >> 8, v = e & 255u, s = v >> 5, l = v & 31u, head = base + {{SC_AT}}u + b * 8u;
+  uint word0 = {{N}}_word(head >> 2);
+  uint ls = (({{N}}_byte(head + 4u + (s >> 1)) >> (4u * (s & 1u))) & 15u) | (((word0 >> (16u + 2u * s)) & 3u) << 4);
+  uint nib = ({{N}}_byte(base + b * 128u + 16u * s + (l & 15u)) >> ((l >> 4) * 4u)) & 15u;
+  precise float dl = unpackHalf2x16(word0).x * float(int(ls) - 32);
+  precise float y = dl * float(IQ4NL_VALUES[nib]);
+  return y;
+)";
+      break;
     default:
       return absl::StrCat("#error ", graph::Name(dtype), " is not a block format\n");
   }
   std::vector<std::pair<std::string, std::string>> values = DeviceRowValues(dtype, k);
   values.emplace_back("N", name);
   values.emplace_back("K", absl::StrCat(k));
-  return Fill(absl::StrCat(R"(uint {{N}}_byte(uint b) { return ({{N}}_word(b >> 2) >> ((b & 3u) << 3)) & 255u; }
+  const bool iq4 = dtype == graph::DType::kIQ4_NL || dtype == graph::DType::kIQ4_XS;
+  return Fill(absl::StrCat(iq4 ? Iq4NlValuesGlsl() : "", R"(uint {{N}}_byte(uint b) { return ({{N}}_word(b >> 2) >> ((b & 3u) << 3)) & 255u; }
 float {{N}}_half(uint b) { return unpackHalf2x16(({{N}}_word(b >> 2) >> ((b & 2u) << 3)) & 65535u).x; }
 float load_{{N}}(uint i) {)",
                            body, "}\n"),
@@ -97,6 +163,30 @@ float load_{{N}}(uint i) {)",
 }
 
 }  // namespace
+
+std::string Iq4NlValuesGlsl() {
+  std::string values;
+  uint32_t words[4] = {};
+  for (int i = 0; i < 16; ++i) {
+    absl::StrAppend(&values, i == 0 ? "" : ", ", graph::kIQ4NLValues[i]);
+    words[i / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(graph::kIQ4NLValues[i])) << (8 * (i % 4));
+  }
+  // Guarded: a shader may declare more than one IQ4 weight.
+  return absl::StrCat("#ifndef IQ4NL_DECLARED\n#define IQ4NL_DECLARED\nconst int IQ4NL_VALUES[16] = int[16](", values,
+                      ");\nconst uvec4 IQ4NL_BYTES = uvec4(", words[0], "u, ", words[1], "u, ", words[2], "u, ", words[3],
+                      R"(u);
+// Four nibbles, one a byte, as their grid values, one a signed byte.
+uint iq4_bytes(uint nibbles) {
+  uint r = 0u;
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+    uint n = (nibbles >> (8u * i)) & 15u;
+    r |= ((IQ4NL_BYTES[n >> 2] >> ((n & 3u) << 3)) & 255u) << (8u * i);
+  }
+  return r;
+}
+#endif
+)");
+}
 
 std::string ShaderHeader(uint32_t workgroup_size) {
   return absl::StrCat(R"(#version 460

@@ -30,6 +30,11 @@ std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType 
 // vectors, `uvec4 <name>4[]`. Plain types are FloatBuffer's.
 std::string WeightRowsBuffer(uint32_t binding, const std::string& name, graph::DType dtype, int64_t k);
 
+// `const int IQ4NL_VALUES[16]`: graph::kIQ4NLValues, the grid IQ4_NL's and IQ4_XS's nibbles index,
+// and `uint iq4_bytes(uint)`: four nibbles (one a byte) as their four values (signed bytes), for
+// integer dot products (declared once however often included).
+std::string Iq4NlValuesGlsl();
+
 // FloatBuffer for a float buffer whose length is a multiple of 4, declared in 4-element vectors
 // (vec4, or uvec2 for f16/bf16) so that it also has `vec4 load4_<name>(uint i)`: elements i..i+3
 // (i a multiple of 4) in one 16- or 8-byte load.

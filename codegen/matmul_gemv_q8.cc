@@ -499,6 +499,9 @@ void load_rows(uint col0, uint p, out WPart8 wp[RN * G]) {
 // segment), after every part of the segment before has been read.
 void stage_segment(uint seg, uint t0, uint m, inout float sum_sq[TM]) {
   if (seg > 0u) barrier();
+#ifdef W_SHARED_INIT
+  if (seg == 0u) w_shared_init();  // the weight decoder's tables (WeightParts::q8_glsl), read after the barrier below
+#endif
 #ifdef RESTATE_PROLOGUE
   restate_rows(t0, m);
 #endif

@@ -353,6 +353,266 @@ float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xru
 }
 )";
 
+// PV consecutive values a part, each read through `float load_w(uint i)` (element i of the
+// row-major matrix): plain floats, and block formats value by value.
+std::string ElementParts(int64_t values, int64_t k) {
+  return absl::StrCat("const uint PV = ", values, "u, RUNS = 1u, K_W = ", k, "u;\n", R"(struct WPart { float v[PV]; };
+uint w_part_k(uint p, uint i) { return p * PV + i; }
+WPart w_load(uint row, uint p) {
+  WPart w;
+  [[unroll]] for (uint i = 0u; i < PV; ++i) w.v[i] = load_w(row * K_W + p * PV + i);
+  return w;
+}
+float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
+  float s = 0.0;
+  [[unroll]] for (uint i = 0u; i < PV; ++i) s += w.v[i] * xv[i];
+  return s;
+}
+)");
+}
+
+// The IQ4 grid in shared memory, for the q8 kernel: each value's lookup is one load (the 16 entries
+// lie in 16 banks, so a subgroup's loads never conflict) instead of iq4_bytes' shifts and selects
+// among the four words of the grid in registers. W_SHARED_INIT makes the kernel call w_shared_init()
+// before the barrier that follows its staging of x, before any w_dot_q8.
+constexpr const char* kIQ4SharedGrid = R"(
+#define W_SHARED_INIT 1
+shared uint iq4_grid[16];
+void w_shared_init() {
+  for (uint i = gl_LocalInvocationID.x; i < 16u; i += gl_WorkGroupSize.x) iq4_grid[i] = uint(IQ4NL_VALUES[i]) & 255u;
+}
+// Four nibbles, one a byte (each below 16), as their grid values, one a signed byte.
+uint iq4_bytes_shared(uint nibbles) {
+  return iq4_grid[nibbles & 15u] | (iq4_grid[(nibbles >> 8) & 15u] << 8) | (iq4_grid[(nibbles >> 16) & 15u] << 16) |
+         (iq4_grid[nibbles >> 24] << 24);
+}
+)";
+
+// Q4_0, Q4_1, Q5_1 and IQ4_NL (32-value blocks; on the device in split rows, codegen/device_layout.h:
+// a block's 16 bytes of nibbles, then Q5_1's fifth bits (a word a block), then its f16 d (Q4_1 and
+// Q5_1: d and the min m, a word)). Value j < 16 of a block is the low nibble of byte j, value j + 16
+// its high nibble, Q5_1's with bit j of the fifth bits' word on top. A value is Q4_0's d·(q − 8),
+// Q4_1's and Q5_1's d·q + m, IQ4_NL's d·kIQ4NLValues[q].
+struct SmallBlockForm {
+  bool fifth;  // Q5_1
+  bool min;    // Q4_1, Q5_1: d and m, a word
+  bool grid;   // IQ4_NL
+};
+SmallBlockForm SmallBlockFormOf(graph::DType dtype) {
+  return {dtype == graph::DType::kQ5_1, dtype == graph::DType::kQ4_1 || dtype == graph::DType::kQ5_1,
+          dtype == graph::DType::kIQ4_NL};
+}
+
+// The four quants of word `q` at byte `at` of the block (lo: values at..at + 3, hi: 16 + at..) as
+// bytes: unsigned q, or IQ4_NL's grid values as signed bytes.
+// `lookup`: the function making IQ4_NL's nibbles grid values (iq4_bytes, or iq4_bytes_shared in the
+// q8 kernel).
+std::string SmallBlockBytes(const SmallBlockForm& f, const std::string& q, const std::string& h, const std::string& at,
+                            const std::string& lookup) {
+  std::string lo = absl::StrCat("(", q, " & 0x0F0F0F0Fu)"), hi = absl::StrCat("((", q, " >> 4) & 0x0F0F0F0Fu)");
+  if (f.fifth) {
+    lo = absl::StrCat("(", lo, " | q5_fifth(", h, ", ", at, "))");
+    hi = absl::StrCat("(", hi, " | q5_fifth(", h, ", 16u + ", at, "))");
+  }
+  if (f.grid) {
+    lo = absl::StrCat(lookup, "(", lo, ")");
+    hi = absl::StrCat(lookup, "(", hi, ")");
+  }
+  return absl::StrCat("    uint lo = ", lo, ", hi = ", hi, ";\n");
+}
+
+// Against x as floats: part q (0..3) of a block is values 4q + 0..3 and 16 + 4q + 0..3 (as Q5_0's
+// parts): word q of the block's nibbles, its fifth bits and d (and m). Linear quants become floats
+// through byte_unit (Σ q·x = 256 · (Σ unit·x − Σ x / 2)), IQ4_NL's grid values by sign extension.
+std::string SmallBlockParts(graph::DType dtype) {
+  const SmallBlockForm f = SmallBlockFormOf(dtype);
+  const char* result = f.grid ? "  return w.d.x * s;\n"
+                       : f.min ? "  return w.d.x * (256.0 * s - 128.0 * xrun[0]) + w.d.y * xrun[0];\n"
+                               : "  return w.d.x * (256.0 * s - 136.0 * xrun[0]);  // Σ (q − 8)·x\n";
+  return absl::StrCat(R"(
+const uint PV = 8u, RUNS = 1u;
+struct WPart { uint q; uint h; vec2 d; };
+uint w_part_k(uint p, uint i) { return (p >> 2) * 32u + 4u * (p & 3u) + (i & 3u) + 16u * (i >> 2); }
+WPart w_load(uint row, uint p) {
+  uint base = row * ROW_BYTES, b = p >> 2;
+  WPart r;
+  r.q = w_word(((base + b * 16u) >> 2) + (p & 3u));
+  r.h = )", f.fifth ? "w_word((base + SC_AT + b * 4u) >> 2)" : "0u", R"(;
+  r.d = )", f.min ? "unpackHalf2x16(w_word((base + D_AT + b * 4u) >> 2))" : "vec2(w_half(base + D_AT + b * 2u), 0.0)", R"(;
+  return r;
+}
+float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
+  uint at = 4u * (p & 3u);
+  float s = 0.0;
+  {
+)", SmallBlockBytes(f, "w.q", "w.h", "at", "iq4_bytes"),
+                      f.grid ? "    [[unroll]] for (uint i = 0u; i < 4u; ++i) s += float(bitfieldExtract(int(lo), int(8u * i), 8)) * xv[i] + "
+                               "float(bitfieldExtract(int(hi), int(8u * i), 8)) * xv[i + 4u];\n"
+                             : "    [[unroll]] for (uint i = 0u; i < 4u; ++i) s += byte_unit(lo, int(8u * i)) * xv[i] + byte_unit(hi, int(8u * i)) * xv[i + 4u];\n",
+                      "  }\n", result, "}\n");
+}
+
+// Against x in q8 blocks: a part is a whole block (32 values, x's block): its nibbles in one 16-byte
+// load, its fifth bits and d (and m); one dot product of bytes a word of quants.
+std::string SmallBlockPartsQ8(graph::DType dtype) {
+  const SmallBlockForm f = SmallBlockFormOf(dtype);
+  const char* result = f.grid ? "  return w.d.x * xd[0] * i2f(s);\n"
+                       : f.min ? "  return w.d.x * xd[0] * i2f(s) + w.d.y * xrun[0];\n"
+                               : "  return w.d.x * (xd[0] * i2f(s) - 8.0 * xrun[0]);  // Σ (q − 8)·x\n";
+  return absl::StrCat(f.grid ? kIQ4SharedGrid : "", R"(
+const uint PV8 = 32u, RUNS8 = 1u;
+struct WPart8 { uvec4 qs; uint h; vec2 d; };
+WPart8 w_load8(uint row, uint p) {
+  uint base = row * ROW_BYTES;
+  WPart8 r;
+  r.qs = w4[(base + p * 16u) >> 4];
+  r.h = )", f.fifth ? "w_word((base + SC_AT + p * 4u) >> 2)" : "0u", R"(;
+  r.d = )", f.min ? "unpackHalf2x16(w_word((base + D_AT + p * 4u) >> 2))" : "vec2(w_half(base + D_AT + p * 2u), 0.0)", R"(;
+  return r;
+}
+uint run_k(uint p, uint r) { return p * 32u; }
+uint x_slot(uint k) { return k >> 2; }
+float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
+  int s = 0;
+  [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+)", SmallBlockBytes(f, "w.qs[j]", "w.h", "4u * j", "iq4_bytes_shared"), R"(    s += sdot4(lo, xw[0][j]) + sdot4(hi, xw[1][j]);
+  }
+)", result, "}\n");
+}
+
+// IQ4_XS (136-byte blocks: f16 d, u16 scales_h, scales_l[4], qs[128]; on the device in split rows:
+// the 128 bytes of nibbles, then the 8-byte headers). Sub-block s (32 values) of a block lies as an
+// IQ4_NL block, under the 6-bit scale ls = (nibble s % 2 of scales_l[s / 2]) | (bits 2s, 2s + 1 of
+// scales_h) << 4, as d·(ls − 32). The header is two words: d | scales_h << 16, and scales_l.
+constexpr const char* kIQ4XSScale = R"(
+float iq4xs_scale(uint h0, uint hl, uint s) {
+  uint ls = ((hl >> (4u * s)) & 15u) | (((h0 >> (16u + 2u * s)) & 3u) << 4);
+  return unpackHalf2x16(h0).x * float(int(ls) - 32);
+}
+)";
+
+// Against x as floats: part q (0..3) of sub-block s is values 4q + 0..3 and 16 + 4q + 0..3 of it (as
+// IQ4_NL's parts): word q of its nibbles and the block's header.
+constexpr const char* kIQ4XS = R"(
+const uint PV = 8u, RUNS = 1u;
+struct WPart { uint q; uint h0; uint hl; };
+uint w_part_k(uint p, uint i) { return (p >> 2) * 32u + 4u * (p & 3u) + (i & 3u) + 16u * (i >> 2); }
+WPart w_load(uint row, uint p) {
+  uint base = row * ROW_BYTES, head = (base + SC_AT + (p >> 5) * 8u) >> 2;
+  WPart r;
+  r.q = w_word(((base + (p >> 2) * 16u) >> 2) + (p & 3u));
+  r.h0 = w_word(head);
+  r.hl = w_word(head + 1u);
+  return r;
+}
+float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
+  uint lo = iq4_bytes(w.q & 0x0F0F0F0Fu), hi = iq4_bytes((w.q >> 4) & 0x0F0F0F0Fu);
+  float s = 0.0;
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+    s += float(bitfieldExtract(int(lo), int(8u * i), 8)) * xv[i] + float(bitfieldExtract(int(hi), int(8u * i), 8)) * xv[i + 4u];
+  }
+  return iq4xs_scale(w.h0, w.hl, (p >> 2) & 7u) * s;
+}
+)";
+
+// Against x in q8 blocks: a part is a sub-block (32 values, x's block): its nibbles in one 16-byte
+// load and the block's header (two words, shared by its 8 parts).
+constexpr const char* kIQ4XSQ8 = R"(
+const uint PV8 = 32u, RUNS8 = 1u;
+struct WPart8 { uvec4 qs; uint h0; uint hl; };
+WPart8 w_load8(uint row, uint p) {
+  uint base = row * ROW_BYTES, head = (base + SC_AT + (p >> 3) * 8u) >> 2;
+  WPart8 r;
+  r.qs = w4[(base + p * 16u) >> 4];
+  r.h0 = w_word(head);
+  r.hl = w_word(head + 1u);
+  return r;
+}
+uint run_k(uint p, uint r) { return p * 32u; }
+uint x_slot(uint k) { return k >> 2; }
+float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
+  int s = 0;
+  [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+    s += sdot4(iq4_bytes_shared(w.qs[j] & 0x0F0F0F0Fu), xw[0][j]) + sdot4(iq4_bytes_shared((w.qs[j] >> 4) & 0x0F0F0F0Fu), xw[1][j]);
+  }
+  return iq4xs_scale(w.h0, w.hl, p & 7u) * xd[0] * i2f(s);
+}
+)";
+
+// Q2_K (84-byte blocks: scales[16], qs[64], f16 d, f16 dmin) and Q3_K (110: hmask[32], qs[64],
+// scales[12], f16 d), on the device in split rows. Value 128n + 32j + 16h + i of a block (half n,
+// quarter j) is bits 2j, 2j + 1 of qs[32n + 16h + i], Q3_K's with bit 4n + j of hmask[16h + i] as a
+// third (q − 4 where it is clear), under scale 8n + 2j + h. Against x in q8 blocks a part is a half
+// (128 values: 32 bytes of qs, Q3_K's 32 of hmask) in 8 runs of 16, run r = 2j + h under scale
+// 8n + r, its x one 16-byte vector of the staging (x in its own order). Q2_K's scale bytes hold a
+// 4-bit scale (low) and min (high): Σ = d·Σ sc·(Σ q·x) − dmin·Σ m·Σ x. Q3_K's 6-bit scales, offset by
+// 32, keep their low 4 bits in the nibbles of bytes 0-7 (scale s < 8 the low nibble of byte s, s >= 8
+// the high nibble of byte s − 8) and their top 2 bits as bits 2(s / 4) of byte 8 + s % 4; a quant
+// with its third bit is q + 4 (0..7, an unsigned byte): Σ q·x = Σ (q + 4)·x − 4·Σ x.
+constexpr const char* kQ2KQ8 = R"(
+const uint PV8 = 128u, RUNS8 = 8u;
+struct WPart8 { uvec4 qs[2]; uint sc[2]; vec2 dm; };
+WPart8 w_load8(uint row, uint p) {
+  uint base = row * ROW_BYTES, b = p >> 1;
+  WPart8 r;
+  r.qs[0] = w4[(base + p * 32u) >> 4];
+  r.qs[1] = w4[((base + p * 32u) >> 4) + 1u];
+  r.sc[0] = w_word((base + SC_AT + p * 8u) >> 2);
+  r.sc[1] = w_word(((base + SC_AT + p * 8u) >> 2) + 1u);
+  r.dm = unpackHalf2x16(w_word((base + D_AT + b * 4u) >> 2));
+  return r;
+}
+uint run_k(uint p, uint r) { return p * 128u + r * 16u; }
+uint x_slot(uint k) { return k >> 2; }
+float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
+  float sum_d = 0.0, sum_m = 0.0;
+  [[unroll]] for (uint r = 0u; r < 8u; ++r) {
+    int dot = 0;
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) dot += sdot4((w.qs[r & 1u][i] >> (2u * (r >> 1))) & 0x03030303u, xw[r][i]);
+    uint sc = (w.sc[r >> 2] >> (8u * (r & 3u))) & 255u;
+    sum_d += float(sc & 15u) * xd[r] * i2f(dot);
+    sum_m += float(sc >> 4) * xrun[r];
+  }
+  return w.dm.x * sum_d - w.dm.y * sum_m;
+}
+)";
+
+constexpr const char* kQ3KQ8 = R"(
+const uint PV8 = 128u, RUNS8 = 8u;
+struct WPart8 { uvec4 qs[2]; uvec4 hm[2]; uint sc[3]; float d; };
+WPart8 w_load8(uint row, uint p) {
+  uint base = row * ROW_BYTES, b = p >> 1, q = (base + b * 96u) >> 4, at = (base + SC_AT + b * 12u) >> 2;
+  WPart8 r;
+  r.hm[0] = w4[q];
+  r.hm[1] = w4[q + 1u];
+  r.qs[0] = w4[q + 2u + 2u * (p & 1u)];
+  r.qs[1] = w4[q + 3u + 2u * (p & 1u)];
+  r.sc[0] = w_word(at);
+  r.sc[1] = w_word(at + 1u);
+  r.sc[2] = w_word(at + 2u);
+  r.d = w_half(base + D_AT + b * 2u);
+  return r;
+}
+uint run_k(uint p, uint r) { return p * 128u + r * 16u; }
+uint x_slot(uint k) { return k >> 2; }
+float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
+  uint n = p & 1u;
+  float total = 0.0;
+  [[unroll]] for (uint r = 0u; r < 8u; ++r) {
+    uint j = r >> 1, h = r & 1u;
+    int dot = 0;
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+      uint lo = (w.qs[h][i] >> (2u * j)) & 0x03030303u, third = ((w.hm[h][i] >> (4u * n + j)) & 0x01010101u) << 2;
+      dot += sdot4(lo | third, xw[r][i]);
+    }
+    uint low = (w.sc[r >> 2] >> (8u * (r & 3u) + 4u * n)) & 15u;
+    uint high = (w.sc[2] >> (8u * (r & 3u) + 2u * (2u * n + (r >> 2)))) & 3u;
+    total += float(int(low | (high << 4)) - 32) * (xd[r] * i2f(dot) - 4.0 * xrun[r]);
+  }
+  return w.d * total;
+}
+)";
+
 // A row's geometry on the device (codegen/device_layout.h) as the GLSL constants <prefix>ROW_BYTES,
 // <prefix>SC_AT and <prefix>D_AT (the slices' are prefixed SLICE_, apart from the parts').
 std::string RowConstants(const std::string& prefix, graph::DType dtype, int64_t k) {
@@ -370,20 +630,7 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
     // Plain floats: the widest run of 8, 4, 2 or 1 consecutive values that divides K.
     parts.values = k % 8 == 0 ? 8 : k % 4 == 0 ? 4 : k % 2 == 0 ? 2 : 1;
     parts.runs = 1;
-    parts.glsl = absl::StrCat(FloatBuffer(binding, "w", dtype, true), "const uint PV = ", parts.values,
-                              "u, RUNS = 1u, K_W = ", k, "u;\n", R"(struct WPart { float v[PV]; };
-uint w_part_k(uint p, uint i) { return p * PV + i; }
-WPart w_load(uint row, uint p) {
-  WPart w;
-  [[unroll]] for (uint i = 0u; i < PV; ++i) w.v[i] = load_w(row * K_W + p * PV + i);
-  return w;
-}
-float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
-  float s = 0.0;
-  [[unroll]] for (uint i = 0u; i < PV; ++i) s += w.v[i] * xv[i];
-  return s;
-}
-)");
+    parts.glsl = absl::StrCat(FloatBuffer(binding, "w", dtype, true), ElementParts(parts.values, k));
     parts.per_row = k / parts.values;
     return parts;
   }
@@ -419,6 +666,32 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
       parts.glsl = absl::StrCat(decl, row_size, kByteUnit, kQ5_0Bits, kQ5_0);
       parts.q8_glsl = kQ5_0Q8;  // after parts.glsl, whose q5_ helpers it uses
       parts.q8_values = 32;
+      break;
+    case graph::DType::kQ4_0:
+    case graph::DType::kQ4_1:
+    case graph::DType::kQ5_1:
+    case graph::DType::kIQ4_NL:
+      parts.values = 8;
+      parts.runs = 1;
+      parts.glsl = absl::StrCat(decl, row_size, kByteUnit, kQ5_0Bits, SmallBlockParts(dtype));
+      parts.q8_glsl = SmallBlockPartsQ8(dtype);
+      parts.q8_values = 32;
+      break;
+    case graph::DType::kIQ4_XS:
+      parts.values = 8;
+      parts.runs = 1;
+      parts.glsl = absl::StrCat(decl, row_size, kIQ4XSScale, kIQ4XS);
+      parts.q8_glsl = absl::StrCat(kIQ4SharedGrid, kIQ4XSQ8);
+      parts.q8_values = 32;
+      break;
+    case graph::DType::kQ2_K:
+    case graph::DType::kQ3_K:
+      // Against float x, decoded value by value (as below); against q8 x, parts of their own.
+      parts.values = 8;
+      parts.runs = 1;
+      parts.glsl = absl::StrCat(decl, row_size, ElementParts(parts.values, k));
+      parts.q8_glsl = dtype == graph::DType::kQ2_K ? kQ2KQ8 : kQ3KQ8;
+      parts.q8_values = 128;
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("no matrix-vector decoder for weights of type ", graph::Name(dtype)));
@@ -505,6 +778,42 @@ void w_slice8(uint row, uint k, out float v[8]) {
   }
 }
 )");
+    case graph::DType::kQ4_0:
+    case graph::DType::kQ4_1:
+    case graph::DType::kQ5_1:
+    case graph::DType::kIQ4_NL:
+    case graph::DType::kIQ4_XS: {
+      // Split rows: the slice's 8 nibbles are the low (values 0-15 of a 32-value group) or high
+      // nibbles of two words; the group's d (and m), Q5_1's fifth bits, IQ4_XS's header.
+      const SmallBlockForm f = SmallBlockFormOf(dtype);
+      const bool xs = dtype == graph::DType::kIQ4_XS;
+      std::string head;
+      if (xs) {
+        head = "  uint head = (base + SLICE_SC_AT + (k >> 8) * 8u) >> 2;\n  float d = iq4xs_scale(w_word(head), w_word(head + 1u), g & 7u);\n";
+      } else if (f.min) {
+        head = "  vec2 dm = unpackHalf2x16(w_word((base + SLICE_D_AT + g * 4u) >> 2));\n";
+      } else {
+        head = "  float d = w_half(base + SLICE_D_AT + g * 2u);\n";
+      }
+      if (f.fifth) absl::StrAppend(&head, "  uint qh = w_word((base + SLICE_SC_AT + g * 4u) >> 2);\n");
+      std::string value;
+      if (f.grid || xs) {
+        value = "    v[i] = d * float(IQ4NL_VALUES[nib]);\n";
+      } else if (f.min) {
+        value = absl::StrCat(f.fifth ? "    nib |= ((qh >> (r + i)) & 1u) << 4;\n" : "",
+                             "    v[i] = dm.x * (uintBitsToFloat(nib | 0x4B000000u) - 8388608.0) + dm.y;  // float(q), at full rate\n");
+      } else {
+        value = "    v[i] = d * (uintBitsToFloat(nib | 0x4B000000u) - 8388616.0);  // q − 8, at full rate\n";
+      }
+      return absl::StrCat(words, row_bytes, xs ? kIQ4XSScale : "", R"(
+void w_slice8(uint row, uint k, out float v[8]) {
+  uint base = row * SLICE_ROW_BYTES, g = k >> 5, r = k & 31u;
+  uint at = (base + g * 16u + (r & 15u)) >> 2, shift = (r >> 4) * 4u;
+  uint q[2] = uint[2](w_word(at), w_word(at + 1u));
+)", head, R"(  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+    uint nib = (q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;
+)", value, "  }\n}\n");
+    }
     default:
       return absl::StrCat(words, row_bytes, R"(
 void w_slice8(uint row, uint k, out float v[8]) {

@@ -48,6 +48,8 @@ struct WeightParts {
   //     by parts: word x_slot % (PV8 / 4) of part x_slot / (PV8 / 4)
   //   float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16], float xd[RUNS8], float xrun[RUNS8]): Σ w·x
   //     over the part, given its x quants, each run's block scale and each run's Σ x
+  //   optionally `#define W_SHARED_INIT` and void w_shared_init(): fills the decoder's tables in
+  //     shared memory; every invocation calls it once, before a barrier and any w_dot_q8 (IQ4's grid)
   int64_t q8_values = 0;
   std::string q8_glsl;
 };
@@ -63,6 +65,7 @@ namespace doppler::codegen {
 // which K's block size guarantees), for kernels that stage weight tiles. Each slice decodes its
 // block's scale fields once. Q4_K and Q5_K, whose blocks are whole 16-byte vectors, are read in
 // 16-byte loads (the block header, the slice's quants); other formats through
-// WeightRowsBuffer(binding, "w", dtype, k) (plain floats bounds-checked against K).
+// WeightRowsBuffer(binding, "w", dtype, k) (plain floats bounds-checked against K; Q2_K and Q3_K
+// value by value through its load_w).
 std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k);
 }  // namespace doppler::codegen

@@ -6,7 +6,7 @@
 
 namespace doppler::graph {
 namespace {
-constexpr std::array<DTypeInfo, 9> kInfos = {{
+constexpr std::array<DTypeInfo, 16> kInfos = {{
     {"f32", 1, 4},
     {"f16", 1, 2},
     {"bf16", 1, 2},
@@ -16,6 +16,13 @@ constexpr std::array<DTypeInfo, 9> kInfos = {{
     {"q5_k", 256, 176},
     {"q6_k", 256, 210},
     {"q5_0", 32, 22},
+    {"q4_0", 32, 18},
+    {"q4_1", 32, 20},
+    {"q5_1", 32, 24},
+    {"q2_k", 256, 84},
+    {"q3_k", 256, 110},
+    {"iq4_nl", 32, 18},
+    {"iq4_xs", 256, 136},
 }};
 }  // namespace
 

@@ -19,6 +19,13 @@ enum class DType : uint8_t {
   kQ5_K,
   kQ6_K,
   kQ5_0,
+  kQ4_0,
+  kQ4_1,
+  kQ5_1,
+  kQ2_K,
+  kQ3_K,
+  kIQ4_NL,
+  kIQ4_XS,
 };
 
 struct DTypeInfo {
@@ -32,6 +39,10 @@ inline const char* Name(DType t) { return Info(t).name; }
 inline bool IsBlockFormat(DType t) { return Info(t).block_elems > 1; }
 inline bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 std::optional<DType> ParseDType(std::string_view name);  // accepts "f32", "F32", "q4_k", "Q4_K"...
+
+// The 16 values IQ4_NL's and IQ4_XS's 4-bit quants index (ggml's kvalues_iq4nl): a non-linear grid,
+// denser near zero, that each block scales by its d.
+inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 // Bytes taken by n values (n must be a multiple of the block size for block formats).
 size_t ByteSize(DType t, int64_t n);

@@ -35,57 +35,74 @@ bool EndsWithPart(std::string_view name, std::string_view part) {
 
 }  // namespace
 
+struct SchemeName {
+  QuantScheme scheme;
+  const char* name;
+  int file_type;  // llama.cpp's general.file_type
+};
+constexpr SchemeName kSchemes[] = {
+    {QuantScheme::kF16, "f16", 1},       {QuantScheme::kQ8_0, "q8_0", 7},     {QuantScheme::kQ4_K_M, "q4_k_m", 15},
+    {QuantScheme::kQ5_K_M, "q5_k_m", 17}, {QuantScheme::kQ6_K, "q6_k", 18},    {QuantScheme::kQ4_0, "q4_0", 2},
+    {QuantScheme::kIQ4_XS, "iq4_xs", 30},
+};
+
 absl::StatusOr<QuantScheme> ParseQuantScheme(std::string_view name) {
   const std::string lower = absl::AsciiStrToLower(absl::string_view(name.data(), name.size()));
-  if (lower == "f16") return QuantScheme::kF16;
-  if (lower == "q8_0") return QuantScheme::kQ8_0;
-  if (lower == "q4_k_m") return QuantScheme::kQ4_K_M;
+  std::string known;
+  for (const SchemeName& s : kSchemes) {
+    if (lower == s.name) return s.scheme;
+    absl::StrAppend(&known, known.empty() ? "" : ", ", s.name);
+  }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown quantization '", absl::string_view(name.data(), name.size()), "' (f16, q8_0, q4_k_m)"));
+      absl::StrCat("unknown quantization '", absl::string_view(name.data(), name.size()), "' (", known, ")"));
 }
 
 const char* QuantSchemeName(QuantScheme scheme) {
-  switch (scheme) {
-    case QuantScheme::kNone: return "none";
-    case QuantScheme::kF16: return "f16";
-    case QuantScheme::kQ8_0: return "q8_0";
-    case QuantScheme::kQ4_K_M: return "q4_k_m";
+  for (const SchemeName& s : kSchemes) {
+    if (s.scheme == scheme) return s.name;
   }
-  return "?";
+  return "none";
 }
 
 int GgufFileType(QuantScheme scheme) {
-  switch (scheme) {
-    case QuantScheme::kQ8_0: return 7;
-    case QuantScheme::kQ4_K_M: return 15;
-    default: return 1;
+  for (const SchemeName& s : kSchemes) {
+    if (s.scheme == scheme) return s.file_type;
   }
+  return 1;
 }
 
-// Q4_K_M, as llama.cpp's llama-quantize applies it to a dense model without an importance matrix:
-//   - the LM head (lm_head, or the embedding when it is tied to the head): Q6_K;
-//   - attention v_proj and MLP down_proj of layer i of n: Q6_K when i < n/8, i >= 7n/8 or
-//     (i - n/8) % 3 == 2, else Q4_K (for the 2-layer fixture llama_q: layer 1's);
-//   - a fused qkv_proj (Phi-3): Q5_K;
-//   - every other matrix, the embedding included: Q4_K.
+// As llama.cpp's llama-quantize applies them to a dense model without an importance matrix:
+//   - the LM head (lm_head, or the embedding when it is tied to the head): Q6_K (Q8_0 for q8_0);
+//   - Q4_K_M and Q5_K_M: attention v_proj and MLP down_proj of layer i of n: Q6_K when i < n/8,
+//     i >= 7n/8 or (i - n/8) % 3 == 2 (for the 2-layer fixture llama_q: layer 1's); a fused qkv_proj
+//     (Phi-3): Q5_K; every other matrix, the embedding included, Q4_K (Q5_K for Q5_K_M);
+//   - q4_0, iq4_xs, q6_k, q8_0: every other matrix in that type.
 // A matrix whose rows are not whole 256-value blocks gets llama.cpp's substitute if they are whole
-// 32-value blocks: Q5_0 for Q4_K, Q8_0 for Q6_K, and Q8_0 for Q5_K (llama.cpp's Q5_1, which doppler
-// does not read); else `fallback`. (Gemma 3's rows of 1,152 values: Q5_0 and Q8_0.)
+// 32-value blocks: Q5_0 for Q4_K, Q5_1 for Q5_K, Q8_0 for Q6_K, IQ4_NL for IQ4_XS; else `fallback`.
+// (Gemma 3's rows of 1,152 values: Q5_0 and Q8_0.)
 DType QuantizedDType(QuantScheme scheme, std::string_view hf_name, int64_t cols, int num_layers, bool tied,
                      DType fallback) {
   auto fits = [&](DType t) { return cols > 0 && cols % graph::Info(t).block_elems == 0; };
   auto or_fallback = [&](DType t) {
     if (fits(t)) return t;
-    const DType substitute = t == DType::kQ4_K ? DType::kQ5_0 : DType::kQ8_0;
+    const DType substitute = t == DType::kQ4_K    ? DType::kQ5_0
+                             : t == DType::kQ5_K  ? DType::kQ5_1
+                             : t == DType::kIQ4_XS ? DType::kIQ4_NL
+                                                   : DType::kQ8_0;
     return fits(substitute) ? substitute : fallback;
   };
+  const bool head = hf_name == "lm_head.weight" || (tied && EndsWithPart(hf_name, "embed_tokens"));
+  DType base = DType::kQ4_K;
   switch (scheme) {
     case QuantScheme::kNone: return fallback;
     case QuantScheme::kF16: return DType::kF16;
     case QuantScheme::kQ8_0: return or_fallback(DType::kQ8_0);
+    case QuantScheme::kQ6_K: return or_fallback(DType::kQ6_K);
+    case QuantScheme::kQ4_0: return or_fallback(head ? DType::kQ6_K : DType::kQ4_0);
+    case QuantScheme::kIQ4_XS: return or_fallback(head ? DType::kQ6_K : DType::kIQ4_XS);
     case QuantScheme::kQ4_K_M: break;
+    case QuantScheme::kQ5_K_M: base = DType::kQ5_K; break;
   }
-  const bool head = hf_name == "lm_head.weight" || (tied && EndsWithPart(hf_name, "embed_tokens"));
   if (head) return or_fallback(DType::kQ6_K);
   const int layer = LayerOf(hf_name);
   if (layer >= 0 && (EndsWithPart(hf_name, "self_attn.v_proj") || EndsWithPart(hf_name, "mlp.down_proj")) &&
@@ -93,7 +110,7 @@ DType QuantizedDType(QuantScheme scheme, std::string_view hf_name, int64_t cols,
     return or_fallback(DType::kQ6_K);
   }
   if (EndsWithPart(hf_name, "qkv_proj")) return or_fallback(DType::kQ5_K);
-  return or_fallback(DType::kQ4_K);
+  return or_fallback(base);
 }
 
 }  // namespace doppler::models

@@ -15,14 +15,20 @@ enum class QuantScheme {
   kNone,   // keep the float type asked for (--dtype)
   kF16,    // every matrix f16 (convert's --quant f16)
   kQ8_0,   // every matrix Q8_0
-  kQ4_K_M  // llama.cpp's Q4_K_M mix of Q4_K and Q6_K, Q5_0 and Q8_0 (see QuantizedDType)
+  kQ4_K_M,  // llama.cpp's Q4_K_M mix of Q4_K and Q6_K, Q5_0 and Q8_0 (see QuantizedDType)
+  kQ5_K_M,  // llama.cpp's Q5_K_M: Q4_K_M's mix with Q5_K (Q5_1 where rows are no whole 256-value blocks)
+  kQ6_K,    // every matrix Q6_K
+  kQ4_0,    // every matrix Q4_0, the LM head Q6_K
+  kIQ4_XS,  // every matrix IQ4_XS (IQ4_NL where rows are no whole 256-value blocks), the LM head Q6_K
 };
 
-// "f16", "q8_0", "q4_k_m" (any case); anything else is an error listing these.
+// "f16", "q8_0", "q4_k_m", "q5_k_m", "q6_k", "q4_0", "iq4_xs" (any case); anything else is an error
+// listing these.
 absl::StatusOr<QuantScheme> ParseQuantScheme(std::string_view name);
 const char* QuantSchemeName(QuantScheme scheme);
 
-// llama.cpp's general.file_type for a scheme (MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q4_K_M 15).
+// llama.cpp's general.file_type for a scheme (MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_Q4_K_M
+// 15, MOSTLY_Q5_K_M 17, MOSTLY_Q6_K 18, MOSTLY_IQ4_XS 30).
 int GgufFileType(QuantScheme scheme);
 
 // The storage type of the 2-D weight `hf_name` (transformers' name, e.g.

@@ -252,6 +252,47 @@ void FillRow(DType dtype, int64_t cols, uint64_t seed, float mean, float stddev,
       }
       return;
     }
+    case DType::kQ4_0:
+    case DType::kIQ4_NL:
+    case DType::kQ4_1:
+    case DType::kQ5_1:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kIQ4_XS: {
+      // Random quants and scale fields; the f16 fields then set so that values have sd `stddev`,
+      // mean ~0 (the sd of a uniform quant: 4.61 for 4 bits, 9.23 for 5, 1.12 for Q2_K's 2 bits and
+      // 2.29 for Q3_K's 3; IQ4's grid 67.4; random 6-bit scales offset by 32: 18.5; Q2_K's 4-bit
+      // scales are kept in [8, 15], mean 11.5, their mins equal to them).
+      const graph::DTypeInfo& info = graph::Info(dtype);
+      for (int64_t b = 0; b < cols / info.block_elems; ++b) {
+        uint8_t* blk = out + static_cast<int64_t>(info.block_bytes) * b;
+        for (int i = 0; i < info.block_bytes; i += 8) {
+          const uint64_t r = rng.Next();
+          std::memcpy(blk + i, &r, std::min(8, info.block_bytes - i));
+        }
+        switch (dtype) {
+          case DType::kQ4_0: PutHalf(blk, stddev / 4.61f); break;
+          case DType::kIQ4_NL: PutHalf(blk, stddev / 67.4f); break;
+          case DType::kQ4_1:
+          case DType::kQ5_1: {
+            const float sd = dtype == DType::kQ4_1 ? 4.61f : 9.23f, mean = dtype == DType::kQ4_1 ? 7.5f : 15.5f;
+            PutHalf(blk, stddev / sd);
+            PutHalf(blk + 2, -mean * stddev / sd);
+            break;
+          }
+          case DType::kQ2_K: {
+            for (int i = 0; i < 16; ++i) blk[i] = static_cast<uint8_t>((8 + (blk[i] & 7)) * 17);  // scale = min
+            const float d = stddev / (11.5f * 1.12f);
+            PutHalf(blk + 80, d);
+            PutHalf(blk + 82, 1.5f * d);
+            break;
+          }
+          case DType::kQ3_K: PutHalf(blk + 108, stddev / (18.5f * 2.29f)); break;
+          default: PutHalf(blk, stddev / (18.5f * 67.4f)); break;  // IQ4_XS
+        }
+      }
+      return;
+    }
     default:
       std::memset(out, 0, graph::ByteSize(dtype, cols));
   }

@@ -1,5 +1,5 @@
 // q8-activations: every matmul whose weights are in a block format with 8-bit-or-narrower integer
-// quants (Q4_K, Q5_K, Q6_K, Q8_0, Q5_0) rounds its x through q8 blocks first (attr x_quant = "q8",
+// quants (every one doppler reads) rounds its x through q8 blocks first (attr x_quant = "q8",
 // graph/activation_quant.h), so that its kernel multiplies 8-bit integers (integer dot products)
 // instead of decoding every weight to a float; this is how llama.cpp multiplies such weights.
 //
@@ -17,8 +17,10 @@ namespace doppler::passes {
 namespace {
 
 bool IntegerQuants(graph::DType t) {
-  return t == graph::DType::kQ4_K || t == graph::DType::kQ5_K || t == graph::DType::kQ6_K || t == graph::DType::kQ8_0 ||
-         t == graph::DType::kQ5_0;
+  using graph::DType;
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kQ8_0 || t == DType::kQ5_0 ||
+         t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_1 || t == DType::kIQ4_NL || t == DType::kIQ4_XS ||
+         t == DType::kQ2_K || t == DType::kQ3_K;
 }
 
 class Q8Activations : public Pass {

@@ -100,6 +100,38 @@ TEST(SyntheticTest, BlocksDecodeToFiniteValuesOfTheIntendedSpread) {
   EXPECT_EQ(0, std::memcmp(a->data, b->data, a->nbytes));
 }
 
+// Every block format's random blocks decode to finite values of mean ~0 and the asked spread, and
+// --quant q4_0 / iq4_xs put their type in the matrices.
+TEST(SyntheticTest, EveryBlockFormatHasTheIntendedSpread) {
+  const int64_t rows = 64, cols = 512;
+  const float stddev = 0.05f;
+  for (DType t : {DType::kQ8_0, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ4_0, DType::kQ4_1,
+                  DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS}) {
+    std::vector<uint8_t> bytes(graph::ByteSize(t, rows * cols));
+    models::FillRandom(t, rows, cols, 7, 0.0f, stddev, bytes.data());
+    const std::vector<float> v = models::DecodeFloats(t, bytes);
+    ASSERT_EQ(static_cast<int64_t>(v.size()), rows * cols) << graph::Name(t);
+    double sum = 0, sq = 0;
+    for (float x : v) {
+      ASSERT_TRUE(std::isfinite(x)) << graph::Name(t);
+      sum += x;
+      sq += static_cast<double>(x) * x;
+    }
+    const double mean = sum / v.size(), sd = std::sqrt(sq / v.size() - mean * mean);
+    EXPECT_LT(std::abs(mean), 0.1 * stddev) << graph::Name(t);
+    EXPECT_NEAR(sd, stddev, 0.35 * stddev) << graph::Name(t);
+  }
+  absl::StatusOr<models::ModelConfig> c = models::SyntheticConfig("llama-3.2-1b");
+  ASSERT_TRUE(c.ok());
+  for (auto [scheme, dtype] : {std::pair{models::QuantScheme::kQ4_0, DType::kQ4_0}, std::pair{models::QuantScheme::kIQ4_XS, DType::kIQ4_XS}}) {
+    absl::StatusOr<std::unique_ptr<models::SyntheticWeightStore>> s =
+        models::SyntheticWeightStore::Create("llama-3.2-1b", *c, DType::kF16, scheme);
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ((*s)->DTypeOf("model.layers.5.self_attn.q_proj.weight", DType::kF16), dtype);
+    EXPECT_EQ((*s)->DTypeOf("model.embed_tokens.weight", DType::kF16), DType::kQ6_K);  // tied: the LM head
+  }
+}
+
 TEST(SyntheticTest, TinyRunsThroughTheEngineWithFiniteLogits) {
   for (const char* quant : {"none", "q8_0"}) {
     runtime::EngineOptions o;

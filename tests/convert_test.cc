@@ -340,6 +340,39 @@ TEST(ConvertTest, Q4KMWithQ5_0RunsAsTheDirectoryQuantizedAtLoad) {
   EXPECT_LE(gguf.prefill_err, 0.4);
 }
 
+// q5_k_m, q4_0 and iq4_xs choose each tensor's type as llama-quantize did for the same model
+// (quant/types/llama_q-TYPE.gguf), and the converted file runs.
+class ConvertQuantTypesTest : public ::testing::TestWithParam<std::pair<QuantScheme, std::string>> {};
+
+TEST_P(ConvertQuantTypesTest, ChoosesLlamaQuantizesTypes) {
+  const auto& [scheme, type] = GetParam();
+  const fs::path out = test::MakeTempDir("convert_types") / "model.gguf";
+  ASSERT_TRUE(Convert("llama_q", scheme, out).ok());
+  absl::StatusOr<std::unique_ptr<GgufFile>> ours = GgufFile::Open(out);
+  absl::StatusOr<std::unique_ptr<GgufFile>> ref = GgufFile::Open(Fixtures() / "quant" / "types" / ("llama_q-" + type + ".gguf"));
+  ASSERT_TRUE(ours.ok() && ref.ok()) << ours.status() << ref.status();
+  std::map<std::string, std::string> got, want;
+  for (const models::GgufTensorInfo& t : (*ours)->Tensors()) got[t.name] = graph::Name(t.dtype);
+  for (const models::GgufTensorInfo& t : (*ref)->Tensors()) want[t.name] = graph::Name(t.dtype);
+  EXPECT_EQ(got, want);
+  absl::StatusOr<int64_t> file_type = (*ours)->GetInt("general.file_type");
+  absl::StatusOr<int64_t> ref_file_type = (*ref)->GetInt("general.file_type");
+  ASSERT_TRUE(file_type.ok() && ref_file_type.ok());
+  EXPECT_EQ(*file_type, *ref_file_type);
+  absl::StatusOr<test::HfReference> hf = test::LoadHfReference("llama_q");
+  ASSERT_TRUE(hf.ok()) << hf.status();
+  RunResult r = RunModel(out, DType::kF32, DType::kF16, hf->input_ids, 4, hf->prefill_logits.data.data());
+  // Quantization's own error (quant_types_model_test: up to 0.3 of the largest logit for 4 bits on
+  // this model); logits from wrong weights are off by about their whole range.
+  EXPECT_LE(r.prefill_err, 0.5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, ConvertQuantTypesTest,
+                         ::testing::Values(std::pair{QuantScheme::kQ5_K_M, std::string("Q5_K_M")},
+                                           std::pair{QuantScheme::kQ4_0, std::string("Q4_0")},
+                                           std::pair{QuantScheme::kIQ4_XS, std::string("IQ4_XS")}),
+                         [](const auto& i) { return i.param.second; });
+
 TEST(ConvertTest, QuantRuleIsLlamaCppsQ4KM) {
   using models::QuantizedDType;
   auto q = [](const std::string& name, int layers, bool tied = false, int64_t cols = 4096) {
@@ -365,6 +398,13 @@ TEST(ConvertTest, QuantRuleIsLlamaCppsQ4KM) {
   EXPECT_STREQ(q("model.layers.1.self_attn.v_proj.weight", 2, false, 96), "q8_0");
   EXPECT_STREQ(q("model.embed_tokens.weight", 2, /*tied=*/true, 1152), "q8_0");
   EXPECT_STREQ(q("model.layers.0.mlp.up_proj.weight", 2, false, 100), "f16");
+  // The other schemes' substitutes: Q5_1 for Q5_K, IQ4_NL for IQ4_XS.
+  EXPECT_STREQ(graph::Name(QuantizedDType(QuantScheme::kQ5_K_M, "model.layers.0.mlp.up_proj.weight", 96, 2, false, DType::kF16)),
+               "q5_1");
+  EXPECT_STREQ(graph::Name(QuantizedDType(QuantScheme::kIQ4_XS, "model.layers.0.mlp.up_proj.weight", 96, 2, false, DType::kF16)),
+               "iq4_nl");
+  EXPECT_STREQ(graph::Name(QuantizedDType(QuantScheme::kIQ4_XS, "lm_head.weight", 4096, 2, false, DType::kF16)), "q6_k");
+  EXPECT_STREQ(graph::Name(QuantizedDType(QuantScheme::kQ4_0, "model.embed_tokens.weight", 4096, 2, true, DType::kF16)), "q6_k");
 }
 
 // Tokenizer metadata both ways: tokenizer.json -> GGUF file -> tokenizer, checked against HF's own

@@ -209,7 +209,8 @@ TEST(CoopMatMul, KernelsCompileForNvidia) {
   GraphBuilder b;
   ValueId x = b.Input("x", Rows(512));
   ValueId r = b.Input("r", Rows(64));
-  for (DType dtype : {DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  for (DType dtype : {DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                      DType::kQ4_0, DType::kQ4_1, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS}) {
     const std::string name = graph::Name(dtype);
     b.Output("g_" + name, b.MatMulWithNorm(x, b.Param("gamma_" + name, Vector(512, DType::kF32)), 1e-6, 0.0,
                                             b.Param("wg_" + name, Matrix(128, 512, dtype)), {r}, "silu_mul,add"));
@@ -253,7 +254,7 @@ TEST(CoopMatMul, KernelsCompileForNvidia) {
       k32 += k->variant.find(".k32") != std::string::npos ? 1 : 0;
       ++coop;
     }
-    EXPECT_EQ(coop, 18);
+    EXPECT_EQ(coop, 32);
     EXPECT_EQ(tall_tiles, 3);
     EXPECT_EQ(k32, want_k32) << "shared memory " << shared_memory;
   }

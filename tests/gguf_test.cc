@@ -429,7 +429,7 @@ TEST(GgufTest, SyntheticBadFiles) {
             "deep.gguf", "nests arrays more than 8 deep");
   ExpectBad(tensor_file(8, 16, 0, 64), "q8_row.gguf", "not a multiple of its block size 32");
   ExpectBad(tensor_file(99, 4, 0, 64), "ttype.gguf", "unknown type (99)");
-  ExpectBad(tensor_file(2, 32, 0, 64), "q4_0.gguf", "type Q4_0 (2), which doppler cannot load");
+  ExpectBad(tensor_file(9, 32, 0, 64), "q8_1.gguf", "type Q8_1 (9), which doppler cannot load");
   ExpectBad(tensor_file(0, 4, 16, 64), "misaligned.gguf", "not a multiple of the alignment 32");
   ExpectBad(tensor_file(0, 4, 0, 15), "short_data.gguf", "runs past the end of the file");
   ExpectBad(tensor_file(0, 4, ~0ull - 31, 16), "wrap.gguf", "runs past the end of the file");

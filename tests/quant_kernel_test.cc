@@ -1,4 +1,5 @@
-// Kernels reading llama.cpp's block formats (Q8_0, Q5_0, Q4_K, Q5_K, Q6_K) straight from their blocks,
+// Kernels reading llama.cpp's block formats (Q8_0, Q5_0, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_1, Q2_K, Q3_K,
+// IQ4_NL, IQ4_XS) straight from their blocks,
 // against the interpreter fed the dequantized values: matmul (decode and prefill tiles, row counts
 // that are not multiples of the tile) and embedding gathers, which must decode bit for bit as
 // models/quant does; and ggml's own quantized fixture rows decoded on the GPU.
@@ -13,7 +14,9 @@
 #include "codegen/device_layout.h"
 #include "graph/builder.h"
 #include "graph/verifier.h"
+#include "models/gguf/gguf_file.h"
 #include "models/quant/quant.h"
+#include "nlohmann/json.hpp"
 #include "passes/pass.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/gpu_runner.h"
@@ -175,7 +178,20 @@ INSTANTIATE_TEST_SUITE_P(
                       // Rows longer than the matrix-vector kernel stages at once.
                       QuantMatMulCase{DType::kQ4_K, 1, 1, 4608, 9}, QuantMatMulCase{DType::kQ8_0, 1, 1, 4160, 3},
                       // Enough rows for 4 per matrix-vector workgroup (a Q6_K LM head's, read as used).
-                      QuantMatMulCase{DType::kQ6_K, 1, 1, 256, 8200}),
+                      QuantMatMulCase{DType::kQ6_K, 1, 1, 256, 8200},
+                      QuantMatMulCase{DType::kQ4_0, 1, 1, 96, 37}, QuantMatMulCase{DType::kQ4_0, 13, 16, 160, 67},
+                      QuantMatMulCase{DType::kQ4_1, 1, 1, 96, 37}, QuantMatMulCase{DType::kQ4_1, 13, 16, 160, 67},
+                      QuantMatMulCase{DType::kQ5_1, 1, 1, 96, 37}, QuantMatMulCase{DType::kQ5_1, 13, 16, 160, 67},
+                      QuantMatMulCase{DType::kIQ4_NL, 1, 1, 96, 37}, QuantMatMulCase{DType::kIQ4_NL, 13, 16, 160, 67},
+                      QuantMatMulCase{DType::kQ2_K, 1, 1, 512, 37}, QuantMatMulCase{DType::kQ2_K, 13, 16, 256, 9},
+                      QuantMatMulCase{DType::kQ3_K, 1, 1, 512, 37}, QuantMatMulCase{DType::kQ3_K, 13, 16, 256, 9},
+                      QuantMatMulCase{DType::kIQ4_XS, 1, 1, 512, 37}, QuantMatMulCase{DType::kIQ4_XS, 13, 16, 256, 9},
+                      QuantMatMulCase{DType::kIQ4_XS, 1, 1, 4608, 9},
+                      // Prefill tiles (buckets over the matrix-vector kernel's rows).
+                      QuantMatMulCase{DType::kQ4_0, 20, 32, 160, 67}, QuantMatMulCase{DType::kQ4_1, 20, 32, 96, 37},
+                      QuantMatMulCase{DType::kQ5_1, 20, 32, 160, 67}, QuantMatMulCase{DType::kIQ4_NL, 20, 32, 96, 37},
+                      QuantMatMulCase{DType::kQ2_K, 20, 32, 256, 9}, QuantMatMulCase{DType::kQ3_K, 20, 32, 512, 37},
+                      QuantMatMulCase{DType::kIQ4_XS, 20, 32, 256, 9}),
     [](const ::testing::TestParamInfo<QuantMatMulCase>& i) {
       const QuantMatMulCase& c = i.param;
       return std::string(graph::Name(c.dtype)) + "_t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) +
@@ -280,7 +296,18 @@ INSTANTIATE_TEST_SUITE_P(
                       // Workgroups widened to stage x for more rows, still at least 128 of them (64
                       // for rows of 4,096 values or more).
                       Q8MatMulCase{DType::kQ4_K, 1, 1, 8448, 4096, false},
-                      Q8MatMulCase{DType::kQ6_K, 2, 2, 6144, 3, false}),
+                      Q8MatMulCase{DType::kQ6_K, 2, 2, 6144, 3, false},
+                      Q8MatMulCase{DType::kQ4_0, 1, 1, 96, 37, false}, Q8MatMulCase{DType::kQ4_0, 3, 4, 160, 67, true},
+                      Q8MatMulCase{DType::kQ4_1, 1, 1, 96, 37, false}, Q8MatMulCase{DType::kQ4_1, 3, 4, 160, 67, true},
+                      Q8MatMulCase{DType::kQ5_1, 1, 1, 96, 37, false}, Q8MatMulCase{DType::kQ5_1, 3, 4, 160, 67, true},
+                      Q8MatMulCase{DType::kIQ4_NL, 1, 1, 96, 37, false}, Q8MatMulCase{DType::kIQ4_NL, 3, 4, 160, 67, true},
+                      Q8MatMulCase{DType::kIQ4_XS, 1, 1, 512, 37, false}, Q8MatMulCase{DType::kIQ4_XS, 13, 16, 256, 9, true},
+                      Q8MatMulCase{DType::kIQ4_XS, 1, 1, 8448, 23, true}, Q8MatMulCase{DType::kQ4_0, 1, 1, 4160, 300, false},
+                      Q8MatMulCase{DType::kQ2_K, 1, 1, 512, 37, false}, Q8MatMulCase{DType::kQ2_K, 13, 16, 256, 9, true},
+                      Q8MatMulCase{DType::kQ3_K, 1, 1, 512, 37, false}, Q8MatMulCase{DType::kQ3_K, 13, 16, 256, 9, true},
+                      Q8MatMulCase{DType::kQ3_K, 1, 1, 6400, 23, true},
+                      // IQ4's grid in shared memory, filled before the first segment of x is staged.
+                      Q8MatMulCase{DType::kIQ4_XS, 4, 4, 6144, 9, true}, Q8MatMulCase{DType::kIQ4_NL, 1, 1, 64, 40000, false}),
     [](const ::testing::TestParamInfo<Q8MatMulCase>& i) {
       const Q8MatMulCase& c = i.param;
       return std::string(graph::Name(c.dtype)) + "_t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) +
@@ -493,7 +520,10 @@ TEST_P(QuantEmbeddingTest, GathersExactlyTheDequantizedRows) {
   EXPECT_EQ(err, 0.0) << "the GPU's decoding differs from models/quant's";
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, QuantEmbeddingTest, ::testing::Values(DType::kQ8_0, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K),
+INSTANTIATE_TEST_SUITE_P(Dtypes, QuantEmbeddingTest,
+                         ::testing::Values(DType::kQ8_0, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ4_0,
+                                           DType::kQ4_1, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kIQ4_NL,
+                                           DType::kIQ4_XS),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(graph::Name(i.param)); });
 
 // ggml's quantization of the fixture matrix (quant/*.bin, 64 rows of 512 values, with edge rows:
@@ -538,6 +568,48 @@ INSTANTIATE_TEST_SUITE_P(Ggml, QuantFixtureKernelTest,
                          [](const ::testing::TestParamInfo<std::pair<DType, const char*>>& i) {
                            return std::string(i.param.second);
                          });
+
+// llama-quantize's blocks of every quant type users download (quant/types/: each tensor types.json
+// lists, dequantized by gguf-py), gathered on the GPU: bit for bit gguf-py's values.
+TEST_F(QuantKernelTest, GpuDecodesEveryGgufQuantTypeBitExactly) {
+  const std::filesystem::path dir = test::FixturesDir() / "quant" / "types";
+  const nlohmann::json index = nlohmann::json::parse(std::ifstream(dir / "types.json"));
+  int checked = 0;
+  for (const auto& [file, entry] : index.items()) {
+    if (!entry.contains("dequantized")) continue;
+    absl::StatusOr<std::unique_ptr<models::GgufFile>> gguf = models::GgufFile::Open(dir / file);
+    ASSERT_TRUE(gguf.ok()) << gguf.status();
+    for (const auto& [type, ref] : entry["dequantized"].items()) {
+      SCOPED_TRACE(ref["file"].get<std::string>());
+      absl::StatusOr<models::TensorView> t = (*gguf)->Get(ref["tensor"].get<std::string>());
+      ASSERT_TRUE(t.ok()) << t.status();
+      absl::StatusOr<test::NpyArray> want = test::ReadNpy(dir / ref["file"].get<std::string>());
+      ASSERT_TRUE(want.ok()) << want.status();
+      ASSERT_EQ(want->shape, t->shape);
+      const int64_t rows = t->shape[0], cols = t->shape[1];
+      GraphBuilder b;
+      ValueId ids = b.Input("ids", {DType::kI32, {Dim::Tokens()}});
+      b.Output("y", b.Embedding(b.Param("table", Matrix(rows, cols, t->dtype)), ids));
+      auto g = std::move(b).Finish();
+      ASSERT_TRUE(g.ok()) << g.status();
+      test::RandomParams params(*g, 1);
+      params.Set("table", std::vector<uint8_t>(t->data, t->data + t->nbytes), want->data);
+      std::vector<int32_t> all(static_cast<size_t>(rows));
+      for (int32_t i = 0; i < rows; ++i) all[static_cast<size_t>(i)] = i;
+      auto gpu = test::GpuRunner::Create(ctx(), *g, rows, params);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      auto got = (*gpu)->Run({{"ids", Tensor::I32({rows}, all)}}, 0);
+      ASSERT_TRUE(got.ok()) << got.status();
+      const std::vector<float>& y = got->at("y").f;
+      ASSERT_EQ(y.size(), want->data.size());
+      size_t differing = 0;
+      for (size_t i = 0; i < y.size(); ++i) differing += std::memcmp(&y[i], &want->data[i], sizeof(float)) != 0;
+      EXPECT_EQ(differing, 0u) << "of " << y.size() << " values";
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 9);
+}
 
 }  // namespace
 }  // namespace doppler

@@ -45,8 +45,9 @@ std::vector<OptionSpec> EngineOptionSpecs() {
        "a GGUF keeps its tensors' types",
        "f16"},
       {"quant", "", "TYPE",
-       "quantize an HF model's matrices at load: q8_0, or q4_k_m (Q4_K, with Q6_K for the LM head and some "
-       "v_proj/down_proj, and Q5_0 / Q8_0 for rows not of whole 256-value blocks, as llama.cpp's Q4_K_M)",
+       "quantize an HF model's matrices at load: q8_0, q6_k, q4_k_m (Q4_K, with Q6_K for the LM head and some "
+       "v_proj/down_proj, and Q5_0 / Q8_0 for rows not of whole 256-value blocks, as llama.cpp's Q4_K_M), q5_k_m "
+       "(the same with Q5_K), q4_0 or iq4_xs (the LM head Q6_K)",
        ""},
       {"ctx", "c", "N", "context size in tokens (default: the model's, at most 4096)", ""},
       {"cache-type-k", "ctk", "TYPE",
@@ -58,7 +59,7 @@ std::vector<OptionSpec> EngineOptionSpecs() {
       {"passes", "", "LIST", "the pass pipeline: default, none (run the model unfused) or pass names, comma-separated",
        "default"},
       {"decode-activations", "", "MODE",
-       "how decode steps multiply block-quantized weights (Q4_K, Q5_K, Q6_K, Q8_0, Q5_0): q8 rounds each matrix's input "
+       "how decode steps multiply block-quantized weights: q8 rounds each matrix's input "
        "in blocks of 32 to 8-bit integers and multiplies those (integer dot products; llama.cpp's numerics), f32 "
        "multiplies the exact input; auto: q8 where the device has integer dot products. Prefill keeps f32",
        "auto"},
@@ -78,7 +79,7 @@ absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& a
   if (args.Has("quant")) {
     absl::StatusOr<models::QuantScheme> quant = models::ParseQuantScheme(args.Get("quant"));
     if (!quant.ok() || *quant == models::QuantScheme::kF16) {
-      return absl::InvalidArgumentError(absl::StrCat("--quant: '", args.Get("quant"), "' is not one of q8_0, q4_k_m"));
+      return absl::InvalidArgumentError(absl::StrCat("--quant: '", args.Get("quant"), "' is not one of q8_0, q6_k, q5_k_m, q4_k_m, q4_0, iq4_xs"));
     }
     o.quant = *quant;
   }

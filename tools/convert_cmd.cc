@@ -1,4 +1,4 @@
-// doppler convert: an HF checkpoint to a GGUF file (f16, q8_0 or q4_k_m), readable by doppler
+// doppler convert: an HF checkpoint to a GGUF file (f16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0 or iq4_xs), readable by doppler
 // and by llama.cpp.
 #include <unistd.h>
 
@@ -20,11 +20,13 @@ CommandSpec Spec() {
       "Convert an HF model directory (config.json + *.safetensors [+ tokenizer.json]) to a GGUF v3 file with\n"
       "llama.cpp's tensor names and metadata (llama, qwen2, qwen3). q4_k_m: Q4_K for most matrices, Q6_K for\n"
       "the LM head and, of n layers, the v_proj / down_proj of layers i < n/8, i >= 7n/8 or (i - n/8) % 3 == 2;\n"
-      "rows that are not whole 256-value blocks take Q5_0 for Q4_K and Q8_0 for Q6_K, as llama.cpp does.",
+      "q5_k_m the same with Q5_K for Q4_K; q4_0 and iq4_xs: every matrix in that type, the LM head Q6_K.\n"
+      "Rows that are not whole 256-value blocks take Q5_0 for Q4_K, Q5_1 for Q5_K, IQ4_NL for IQ4_XS and\n"
+      "Q8_0 for Q6_K, as llama.cpp does.",
       {
           {"model", "m", "DIR", "HF model directory", ""},
           {"out", "o", "FILE", "the GGUF file to write", ""},
-          {"quant", "", "TYPE", "f16, q8_0 or q4_k_m (vectors such as norms stay f32)", "f16"},
+          {"quant", "", "TYPE", "f16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0 or iq4_xs (vectors such as norms stay f32)", "f16"},
           {"tokenizer", "", "FILE", "tokenizer to store: tokenizer.json or a llama2.c tokenizer.bin "
                                     "(default: MODEL/tokenizer.json if present)", ""},
           {"name", "", "NAME", "general.name (default: the model directory's name)", ""},

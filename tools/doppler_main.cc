@@ -16,7 +16,7 @@ constexpr char kUsage[] =
     "  bench       prefill and decode speed (llama-bench style), of a model or a synthetic one; --profile\n"
     "  logits      write the float32 logits of a prompt and of decode steps to a file\n"
     "  perplexity  perplexity of a text file\n"
-    "  convert     convert an HF model to a GGUF file (f16, q8_0, q4_k_m)\n"
+    "  convert     convert an HF model to a GGUF file (f16, q8_0, q4_k_m, ...)\n"
     "  template    render a chat template with the variables of a JSON file\n"
     "  graph       print a model's graph before/after the passes, its kernels' GLSL, step statistics\n"
     "  devices     list Vulkan devices and their features\n"

@@ -39,15 +39,17 @@ struct GgmlType {
 
 // ggml's type numbers. Unsupported ones are listed only to name them in errors.
 constexpr GgmlType kGgmlTypes[] = {
-    {0, "F32", graph::DType::kF32},   {1, "F16", graph::DType::kF16},   {2, "Q4_0", {}},     {3, "Q4_1", {}},
-    {6, "Q5_0", graph::DType::kQ5_0}, {7, "Q5_1", {}},                  {8, "Q8_0", graph::DType::kQ8_0},
-    {9, "Q8_1", {}},                  {10, "Q2_K", {}},                 {11, "Q3_K", {}},
-    {12, "Q4_K", graph::DType::kQ4_K}, {13, "Q5_K", graph::DType::kQ5_K}, {14, "Q6_K", graph::DType::kQ6_K},
-    {15, "Q8_K", {}},                 {16, "IQ2_XXS", {}},              {17, "IQ2_XS", {}},  {18, "IQ3_XXS", {}},
-    {19, "IQ1_S", {}},                {20, "IQ4_NL", {}},               {21, "IQ3_S", {}},   {22, "IQ2_S", {}},
-    {23, "IQ4_XS", {}},               {24, "I8", {}},                   {25, "I16", {}},     {26, "I32", {}},
-    {27, "I64", {}},                  {28, "F64", {}},                  {29, "IQ1_M", {}},   {30, "BF16", graph::DType::kBF16},
-    {34, "TQ1_0", {}},                {35, "TQ2_0", {}},
+    {0, "F32", graph::DType::kF32},       {1, "F16", graph::DType::kF16},       {2, "Q4_0", graph::DType::kQ4_0},
+    {3, "Q4_1", graph::DType::kQ4_1},     {6, "Q5_0", graph::DType::kQ5_0},     {7, "Q5_1", graph::DType::kQ5_1},
+    {8, "Q8_0", graph::DType::kQ8_0},     {9, "Q8_1", {}},                      {10, "Q2_K", graph::DType::kQ2_K},
+    {11, "Q3_K", graph::DType::kQ3_K},    {12, "Q4_K", graph::DType::kQ4_K},    {13, "Q5_K", graph::DType::kQ5_K},
+    {14, "Q6_K", graph::DType::kQ6_K},    {15, "Q8_K", {}},                     {16, "IQ2_XXS", {}},
+    {17, "IQ2_XS", {}},                   {18, "IQ3_XXS", {}},                  {19, "IQ1_S", {}},
+    {20, "IQ4_NL", graph::DType::kIQ4_NL}, {21, "IQ3_S", {}},                   {22, "IQ2_S", {}},
+    {23, "IQ4_XS", graph::DType::kIQ4_XS}, {24, "I8", {}},                      {25, "I16", {}},
+    {26, "I32", {}},                      {27, "I64", {}},                      {28, "F64", {}},
+    {29, "IQ1_M", {}},                    {30, "BF16", graph::DType::kBF16},    {34, "TQ1_0", {}},
+    {35, "TQ2_0", {}},
 };
 
 const GgmlType* FindGgmlType(uint32_t id) {
@@ -184,7 +186,7 @@ class GgufParser {
     if (type == nullptr || !type->dtype) {
       return Bad(in_.file_offset() - 4,
                  absl::StrCat(what, " has ", type ? absl::StrCat("type ", type->name) : "unknown type", " (", *type_id,
-                              "), which doppler cannot load (supported: F32, F16, BF16, Q8_0, Q5_0, Q4_K, Q5_K, Q6_K)"));
+                              "), which doppler cannot load (supported: F32, F16, BF16, Q8_0, Q5_0, Q5_1, Q4_0, Q4_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)"));
     }
     t.dtype = *type->dtype;
     const graph::DTypeInfo& info = graph::Info(t.dtype);

@@ -46,6 +46,13 @@ absl::StatusOr<uint32_t> GgmlTypeOf(graph::DType dtype) {
     case graph::DType::kF16: return 1;
     case graph::DType::kQ8_0: return 8;
     case graph::DType::kQ5_0: return 6;
+    case graph::DType::kQ4_0: return 2;
+    case graph::DType::kQ4_1: return 3;
+    case graph::DType::kQ5_1: return 7;
+    case graph::DType::kQ2_K: return 10;
+    case graph::DType::kQ3_K: return 11;
+    case graph::DType::kIQ4_NL: return 20;
+    case graph::DType::kIQ4_XS: return 23;
     case graph::DType::kQ4_K: return 12;
     case graph::DType::kQ5_K: return 13;
     case graph::DType::kQ6_K: return 14;

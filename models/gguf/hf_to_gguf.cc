@@ -210,7 +210,7 @@ absl::Status ConvertHfToGguf(const HfToGgufOptions& o) {
     }
   }
   w.AddU32("general.file_type", static_cast<uint32_t>(GgufFileType(o.quant)));
-  if (o.quant == QuantScheme::kQ8_0 || o.quant == QuantScheme::kQ4_K_M) w.AddU32("general.quantization_version", 2);
+  if (o.quant != QuantScheme::kNone && o.quant != QuantScheme::kF16) w.AddU32("general.quantization_version", 2);
 
   // The tokenizer: --tokenizer, else MODEL/tokenizer.json when present.
   std::filesystem::path tok = o.tokenizer;

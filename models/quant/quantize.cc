@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/half.h"
+#include "models/quant/iq4_quant.h"
 #include "models/quant/k_scales.h"
 #include "models/quant/quant.h"
 #include "models/quant/scale_search.h"
@@ -48,9 +49,8 @@ void QuantizeQ8_0(const float* x, uint8_t* b) {
   for (int i = 0; i < 32; ++i) b[2 + i] = static_cast<uint8_t>(RoundToInt8(x[i] * id));
 }
 
-// d = -m / 16 for the value m of largest magnitude (so m itself becomes quant 0), q = x / d + 16
-// truncated toward zero after adding 0.5 (ggml's (int8_t)(x·id + 16.5)), at most 31.
-void QuantizeQ5_0(const float* x, uint8_t* b) {
+// The value of largest magnitude among x[0..32) (the first, on ties).
+float LargestMagnitude(const float* x) {
   float amax = 0, max = 0;
   for (int i = 0; i < 32; ++i) {
     if (amax < std::fabs(x[i])) {
@@ -58,23 +58,67 @@ void QuantizeQ5_0(const float* x, uint8_t* b) {
       max = x[i];
     }
   }
-  const float d = max / -16;
+  return max;
+}
+
+// ggml's (int8_t)(v·id + offset) capped at qmax: v·id + offset lies in [0, qmax + 1] for finite v;
+// clamped first so that a NaN or an overflow cannot make the conversion undefined.
+int TruncatedQuant(float v, float id, float offset, int qmax) {
+  const float t = v * id + offset;
+  return std::min(qmax, t >= 0.0f && t < 128.0f ? static_cast<int>(t) : 0);
+}
+
+// Q4_0: d = -m / 8 for the value m of largest magnitude (so m itself becomes quant 0), q = x / d + 8
+// truncated toward zero after adding 0.5, at most 15.
+void QuantizeQ4_0(const float* x, uint8_t* b) {
+  const float d = LargestMagnitude(x) / -8;
   const float id = d != 0 ? 1.0f / d : 0.0f;
   PutU16(b, FloatToHalf(d));
-  // x·id + 16.5 lies in [0.5, 32.5] for finite x; clamped first so that a NaN or an overflow
-  // cannot make the conversion undefined.
-  auto quant = [&](float v) {
-    const float t = v * id + 16.5f;
-    return std::min(31, t >= 0.0f && t < 128.0f ? static_cast<int>(t) : 0);
-  };
+  for (int j = 0; j < 16; ++j) {
+    b[2 + j] = static_cast<uint8_t>(TruncatedQuant(x[j], id, 8.5f, 15) | (TruncatedQuant(x[j + 16], id, 8.5f, 15) << 4));
+  }
+}
+
+// d = -m / 16 for the value m of largest magnitude (so m itself becomes quant 0), q = x / d + 16
+// truncated toward zero after adding 0.5 (ggml's (int8_t)(x·id + 16.5)), at most 31.
+void QuantizeQ5_0(const float* x, uint8_t* b) {
+  const float d = LargestMagnitude(x) / -16;
+  const float id = d != 0 ? 1.0f / d : 0.0f;
+  PutU16(b, FloatToHalf(d));
   uint32_t qh = 0;
   for (int j = 0; j < 16; ++j) {
-    const int lo = quant(x[j]), hi = quant(x[j + 16]);
+    const int lo = TruncatedQuant(x[j], id, 16.5f, 31), hi = TruncatedQuant(x[j + 16], id, 16.5f, 31);
     b[6 + j] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
     qh |= static_cast<uint32_t>((lo >> 4) & 1) << j;
     qh |= static_cast<uint32_t>((hi >> 4) & 1) << (j + 16);
   }
   for (int i = 0; i < 4; ++i) b[2 + i] = static_cast<uint8_t>(qh >> (8 * i));
+}
+
+// Q4_1 and Q5_1: m = min x, d = (max x − m) / (2^bits − 1), q = (x − m) / d truncated after adding
+// 0.5 (ggml caps Q4_1's at 15, not Q5_1's, whose largest is 31 anyway).
+void QuantizeQ4_1orQ5_1(const float* x, bool five_bits, uint8_t* b) {
+  float min = x[0], max = x[0];
+  for (int i = 1; i < 32; ++i) {
+    min = std::min(min, x[i]);
+    max = std::max(max, x[i]);
+  }
+  const int qmax = five_bits ? 31 : 15;
+  const float d = (max - min) / static_cast<float>(qmax);
+  const float id = d != 0 ? 1.0f / d : 0.0f;
+  PutU16(b, FloatToHalf(d));
+  PutU16(b + 2, FloatToHalf(min));
+  uint8_t* qs = b + (five_bits ? 8 : 4);
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = TruncatedQuant(x[j] - min, id, 0.5f, qmax), hi = TruncatedQuant(x[j + 16] - min, id, 0.5f, qmax);
+    qs[j] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+    qh |= static_cast<uint32_t>((lo >> 4) & 1) << j;
+    qh |= static_cast<uint32_t>((hi >> 4) & 1) << (j + 16);
+  }
+  if (five_bits) {
+    for (int i = 0; i < 4; ++i) b[4 + i] = static_cast<uint8_t>(qh >> (8 * i));
+  }
 }
 
 // Q4_K (nmax 15) and Q5_K (nmax 31): per 32-value sub-block an asymmetric scale/min search
@@ -190,6 +234,11 @@ absl::StatusOr<std::vector<uint8_t>> QuantizeRows(DType dtype, const float* x, i
     case DType::kQ5_K: block_fn = [](const float* v, uint8_t* b) { QuantizeQ4KorQ5K(v, true, b); }; break;
     case DType::kQ6_K: block_fn = QuantizeQ6K; break;
     case DType::kQ5_0: block_fn = QuantizeQ5_0; break;
+    case DType::kQ4_0: block_fn = QuantizeQ4_0; break;
+    case DType::kQ4_1: block_fn = [](const float* v, uint8_t* b) { QuantizeQ4_1orQ5_1(v, false, b); }; break;
+    case DType::kQ5_1: block_fn = [](const float* v, uint8_t* b) { QuantizeQ4_1orQ5_1(v, true, b); }; break;
+    case DType::kIQ4_NL: block_fn = quant_internal::QuantizeIQ4_NL; break;
+    case DType::kIQ4_XS: block_fn = quant_internal::QuantizeIQ4_XS; break;
     default: return absl::InvalidArgumentError(absl::StrCat("cannot quantize to ", info.name));
   }
   // Blocks of consecutive rows are consecutive, so the matrix is one long row of blocks.

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "models/quant/quant.h"
+#include "models/synthetic.h"
 #include "models/weights.h"
 #include "passes/memory_plan.h"
 
@@ -33,7 +34,12 @@ RandomParams::RandomParams(const graph::Graph& g, uint32_t seed) {
       // A shape the format cannot hold leaves no values, so Float32 reports it.
       const int64_t cols = n.type.shape.empty() ? 0 : n.type.shape.back().value;
       const int64_t rows = cols > 0 ? static_cast<int64_t>(v.size()) / cols : 0;
+      // Formats without a quantizer (Q2_K, Q3_K...) get random blocks (models/synthetic.h).
       absl::StatusOr<std::vector<uint8_t>> q = models::QuantizeRows(n.type.dtype, v.data(), rows, cols);
+      if (!q.ok() && cols > 0 && cols % graph::Info(n.type.dtype).block_elems == 0) {
+        q = std::vector<uint8_t>(graph::ByteSize(n.type.dtype, rows * cols));
+        models::FillRandom(n.type.dtype, rows, cols, seed, 0.0f, 0.5f, q->data());
+      }
       bytes_[name] = q.ok() ? *std::move(q) : std::vector<uint8_t>();
       if (!q.ok()) continue;
       std::vector<float> d(v.size());
