@@ -84,7 +84,12 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, EngineFixtureTest,
                                            Case{"mistral", graph::DType::kF32, 7}, Case{"phi3", graph::DType::kF32, 32},
                                            Case{"gemma3", graph::DType::kF16, 32}, Case{"gemma3", graph::DType::kF16, 7},
                                            Case{"qwen2", graph::DType::kF16, 32}, Case{"qwen3", graph::DType::kF16, 32},
-                                           Case{"mistral", graph::DType::kF16, 7}, Case{"phi3", graph::DType::kF16, 32}),
+                                           Case{"mistral", graph::DType::kF16, 7}, Case{"phi3", graph::DType::kF16, 32},
+                                           Case{"qwen3_moe", graph::DType::kF32, 32},
+                                           Case{"qwen3_moe", graph::DType::kF32, 7},
+                                           Case{"mixtral", graph::DType::kF32, 32},
+                                           Case{"qwen3_moe", graph::DType::kF16, 32},
+                                           Case{"mixtral", graph::DType::kF16, 7}),
                          CaseName);
 
 }  // namespace
