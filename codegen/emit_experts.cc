@@ -3,11 +3,13 @@
 // They read the expert ids from a device buffer written by top_k in the same step, so a decode
 // step routes with no readback and the command buffer replays as recorded. expert_matmul reads
 // only the chosen experts' rows: a workgroup computes kCols output columns of one token's slot
-// (or, summing, of one token over all its slots), its invocations splitting K and reducing the
-// column sums over the workgroup.
+// (or, summing, of one token over all its slots), its invocations taking the rows' parts
+// (codegen/weight_parts.h: a few values under one block scale, in whole-word loads) in turn and
+// reducing the column sums over the workgroup.
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
+#include "codegen/weight_parts.h"
 #include "graph/epilogue.h"
 
 namespace doppler::codegen {
@@ -144,21 +146,26 @@ absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
                                                        graph::EpilogueStepName(s)));
     }
   }
+  absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, w.type.dtype, kdim);
+  if (!parts.ok()) return parts.status();
   const int64_t blocks = (cols + kCols - 1) / kCols, groups_per_token = weighted ? 1 : slots;
   const int64_t bucket_rows = c.rows(x);
-  const uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, kExpertWorkgroup);
+  // As many invocations as a row has parts (a subgroup at least), up to kExpertWorkgroup.
+  uint32_t wanted = c.caps.subgroup_size;
+  while (wanted < kExpertWorkgroup && wanted < parts->per_row) wanted *= 2;
+  const uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, wanted);
   Kernel k;
   k.family = "expert_matmul";
   k.variant = absl::StrCat("gemv.", graph::Name(w.type.dtype), gated ? ".gated" : "", weighted ? ".sum" : "",
                            per_slot_x ? ".slot_x" : "");
   k.glsl = absl::StrCat(
       ShaderHeader(wg), FloatBuffer(1, "y", graph::DType::kF32, false), FloatBuffer(2, "x", graph::DType::kF32, true),
-      WeightRowsBuffer(3, "w", w.type.dtype, kdim), IntBuffer(4, "ids", true),
+      parts->glsl, IntBuffer(4, "ids", true),
       weighted ? FloatBuffer(5, "rw", graph::DType::kF32, true) : "", ActivationGlsl(),
       WorkgroupReductions(wg, c.caps.subgroup_arithmetic),
       Fill(R"(
 const uint WG = {{WG}}u, E = {{E}}u, S = {{S}}u, N = {{N}}u, KD = {{KD}}u, COLS = {{COLS}}u, C = {{C}}u;
-const uint BLOCKS = {{BLOCKS}}u, GROUPS = {{GROUPS}}u, XW = {{XW}}u;
+const uint BLOCKS = {{BLOCKS}}u, GROUPS = {{GROUPS}}u, XW = {{XW}}u, PARTS = {{PARTS}}u;
 const bool GATED = {{GATED}}, WEIGHTED = {{WEIGHTED}}, SLOT_X = {{SLOT_X}};
 
 void main() {
@@ -174,12 +181,24 @@ void main() {
     uint xo = t * XW + (SLOT_X ? j * KD : 0u);
     float gs[C], us[C];
     [[unroll]] for (uint c = 0u; c < C; ++c) { gs[c] = 0.0; us[c] = 0.0; }
-    for (uint kk = gl_LocalInvocationID.x; kk < KD; kk += WG) {
-      float xv = x[xo + kk];
+    for (uint p = gl_LocalInvocationID.x; p < PARTS; p += WG) {
+      // Every row's part is loaded before the first is used, so the loads are in flight together.
+      WPart gp[C], up[C];
       [[unroll]] for (uint c = 0u; c < C; ++c) {
         uint col = min(blk * C + c, COLS - 1u);
-        gs[c] += xv * load_w((e * N + col) * KD + kk);
-        if (GATED) us[c] += xv * load_w((e * N + COLS + col) * KD + kk);
+        gp[c] = w_load(e * N + col, p);
+        if (GATED) up[c] = w_load(e * N + COLS + col, p);
+      }
+      float xv[PV], xrun[RUNS];
+      [[unroll]] for (uint v = 0u; v < PV; ++v) xv[v] = x[xo + w_part_k(p, v)];
+      [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
+        float sum = 0.0;
+        [[unroll]] for (uint v = 0u; v < PV / RUNS; ++v) sum += xv[r * (PV / RUNS) + v];
+        xrun[r] = sum;
+      }
+      [[unroll]] for (uint c = 0u; c < C; ++c) {
+        gs[c] += w_dot(gp[c], p, xv, xrun);
+        if (GATED) us[c] += w_dot(up[c], p, xv, xrun);
       }
     }
     float slot_weight = {{SLOT_WEIGHT}};
@@ -208,6 +227,7 @@ void main() {
             {"BLOCKS", absl::StrCat(blocks)},
             {"GROUPS", absl::StrCat(groups_per_token)},
             {"XW", absl::StrCat(x.type.shape[1].value)},
+            {"PARTS", absl::StrCat(parts->per_row)},
             {"GATED", gated ? "true" : "false"},
             {"WEIGHTED", weighted ? "true" : "false"},
             {"SLOT_X", per_slot_x ? "true" : "false"},

@@ -120,7 +120,10 @@ INSTANTIATE_TEST_SUITE_P(Types, ExpertMatMulKernelTest,
                                            ExpertCase{DType::kF16, 6, 2, 139, 21, 1e-5},
                                            ExpertCase{DType::kBF16, 3, 3, 130, 17, 1e-5},
                                            ExpertCase{DType::kQ8_0, 7, 2, 160, 96, 1e-5},
-                                           ExpertCase{DType::kQ4_K, 3, 2, 256, 256, 1e-5}),
+                                           ExpertCase{DType::kQ4_K, 3, 2, 256, 256, 1e-5},
+                                           ExpertCase{DType::kQ5_K, 3, 2, 256, 256, 1e-5},
+                                           ExpertCase{DType::kQ6_K, 4, 3, 256, 256, 1e-5},
+                                           ExpertCase{DType::kQ5_0, 5, 2, 96, 64, 1e-5}),
                          [](const ::testing::TestParamInfo<ExpertCase>& i) { return graph::Name(i.param.dtype); });
 
 }  // namespace
