@@ -6,6 +6,10 @@
 namespace doppler::models {
 namespace {
 
+using graph::Dim;
+using graph::DType;
+using graph::TensorType;
+
 // The experts' matrices named by `name`, each [rows, cols], stacked into [experts*rows, cols].
 ValueId Stacked(GraphBuilder& b, const MoeSpec& s, const std::function<std::string(int64_t)>& name, int64_t rows,
                 int64_t cols, const std::string& stacked_name, const BuildOptions& o) {
@@ -17,7 +21,10 @@ ValueId Stacked(GraphBuilder& b, const MoeSpec& s, const std::function<std::stri
 }  // namespace
 
 ValueId MoeMlp(GraphBuilder& b, const MoeSpec& s, ValueId x, int64_t hidden, const BuildOptions& o) {
-  ValueId logits = b.MatMul(x, Matrix(b, s.router, s.experts, hidden, o), "moe.router");
+  // The router stays f32 whatever the experts' type (as llama.cpp keeps ffn_gate_inp): it is small,
+  // and a rounded logit could change which experts a token gets.
+  ValueId router = b.Param(s.router, TensorType{DType::kF32, {Dim::Static(s.experts), Dim::Static(hidden)}});
+  ValueId logits = b.MatMul(x, router, "moe.router");
   ValueId ids = b.TopK(logits, s.top_k, "moe.top_k");
   ValueId weights = b.RouteWeights(logits, ids, s.weighting, "moe.route_weights");
   // Stacked weights are named after expert 0's tensor, which no other stack shares.

@@ -370,7 +370,9 @@ absl::StatusOr<std::unique_ptr<SyntheticWeightStore>> SyntheticWeightStore::Crea
       shape[0] = n.attrs.Int("source_rows");
     }
     DType dtype = DType::kF32;
-    if (shape.size() == 2) {
+    // Matrices take the model's type, except those the graph keeps f32 whatever it is (a mixture
+    // of experts' router; the graph is built with f16 matrices).
+    if (shape.size() == 2 && n.type.dtype != DType::kF32) {
       dtype = quant == QuantScheme::kNone
                   ? weight_dtype
                   : QuantizedDType(quant, tensor, shape[1], config.num_layers, config.tie_word_embeddings, weight_dtype);
