@@ -6,7 +6,7 @@
 
 namespace doppler::graph {
 namespace {
-constexpr std::array<DTypeInfo, 9> kInfos = {{
+constexpr std::array<DTypeInfo, 10> kInfos = {{
     {"f32", 1, 4},
     {"f16", 1, 2},
     {"bf16", 1, 2},
@@ -16,6 +16,7 @@ constexpr std::array<DTypeInfo, 9> kInfos = {{
     {"q5_k", 256, 176},
     {"q6_k", 256, 210},
     {"q5_0", 32, 22},
+    {"mxfp4", 32, 17},
 }};
 }  // namespace
 

@@ -19,6 +19,7 @@ enum class DType : uint8_t {
   kQ5_K,
   kQ6_K,
   kQ5_0,
+  kMXFP4,  // OCP microscaling FP4 (GPT-OSS's experts): an E8M0 scale byte, then 32 E2M1 values
 };
 
 struct DTypeInfo {
