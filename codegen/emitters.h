@@ -41,6 +41,10 @@ absl::StatusOr<Kernel> EmitArgmax(const EmitContext& c);
 absl::StatusOr<Kernel> EmitRecordTokens(const EmitContext& c);
 absl::StatusOr<Kernel> EmitRepeatPenalty(const EmitContext& c);
 absl::StatusOr<Kernel> EmitSample(const EmitContext& c);
+// Mixture of experts (codegen/emit_experts.cc).
+absl::StatusOr<Kernel> EmitTopK(const EmitContext& c);
+absl::StatusOr<Kernel> EmitRouteWeights(const EmitContext& c);
+absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c);
 
 // ceil(a / b)
 inline uint32_t CeilDiv(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }

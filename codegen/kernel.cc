@@ -39,6 +39,12 @@ absl::StatusOr<Kernel> EmitOne(const EmitContext& c) {
       return EmitRepeatPenalty(c);
     case OpKind::kSample:
       return EmitSample(c);
+    case OpKind::kTopK:
+      return EmitTopK(c);
+    case OpKind::kRouteWeights:
+      return EmitRouteWeights(c);
+    case OpKind::kExpertMatMul:
+      return EmitExpertMatMul(c);
     case OpKind::kAttention:   // EmitKernels: one dispatch or several
     case OpKind::kPart:        // a view of its parent's buffer
     case OpKind::kConcatRows:  // materialised at load

@@ -159,6 +159,24 @@ ValueId GraphBuilder::ConcatRows(const std::vector<ValueId>& weights, const std:
   return Compute(OpKind::kConcatRows, weights, {{"name", name}}, label);
 }
 
+ValueId GraphBuilder::TopK(ValueId x, int64_t k, std::string_view label) {
+  return Compute(OpKind::kTopK, {x}, {{"k", k}}, label);
+}
+ValueId GraphBuilder::RouteWeights(ValueId logits, ValueId ids, const std::string& weighting, std::string_view label) {
+  return Compute(OpKind::kRouteWeights, {logits, ids}, {{"weighting", weighting}}, label);
+}
+ValueId GraphBuilder::ExpertMatMul(ValueId x, ValueId w, ValueId ids, int64_t experts, const std::string& epilogue,
+                                   ValueId weights, std::string_view label) {
+  std::vector<ValueId> inputs = {x, w, ids};
+  Attrs attrs{{"experts", experts}};
+  if (!epilogue.empty()) attrs.Set("epilogue", epilogue);
+  if (weights >= 0) {
+    inputs.push_back(weights);
+    attrs.Set("weighted_sum", int64_t{1});
+  }
+  return Compute(OpKind::kExpertMatMul, std::move(inputs), std::move(attrs), label);
+}
+
 void GraphBuilder::Output(const std::string& name, ValueId id) {
   if (status_.ok()) graph_.SetOutput(name, id);
 }

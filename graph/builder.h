@@ -73,6 +73,15 @@ class GraphBuilder {
   ValueId ConcatRows(const std::vector<ValueId>& weights, const std::string& name,
                      std::string_view label = "concat_rows");
 
+  // Mixture of experts (meanings in graph/op.h).
+  ValueId TopK(ValueId x, int64_t k, std::string_view label = "top_k");
+  ValueId RouteWeights(ValueId logits, ValueId ids, const std::string& weighting,
+                       std::string_view label = "route_weights");
+  // The chosen experts of the stacked weight w[experts*N, K] applied to each token; with
+  // weights >= 0 (f32[T, k]) the slots' results are weighted and summed.
+  ValueId ExpertMatMul(ValueId x, ValueId w, ValueId ids, int64_t experts, const std::string& epilogue = "",
+                       ValueId weights = -1, std::string_view label = "expert_matmul");
+
   void Output(const std::string& name, ValueId id);
 
   const Graph& graph() const { return graph_; }

@@ -6,7 +6,7 @@
 
 namespace doppler::graph {
 namespace {
-constexpr std::array<DTypeInfo, 16> kInfos = {{
+constexpr std::array<DTypeInfo, 17> kInfos = {{
     {"f32", 1, 4},
     {"f16", 1, 2},
     {"bf16", 1, 2},
@@ -23,6 +23,7 @@ constexpr std::array<DTypeInfo, 16> kInfos = {{
     {"q3_k", 256, 110},
     {"iq4_nl", 32, 18},
     {"iq4_xs", 256, 136},
+    {"mxfp4", 32, 17},
 }};
 }  // namespace
 

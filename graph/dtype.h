@@ -26,6 +26,7 @@ enum class DType : uint8_t {
   kQ3_K,
   kIQ4_NL,
   kIQ4_XS,
+  kMXFP4,  // OCP microscaling FP4 (GPT-OSS's experts): an E8M0 scale byte, then 32 E2M1 values
 };
 
 struct DTypeInfo {

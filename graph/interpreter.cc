@@ -218,6 +218,78 @@ TensorPtr ApplyEpilogueStep(EpilogueStep s, const Tensor& y, const Tensor* extra
   return out;
 }
 
+// Each row's indices of its k largest values, largest first; of equal values the lower index first.
+TensorPtr TopK(const Tensor& x, int64_t k) {
+  const int64_t rows = x.shape[0], cols = x.shape[1];
+  auto out = std::make_shared<Tensor>(Tensor::I32({rows, k}, std::vector<int32_t>(static_cast<size_t>(rows * k))));
+  std::vector<int32_t> order(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = &x.f[static_cast<size_t>(r * cols)];
+    for (int32_t i = 0; i < cols; ++i) order[static_cast<size_t>(i)] = i;
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+    std::copy_n(order.begin(), k, &out->i[static_cast<size_t>(r * k)]);
+  }
+  return out;
+}
+
+// The chosen experts' weights: a softmax over the chosen logits, or over all logits read at the
+// chosen ones (in double, from the row's largest logit).
+TensorPtr RouteWeights(const Tensor& logits, const Tensor& ids, const std::string& weighting) {
+  const int64_t rows = logits.shape[0], experts = logits.shape[1], k = ids.shape[1];
+  const bool over_all = weighting == "softmax_all";
+  TensorPtr out = NewF32({rows, k});
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = &logits.f[static_cast<size_t>(r * experts)];
+    const int32_t* chosen = &ids.i[static_cast<size_t>(r * k)];
+    double mx = -std::numeric_limits<double>::infinity(), sum = 0.0;
+    for (int64_t e = 0; e < experts; ++e) mx = std::max(mx, static_cast<double>(row[e]));
+    if (over_all) {
+      for (int64_t e = 0; e < experts; ++e) sum += std::exp(row[e] - mx);
+    } else {
+      for (int64_t j = 0; j < k; ++j) sum += std::exp(row[chosen[j]] - mx);
+    }
+    for (int64_t j = 0; j < k; ++j) {
+      out->f[static_cast<size_t>(r * k + j)] = static_cast<float>(std::exp(row[chosen[j]] - mx) / sum);
+    }
+  }
+  return out;
+}
+
+// Slot j of token t: y = x_j · W[ids[t, j]]ᵀ (x_j the row, or its j-th K-wide part when x holds
+// one input per slot), then the epilogue per slot; with route weights, the slots weighted and
+// summed.
+absl::StatusOr<TensorPtr> ExpertMatMul(const Node& n, const Tensor& x, const Tensor& w, const Tensor& ids,
+                                       const Tensor* route_weights) {
+  const int64_t tokens = x.shape[0], k = ids.shape[1], experts = n.attrs.Int("experts");
+  const int64_t rows = w.shape[0] / experts, kdim = w.shape[1];
+  const bool per_slot = x.shape[1] != kdim;
+  absl::StatusOr<std::vector<EpilogueStep>> steps = ParseEpilogue(n.attrs.Str("epilogue"));
+  if (!steps.ok()) return OpError(n, std::string(steps.status().message()));
+  const int64_t width = IsGated(*steps) ? rows / 2 : rows;
+  TensorPtr out = NewF32({tokens, route_weights ? width : k * width});
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = ids.i[static_cast<size_t>(t * k + j)];
+      if (e < 0 || e >= experts) return OpError(n, absl::StrCat("expert id ", e, " is outside [0, ", experts, ")"));
+      const auto x_begin = x.f.begin() + t * x.shape[1] + (per_slot ? j * kdim : 0);
+      const auto w_begin = w.f.begin() + e * rows * kdim;
+      const Tensor xj = Tensor::F32({1, kdim}, std::vector<float>(x_begin, x_begin + kdim));
+      const Tensor we = Tensor::F32({rows, kdim}, std::vector<float>(w_begin, w_begin + rows * kdim));
+      TensorPtr y = MatMul(xj, we);
+      for (EpilogueStep s : *steps) y = ApplyEpilogueStep(s, *y, nullptr);
+      for (int64_t c = 0; c < width; ++c) {
+        const float v = y->f[static_cast<size_t>(c)];
+        if (route_weights) {
+          out->f[static_cast<size_t>(t * width + c)] += route_weights->f[static_cast<size_t>(t * k + j)] * v;
+        } else {
+          out->f[static_cast<size_t>(t * k * width + j * width + c)] = v;
+        }
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const Node& n,
@@ -401,6 +473,12 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
       if (!roped.ok()) return roped.status();
       return Attention(n, **roped, k, v, pos);
     }
+    case OpKind::kTopK:
+      return TopK(in(0), n.attrs.Int("k"));
+    case OpKind::kRouteWeights:
+      return RouteWeights(in(0), in(1), n.attrs.Str("weighting"));
+    case OpKind::kExpertMatMul:
+      return ExpertMatMul(n, in(0), in(1), in(2), n.inputs.size() == 4 ? &in(3) : nullptr);
     case OpKind::kLastRow: {
       const Tensor& x = in(0);
       const int64_t d = x.shape[1];

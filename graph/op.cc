@@ -39,6 +39,9 @@ const std::vector<OpDef>& Defs() {
       {OpKind::kScale, "scale", 1, {{"factor", A::kFloat}}},
       {OpKind::kPart, "part", 1, {{"index", A::kInt}}},
       {OpKind::kConcatRows, "concat_rows", 2, {{"name", A::kString}}, false, /*variadic=*/true},
+      {OpKind::kTopK, "top_k", 1, {{"k", A::kInt}}},
+      {OpKind::kRouteWeights, "route_weights", 2, {{"weighting", A::kString}}},
+      {OpKind::kExpertMatMul, "expert_matmul", 3, {{"experts", A::kInt}}, false, /*variadic=*/true},
   };
   return defs;
 }

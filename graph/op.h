@@ -58,6 +58,22 @@ enum class OpKind : uint8_t {
   kPart,        // x (a split value) -> its column group `index`, [rows, w_index]; no kernel: a view
   kConcatRows,  // (w0, w1, ...) -> the weights' rows stacked: a weight transform done once at load
                 // (inputs are params, consts or concat_rows; all of one dtype and row length)
+  // Mixture of experts. A stacked expert weight is [E*N, K]: expert e's matrix is rows e*N..e*N+N-1
+  // (per-expert checkpoint tensors stacked by concat_rows; attr experts = E).
+  kTopK,  // x[T, E] -> i32[T, k]: each row's indices of its k largest values, largest first, ties to the
+          // lower index; attr k (1 <= k <= E)
+  kRouteWeights,  // (logits[T, E], ids i32[T, k]) -> f32[T, k]: the chosen experts' weights; attr weighting:
+                  // "softmax_chosen" softmax over the k chosen logits (Mixtral; GPT-OSS, of biased logits;
+                  // Qwen3-MoE with norm_topk_prob, whose softmax-then-renormalise is this), "softmax_all"
+                  // softmax over all E logits, read at the chosen (Qwen3-MoE without norm_topk_prob)
+  kExpertMatMul,  // (x, w[E*N, K], ids i32[T, k], [weights f32[T, k]]) -> each token's chosen experts
+                  // applied to it: slot j's y_j = x_j · W[ids[t, j]]ᵀ, x_j = x[t] when x is [T, K] (one
+                  // input for every slot, as gate/up read) or x[t, j*K..] when x is [T, k*K] (a slot's own
+                  // input, as down reads). Then the optional attr epilogue per slot (graph/epilogue.h:
+                  // gated steps take each expert's rows as [gate | up], silu, gelu_tanh). The value is
+                  // [T, k*N'] (slot j in columns j*N'.., N' = N, or N/2 gated); with attr weighted_sum = 1
+                  // the weights are input 3 and the value is [T, N'] = sum_j weights[t, j] * y_j.
+                  // Attr experts = E
 };
 
 const char* OpName(OpKind kind);

@@ -7,6 +7,7 @@
 #include "graph/activation_quant.h"
 #include "graph/attention_inputs.h"
 #include "graph/epilogue.h"
+#include "graph/expert_types.h"
 #include "graph/layout.h"
 
 namespace doppler::graph {
@@ -321,6 +322,10 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
       if (attrs.Float("penalty") <= 0.0) return Error(kind, "penalty must be positive");
       return in[0];
     }
+    case OpKind::kTopK:
+    case OpKind::kRouteWeights:
+    case OpKind::kExpertMatMul:
+      return InferExpertOpType(kind, in, attrs);
     case OpKind::kArgmax: {
       if (auto s = ExpectMatrix(kind, "x", in[0]); !s.ok()) return s;
       if (!IsF32(in[0])) return Error(kind, "x must be f32");

@@ -49,5 +49,7 @@ absl::StatusOr<graph::Graph> BuildQwen2(const ModelConfig& config, const BuildOp
 absl::StatusOr<graph::Graph> BuildQwen3(const ModelConfig& config, const BuildOptions& options);
 absl::StatusOr<graph::Graph> BuildPhi3(const ModelConfig& config, const BuildOptions& options);
 absl::StatusOr<graph::Graph> BuildGemma3(const ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildQwen3Moe(const ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildMixtral(const ModelConfig& config, const BuildOptions& options);
 
 }  // namespace doppler::models

@@ -195,7 +195,7 @@ absl::StatusOr<graph::Graph> BuildDecoder(const ModelConfig& c, const DecoderSpe
     ValueId a = AttentionBlock(b, s.attn, x, hidden, table, static_cast<int>(l), o);
     h = b.Add(h, Norm(b, s.post_attn_norm, a, hidden, "attn.post_norm"), "attn.residual");
     x = Norm(b, s.pre_mlp_norm, h, hidden, "mlp_norm");
-    ValueId m = GatedMlp(b, s.mlp, x, hidden, o);
+    ValueId m = s.moe ? MoeMlp(b, *s.moe, x, hidden, o) : GatedMlp(b, s.mlp, x, hidden, o);
     h = b.Add(h, Norm(b, s.post_mlp_norm, m, hidden, "mlp.post_norm"), "mlp.residual");
   }
   ValueId lm_head = d.lm_head.empty() ? embed : Matrix(b, d.lm_head, c.vocab_size, hidden, o);

@@ -84,6 +84,26 @@ struct MlpSpec {
 // down(act(gate(x)) * up(x)).
 ValueId GatedMlp(GraphBuilder& b, const MlpSpec& spec, ValueId x, int64_t hidden, const BuildOptions& o);
 
+// A mixture-of-experts MLP: a router picks top_k of `experts` gated MLPs for each token and sums
+// their outputs weighted by the route weights. The experts' matrices are stacked at load
+// (concat_rows), expert e's rows after expert e - 1's.
+struct MoeSpec {
+  int64_t experts, top_k, intermediate;
+  std::string router;     // [experts, hidden] weight: the gating logits
+  std::string weighting;  // route_weights' weighting (graph/op.h)
+  // The name of expert e's gate, up and down matrices ([intermediate, hidden], [hidden, intermediate]).
+  std::function<std::string(int64_t e)> gate, up, down;
+  Activation act = Activation::kSilu;
+};
+
+// sum over the chosen experts e of weight_e * down_e(act(gate_e(x)) * up_e(x)).
+ValueId MoeMlp(GraphBuilder& b, const MoeSpec& spec, ValueId x, int64_t hidden, const BuildOptions& o);
+
+// The number of experts, experts per token and expert width a config gives (num_local_experts or
+// num_experts; num_experts_per_tok; moe_intermediate_size, else intermediate_size); missing or
+// out-of-range values are errors naming the key.
+absl::StatusOr<MoeSpec> ConfigMoe(const ModelConfig& c);
+
 // Final norm and LM head; sets the "logits" output (the runtime appends how the next token is chosen).
 void LmHead(GraphBuilder& b, ValueId h, ValueId final_norm, double eps, double norm_offset, ValueId lm_head,
             const BuildOptions& o);
@@ -99,6 +119,7 @@ struct DecoderLayerSpec {
   NormSpec post_attn_norm;  // optional
   NormSpec pre_mlp_norm;    // Llama's post_attention_layernorm
   MlpSpec mlp;
+  std::optional<MoeSpec> moe;  // when set, the layer's MLP is this mixture of experts (mlp is unused)
   NormSpec post_mlp_norm;  // optional
 };
 

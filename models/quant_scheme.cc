@@ -33,6 +33,13 @@ bool EndsWithPart(std::string_view name, std::string_view part) {
   return name.ends_with(std::string(part) + ".weight");
 }
 
+// An expert's down projection: "...experts.E.down_proj.weight" (Qwen3-MoE) or
+// "...block_sparse_moe.experts.E.w2.weight" (Mixtral), which llama.cpp treats as ffn_down.
+bool IsExpertDown(std::string_view name) {
+  return name.find(".experts.") != std::string_view::npos &&
+         (EndsWithPart(name, "down_proj") || EndsWithPart(name, "w2"));
+}
+
 }  // namespace
 
 struct SchemeName {
@@ -73,7 +80,7 @@ int GgufFileType(QuantScheme scheme) {
 
 // As llama.cpp's llama-quantize applies them to a dense model without an importance matrix:
 //   - the LM head (lm_head, or the embedding when it is tied to the head): Q6_K (Q8_0 for q8_0);
-//   - Q4_K_M and Q5_K_M: attention v_proj and MLP down_proj of layer i of n: Q6_K when i < n/8,
+//   - Q4_K_M and Q5_K_M: attention v_proj and MLP down_proj (an expert's too) of layer i of n: Q6_K when i < n/8,
 //     i >= 7n/8 or (i - n/8) % 3 == 2 (for the 2-layer fixture llama_q: layer 1's); a fused qkv_proj
 //     (Phi-3): Q5_K; every other matrix, the embedding included, Q4_K (Q5_K for Q5_K_M);
 //   - q4_0, iq4_xs, q6_k, q8_0: every other matrix in that type.
@@ -91,6 +98,12 @@ DType QuantizedDType(QuantScheme scheme, std::string_view hf_name, int64_t cols,
                                                    : DType::kQ8_0;
     return fits(substitute) ? substitute : fallback;
   };
+  // A mixture of experts' router stays f32, as the model graph declares it (llama.cpp does not
+  // quantize ffn_gate_inp either).
+  if (EndsWithPart(hf_name, "mlp.gate") || EndsWithPart(hf_name, "block_sparse_moe.gate") ||
+      EndsWithPart(hf_name, "mlp.router")) {
+    return DType::kF32;
+  }
   const bool head = hf_name == "lm_head.weight" || (tied && EndsWithPart(hf_name, "embed_tokens"));
   DType base = DType::kQ4_K;
   switch (scheme) {
@@ -105,7 +118,8 @@ DType QuantizedDType(QuantScheme scheme, std::string_view hf_name, int64_t cols,
   }
   if (head) return or_fallback(DType::kQ6_K);
   const int layer = LayerOf(hf_name);
-  if (layer >= 0 && (EndsWithPart(hf_name, "self_attn.v_proj") || EndsWithPart(hf_name, "mlp.down_proj")) &&
+  if (layer >= 0 && (EndsWithPart(hf_name, "self_attn.v_proj") || EndsWithPart(hf_name, "mlp.down_proj") ||
+                     IsExpertDown(hf_name)) &&
       MoreBits(layer, num_layers)) {
     return or_fallback(DType::kQ6_K);
   }

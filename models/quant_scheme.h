@@ -35,7 +35,8 @@ int GgufFileType(QuantScheme scheme);
 // "model.layers.3.mlp.down_proj.weight") with rows of `cols` values, in a model of `num_layers`
 // layers whose embedding is (`tied`) or is not also the LM head. `fallback` is the float type for
 // kNone and for matrices a block format cannot hold. 1-D tensors (norms, biases) are not asked
-// about: they stay f32.
+// about: they stay f32, as does a mixture of experts' router (mlp.gate, block_sparse_moe.gate,
+// mlp.router) under every scheme.
 graph::DType QuantizedDType(QuantScheme scheme, std::string_view hf_name, int64_t cols, int num_layers, bool tied,
                             graph::DType fallback);
 

@@ -119,6 +119,53 @@ json ConfigJson(std::string_view name) {
                 {"bos_token_id", 2},
                 {"eos_token_id", {1, 106}}};
   }
+  if (name == "qwen3-30b-a3b") {
+    return json{{"architectures", {"Qwen3MoeForCausalLM"}},
+                {"model_type", "qwen3_moe"},
+                {"hidden_size", 2048},
+                {"intermediate_size", 6144},
+                {"moe_intermediate_size", 768},
+                {"num_experts", 128},
+                {"num_experts_per_tok", 8},
+                {"norm_topk_prob", true},
+                {"decoder_sparse_step", 1},
+                {"mlp_only_layers", json::array()},
+                {"num_hidden_layers", 48},
+                {"num_attention_heads", 32},
+                {"num_key_value_heads", 4},
+                {"head_dim", 128},
+                {"vocab_size", 151936},
+                {"rms_norm_eps", 1e-6},
+                {"hidden_act", "silu"},
+                {"max_position_embeddings", 40960},
+                {"rope_theta", 1000000.0},
+                {"attention_bias", false},
+                {"use_sliding_window", false},
+                {"max_window_layers", 48},
+                {"tie_word_embeddings", false},
+                {"bos_token_id", 151643},
+                {"eos_token_id", 151645}};
+  }
+  if (name == "mixtral-8x7b") {
+    return json{{"architectures", {"MixtralForCausalLM"}},
+                {"model_type", "mixtral"},
+                {"hidden_size", 4096},
+                {"intermediate_size", 14336},
+                {"num_local_experts", 8},
+                {"num_experts_per_tok", 2},
+                {"num_hidden_layers", 32},
+                {"num_attention_heads", 32},
+                {"num_key_value_heads", 8},
+                {"vocab_size", 32000},
+                {"rms_norm_eps", 1e-5},
+                {"hidden_act", "silu"},
+                {"max_position_embeddings", 32768},
+                {"rope_theta", 1000000.0},
+                {"sliding_window", nullptr},
+                {"tie_word_embeddings", false},
+                {"bos_token_id", 1},
+                {"eos_token_id", 2}};
+  }
   if (name == "tiny") {
     return json{{"architectures", {"LlamaForCausalLM"}},
                 {"model_type", "llama"},
@@ -303,7 +350,8 @@ constexpr uint64_t kKeepBytes = 1ull << 30;
 }  // namespace
 
 std::vector<std::string> SyntheticModelNames() {
-  return {"llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "qwen2.5-1.5b", "qwen3-0.6b", "gemma-3-1b", "tiny"};
+  return {"llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "qwen2.5-1.5b", "qwen3-0.6b", "gemma-3-1b",
+          "qwen3-30b-a3b", "mixtral-8x7b", "tiny"};
 }
 
 absl::StatusOr<ModelConfig> SyntheticConfig(std::string_view name) {
@@ -363,7 +411,9 @@ absl::StatusOr<std::unique_ptr<SyntheticWeightStore>> SyntheticWeightStore::Crea
       shape[0] = n.attrs.Int("source_rows");
     }
     DType dtype = DType::kF32;
-    if (shape.size() == 2) {
+    // Matrices take the model's type, except those the graph keeps f32 whatever it is (a mixture
+    // of experts' router; the graph is built with f16 matrices).
+    if (shape.size() == 2 && n.type.dtype != DType::kF32) {
       dtype = quant == QuantScheme::kNone
                   ? weight_dtype
                   : QuantizedDType(quant, tensor, shape[1], config.num_layers, config.tie_word_embeddings, weight_dtype);

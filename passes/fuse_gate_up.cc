@@ -7,6 +7,10 @@
 // block format concatenate like any rows), neither matmul has an epilogue yet, and g, act(g) and
 // u feed nothing else. A checkpoint that stores gate_up_proj (Phi-3) declares its gate and up as
 // row slices of that tensor, so the stacked weight is the stored tensor again.
+//
+// The same holds for a mixture of experts' expert_matmul pair reading the same x and expert ids,
+// whose stacked weights are each a concat_rows of one matrix per expert: the fused weight stacks
+// [gate_e | up_e] expert by expert, as the gated epilogue reads each expert's rows.
 #include "absl/strings/str_cat.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
@@ -14,10 +18,33 @@
 namespace doppler::passes {
 namespace {
 
-bool PlainMatMul(const Graph& g, ValueId id) {
+// A matmul, or an expert_matmul without route weights, with no epilogue yet and a weight.
+bool PlainProduct(const Graph& g, ValueId id) {
   const Node& n = g.node(id);
-  return n.kind == OpKind::kMatMul && n.inputs.size() == 2 && !n.attrs.Has("epilogue") && !n.attrs.Has("split") &&
+  const size_t inputs = n.kind == OpKind::kMatMul ? 2 : n.kind == OpKind::kExpertMatMul ? 3 : 0;
+  return inputs > 0 && n.inputs.size() == inputs && !n.attrs.Has("epilogue") && !n.attrs.Has("split") &&
          IsWeight(g, n.inputs[1]);
+}
+
+// The stacked [gate | up] weight of two products: for expert products, each expert's gate and up
+// matrices in turn (-1 where the weights are not per-expert concat_rows).
+absl::StatusOr<ValueId> GateUpWeight(Graph& g, const Node& gn, const Node& un) {
+  const std::string label = absl::StrCat(gn.label, "+up");
+  if (gn.kind == OpKind::kMatMul) return ConcatWeights(g, {gn.inputs[1], un.inputs[1]}, label);
+  const Node& wg = g.node(gn.inputs[1]);
+  const Node& wu = g.node(un.inputs[1]);
+  const size_t experts = static_cast<size_t>(gn.attrs.Int("experts"));
+  if (gn.inputs[2] != un.inputs[2] || gn.attrs.Int("experts") != un.attrs.Int("experts") ||
+      wg.kind != OpKind::kConcatRows || wu.kind != OpKind::kConcatRows || wg.inputs.size() != experts ||
+      wu.inputs.size() != experts) {
+    return ValueId{-1};
+  }
+  std::vector<ValueId> interleaved;
+  for (size_t e = 0; e < experts; ++e) {
+    interleaved.push_back(wg.inputs[e]);
+    interleaved.push_back(wu.inputs[e]);
+  }
+  return ConcatWeights(g, interleaved, label);
 }
 
 class FuseGateUp : public Pass {
@@ -35,22 +62,24 @@ class FuseGateUp : public Pass {
         const OpKind act_kind = g.node(act).kind;
         if (act_kind != OpKind::kSilu && act_kind != OpKind::kGeluTanh) continue;
         const ValueId gate = g.node(act).inputs[0];
-        if (!PlainMatMul(g, gate) || !PlainMatMul(g, up) || gate == up) continue;
-        const Node& gn = g.node(gate);
-        const Node& un = g.node(up);
-        if (gn.inputs[0] != un.inputs[0] || SoleUser(g, gate) != act || SoleUser(g, act) != id ||
-            SoleUser(g, up) != id) {
+        if (!PlainProduct(g, gate) || !PlainProduct(g, up) || gate == up) continue;
+        const Node gn = g.node(gate);
+        const Node un = g.node(up);
+        if (gn.kind != un.kind || gn.inputs[0] != un.inputs[0] || SoleUser(g, gate) != act ||
+            SoleUser(g, act) != id || SoleUser(g, up) != id) {
           continue;
         }
         const graph::TensorType& wg = g.node(gn.inputs[1]).type;
         const graph::TensorType& wu = g.node(un.inputs[1]).type;
         if (wg != wu) continue;  // the gated product needs [gate | up] of equal rows and one dtype
-        const ValueId x = gn.inputs[0];
-        absl::StatusOr<ValueId> w = ConcatWeights(g, {gn.inputs[1], un.inputs[1]}, absl::StrCat(gn.label, "+up"));
+        absl::StatusOr<ValueId> w = GateUpWeight(g, gn, un);
         if (!w.ok()) return w.status();
-        const char* epilogue = act_kind == OpKind::kSilu ? "silu_mul" : "gelu_tanh_mul";
-        absl::StatusOr<ValueId> fused =
-            AddNode(g, OpKind::kMatMul, {x, *w}, graph::Attrs{{"epilogue", std::string(epilogue)}}, mul.label);
+        if (*w < 0) continue;
+        std::vector<ValueId> inputs = gn.inputs;
+        inputs[1] = *w;
+        graph::Attrs attrs = gn.attrs;
+        attrs.Set("epilogue", std::string(act_kind == OpKind::kSilu ? "silu_mul" : "gelu_tanh_mul"));
+        absl::StatusOr<ValueId> fused = AddNode(g, gn.kind, std::move(inputs), std::move(attrs), mul.label);
         if (!fused.ok()) return fused.status();
         NoteFused(g, *fused, {gate, up, act, id});
         g.ReplaceAllUses(id, *fused);

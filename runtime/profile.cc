@@ -22,6 +22,19 @@ uint64_t RowsOf(const graph::Node& n, uint64_t bytes, int64_t rows) {
   return bytes / static_cast<uint64_t>(all) * static_cast<uint64_t>(std::clamp<int64_t>(rows, 0, all));
 }
 
+// The bytes of weight `v` that `node` reads in a step of `tokens` tokens: an embedding table only
+// the rows it gathers, a stacked expert weight only the experts the tokens choose (top-k a token,
+// each expert at most once).
+uint64_t WeightBytesRead(const graph::Graph& g, const graph::Node& node, const graph::Node& v, int64_t tokens) {
+  const uint64_t bytes = graph::ValueBytes(v, tokens);
+  if (node.kind == OpKind::kEmbedding && v.id == node.inputs[0]) return RowsOf(v, bytes, tokens);
+  if (node.kind == OpKind::kExpertMatMul && v.id == node.inputs[1]) {
+    const int64_t experts = node.attrs.Int("experts"), top_k = g.node(node.inputs[2]).type.shape[1].value;
+    return bytes / static_cast<uint64_t>(experts) * static_cast<uint64_t>(std::min(experts, tokens * top_k));
+  }
+  return bytes;
+}
+
 double GBps(uint64_t bytes, double ns) { return ns > 0 ? static_cast<double>(bytes) / ns : 0; }
 
 }  // namespace
@@ -35,8 +48,7 @@ DispatchBytes BytesOf(const graph::Graph& g, const vk::PlannedDispatch& d, int64
     const graph::Node& v = g.node(a.value);
     uint64_t bytes = graph::ValueBytes(v, tokens);
     if (IsWeight(v.kind)) {
-      if (node.kind == OpKind::kEmbedding && a.value == node.inputs[0]) bytes = RowsOf(v, bytes, tokens);
-      b.weights += bytes;
+      b.weights += WeightBytesRead(g, node, v, tokens);
     } else if (IsCache(v.kind)) {
       b.activations += RowsOf(v, bytes, a.written ? tokens : kv_length);
     } else {
@@ -53,9 +65,7 @@ uint64_t WeightBytesPerStep(const graph::Graph& g, const vk::Plan& plan, int64_t
     for (const codegen::KernelArg& a : d.args) {
       const graph::Node& v = g.node(a.value);
       if (v.kind != OpKind::kParam && v.kind != OpKind::kConcatRows) continue;
-      uint64_t bytes = graph::ValueBytes(v, tokens);
-      if (node.kind == OpKind::kEmbedding && a.value == node.inputs[0]) bytes = RowsOf(v, bytes, tokens);
-      read[a.value] = std::max(read[a.value], bytes);
+      read[a.value] = std::max(read[a.value], WeightBytesRead(g, node, v, tokens));
     }
   }
   uint64_t total = 0;

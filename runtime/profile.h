@@ -14,7 +14,7 @@ namespace doppler::runtime {
 
 // Bytes a dispatch moves in a step of `tokens` tokens whose KV length (position + tokens) is
 // `kv_length`: every value it binds, counted once — weights whole (an embedding table: only the
-// rows it gathers), activations for the step's tokens, a KV cache for the rows it reads
+// rows it gathers; a stacked expert weight: only the chosen experts), activations for the step's tokens, a KV cache for the rows it reads
 // (kv_length) or writes (tokens).
 struct DispatchBytes {
   uint64_t weights = 0;      // params and load-time fused weights
@@ -23,7 +23,8 @@ struct DispatchBytes {
 };
 DispatchBytes BytesOf(const graph::Graph& g, const vk::PlannedDispatch& d, int64_t tokens, int64_t kv_length);
 
-// Weight bytes a step of the plan reads (each weight once): the bandwidth floor's numerator.
+// Weight bytes a step of the plan reads (each weight once; of a stacked expert weight, the share
+// of the experts its tokens choose, top-k a token): the bandwidth floor's numerator.
 uint64_t WeightBytesPerStep(const graph::Graph& g, const vk::Plan& plan, int64_t tokens);
 
 struct ProfileNode {

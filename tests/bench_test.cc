@@ -38,6 +38,9 @@ TEST(SyntheticTest, ShapesAreThePublishedOnes) {
   EXPECT_NEAR(static_cast<double>(Params("qwen2.5-1.5b")), 1.54e9, 0.01e9);
   EXPECT_NEAR(static_cast<double>(Params("gemma-3-1b")), 1.0e9, 0.01e9);
   EXPECT_NEAR(static_cast<double>(Params("llama-3.2-3b")), 3.21e9, 0.01e9);
+  // Mixtures of experts: every expert counted (Qwen3-30B-A3B 30.5B, Mixtral 8x7B 46.7B).
+  EXPECT_NEAR(static_cast<double>(Params("qwen3-30b-a3b")), 30.53e9, 0.05e9);
+  EXPECT_NEAR(static_cast<double>(Params("mixtral-8x7b")), 46.70e9, 0.05e9);
 
   absl::StatusOr<models::ModelConfig> g = models::SyntheticConfig("gemma-3-1b");
   ASSERT_TRUE(g.ok());

@@ -405,6 +405,17 @@ TEST(ConvertTest, QuantRuleIsLlamaCppsQ4KM) {
                "iq4_nl");
   EXPECT_STREQ(graph::Name(QuantizedDType(QuantScheme::kIQ4_XS, "lm_head.weight", 4096, 2, false, DType::kF16)), "q6_k");
   EXPECT_STREQ(graph::Name(QuantizedDType(QuantScheme::kQ4_0, "model.embed_tokens.weight", 4096, 2, true, DType::kF16)), "q6_k");
+  // Mixtures of experts: an expert's down projection is a down projection (llama.cpp's
+  // ffn_down_exps), its gate and up Q4_K; the router stays f32 under every scheme.
+  EXPECT_STREQ(q("model.layers.1.mlp.experts.5.down_proj.weight", 2), "q6_k");
+  EXPECT_STREQ(q("model.layers.0.mlp.experts.5.down_proj.weight", 2), "q4_k");
+  EXPECT_STREQ(q("model.layers.1.block_sparse_moe.experts.0.w2.weight", 2), "q6_k");
+  EXPECT_STREQ(q("model.layers.1.block_sparse_moe.experts.0.w1.weight", 2), "q4_k");
+  EXPECT_STREQ(q("model.layers.1.mlp.gate.weight", 2), "f32");
+  EXPECT_STREQ(q("model.layers.0.block_sparse_moe.gate.weight", 2), "f32");
+  EXPECT_STREQ(graph::Name(QuantizedDType(QuantScheme::kQ8_0, "model.layers.0.mlp.gate.weight", 4096, 2, false,
+                                          DType::kF16)),
+               "f32");
 }
 
 // Tokenizer metadata both ways: tokenizer.json -> GGUF file -> tokenizer, checked against HF's own

@@ -86,7 +86,13 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, EngineFixtureTest,
                                            Case{"qwen2", graph::DType::kF16, 32}, Case{"qwen3", graph::DType::kF16, 32},
                                            Case{"mistral", graph::DType::kF16, 7}, Case{"phi3", graph::DType::kF16, 32},
                                            Case{"qwen3_yarn", graph::DType::kF32, 32},
-                                           Case{"phi3_longrope", graph::DType::kF32, 32}),
+                                           Case{"phi3_longrope", graph::DType::kF32, 32},
+
+                                           Case{"qwen3_moe", graph::DType::kF32, 32},
+                                           Case{"qwen3_moe", graph::DType::kF32, 7},
+                                           Case{"mixtral", graph::DType::kF32, 32},
+                                           Case{"qwen3_moe", graph::DType::kF16, 32},
+                                           Case{"mixtral", graph::DType::kF16, 7}),
                          CaseName);
 
 }  // namespace

@@ -44,7 +44,8 @@ TEST(ModelFamilies, EveryFamilyIsRegistered) {
   std::vector<std::string> names;
   for (const models::Architecture& a : models::Architectures()) names.push_back(a.hf_name);
   EXPECT_THAT(names, ::testing::IsSupersetOf({"LlamaForCausalLM", "Gemma3ForCausalLM", "Qwen2ForCausalLM",
-                                              "Qwen3ForCausalLM", "MistralForCausalLM", "Phi3ForCausalLM"}));
+                                              "Qwen3ForCausalLM", "MistralForCausalLM", "Phi3ForCausalLM",
+                                              "Qwen3MoeForCausalLM", "MixtralForCausalLM"}));
 }
 
 // Gemma3's sliding layers keep window + max_step_tokens - 1 rows and use the local rope; its

@@ -118,6 +118,34 @@ TEST(FuseGateUp, LeavesApartWhatDoesNotMatch) {
   EXPECT_EQ(Count(after, OpKind::kConcatRows), 0);
 }
 
+// A mixture of experts' gate and up products over per-expert matrices become one gated expert
+// product over [gate_e | up_e] stacked expert by expert.
+TEST(FuseGateUp, MergesExpertGateAndUpExpertByExpert) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(24));
+  ValueId ids = b.TopK(b.Input("logits", Rows(3)), 2);
+  auto stacked = [&](const std::string& name) {
+    std::vector<ValueId> w;
+    for (int e = 0; e < 3; ++e) w.push_back(b.Param(name + std::to_string(e), Mat(10, 24)));
+    return b.ConcatRows(w, name);
+  };
+  ValueId g = b.ExpertMatMul(x, stacked("gate"), ids, 3);
+  ValueId u = b.ExpertMatMul(x, stacked("up"), ids, 3);
+  b.Output("y", b.Mul(b.Silu(g), u));
+  Graph before = *std::move(b).Finish();
+  Graph after = RunPass(before, "fuse-gate-up");
+  ASSERT_EQ(Count(after, OpKind::kExpertMatMul), 1) << graph::ToText(after);
+  const graph::Node& mm = *Nodes(after, OpKind::kExpertMatMul)[0];
+  EXPECT_EQ(mm.attrs.Str("epilogue"), "silu_mul");
+  const graph::Node& w = after.node(mm.inputs[1]);
+  ASSERT_EQ(w.kind, OpKind::kConcatRows);
+  std::vector<std::string> order;
+  for (ValueId in : w.inputs) order.push_back(after.node(in).attrs.Str("name"));
+  EXPECT_EQ(order, (std::vector<std::string>{"gate0", "up0", "gate1", "up1", "gate2", "up2"}));
+  EXPECT_EQ(Count(after, OpKind::kMul), 0);
+  ExpectSameResults(before, after, {{"x", RandomRows(3, 24)}, {"logits", RandomRows(3, 3)}});
+}
+
 TEST(FuseQkv, MergesProjectionsOfOneInputWithTheirBiases) {
   for (bool bias : {false, true}) {
     GraphBuilder b;
@@ -485,7 +513,8 @@ TEST_P(FusedEqualsUnfused, OnTheInterpreter) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FusedEqualsUnfused,
-                         ::testing::Values("llama", "llama_tied", "llama_q", "qwen2", "qwen3", "gemma3", "mistral", "phi3"));
+                         ::testing::Values("llama", "llama_tied", "llama_q", "qwen2", "qwen3", "gemma3", "mistral", "phi3",
+                                           "qwen3_moe", "mixtral"));
 
 }  // namespace
 }  // namespace doppler

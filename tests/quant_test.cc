@@ -55,21 +55,28 @@ struct Case {
 };
 const Case kCases[] = {{DType::kQ8_0, "q8_0"}, {DType::kQ4_K, "q4_K"}, {DType::kQ6_K, "q6_K"}};
 
-TEST(QuantTest, DequantizeIsBitExactWithGgml) {
-  for (const Case& c : kCases) {
-    const std::vector<uint8_t> bytes = ReadBytes(QuantDir() / (std::string(c.key) + ".bin"));
-    const test::NpyArray want = Npy(std::string(c.key) + "_dequant_f32.npy");
-    ASSERT_EQ(bytes.size(), graph::ByteSize(c.dtype, want.data.size())) << c.key;
-    const std::vector<float> got = Dequantize(c.dtype, bytes, want.data.size());
-    int mismatches = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      if (std::memcmp(&got[i], &want.data[i], 4) != 0 && ++mismatches <= 5) {
-        ADD_FAILURE() << c.key << " value " << i << ": " << got[i] << " vs ggml " << want.data[i];
-      }
+// The blocks in `stem`.bin decode to `stem`_dequant_f32.npy bit for bit.
+void ExpectBitExact(DType dtype, const std::string& stem) {
+  const std::vector<uint8_t> bytes = ReadBytes(QuantDir() / (stem + ".bin"));
+  const test::NpyArray want = Npy(stem + "_dequant_f32.npy");
+  ASSERT_FALSE(want.data.empty()) << stem;
+  ASSERT_EQ(bytes.size(), graph::ByteSize(dtype, want.data.size())) << stem;
+  const std::vector<float> got = Dequantize(dtype, bytes, want.data.size());
+  int mismatches = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want.data[i], 4) != 0 && ++mismatches <= 5) {
+      ADD_FAILURE() << stem << " value " << i << ": " << got[i] << " vs ggml " << want.data[i];
     }
-    EXPECT_EQ(mismatches, 0) << c.key;
   }
+  EXPECT_EQ(mismatches, 0) << stem;
 }
+
+TEST(QuantTest, DequantizeIsBitExactWithGgml) {
+  for (const Case& c : kCases) ExpectBitExact(c.dtype, c.key);
+}
+
+// MXFP4 blocks from gguf-py's quantizer (GPT-OSS's expert format), decoded as gguf-py does.
+TEST(QuantTest, MXFP4DequantizeIsBitExact) { ExpectBitExact(DType::kMXFP4, "types/mxfp4"); }
 
 // Byte-exact with ggml's reference quantizers for all three fixture types.
 TEST(QuantTest, QuantizeReproducesGgmlBytes) {

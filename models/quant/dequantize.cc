@@ -1,5 +1,6 @@
 // Block decoders. Each computes in float32 in exactly ggml's order (the scale product first,
 // then the multiply by the quant, then the min subtraction) so results match bit for bit.
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -176,6 +177,19 @@ void DecodeIQ4_XS(const uint8_t* b, float* y) {
   }
 }
 
+// e (E8M0), qs[16]: value j < 16 is the E2M1 code in the low nibble of qs[j], value j + 16 the
+// high nibble's; a code is sign (bit 3) and magnitude 0, 0.5, 1, 1.5, 2, 3, 4, 6, here doubled to
+// integers with the scale halved: value = kE2M1x2[code] * 2^(e - 128), exact in float32 (ggml's
+// E8M0-to-half-float scale, subnormal for e < 2).
+void DecodeMXFP4(const uint8_t* b, float* y) {
+  static constexpr int8_t kE2M1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  const int exponent = static_cast<int>(b[0]) - 128;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = std::ldexp(static_cast<float>(kE2M1x2[b[1 + j] & 0xF]), exponent);
+    y[j + 16] = std::ldexp(static_cast<float>(kE2M1x2[b[1 + j] >> 4]), exponent);
+  }
+}
+
 }  // namespace
 
 absl::Status DequantizeRow(DType dtype, const uint8_t* blocks, int64_t n, float* out) {
@@ -205,6 +219,7 @@ absl::Status DequantizeRow(DType dtype, const uint8_t* blocks, int64_t n, float*
       case DType::kQ3_K: DecodeQ3K(b, y); break;
       case DType::kIQ4_NL: DecodeIQ4_NL(b, y); break;
       case DType::kIQ4_XS: DecodeIQ4_XS(b, y); break;
+      case DType::kMXFP4: DecodeMXFP4(b, y); break;
       default:
         return absl::InvalidArgumentError(absl::StrCat("cannot dequantize ", info.name, ": not a float or block format"));
     }

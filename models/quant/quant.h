@@ -1,5 +1,5 @@
 // CPU reference of llama.cpp's block formats (Q8_0, Q5_0, Q4_K, Q5_K, Q6_K; decoding also Q4_0,
-// Q4_1, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS), bit-exact with ggml:
+// Q4_1, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4), bit-exact with ggml:
 // dequantization in float32 in ggml's operation order, and ggml's reference quantizers (no
 // importance matrix), so GGUF weights can be checked, converted and produced on the CPU.
 // F32/F16/BF16 are accepted too, so callers need not special-case plain floats.

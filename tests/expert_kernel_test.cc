@@ -1,0 +1,130 @@
+// The mixture-of-experts kernels (router and expert matmul) against the interpreter on random
+// inputs: expert counts, top-k and sizes that are not the fixtures' nor multiples of any
+// workgroup, steps shorter than the bucket, a decode step after them, each weight type.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "graph/builder.h"
+#include "tests/support/gpu_runner.h"
+#include "tests/support/graph_values.h"
+#include "tests/support/vk_test_env.h"
+
+namespace doppler {
+namespace {
+
+using graph::DType;
+using graph::GraphBuilder;
+using graph::Tensor;
+using graph::ValueId;
+using test::Matrix;
+using test::RandomRows;
+using test::Rows;
+
+using Step = std::pair<std::map<std::string, Tensor>, uint32_t>;
+
+class ExpertKernelTest : public vk::VkTest {
+ protected:
+  // Runs `g` on the GPU and in the interpreter for each step; ids must be equal, floats within
+  // `tolerance` of the largest value.
+  void Compare(const graph::Graph& g, int64_t bucket, const std::vector<Step>& steps, double tolerance,
+               std::optional<codegen::TargetCaps> caps = std::nullopt) {
+    test::RandomParams params(g, 77);
+    auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params, caps);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    graph::Interpreter interp(params);
+    for (size_t s = 0; s < steps.size(); ++s) {
+      auto want = interp.Run(g, steps[s].first, steps[s].second);
+      ASSERT_TRUE(want.ok()) << want.status();
+      auto got = (*gpu)->Run(steps[s].first, steps[s].second);
+      ASSERT_TRUE(got.ok()) << got.status();
+      for (const auto& [name, ref] : *want) {
+        const Tensor& t = got->at(name);
+        ASSERT_EQ(t.shape, ref.shape) << name;
+        if (ref.dtype == DType::kI32) {
+          EXPECT_EQ(t.i, ref.i) << name << " step " << s;
+        } else {
+          EXPECT_LE(test::RelativeError(t.f, ref.f), tolerance) << name << " step " << s;
+        }
+      }
+    }
+  }
+  codegen::TargetCaps WithoutSubgroupArithmetic() {
+    codegen::TargetCaps caps = vk::TargetCapsOf(ctx().info());
+    caps.subgroup_arithmetic = false;
+    return caps;
+  }
+};
+
+// top_k over more experts than the router's workgroup has invocations, and both weightings.
+TEST_F(ExpertKernelTest, RouterMatchesTheInterpreter) {
+  for (auto [experts, k] : std::vector<std::pair<int64_t, int64_t>>{{150, 7}, {5, 3}, {9, 1}}) {
+    GraphBuilder b;
+    ValueId logits = b.Input("x", Rows(experts));
+    ValueId ids = b.TopK(logits, k);
+    b.Output("ids", ids);
+    b.Output("chosen", b.RouteWeights(logits, ids, "softmax_chosen"));
+    b.Output("all", b.RouteWeights(logits, ids, "softmax_all"));
+    auto g = std::move(b).Finish();
+    ASSERT_TRUE(g.ok()) << g.status();
+    const std::vector<Step> steps = {{{{"x", RandomRows(6, experts, 3)}}, 0}, {{{"x", RandomRows(1, experts, 4)}}, 6}};
+    Compare(*g, 8, steps, 1e-5);
+    Compare(*g, 8, steps, 1e-5, WithoutSubgroupArithmetic());
+  }
+}
+
+struct ExpertCase {
+  DType dtype;
+  int64_t experts, k, hidden, width;  // width: each expert's intermediate size
+  double tolerance;
+};
+
+void PrintTo(const ExpertCase& c, std::ostream* os) {
+  *os << graph::Name(c.dtype) << " experts " << c.experts << " top-" << c.k << " hidden " << c.hidden << " width "
+      << c.width;
+}
+
+class ExpertMatMulKernelTest : public ExpertKernelTest, public ::testing::WithParamInterface<ExpertCase> {};
+
+// A whole expert MLP: gate and up stacked per expert ([gate | up] rows, gated epilogue), the
+// products of gate and of up each on its own (shared x), and down with a slot's own input,
+// weighted and summed.
+TEST_P(ExpertMatMulKernelTest, ExpertMlpMatchesTheInterpreter) {
+  const ExpertCase& c = GetParam();
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(c.hidden));
+  ValueId logits = b.Input("logits", Rows(c.experts));
+  ValueId ids = b.TopK(logits, c.k);
+  ValueId weights = b.RouteWeights(logits, ids, "softmax_chosen");
+  ValueId gate_up = b.Param("gate_up", Matrix(c.experts * 2 * c.width, c.hidden, c.dtype));
+  ValueId gate = b.Param("gate", Matrix(c.experts * c.width, c.hidden, c.dtype));
+  ValueId down = b.Param("down", Matrix(c.experts * c.hidden, c.width, c.dtype));
+  ValueId h = b.ExpertMatMul(x, gate_up, ids, c.experts, "silu_mul");
+  b.Output("h", h);
+  b.Output("gate", b.ExpertMatMul(x, gate, ids, c.experts));
+  b.Output("y", b.ExpertMatMul(h, down, ids, c.experts, "", weights));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
+    return Step{{{"x", RandomRows(tokens, c.hidden, seed)}, {"logits", RandomRows(tokens, c.experts, seed + 1)}}, pos};
+  };
+  Compare(*g, 8, {step(5, 10, 0), step(1, 20, 5)}, c.tolerance);
+  Compare(*g, 8, {step(3, 30, 0)}, c.tolerance, WithoutSubgroupArithmetic());
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, ExpertMatMulKernelTest,
+                         ::testing::Values(ExpertCase{DType::kF32, 5, 3, 75, 37, 1e-5},
+                                           ExpertCase{DType::kF16, 6, 2, 139, 21, 1e-5},
+                                           ExpertCase{DType::kBF16, 3, 3, 130, 17, 1e-5},
+                                           ExpertCase{DType::kQ8_0, 7, 2, 160, 96, 1e-5},
+                                           ExpertCase{DType::kQ4_K, 3, 2, 256, 256, 1e-5},
+                                           ExpertCase{DType::kQ5_K, 3, 2, 256, 256, 1e-5},
+                                           ExpertCase{DType::kQ6_K, 4, 3, 256, 256, 1e-5},
+                                           ExpertCase{DType::kQ5_0, 5, 2, 96, 64, 1e-5}),
+                         [](const ::testing::TestParamInfo<ExpertCase>& i) { return graph::Name(i.param.dtype); });
+
+}  // namespace
+}  // namespace doppler
