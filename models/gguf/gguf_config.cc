@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "models/gguf/gguf_key_names.h"
 #include "models/quant/quant.h"
 #include "nlohmann/json.hpp"
 
@@ -184,7 +185,9 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
     if (!rope.ok()) return rope.status();
     j["rope_parameters"] = *std::move(rope);
   }
-  return ParseHfConfig(j, absl::StrCat(f.path(), " (GGUF metadata)"));
+  absl::StatusOr<ModelConfig> config = ParseHfConfig(j, absl::StrCat(f.path(), " (GGUF metadata)"));
+  if (!config.ok()) return InGgufTerms(config.status(), *arch_name);  // told in the file's keys
+  return config;
 }
 
 }  // namespace doppler::models
