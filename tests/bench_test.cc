@@ -233,7 +233,7 @@ TEST(BenchTest, TextProfileAndClearErrors) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("unknown synthetic model 'llama-9' (known: llama-3.2-1b"), std::string::npos) << r.err;
   r = test::RunDoppler("bench -p 4 -n 2");
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // a required option missing: a usage error
   EXPECT_NE(r.err.find("--synthetic NAME"), std::string::npos) << r.err;
   r = test::RunDoppler("bench --synthetic tiny -r 0");
   EXPECT_EQ(r.exit_code, 1);
