@@ -149,14 +149,16 @@ bool IsUsageError(const absl::Status& status) { return status.GetPayload(kUsageP
 
 std::string Usage(const CommandSpec& spec) {
   std::string s = absl::StrCat("usage: doppler ", spec.name, " [options]\n\n", spec.summary, "\n\noptions:\n");
-  for (const OptionSpec& o : spec.options) {
+  std::vector<OptionSpec> options = spec.options;
+  options.push_back({"help", "h", "", "this help", ""});
+  options.push_back({"version", "", "", "the program's version", ""});
+  for (const OptionSpec& o : options) {
     std::string left = absl::StrCat("  ", o.short_name.empty() ? "" : absl::StrCat("-", o.short_name, ", "), "--",
                                     o.name, o.value_name.empty() ? "" : absl::StrCat(" ", o.value_name));
     if (left.size() < 28) left.resize(28, ' ');
     absl::StrAppend(&s, left, " ", o.help, o.default_value.empty() ? "" : absl::StrCat(" (default: ", o.default_value, ")"),
                     "\n");
   }
-  absl::StrAppend(&s, "  -h, --help                  this help\n  --version                   the program's version\n");
   return s;
 }
 
