@@ -21,7 +21,9 @@ absl::StatusOr<graph::Graph> BuildModelGraph(const ModelConfig& config, const Bu
     if (config.architecture == a.hf_name) return a.build(config, options);
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "unsupported architecture '", config.architecture, "'; supported: ",
+      config.architecture.empty() ? std::string("the config names no architecture (key 'architectures')")
+                                  : absl::StrCat("unsupported architecture '", config.architecture, "'"),
+      "; supported: ",
       absl::StrJoin(Architectures(), ", ", [](std::string* out, const Architecture& a) { out->append(a.hf_name); })));
 }
 

@@ -354,8 +354,8 @@ absl::StatusOr<ModelConfig> ParseHfConfig(const json& j, const std::string& sour
   // Absent: transformers' per-family default (Gemma ties, Llama/Qwen/Mistral/Phi do not).
   c.tie_word_embeddings = b.value_or(absl::StartsWith(c.model_type, "gemma"));
   ASSIGN_OR_RETURN(i, OptInt(j, "max_position_embeddings", source));
-  c.max_position_embeddings = i.value_or(0);
-  if (c.max_position_embeddings < 0) return Bad(source, "key 'max_position_embeddings' must be non-negative");
+  c.max_position_embeddings = i.value_or(0);  // absent: 0, the trained length is not known
+  if (i && *i <= 0) return Bad(source, absl::StrCat("key 'max_position_embeddings' must be positive, got ", *i));
   ASSIGN_OR_RETURN(s, OptString(j, "hidden_act", source));
   if (!s) {  // gemma's name for it
     ASSIGN_OR_RETURN(s, OptString(j, "hidden_activation", source));

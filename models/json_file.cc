@@ -1,20 +1,18 @@
 #include "models/json_file.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "models/mapped_file.h"
 
 namespace doppler::models {
 
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path.string(), ": cannot open"));
-  std::stringstream text;
-  text << in.rdbuf();
+  // Mapped, not streamed: a FIFO or a device is refused before anything waits on it.
+  absl::StatusOr<MappedFile> file = MappedFile::Open(path);
+  if (!file.ok()) return file.status();
+  const char* begin = reinterpret_cast<const char*>(file->data());
   try {
-    return nlohmann::json::parse(text.str());
+    return nlohmann::json::parse(begin, begin + file->size());
   } catch (const nlohmann::json::exception& ex) {
     return absl::InvalidArgumentError(absl::StrCat(path.string(), ": not valid JSON: ", ex.what()));
   }

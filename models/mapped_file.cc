@@ -16,10 +16,11 @@ namespace doppler::models {
 
 absl::StatusOr<MappedFile> MappedFile::Open(const std::filesystem::path& path) {
   const std::string p = path.string();
-  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is then refused as not a regular file.
+  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
-    const std::string msg = absl::StrCat(p, ": cannot open: ", std::strerror(err));
+    const std::string msg = absl::StrCat(p, err == ENOENT ? ": no such file" : ": cannot open: ", err == ENOENT ? "" : std::strerror(err));
     return err == ENOENT ? absl::NotFoundError(msg) : absl::PermissionDeniedError(msg);
   }
   struct stat st;
@@ -30,7 +31,7 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::filesystem::path& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(p, ": not a regular file"));
+    return absl::InvalidArgumentError(absl::StrCat(p, S_ISDIR(st.st_mode) ? ": is a directory, not a file" : ": not a regular file"));
   }
   MappedFile file;
   file.path_ = p;

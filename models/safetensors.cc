@@ -2,8 +2,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,6 +70,25 @@ std::optional<uint64_t> AsU64(const json& v) {
 }
 
 std::string ShapeStr(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+
+// Two tensors whose data_offsets overlap would alias each other's bytes: refused, as GGUF's are.
+absl::Status CheckDisjoint(const std::string& file, const std::map<std::string, Entry, std::less<>>& entries) {
+  std::vector<std::pair<const std::string*, const Entry*>> spans;
+  for (const auto& [name, e] : entries) {
+    if (e.end > e.begin) spans.push_back({&name, &e});
+  }
+  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
+  for (size_t i = 1; i < spans.size(); ++i) {
+    const Entry& prev = *spans[i - 1].second;
+    const Entry& next = *spans[i].second;
+    if (next.begin < prev.end) {
+      return Bad(file, absl::StrCat("tensors '", *spans[i - 1].first, "' (data_offsets [", prev.begin, ", ", prev.end,
+                                    "]) and '", *spans[i].first, "' (data_offsets [", next.begin, ", ", next.end,
+                                    "]) overlap"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Entry> ParseEntry(const std::string& file, const std::string& name, const json& v,
                                  uint64_t data_size) {
@@ -150,12 +171,23 @@ absl::StatusOr<std::unique_ptr<ParsedFile>> ParseFile(const fs::path& path) {
   }
   const char* hdr = reinterpret_cast<const char*>(pf->map.data() + 8);
   json header;
+  // JSON keeps the last of two equal keys; a header naming a tensor twice is refused instead.
+  std::set<std::string> names;
+  std::optional<std::string> repeated;
+  auto note_keys = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1 && !names.insert(parsed.get<std::string>()).second &&
+        !repeated) {
+      repeated = parsed.get<std::string>();
+    }
+    return true;
+  };
   try {
-    header = json::parse(hdr, hdr + n);
+    header = json::parse(hdr, hdr + n, note_keys);
   } catch (const json::exception& ex) {
     return Bad(file, absl::StrCat("header is not valid JSON: ", ex.what()));
   }
   if (!header.is_object()) return Bad(file, "header is not a JSON object");
+  if (repeated) return Bad(file, absl::StrCat("the header names tensor '", *repeated, "' twice"));
   pf->data = pf->map.data() + 8 + n;
   pf->data_size = size - 8 - n;
   for (const auto& [name, value] : header.items()) {
@@ -164,6 +196,7 @@ absl::StatusOr<std::unique_ptr<ParsedFile>> ParseFile(const fs::path& path) {
     if (!e.ok()) return e.status();
     pf->entries.emplace(name, *std::move(e));
   }
+  if (absl::Status s = CheckDisjoint(file, pf->entries); !s.ok()) return s;
   return pf;
 }
 

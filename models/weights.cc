@@ -57,7 +57,7 @@ void StoreFloat(DType dtype, float v, uint8_t* p) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, const graph::Node& param) {
+absl::StatusOr<TensorView> ParamTensor(const WeightStore& store, const graph::Node& param) {
   // A param with a "source" is rows [row_offset, row_offset + rows) of that checkpoint tensor,
   // which must be [source_rows, cols] (e.g. Phi-3's fused qkv_proj).
   const bool slice = param.attrs.Has("source");
@@ -73,9 +73,19 @@ absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, 
       absl::StrAppend(&what, " (rows ", param.attrs.Int("row_offset"), "..",
                       param.attrs.Int("row_offset") + param_shape[0] - 1, " of it for ", param.attrs.Str("name"), ")");
     }
-    return absl::InvalidArgumentError(absl::StrCat(t->file, ": tensor '", name, "' has shape [",
+    return absl::InvalidArgumentError(absl::StrCat(t->file, ": tensor '", t->name, "' has shape [",
                                                    absl::StrJoin(t->shape, ", "), "] but the config implies ", what));
   }
+  return t;
+}
+
+absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, const graph::Node& param) {
+  absl::StatusOr<TensorView> t = ParamTensor(store, param);
+  if (!t.ok()) return t.status();
+  const bool slice = param.attrs.Has("source");
+  const std::string& name = t->name;
+  const std::vector<int64_t> param_shape = graph::Resolve(param.type.shape, 0);
+  const std::vector<int64_t>& want = t->shape;  // the checkpoint tensor's: the param's, or the whole fused one's
   const DType to = param.type.dtype;
   // Stored as it is (any format, block formats included), float -> float, float -> block
   // (quantizing at load, e.g. --quant) and block -> float (dequantizing); block -> another block

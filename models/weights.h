@@ -21,6 +21,9 @@ namespace doppler::models {
 // `source_rows` and `row_offset` is rows [row_offset, row_offset + rows) of the tensor `source`,
 // which must have shape [source_rows, cols] (a fused checkpoint tensor, e.g. Phi-3's qkv_proj).
 absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, const graph::Node& param);
+// The checkpoint tensor a param is read from (the fused tensor for a param with `source`), checked
+// to have the shape the param implies; nothing is read. Errors as MaterializeParam's.
+absl::StatusOr<TensorView> ParamTensor(const WeightStore& store, const graph::Node& param);
 
 // Encodes float32 values as a float dtype (f32, f16, bf16), rounding to nearest even.
 std::vector<uint8_t> EncodeFloats(graph::DType dtype, std::span<const float> values);

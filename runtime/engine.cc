@@ -67,7 +67,21 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   if (!prefill.ok()) return prefill.status();
   e->prefill_ = *std::move(prefill);
   if (absl::Status s = e->BuildDecodeLoop(); !s.ok()) return s;
+  if (absl::Status s = e->Warm(); !s.ok()) return s;
   return e;
+}
+
+absl::Status Engine::Warm() {
+  // Drivers finish compiling a pipeline at its first dispatch: one token through the prefill plan,
+  // then one decode step, keeps that out of the first prompt's time (the cache rows and the token
+  // they write are overwritten by the sequence that follows, from position 0).
+  if (options_.progress) std::fprintf(stderr, "first run of the plans (the driver compiles at first use)...");
+  const int32_t first_id = 0;
+  std::memcpy(prompt_->mapped(), &first_id, sizeof(first_id));
+  absl::Status s = prefill_->Run(1, 0);
+  if (s.ok()) s = decode_->Run(1, 0);
+  if (options_.progress) std::fprintf(stderr, " %s\n", s.ok() ? "done" : "failed");
+  return s;
 }
 
 absl::Status Engine::ChooseDecodeActivations() {
@@ -178,7 +192,7 @@ absl::Status Engine::CheckIds(std::span<const int32_t> ids) const {
   if (position_ + static_cast<int64_t>(ids.size()) > options_.context) {
     return absl::OutOfRangeError(absl::StrCat(position_ + static_cast<int64_t>(ids.size()),
                                               " tokens exceed the context size ", options_.context,
-                                              " (raise it with --ctx)"));
+                                              " (raise it with -c, --ctx-size)"));
   }
   return absl::OkStatus();
 }

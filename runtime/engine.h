@@ -127,6 +127,7 @@ class Engine {
                                                       const std::vector<vk::SteppedBinding>& stepped = {});
   absl::Status ChooseDecodeActivations();  // decode_graph_, from the option and the device
   absl::Status BuildDecodeLoop();
+  absl::Status Warm();  // runs each plan once, before anything is timed
   absl::Status CheckIds(std::span<const int32_t> ids) const;
   absl::StatusOr<int32_t> ReadToken() const;
   absl::Status DropAhead();

@@ -19,6 +19,8 @@ const char* StopReasonName(StopReason r) {
       return "stop string";
     case StopReason::kContextFull:
       return "context full";
+    case StopReason::kInterrupted:
+      return "interrupted";
   }
   return "?";
 }
@@ -71,6 +73,10 @@ absl::StatusOr<GenerationResult> Generate(Engine& engine, const models::Tokenize
     }
     if (engine.position() - static_cast<int64_t>(ahead.size()) >= engine.context()) {
       r.reason = StopReason::kContextFull;
+      break;
+    }
+    if (options.interrupted && options.interrupted()) {
+      r.reason = StopReason::kInterrupted;
       break;
     }
     if (ahead.empty()) {

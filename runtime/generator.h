@@ -21,9 +21,11 @@ struct GenerationOptions {
   // Emit the prompt's text first, through the same decoder as the generation, so the two join
   // exactly as the whole sequence decodes.
   bool echo_prompt = false;
+  // Asked between steps: true ends the generation (Ctrl-C, or output that can no longer be written).
+  std::function<bool()> interrupted;
 };
 
-enum class StopReason { kMaxTokens, kEndOfSequence, kStopString, kContextFull };
+enum class StopReason { kMaxTokens, kEndOfSequence, kStopString, kContextFull, kInterrupted };
 const char* StopReasonName(StopReason r);
 
 struct GenerationResult {

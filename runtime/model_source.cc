@@ -1,9 +1,11 @@
 #include "runtime/model_source.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "models/checkpoint_check.h"
 #include "models/gguf/gguf_config.h"
 #include "models/gguf/gguf_file.h"
 #include "models/gguf/hf_names.h"
@@ -16,6 +18,33 @@
 namespace doppler::runtime {
 namespace {
 constexpr int64_t kDefaultMaxContext = 4096;
+// The most context any model gets (2^20 tokens): every size derived from it (the RoPE tables, the
+// KV cache's rows) then stays far from overflow, and the device's memory is the limit below it.
+constexpr int64_t kMaxContext = int64_t{1} << 20;
+
+// The context size: the model's trained length (at most 4096) unless one is asked for; more than
+// the trained length is allowed with a warning, more than kMaxContext is refused.
+absl::Status ResolveContext(const models::ModelConfig& config, models::CheckpointNaming naming, int64_t& context) {
+  const int64_t trained = config.max_position_embeddings;  // 0: the model does not say
+  const std::string key = models::ConfigKeyName("max_position_embeddings", config, naming);
+  if (context <= 0) {
+    if (trained == 0) {
+      std::fprintf(stderr, "warning: the model does not give its trained context length (%s): using %lld tokens\n",
+                   key.c_str(), static_cast<long long>(kDefaultMaxContext));
+    }
+    context = trained > 0 ? std::min(kDefaultMaxContext, trained) : kDefaultMaxContext;
+    return absl::OkStatus();
+  }
+  if (context > kMaxContext) {
+    return absl::InvalidArgumentError(absl::StrCat("-c, --ctx-size ", context, " is more than the ", kMaxContext,
+                                                   " tokens doppler supports"));
+  }
+  if (trained > 0 && context > trained) {
+    std::fprintf(stderr, "warning: -c, --ctx-size %lld is more than the %lld tokens the model was trained on (%s)\n",
+                 static_cast<long long>(context), static_cast<long long>(trained), key.c_str());
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 absl::StatusOr<OpenedModel> OpenModel(EngineOptions& options) {
@@ -54,10 +83,11 @@ absl::StatusOr<OpenedModel> OpenModel(EngineOptions& options) {
     m.store = *std::move(store);
   }
 
-  if (options.context <= 0) {
-    const int64_t max_pos = m.config.max_position_embeddings;
-    options.context = max_pos > 0 ? std::min(kDefaultMaxContext, max_pos) : kDefaultMaxContext;
+  const models::CheckpointNaming naming = gguf ? models::CheckpointNaming::kGguf : models::CheckpointNaming::kHf;
+  if (!synthetic) {
+    if (absl::Status s = models::CheckConfigAgainstCheckpoint(m.config, *m.store, naming); !s.ok()) return s;
   }
+  if (absl::Status s = ResolveContext(m.config, naming, options.context); !s.ok()) return s;
   options.prefill_chunk = std::clamp<int64_t>(options.prefill_chunk, 1, options.context);
   m.build.context = options.context;
   m.build.max_step_tokens = options.prefill_chunk;  // sizes the sliding-window ring caches

@@ -19,7 +19,7 @@ absl::StatusOr<PerplexityResult> Perplexity(Engine& engine, std::span<const int3
   const int64_t windows = static_cast<int64_t>(tokens.size()) / window;
   if (windows == 0) {
     return absl::InvalidArgumentError(absl::StrCat("the text has ", tokens.size(), " tokens, fewer than one window of ",
-                                                   window, " (use a smaller --ctx)"));
+                                                   window, " (use a smaller -c, --ctx-size)"));
   }
   const int64_t vocab = engine.config().vocab_size;
   const int64_t first_scored = window / 2;

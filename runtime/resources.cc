@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "absl/strings/str_format.h"
 #include "codegen/device_layout.h"
 
 namespace doppler::runtime {
@@ -56,12 +57,32 @@ absl::Status CreateResources(vk::Context& ctx, const graph::Graph& g, const Para
   for (const graph::Node& n : g.nodes()) {
     if (IsResource(n.kind) && resources.count(n.attrs.Str("name")) == 0 && ReadByKernels(g, n)) todo.push_back(&n);
   }
+  // In rows of the last dimension's values (codegen/device_layout.h lays weights out by rows).
+  auto bytes_of = [](const graph::Node& n) {
+    const int64_t k = n.type.shape.empty() ? 1 : n.type.shape.back().value;
+    return codegen::DeviceByteSize(n.type.dtype, graph::NumElements(n.type.shape, 0), k);
+  };
+  // Everything at once against the device's memory before any of it is allocated: the KV cache
+  // grows with the context, so a -c too large for the device is one clear error.
+  uint64_t total = 0, cache = 0;
+  for (const graph::Node* n : todo) {
+    total += bytes_of(*n);
+    if (n->kind == graph::OpKind::kState) cache += bytes_of(*n);
+  }
+  const uint64_t device = ctx.info().device_local_bytes;
+  if (device > 0 && total > device) {
+    constexpr double kMiB = 1024.0 * 1024.0;
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the weights and caches need %.0f MiB (%.0f MiB of them the caches, which grow with -c, --ctx-size), more "
+        "than the %.0f MiB of memory of %s",
+        static_cast<double>(total) / kMiB, static_cast<double>(cache) / kMiB, static_cast<double>(device) / kMiB,
+        ctx.info().name));
+  }
   for (size_t i = 0; i < todo.size(); ++i) {
     const graph::Node& n = *todo[i];
     const std::string& name = n.attrs.Str("name");
-    // In rows of the last dimension's values (codegen/device_layout.h lays weights out by rows).
     const int64_t k = n.type.shape.empty() ? 1 : n.type.shape.back().value;
-    const size_t bytes = codegen::DeviceByteSize(n.type.dtype, graph::NumElements(n.type.shape, 0), k);
+    const size_t bytes = bytes_of(n);
     absl::StatusOr<std::unique_ptr<vk::Buffer>> buf = ctx.CreateBuffer(bytes, vk::BufferKind::kDeviceLocal, name);
     if (!buf.ok()) return buf.status();
     if (n.kind == graph::OpKind::kState) {

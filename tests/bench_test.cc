@@ -166,11 +166,11 @@ TEST(BenchTest, PrintsEveryField) {
   EXPECT_NE(r.out.find("tok/s (greedy)"), std::string::npos) << r.out;
 }
 
-// --temperature above 0 samples in the decode test, through the sampler's kernel; the settings are
+// --temp above 0 samples in the decode test, through the sampler's kernel; the settings are
 // in the output. A bad value is an error naming the option.
 TEST(BenchTest, DecodesWithTheSampler) {
   test::CommandResult r =
-      test::RunDoppler("bench --synthetic tiny -p 8 -n 8 -r 1 --json --profile --temperature 0.7 --top-k 20");
+      test::RunDoppler("bench --synthetic tiny -p 8 -n 8 -r 1 --json --profile --temp 0.7 --top-k 20");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_DOUBLE_EQ(j["sampling"]["temperature"].get<double>(), 0.7);
@@ -182,7 +182,7 @@ TEST(BenchTest, DecodesWithTheSampler) {
     sampler = sampler || n["kernel"].get<std::string>().rfind("sample.", 0) == 0;
   }
   EXPECT_TRUE(sampler) << j["profile"].dump();
-  r = test::RunDoppler("bench --synthetic tiny -p 8 -n 8 -r 1 --temperature 0.7");
+  r = test::RunDoppler("bench --synthetic tiny -p 8 -n 8 -r 1 --temp 0.7");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("tok/s (sampled: temperature 0.7, top-k 40, top-p 0.95, min-p 0.05)"), std::string::npos) << r.out;
   r = test::RunDoppler("bench --synthetic tiny -p 8 -n 8 -r 1 --top-p 0");
@@ -268,7 +268,7 @@ TEST(BenchTest, TextProfileAndClearErrors) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("unknown synthetic model 'llama-9' (known: llama-3.2-1b"), std::string::npos) << r.err;
   r = test::RunDoppler("bench -p 4 -n 2");
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // a required option missing: a usage error
   EXPECT_NE(r.err.find("--synthetic NAME"), std::string::npos) << r.err;
   r = test::RunDoppler("bench --synthetic tiny -r 0");
   EXPECT_EQ(r.exit_code, 1);

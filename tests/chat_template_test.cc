@@ -94,7 +94,7 @@ TEST(ChatTemplateCli, RunChatThroughATemplateFile) {
             "{% if add_generation_prompt %}{{ 'assistant' if polite is not defined else 'dear assistant' }}:{% endif %}");
   const std::filesystem::path fx = test::FixturesDir();
   const std::string model = " --model " + (fx / "hf" / "llama").string() + " --tokenizer " +
-                            (fx / "stories260K" / "tok512.bin").string() + " --dtype f32 --temperature 0 -n 6 --ignore-eos";
+                            (fx / "stories260K" / "tok512.bin").string() + " --dtype f32 --temp 0 -n 6 --ignore-eos";
   test::CommandResult r =
       test::RunShell("(printf 'Hello there\\nAnd then\\n\\n' | " + test::DopplerBinary() + " run --chat --chat-template " +
                      (tmp / "t.jinja").string() + " --chat-template-kwargs '{\"polite\": true}'" + model + ")");

@@ -30,7 +30,7 @@ int Lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), 
 TEST(Cli, RunPrintsTheGreedyTokens) {
   auto ref = test::LoadHfReference("llama_tied");
   ASSERT_TRUE(ref.ok()) << ref.status();
-  Result r = Doppler("run --model " + Model("llama_tied") + " --prompt-ids " + Ids(ref->input_ids) + " -n 16 --dtype f32 --temperature 0");
+  Result r = Doppler("run --model " + Model("llama_tied") + " --prompt-ids " + Ids(ref->input_ids) + " -n 16 --dtype f32 --temp 0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, absl::StrJoin(ref->greedy_tokens, " ") + "\n");
 }
@@ -38,13 +38,13 @@ TEST(Cli, RunPrintsTheGreedyTokens) {
 TEST(Cli, RunStreamsTextWithTheModelsTokenizer) {
   const std::filesystem::path s = test::FixturesDir() / "stories260K";
   Result r = Doppler("run --model " + (s / "hf").string() + " --tokenizer " + (s / "tok512.bin").string() +
-                     " -p 'Once upon a time' --temperature 0 -n 20 --dtype f32");
+                     " -p 'Once upon a time' --temp 0 -n 20 --dtype f32");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "Once upon a time, there was a little girl named Lily. She loved to play outsid\n");
   EXPECT_NE(r.err.find("generated: 20 tokens"), std::string::npos) << r.err;
   // Sampling: the same seed gives the same text.
   const std::string sampled = "run --model " + (s / "hf").string() + " --tokenizer " + (s / "tok512.bin").string() +
-                              " -p 'Once upon a time' -n 30 --seed 11 --temperature 1.0 --top-k 20";
+                              " -p 'Once upon a time' -n 30 --seed 11 --temp 1.0 --top-k 20";
   Result a = Doppler(sampled), b = Doppler(sampled);
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
@@ -56,7 +56,7 @@ TEST(Cli, RunStreamsTextWithTheModelsTokenizer) {
 TEST(Cli, RunProfileReportsDecodeStepsAfterTheText) {
   const std::filesystem::path s = test::FixturesDir() / "stories260K";
   Result r = Doppler("run --model " + (s / "hf").string() + " --tokenizer " + (s / "tok512.bin").string() +
-                     " -p 'Once upon a time' --temperature 0 -n 20 --dtype f32 --profile");
+                     " -p 'Once upon a time' --temp 0 -n 20 --dtype f32 --profile");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "Once upon a time, there was a little girl named Lily. She loved to play outsid\n");
   EXPECT_NE(r.err.find("profile of a decode step (mean of 8 profiled steps"), std::string::npos) << r.err;
@@ -70,7 +70,7 @@ TEST(Cli, RunProfileReportsDecodeStepsAfterTheText) {
 TEST(Cli, ChatKeepsTheCacheAcrossTurns) {
   const std::filesystem::path s = test::FixturesDir() / "stories260K";
   const std::string run = test::DopplerBinary() + " run --chat --chat-format mistral --model " + (s / "hf").string() +
-                          " --tokenizer " + (s / "tok512.bin").string() + " --temperature 0 -n 12";
+                          " --tokenizer " + (s / "tok512.bin").string() + " --temp 0 -n 12";
   Result r = test::RunShell("(printf 'Tell me a story\\nAnd then\\n\\n' | " + run + ")");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("chat (mistral format)"), std::string::npos) << r.err;
@@ -110,7 +110,8 @@ TEST(Cli, BadModelsGiveOneLineErrors) {
        "unsupported architecture 'FooForCausalLM'; supported: LlamaForCausalLM"},
       {EditedModel("llama_tied", "cli_missing", [](nlohmann::json& j) { j["tie_word_embeddings"] = false; }),
        "lm_head.weight"},
-      {EditedModel("llama", "cli_shape", [](nlohmann::json& j) { j["hidden_size"] = 96; }), "but the config implies"},
+      {EditedModel("llama", "cli_shape", [](nlohmann::json& j) { j["hidden_size"] = 96; }),
+       "tensor model.embed_tokens.weight is [512, 128] but the config gives [512, 96] (vocab_size x hidden_size)"},
   };
   for (const auto& [dir, message] : cases) {
     Result r = Doppler("run --model " + dir.string() + " --prompt-ids 1,2 -n 2");
@@ -127,7 +128,7 @@ TEST(Cli, PerplexityPrintsRunningAndFinalValues) {
                          "park. One day, she saw a big, red ball. She wanted to play with it, but it was too high. "
                          "Lily's mom said, \"Lily, let's go to the park.\" Lily was sad and didn't know what to do.";
   Result r = Doppler("perplexity --model " + (s / "hf").string() + " --tokenizer " + (s / "tok512.bin").string() +
-                     " --file " + text.string() + " --ctx 32");
+                     " --file " + text.string() + " -c 32");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("[1] "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("perplexity: "), std::string::npos) << r.out;
@@ -223,8 +224,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"run --model MODEL --prompt-ids 1,2 -n", "-n needs a value"},
                       BadCase{"run --model MODEL --prompt-ids 1,2 --top-p 1.5", "--top-p must be in (0, 1]"},
                       BadCase{"run --model MODEL -p hello", "no tokenizer.json in"},
-                      BadCase{"run --model MODEL", "give exactly one of -p TEXT, --prompt-ids IDS, --chat"},
-                      BadCase{"run --model MODEL --prompt-ids 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17 --ctx 16",
+                      BadCase{"run --model MODEL -p a --prompt-ids 1", "give one of -p TEXT, -f FILE, --prompt-ids IDS, --chat"},
+                      BadCase{"run --model MODEL --prompt-ids 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17 -c 16",
                               "more than the context size 16"},
                       BadCase{"run --model MODEL --prompt-ids 1,9999", "token id 9999 is outside the vocabulary"},
                       BadCase{"run --model MODEL --prompt-ids 1 --dtype q9", "'q9' is not one of f16, bf16, f32"},

@@ -500,7 +500,7 @@ TEST(ConvertCli, ConvertsAndTheResultRuns) {
   absl::StatusOr<test::HfReference> ref = test::LoadHfReference("llama_q");
   ASSERT_TRUE(ref.ok());
   CliResult r = Doppler("run --model " + out.string() + " --prompt-ids " + absl::StrJoin(ref->input_ids, ",") +
-                        " -n 16 --temperature 0");
+                        " -n 16 --temp 0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, absl::StrJoin(ref->greedy_tokens, " ") + "\n");
 }
@@ -508,12 +508,14 @@ TEST(ConvertCli, ConvertsAndTheResultRuns) {
 TEST(ConvertCli, BadArgumentsAreOneLineErrors) {
   const std::string model = (Fixtures() / "hf" / "llama_q").string();
   const fs::path x = test::MakeTempDir("convert_bad") / "x.gguf";
-  for (const std::string& args : std::vector<std::string>{
-           "convert --model " + model + " --out " + x.string() + " --quant q3_k", "convert --model " + model,
-           "convert --model /nonexistent --out " + x.string(),
-           "convert --model " + (Fixtures() / "hf" / "gemma3").string() + " --out " + x.string()}) {
+  // A malformed command line (here a missing --out) exits with 2, every other error with 1.
+  for (const auto& [args, code] : std::vector<std::pair<std::string, int>>{
+           {"convert --model " + model + " --out " + x.string() + " --quant q3_k", 1},
+           {"convert --model " + model, 2},
+           {"convert --model /nonexistent --out " + x.string(), 1},
+           {"convert --model " + (Fixtures() / "hf" / "gemma3").string() + " --out " + x.string(), 1}}) {
     CliResult r = Doppler(args);
-    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_EQ(r.exit_code, code) << args;
     EXPECT_EQ(Lines(r.err), 1) << args << ": " << r.err;
     EXPECT_NE(r.err.find("doppler convert: error:"), std::string::npos) << r.err;
   }
@@ -545,7 +547,7 @@ TEST(ConvertCli, DamagedGgufIsAOneLineError) {
   for (const Damage& d : damages) {
     const fs::path path = dir / d.name;
     std::ofstream(path, std::ios::binary) << d.content;
-    CliResult r = Doppler("run --model " + path.string() + " --prompt-ids 1,2,3 -n 2 --temperature 0");
+    CliResult r = Doppler("run --model " + path.string() + " --prompt-ids 1,2,3 -n 2 --temp 0");
     EXPECT_EQ(r.exit_code, 1) << d.name << ": " << r.err;
     EXPECT_EQ(Lines(r.err), 1) << d.name << ": " << r.err;
     EXPECT_NE(r.err.find(path.string()), std::string::npos) << d.name << ": " << r.err;

@@ -57,7 +57,7 @@ TEST(DefaultModel, HeldOutPerplexityMatchesPyTorch) {
   const test::CommandResult r =
       test::RunDoppler("perplexity --model " + (DefaultDir() / "default-q8_0.gguf").string() + " -f " +
                        (DefaultDir() / ref["heldout_file"].get<std::string>()).string() +
-                       " --ctx " + std::to_string(ref["ctx"].get<int>()));
+                       " -c " + std::to_string(ref["ctx"].get<int>()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const size_t at = r.out.find("perplexity: ");
   ASSERT_NE(at, std::string::npos) << r.out;
@@ -101,7 +101,7 @@ TEST(DefaultModel, GreedyTokensMatchPyTorch) {
 }
 
 TEST(DefaultModel, RunWithoutModelUsesIt) {
-  const test::CommandResult r = test::RunDoppler("run -p 'In the beginning' -n 8 --temperature 0");
+  const test::CommandResult r = test::RunDoppler("run -p 'In the beginning' -n 8 --temp 0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("In the beginning", 0), 0u) << r.out;
   EXPECT_GT(r.out.size(), std::string("In the beginning\n").size()) << r.out;

@@ -48,7 +48,7 @@ CommandSpec Spec() {
   // llama-bench, which does not sample).
   for (OptionSpec o : SamplingOptionSpecs()) {
     if (o.name == "seed") continue;  // bench's own, above
-    if (o.name == "temperature") {
+    if (o.name == "temp") {
       o.help = "sampling temperature of the decode test; 0 is greedy (the options below apply above 0)";
       o.default_value = "0";
     }
@@ -144,7 +144,7 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   const int64_t needed = std::max(*p + warmup_decode, *n);
   if (options->context <= 0) options->context = needed;
   if (options->context < needed) {
-    return absl::InvalidArgumentError(absl::StrCat("--ctx ", options->context, " is smaller than the ", needed,
+    return absl::InvalidArgumentError(absl::StrCat("--ctx-size ", options->context, " is smaller than the ", needed,
                                                    " positions -p ", *p, " and -n ", *n, " need"));
   }
   options->prefill_chunk = *p;

@@ -9,8 +9,17 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace doppler::cli {
+
+// A malformed command line (unknown command or option, a missing or malformed value, an old
+// spelling): main exits with 2 for these, 1 for every other error (docs/cli.md).
+absl::Status UsageError(absl::string_view message);
+bool IsUsageError(const absl::Status& status);
+
+// The program's version, as `doppler --version` prints it.
+extern const char kVersion[];
 
 struct OptionSpec {
   std::string name;         // long name without dashes, e.g. "model"
@@ -34,6 +43,7 @@ class ParsedArgs {
   // Every value a repeatable option was given, in order.
   std::vector<std::string> GetAll(const std::string& name) const;
   absl::StatusOr<int64_t> GetInt(const std::string& name) const;
+  // A finite number: NaN and infinities are usage errors.
   absl::StatusOr<double> GetFloat(const std::string& name) const;
   // A comma-separated list of integers, e.g. "1,2,3".
   absl::StatusOr<std::vector<int32_t>> GetIntList(const std::string& name) const;
@@ -44,10 +54,13 @@ class ParsedArgs {
   std::map<std::string, std::vector<std::string>> values_;
 };
 
-// Parses the arguments after the subcommand name. "--help" yields a ParsedArgs with "help" set.
+// Parses the arguments after the subcommand name. "--help" yields a ParsedArgs with "help" set,
+// "--version" one with "version" set. Every error is a UsageError; an option another program
+// (llama.cpp) or an older doppler spells differently is named in its error.
 absl::StatusOr<ParsedArgs> Parse(const CommandSpec& spec, const std::vector<std::string>& args);
 
-// Parses like Parse; on --help prints the usage and returns nullopt (the command then exits 0).
+// Parses like Parse; on --help prints the usage (on --version the version) and returns nullopt
+// (the command then exits 0).
 absl::StatusOr<std::optional<ParsedArgs>> ParseOrHelp(const CommandSpec& spec, const std::vector<std::string>& args);
 
 // Usage text: summary and one line per option.

@@ -34,10 +34,14 @@ std::string NoChatTemplateMessage(const std::string& model_path);
 models::SpecialTokens SpecialTokensOf(const models::Tokenizer& tok);
 
 // The interactive chat: each user line is added to the conversation, which is rendered whole
-// (add_generation_prompt) and fed from where it stops matching what the KV cache holds.
+// (add_generation_prompt) and fed from where it stops matching what the KV cache holds. Where the
+// rendered conversation and a reply (-n tokens, at most half the context) would not fit, the oldest
+// turns are dropped (the system prompt stays) and it is fed again from an empty cache. A Ctrl-C
+// ends the reply, not the chat. `summary` reports a finished turn; an error from it (the output
+// could not be written) ends the chat.
 absl::StatusOr<int> TemplateChat(runtime::Engine& engine, const models::Tokenizer& tok, const jinja::Template& tmpl,
                                  const ParsedArgs& args, const runtime::GenerationOptions& limits,
                                  const std::function<void(const std::string&)>& print,
-                                 const std::function<void(const runtime::GenerationResult&)>& summary);
+                                 const std::function<absl::Status(const runtime::GenerationResult&)>& summary);
 
 }  // namespace doppler::cli

@@ -50,7 +50,10 @@ std::vector<OptionSpec> EngineOptionSpecs() {
        "v_proj/down_proj, and Q5_0 / Q8_0 for rows not of whole 256-value blocks, as llama.cpp's Q4_K_M), q5_k_m "
        "(the same with Q5_K), q4_0 or iq4_xs (the LM head Q6_K)",
        ""},
-      {"ctx", "c", "N", "context size in tokens (default: the model's, at most 4096)", ""},
+      {"ctx-size", "c", "N",
+       "context size in tokens (default: the model's trained length, at most 4096; more than the trained length "
+       "is allowed with a warning)",
+       ""},
       {"cache-type-k", "ctk", "TYPE",
        "the KV cache's storage type, f16 or f32 (llama.cpp's spelling; default f16, or f32 for an HF model with "
        "--dtype f32); K and V share one type",
@@ -71,11 +74,15 @@ std::vector<OptionSpec> EngineOptionSpecs() {
 absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& args) {
   runtime::EngineOptions o;
   if (args.Has("synthetic")) {
-    if (args.Has("model")) return absl::InvalidArgumentError("give either --model PATH or --synthetic NAME, not both");
+    if (args.Has("model")) return UsageError("give either --model PATH or --synthetic NAME, not both");
     o.synthetic = args.Get("synthetic");
   } else {
-    if (!args.Has("model")) return absl::InvalidArgumentError("--model PATH (or --synthetic NAME) is required");
+    if (!args.Has("model")) return UsageError("--model PATH (or --synthetic NAME) is required");
     o.model_path = args.Get("model");
+    std::error_code ec;
+    if (!std::filesystem::exists(o.model_path, ec)) {
+      return absl::NotFoundError(absl::StrCat("--model ", o.model_path.string(), ": no such file or directory"));
+    }
   }
   if (args.Has("quant")) {
     absl::StatusOr<models::QuantScheme> quant = models::ParseQuantScheme(args.Get("quant"));
@@ -89,10 +96,10 @@ absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& a
     return absl::InvalidArgumentError(absl::StrCat("--dtype: '", args.Get("dtype"), "' is not one of f16, bf16, f32"));
   }
   o.weight_dtype = *dtype;
-  if (args.Has("ctx")) {
-    absl::StatusOr<int64_t> ctx = args.GetInt("ctx");
+  if (args.Has("ctx-size")) {
+    absl::StatusOr<int64_t> ctx = args.GetInt("ctx-size");
     if (!ctx.ok()) return ctx.status();
-    if (*ctx <= 0) return absl::InvalidArgumentError("--ctx must be positive");
+    if (*ctx <= 0) return absl::InvalidArgumentError("--ctx-size must be positive");
     o.context = *ctx;
   }
   for (const char* option : {"cache-type-k", "cache-type-v"}) {
@@ -136,12 +143,22 @@ absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& a
   return o;
 }
 
-absl::StatusOr<std::unique_ptr<models::Tokenizer>> OpenTokenizer(const ParsedArgs& args) {
-  if (args.Has("tokenizer")) {
-    const std::filesystem::path file = args.Get("tokenizer");
-    if (absl::EndsWith(file.string(), ".json")) return models::LoadHfTokenizer(file.parent_path());
-    return models::LoadLlama2cTokenizer(file);
+absl::StatusOr<std::unique_ptr<models::Tokenizer>> OpenTokenizerFile(const std::filesystem::path& file) {
+  if (absl::EndsWith(file.string(), ".json")) return models::LoadHfTokenizerFile(file);
+  return models::LoadLlama2cTokenizer(file);
+}
+
+absl::Status CheckTokenizerFitsModel(const models::Tokenizer& tokenizer, int64_t model_vocab) {
+  const int64_t tokens = tokenizer.vocab_size();
+  if (tokens > model_vocab || tokens * 8 < model_vocab * 7) {
+    return absl::InvalidArgumentError(absl::StrCat("the tokenizer has ", tokens, " tokens but the model's vocabulary ",
+                                                   model_vocab, ": it is not this model's tokenizer"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<models::Tokenizer>> OpenTokenizer(const ParsedArgs& args) {
+  if (args.Has("tokenizer")) return OpenTokenizerFile(args.Get("tokenizer"));
   const std::filesystem::path dir = args.Get("model");
   if (runtime::IsGgufModel(dir)) {
     absl::StatusOr<std::unique_ptr<models::GgufFile>> file = models::GgufFile::Open(dir);
@@ -175,19 +192,19 @@ OptionSpec GpuLoopOptionSpec() {
 
 std::vector<OptionSpec> SamplingOptionSpecs() {
   return {
-      {"temperature", "t", "T", "sampling temperature; 0 is greedy", "0.8"},
+      {"temp", "", "T", "sampling temperature; 0 is greedy", "0.8"},
       {"top-k", "", "K", "keep the K most likely tokens (0: off)", "40"},
       {"top-p", "", "P", "keep the most likely tokens holding probability P (1: off)", "0.95"},
       {"min-p", "", "P", "drop tokens less likely than P times the most likely one (0: off)", "0.05"},
       {"repeat-penalty", "", "X", "penalise tokens of the last --repeat-last-n positions (1: off)", "1.0"},
       {"repeat-last-n", "", "N", "positions the repeat penalty looks back over", "64"},
-      {"seed", "s", "N", "random seed: the same seed gives the same text (default: random)", ""},
+      {"seed", "s", "N", "random seed: the same seed gives the same text; -1: random (reported in the summary)", "-1"},
   };
 }
 
 absl::StatusOr<runtime::SamplingOptions> SamplingOptionsFromArgs(const ParsedArgs& args) {
   runtime::SamplingOptions s;
-  absl::StatusOr<double> t = args.GetFloat("temperature");
+  absl::StatusOr<double> t = args.GetFloat("temp");
   absl::StatusOr<int64_t> k = args.GetInt("top-k");
   absl::StatusOr<double> p = args.GetFloat("top-p");
   absl::StatusOr<double> min_p = args.GetFloat("min-p");
@@ -196,7 +213,7 @@ absl::StatusOr<runtime::SamplingOptions> SamplingOptionsFromArgs(const ParsedArg
   for (const absl::Status& st : {t.status(), k.status(), p.status(), min_p.status(), penalty.status(), last_n.status()}) {
     if (!st.ok()) return st;
   }
-  if (*t < 0) return absl::InvalidArgumentError("--temperature must be >= 0");
+  if (*t < 0) return absl::InvalidArgumentError("--temp must be >= 0");
   if (*k < 0) return absl::InvalidArgumentError("--top-k must be >= 0");
   if (*p <= 0 || *p > 1) return absl::InvalidArgumentError("--top-p must be in (0, 1]");
   if (*min_p < 0 || *min_p >= 1) return absl::InvalidArgumentError("--min-p must be in [0, 1)");
@@ -208,13 +225,12 @@ absl::StatusOr<runtime::SamplingOptions> SamplingOptionsFromArgs(const ParsedArg
   s.min_p = *min_p;
   s.repeat_penalty = *penalty;
   s.repeat_last_n = *last_n;
-  if (args.Has("seed")) {
-    absl::StatusOr<int64_t> seed = args.GetInt("seed");
-    if (!seed.ok()) return seed.status();
-    s.seed = static_cast<uint32_t>(*seed);
-  } else {
-    s.seed = std::random_device{}();
+  absl::StatusOr<int64_t> seed = args.GetInt("seed");
+  if (!seed.ok()) return seed.status();
+  if (*seed < -1 || *seed > UINT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("--seed must be -1 (random) or in [0, ", UINT32_MAX, "]"));
   }
+  s.seed = *seed == -1 ? std::random_device{}() : static_cast<uint32_t>(*seed);
   return s;
 }
 

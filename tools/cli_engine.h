@@ -17,17 +17,22 @@ namespace doppler::cli {
 // the executable was built from (docs/cli.md).
 absl::StatusOr<std::filesystem::path> DefaultModel();
 
-// --model, --tokenizer, --dtype, --quant, --ctx, --device, --verbose.
+// --model, --tokenizer, --dtype, --quant, -c/--ctx-size, --device, --verbose.
 std::vector<OptionSpec> EngineOptionSpecs();
 absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& args);
 
 // --tokenizer FILE (tokenizer.json, or a llama2.c tokenizer.bin), else MODEL/tokenizer.json, or
 // the tokenizer in a GGUF model's metadata.
 absl::StatusOr<std::unique_ptr<models::Tokenizer>> OpenTokenizer(const ParsedArgs& args);
+// A tokenizer file by its kind: a tokenizer.json (by name), else a llama2.c tokenizer.bin.
+absl::StatusOr<std::unique_ptr<models::Tokenizer>> OpenTokenizerFile(const std::filesystem::path& file);
+// A tokenizer with more tokens than the model's vocabulary, or far fewer (more than an eighth of
+// the vocabulary unknown to it: a model's padding rows are fewer), is another model's.
+absl::Status CheckTokenizerFitsModel(const models::Tokenizer& tokenizer, int64_t model_vocab);
 // Whether OpenTokenizer finds one without --tokenizer.
 bool ModelHasTokenizer(const std::filesystem::path& model);
 
-// --temperature, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed.
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed.
 std::vector<OptionSpec> SamplingOptionSpecs();
 // --gpu-loop N, for the commands that decode (run, bench); EngineOptionsFromArgs reads it when given.
 OptionSpec GpuLoopOptionSpec();

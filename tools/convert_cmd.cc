@@ -7,8 +7,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "models/architecture.h"
 #include "models/gguf/hf_to_gguf.h"
+#include "models/weights.h"
+#include "runtime/model_source.h"
 #include "tools/cli_args.h"
+#include "tools/cli_engine.h"
 #include "tools/commands.h"
 
 namespace doppler::cli {
@@ -33,6 +37,57 @@ CommandSpec Spec() {
       }};
 }
 
+// The model is checked as `doppler run` checks it before anything is written: its config against
+// the checkpoint, every tensor the model reads present in the shape the config implies, and the
+// tokenizer's vocabulary against the model's.
+absl::Status CheckInput(const models::HfToGgufOptions& o) {
+  runtime::EngineOptions options;
+  options.model_path = o.model_dir;
+  options.context = 1;  // the tensors do not depend on it
+  absl::StatusOr<runtime::OpenedModel> model = runtime::OpenModel(options);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<graph::Graph> g = models::BuildModelGraph(model->config, model->build);
+  if (!g.ok()) return g.status();
+  for (const graph::Node& n : g->nodes()) {
+    if (n.kind != graph::OpKind::kParam) continue;
+    if (absl::StatusOr<models::TensorView> t = models::ParamTensor(*model->store, n); !t.ok()) return t.status();
+  }
+  const std::filesystem::path tokenizer = o.tokenizer.empty() ? o.model_dir / "tokenizer.json" : o.tokenizer;
+  std::error_code ec;
+  if (!o.tokenizer.empty() || std::filesystem::exists(tokenizer, ec)) {
+    absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = OpenTokenizerFile(tokenizer);
+    if (!tok.ok()) return tok.status();
+    return CheckTokenizerFitsModel(**tok, model->config.vocab_size);
+  }
+  return absl::OkStatus();
+}
+
+// The output is written to a temporary file renamed over --out: only where that replaces nothing
+// but a regular file, and never one of the model's own files.
+absl::Status CheckOutput(const models::HfToGgufOptions& o) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::symlink_status(o.out, ec);
+  if (ec || !std::filesystem::exists(st)) return absl::OkStatus();
+  if (!std::filesystem::is_regular_file(st)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--out ", o.out.string(), " is ",
+        std::filesystem::is_symlink(st) ? "a symbolic link" : std::filesystem::is_directory(st) ? "a directory" : "not a regular file",
+        ": it would be replaced by a regular file; give the path of a new or a regular file"));
+  }
+  std::vector<std::filesystem::path> inputs;
+  for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator(o.model_dir, ec)) {
+    inputs.push_back(e.path());
+  }
+  if (!o.tokenizer.empty()) inputs.push_back(o.tokenizer);
+  for (const std::filesystem::path& input : inputs) {
+    if (std::filesystem::equivalent(input, o.out, ec)) {
+      return absl::InvalidArgumentError(absl::StrCat("--out ", o.out.string(), " is one of the model's own files (",
+                                                     input.string(), "): refusing to overwrite the input"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<int> ConvertCommand(const std::vector<std::string>& argv) {
@@ -41,8 +96,8 @@ absl::StatusOr<int> ConvertCommand(const std::vector<std::string>& argv) {
   if (!parsed.ok()) return parsed.status();
   if (!parsed->has_value()) return 0;
   const ParsedArgs& args = **parsed;
-  if (!args.Has("model")) return absl::InvalidArgumentError("--model DIR is required");
-  if (!args.Has("out")) return absl::InvalidArgumentError("--out FILE is required");
+  if (!args.Has("model")) return UsageError("--model DIR is required");
+  if (!args.Has("out")) return UsageError("--out FILE is required");
   absl::StatusOr<models::QuantScheme> quant = models::ParseQuantScheme(args.Get("quant"));
   if (!quant.ok()) return absl::InvalidArgumentError(absl::StrCat("--quant: ", quant.status().message()));
   models::HfToGgufOptions o;
@@ -59,6 +114,8 @@ absl::StatusOr<int> ConvertCommand(const std::vector<std::string>& argv) {
     std::fflush(stderr);
   };
   o.note = [](const std::string& s) { std::fprintf(stderr, "note: %s\n", s.c_str()); };
+  if (absl::Status s = CheckOutput(o); !s.ok()) return s;
+  if (absl::Status s = CheckInput(o); !s.ok()) return s;
   if (absl::Status s = models::ConvertHfToGguf(o); !s.ok()) return s;
   std::error_code ec;
   const uintmax_t size = std::filesystem::file_size(o.out, ec);

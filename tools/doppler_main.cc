@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/cli_args.h"
 #include "tools/commands.h"
 
 namespace {
@@ -21,7 +22,8 @@ constexpr char kUsage[] =
     "  graph       print a model's graph before/after the passes, its kernels' GLSL, step statistics\n"
     "  devices     list Vulkan devices and their features\n"
     "\n"
-    "doppler <command> --help shows the options of a command.\n";
+    "doppler <command> --help shows the options of a command; doppler --version the version.\n"
+    "Exit codes: 0 success, 1 an error, 2 a malformed command line.\n";
 
 }  // namespace
 
@@ -32,6 +34,10 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
+  if (command == "--version") {
+    std::printf("doppler %s\n", doppler::cli::kVersion);
+    return 0;
+  }
   const std::vector<std::string> args(argv + 2, argv + argc);
   absl::StatusOr<int> rc;
   if (command == "run") {
@@ -59,7 +65,7 @@ int main(int argc, char** argv) {
   }
   if (!rc.ok()) {
     std::fprintf(stderr, "doppler %s: error: %s\n", command.c_str(), std::string(rc.status().message()).c_str());
-    return 1;
+    return doppler::cli::IsUsageError(rc.status()) ? 2 : 1;
   }
   return *rc;
 }

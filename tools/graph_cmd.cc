@@ -50,7 +50,7 @@ CommandSpec Spec() {
            "256"},
           {"dtype", "", "TYPE", "weight storage type for an HF model: f16, bf16 or f32", "f16"},
           {"quant", "", "TYPE", "quantize an HF model's matrices as `doppler run --quant` would: q8_0, q6_k, q5_k_m, q4_k_m, q4_0, iq4_xs", ""},
-          {"ctx", "c", "N", "context size (default: the model's, at most 4096)", ""},
+          {"ctx-size", "c", "N", "context size (default: the model's trained length, at most 4096)", ""},
       }};
 }
 

@@ -29,8 +29,8 @@ absl::StatusOr<int> LogitsCommand(const std::vector<std::string>& argv) {
   if (!parsed.ok()) return parsed.status();
   if (!parsed->has_value()) return 0;
   const ParsedArgs* args = &**parsed;
-  if (!args->Has("ids")) return absl::InvalidArgumentError("--ids is required");
-  if (!args->Has("out")) return absl::InvalidArgumentError("--out FILE is required");
+  if (!args->Has("ids")) return UsageError("--ids IDS is required");
+  if (!args->Has("out")) return UsageError("--out FILE is required");
   absl::StatusOr<std::vector<int32_t>> ids = args->GetIntList("ids");
   if (!ids.ok()) return ids.status();
   if (ids->empty()) return absl::InvalidArgumentError("--ids is empty");

@@ -1,12 +1,11 @@
-// doppler perplexity: perplexity of a text file over windows of --ctx tokens.
+// doppler perplexity: perplexity of a text file over windows of --ctx-size tokens.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/perplexity.h"
 #include "tools/cli_engine.h"
+#include "tools/cli_prompt_text.h"
 #include "tools/commands.h"
 
 namespace doppler::cli {
@@ -15,12 +14,12 @@ namespace {
 CommandSpec Spec() {
   CommandSpec spec{"perplexity",
                    "Perplexity of a text file, measured as llama.cpp does: the tokens are cut into windows of\n"
-                   "--ctx tokens, each evaluated from an empty cache (first token replaced by BOS), and the second\n"
+                   "--ctx-size tokens, each evaluated from an empty cache (first token replaced by BOS), and the second\n"
                    "half of every window is scored. Prints the running value after each window, then the result.",
                    EngineOptionSpecs()};
   spec.options.push_back({"file", "f", "FILE", "the text to score", ""});
   for (OptionSpec& o : spec.options) {
-    if (o.name == "ctx") o.help = "window size in tokens (also the context size)", o.default_value = "512";
+    if (o.name == "ctx-size") o.help = "window size in tokens (also the context size)", o.default_value = "512";
   }
   return spec;
 }
@@ -33,12 +32,10 @@ absl::StatusOr<int> PerplexityCommand(const std::vector<std::string>& argv) {
   if (!parsed.ok()) return parsed.status();
   if (!parsed->has_value()) return 0;
   const ParsedArgs& args = **parsed;
-  if (!args.Has("file")) return absl::InvalidArgumentError("--file FILE is required");
-  std::ifstream in(args.Get("file"), std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", args.Get("file")));
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<int64_t> window = args.GetInt("ctx");
+  if (!args.Has("file")) return UsageError("-f, --file FILE is required");
+  absl::StatusOr<std::string> text = ReadTextFile(args.Get("file"));
+  if (!text.ok()) return text.status();
+  absl::StatusOr<int64_t> window = args.GetInt("ctx-size");
   if (!window.ok()) return window.status();
   absl::StatusOr<runtime::EngineOptions> options = EngineOptionsFromArgs(args);
   if (!options.ok()) return options.status();
@@ -47,7 +44,7 @@ absl::StatusOr<int> PerplexityCommand(const std::vector<std::string>& argv) {
   options->prefill_chunk = *window;
   absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = OpenTokenizer(args);
   if (!tok.ok()) return tok.status();
-  absl::StatusOr<std::vector<int32_t>> ids = (*tok)->Encode(text.str(), /*add_special=*/false);
+  absl::StatusOr<std::vector<int32_t>> ids = (*tok)->Encode(*text, /*add_special=*/false);
   if (!ids.ok()) return ids.status();
   absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(*options);
   if (!engine.ok()) return engine.status();

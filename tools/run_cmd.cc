@@ -1,5 +1,8 @@
 // doppler run: generation from a text prompt (streamed), from token ids, or as a chat.
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 
@@ -10,7 +13,10 @@
 #include "runtime/generator.h"
 #include "runtime/profile.h"
 #include "tools/cli_chat_template.h"
+#include "tools/cli_chat_history.h"
 #include "tools/cli_engine.h"
+#include "tools/cli_interrupt.h"
+#include "tools/cli_prompt_text.h"
 #include "tools/commands.h"
 
 namespace doppler::cli {
@@ -18,18 +24,21 @@ namespace {
 
 CommandSpec Spec() {
   CommandSpec spec{"run",
-                   "Generate text from a prompt (-p), from prompt token ids (--prompt-ids), or chat (--chat).\n"
-                   "The prompt is echoed, then the generation streams as it is produced; a summary goes to stderr.",
+                   "Generate text from a prompt (-p, -f, or standard input), from prompt token ids (--prompt-ids), or\n"
+                   "chat (--chat). The prompt is echoed, then the generation streams as it is produced; a summary goes\n"
+                   "to stderr. Ctrl-C stops the generation (in a chat: the reply), a second Ctrl-C exits.",
                    EngineOptionSpecs()};
   const std::vector<OptionSpec> more = {
-      {"prompt", "p", "TEXT", "the prompt", ""},
+      {"prompt", "p", "TEXT", "the prompt; -: read it from standard input (as when no prompt is given)", ""},
+      {"file", "f", "FILE", "read the prompt from this file", ""},
+      {"escape", "e", "", "process escapes (\\n, \\r, \\t, \\', \\\", \\\\, \\xHH) in the prompt, system prompt and reverse prompts", ""},
       {"prompt-ids", "", "IDS", "the prompt as token ids, comma-separated (prints ids when there is no tokenizer)", ""},
       {"chat", "", "", "interactive chat through the model's chat template; the KV cache is kept across turns", ""},
-      {"system", "", "TEXT", "system prompt for --chat", ""},
+      {"system-prompt", "sys", "TEXT", "system prompt for --chat", ""},
       {"chat-format", "", "NAME",
        "a built-in chat format instead of a template, for models that ship none: chatml, llama3, gemma, phi3, mistral", ""},
-      {"n", "n", "N", "maximum tokens to generate (per turn with --chat)", "256"},
-      {"stop", "", "STR", "stop before this text (repeatable)", ""},
+      {"n-predict", "n", "N", "maximum tokens to generate (per turn with --chat); -1: until the context is full", "256"},
+      {"reverse-prompt", "r", "STR", "stop before this text (repeatable)", ""},
       {"ignore-eos", "", "", "keep generating after an end-of-sequence token", ""},
       {"no-bos", "", "", "do not start the prompt with the BOS token", ""},
       {"profile", "", "", "after generating, profile 8 more decode steps (GPU time per barrier level, shared by its dispatches, the timestamps' own cost taken off) to stderr", ""},
@@ -69,15 +78,43 @@ absl::Status PrintProfile(runtime::Engine& e, double measured_step_ns) {
   return absl::OkStatus();
 }
 
+// The first error writing standard output (0: none): the generation stops, and the command fails
+// with it instead of losing the text silently.
+int stdout_error = 0;
+
 void Print(const std::string& text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
+  if (stdout_error != 0) return;
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+    stdout_error = errno != 0 ? errno : EIO;
+  }
 }
 
-// Prompt ids from -p (encoded, with BOS unless --no-bos) or --prompt-ids.
+absl::Status StdoutStatus() {
+  if (stdout_error == 0) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("cannot write the output: ", std::strerror(stdout_error)));
+}
+
+// Asked between generated tokens: stop at Ctrl-C, or when the output cannot be written.
+bool ShouldStop() { return Interrupted() || stdout_error != 0; }
+
+// A text option as given, or with its escapes processed under -e.
+std::string Text(const ParsedArgs& args, const std::string& name) {
+  return args.Has("escape") ? ProcessEscapes(args.Get(name)) : args.Get(name);
+}
+
+// The prompt text: -p TEXT, -f FILE, or standard input (-p -, or no prompt option).
+absl::StatusOr<std::string> PromptText(const ParsedArgs& args) {
+  if (args.Has("file")) return ReadTextFile(args.Get("file"));
+  if (!args.Has("prompt") || args.Get("prompt") == "-") return ReadStandardInput();
+  return Text(args, "prompt");
+}
+
+// Prompt ids from the prompt text (encoded, with BOS unless --no-bos) or --prompt-ids.
 absl::StatusOr<std::vector<int32_t>> PromptIds(const ParsedArgs& args, const models::Tokenizer* tok) {
   if (args.Has("prompt-ids")) return args.GetIntList("prompt-ids");
-  absl::StatusOr<std::vector<int32_t>> ids = tok->Encode(args.Get("prompt"), /*add_special=*/!args.Has("no-bos"));
+  absl::StatusOr<std::string> text = PromptText(args);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::vector<int32_t>> ids = tok->Encode(*text, /*add_special=*/!args.Has("no-bos"));
   if (!ids.ok()) return ids.status();
   // Some tokenizers (Llama 3's) do not add the BOS their model expects.
   if (!args.Has("no-bos") && tok->bos_id() && (ids->empty() || ids->front() != *tok->bos_id())) {
@@ -92,31 +129,43 @@ absl::StatusOr<int> Chat(runtime::Engine& engine, const models::Tokenizer& tok, 
     absl::StatusOr<std::optional<jinja::Template>> tmpl = LoadChatTemplate(args, &tok);
     if (!tmpl.ok()) return tmpl.status();
     if (!tmpl->has_value()) return absl::NotFoundError(NoChatTemplateMessage(args.Get("model")));
-    return TemplateChat(engine, tok, **tmpl, args, limits, Print,
-                        [&](const runtime::GenerationResult& r) { PrintSummary(r, sampling); });
+    return TemplateChat(engine, tok, **tmpl, args, limits, Print, [&](const runtime::GenerationResult& r) {
+      if (absl::Status s = StdoutStatus(); !s.ok()) return s;
+      PrintSummary(r, sampling);
+      return absl::OkStatus();
+    });
   }
   absl::StatusOr<models::ChatFormat> format = models::ChatFormatByName(args.Get("chat-format"));
   if (!format.ok()) return format.status();
-  std::vector<int32_t> end_of_turn_ids;
   absl::StatusOr<std::vector<int32_t>> eot = tok.Encode(format->end_of_turn, false);
   if (!eot.ok()) return eot.status();
+  std::vector<int32_t> bos;
+  if (tok.bos_id() && !args.Has("no-bos")) bos.push_back(*tok.bos_id());
+  ChatHistory history(*format, tok, Text(args, "system-prompt"), bos, *eot);
   runtime::GenerationOptions turn_limits = limits;
   turn_limits.stop.push_back(format->end_of_turn);
+  // A turn is fed only where its reply has room: -n tokens, at most half the context.
+  const int64_t reply_room = std::min(limits.max_tokens, engine.context() / 2);
   std::fprintf(stderr, "chat (%s format); an empty line or end of input quits\n", format->name.c_str());
-  bool first = true;
   std::string line;
   while (std::fprintf(stderr, "> "), std::getline(std::cin, line) && !line.empty()) {
-    std::string text = format->UserTurn(line, args.Get("system"), first);
-    absl::StatusOr<std::vector<int32_t>> ids = tok.Encode(text, false);
+    absl::StatusOr<std::vector<int32_t>> ids = history.NextTurn(line);
     if (!ids.ok()) return ids.status();
-    // The previous reply's end is fed with this turn: its closing tokens were chosen, not fed.
-    if (first && tok.bos_id() && !args.Has("no-bos")) ids->insert(ids->begin(), *tok.bos_id());
-    if (!first) ids->insert(ids->begin(), eot->begin(), eot->end());
+    if (engine.position() + static_cast<int64_t>(ids->size()) + reply_room > engine.context()) {
+      int dropped = 0;
+      ids = history.Refeed(line, engine.context() - reply_room, dropped);
+      if (!ids.ok()) return ids.status();
+      std::fprintf(stderr, "(the context is full: the oldest %d turn%s dropped, the system prompt kept)\n", dropped,
+                   dropped == 1 ? " was" : "s were");
+      engine.Reset();
+    }
+    ClearInterrupt();
     absl::StatusOr<runtime::GenerationResult> r = runtime::Generate(engine, tok, *ids, turn_limits, Print);
     if (!r.ok()) return r.status();
     Print("\n");
+    if (absl::Status s = StdoutStatus(); !s.ok()) return s;
     PrintSummary(*r, sampling);
-    first = false;
+    history.Add(line, r->tokens);
   }
   return 0;
 }
@@ -138,11 +187,13 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv) {
     if (!parsed.ok()) return parsed.status();
   }
   const ParsedArgs& args = **parsed;
-  const int modes = args.Has("prompt") + args.Has("prompt-ids") + args.Has("chat");
-  if (modes != 1) return absl::InvalidArgumentError("give exactly one of -p TEXT, --prompt-ids IDS, --chat");
-  absl::StatusOr<int64_t> n = args.GetInt("n");
+  const int modes = args.Has("prompt") + args.Has("file") + args.Has("prompt-ids") + args.Has("chat");
+  if (modes > 1) {
+    return UsageError("give one of -p TEXT, -f FILE, --prompt-ids IDS, --chat (none: the prompt is read from standard input)");
+  }
+  absl::StatusOr<int64_t> n = args.GetInt("n-predict");
   if (!n.ok()) return n.status();
-  if (*n < 0) return absl::InvalidArgumentError("-n must be >= 0");
+  if (*n < -1) return absl::InvalidArgumentError("-n, --n-predict must be >= 0, or -1 (until the context is full)");
   absl::StatusOr<runtime::SamplingOptions> sampling = SamplingOptionsFromArgs(args);
   if (!sampling.ok()) return sampling.status();
   absl::StatusOr<runtime::EngineOptions> options = EngineOptionsFromArgs(args);
@@ -164,27 +215,35 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv) {
   absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(*options);
   if (!engine.ok()) return engine.status();
   runtime::Engine& e = **engine;
+  if (tokenizer) {
+    if (absl::Status s = CheckTokenizerFitsModel(*tokenizer, e.config().vocab_size); !s.ok()) return s;
+  }
   runtime::GenerationOptions limits;
-  limits.max_tokens = *n;
-  limits.stop = args.GetAll("stop");
+  limits.max_tokens = *n == -1 ? e.context() : *n;
+  for (const std::string& stop : args.GetAll("reverse-prompt")) {
+    limits.stop.push_back(args.Has("escape") ? ProcessEscapes(stop) : stop);
+  }
   limits.ignore_eos = args.Has("ignore-eos");
+  limits.interrupted = ShouldStop;
+  CatchInterrupts();
   if (tokenizer && args.Has("chat")) return Chat(e, *tokenizer, args, limits, *sampling);
 
   if (static_cast<int64_t>(prompt->size()) > e.context()) {
     return absl::OutOfRangeError(absl::StrCat("the prompt has ", prompt->size(), " tokens, more than the context size ",
-                                              e.context(), " (raise it with --ctx)"));
+                                              e.context(), " (raise it with -c, --ctx-size)"));
   }
   if (!tokenizer) {  // ids in, ids out
-    if (*n == 0) return 0;
+    if (limits.max_tokens == 0) return 0;
     absl::StatusOr<int32_t> token = e.Prefill(*prompt);
     if (!token.ok()) return token.status();
     std::vector<int32_t> out = {*token};
-    while (static_cast<int64_t>(out.size()) < *n && e.position() < e.context()) {
-      absl::StatusOr<std::vector<int32_t>> next = e.DecodeUpTo(*n - static_cast<int64_t>(out.size()));
+    while (static_cast<int64_t>(out.size()) < limits.max_tokens && e.position() < e.context() && !ShouldStop()) {
+      absl::StatusOr<std::vector<int32_t>> next = e.DecodeUpTo(limits.max_tokens - static_cast<int64_t>(out.size()));
       if (!next.ok()) return next.status();
       out.insert(out.end(), next->begin(), next->end());
     }
     Print(absl::StrCat(absl::StrJoin(out, " "), "\n"));
+    if (absl::Status s = StdoutStatus(); !s.ok()) return s;
     if (args.Has("profile")) {
       if (absl::Status s = PrintProfile(e, 0); !s.ok()) return s;
     }
@@ -194,6 +253,7 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv) {
   absl::StatusOr<runtime::GenerationResult> r = runtime::Generate(e, *tokenizer, *prompt, limits, Print);
   if (!r.ok()) return r.status();
   Print("\n");
+  if (absl::Status s = StdoutStatus(); !s.ok()) return s;
   PrintSummary(*r, *sampling);
   if (args.Has("profile")) {
     const size_t decoded = r->tokens.empty() ? 0 : r->tokens.size() - 1;

@@ -52,10 +52,6 @@ absl::StatusOr<int64_t> IntInRange(const ParsedArgs& args, const std::string& na
 
 absl::StatusOr<models::ChatFormat> ChooseChatFormat(const ParsedArgs& args, const models::Tokenizer* tokenizer) {
   if (args.Has("chat-format")) return models::ChatFormatByName(args.Get("chat-format"));
-  if (tokenizer) {
-    absl::StatusOr<models::ChatFormat> recognised = models::RecognizeChatTemplate(tokenizer->chat_template());
-    if (recognised.ok()) return recognised;
-  }
   std::fprintf(stderr, "serve: the model has no recognised chat template; chat prompts use chatml (--chat-format chooses)\n");
   return models::ChatFormatByName("chatml");
 }

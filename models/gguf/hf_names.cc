@@ -121,12 +121,12 @@ class HfNamedGgufStore : public WeightStore {
   absl::StatusOr<TensorView> Get(std::string_view name) const override {
     auto it = to_gguf_.find(name);
     if (it == to_gguf_.end()) {
-      return absl::NotFoundError(absl::StrCat("tensor '", std::string(name), "' not found in ", file_->path(),
-                                              " (GGUF, by its HF name)"));
+      return absl::NotFoundError(absl::StrCat("tensor '", GgufNameFromHf(name).value_or(std::string(name)),
+                                              "' not found in ", file_->path()));
     }
     absl::StatusOr<TensorView> t = file_->Get(it->second);
     if (!t.ok()) return t.status();
-    t->name = std::string(name);
+    // t->name stays the file's own (blk.5.attn_norm.weight), the name errors about it use.
     const int64_t heads = PermutedHeads(it->second);
     const bool shifted = arch_.norm_shift != 0.0f && it->second.ends_with("norm.weight");
     if (heads == 0 && !shifted) return t;

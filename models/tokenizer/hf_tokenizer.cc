@@ -9,6 +9,7 @@
 #include "models/json_file.h"
 #include "models/tokenizer/added_tokens.h"
 #include "models/tokenizer/bpe_model.h"
+#include "models/tokenizer/byte_level.h"
 #include "models/tokenizer/hf_decoder.h"
 #include "models/tokenizer/json_fields.h"
 #include "models/tokenizer/normalizer.h"
@@ -152,6 +153,18 @@ absl::StatusOr<HfParts> ParseTokenizerJson(const nlohmann::json& json, const std
   absl::StatusOr<PreTokenizer> pre_tokenizer =
       PreTokenizer::FromJson(field("pre_tokenizer"), where_of("pre_tokenizer"));
   if (!pre_tokenizer.ok()) return pre_tokenizer.status();
+  if (pre_tokenizer->byte_level()) {
+    // A byte without its symbol would be dropped from the text without a word (as HF does).
+    for (int b = 0; b < 256; ++b) {
+      std::string symbol;
+      AppendByteLevel(std::string(1, static_cast<char>(b)), symbol);
+      if (!model->Find(symbol)) {
+        return JsonError(where_of("model"), absl::StrCat("the byte-level vocabulary has no symbol for byte ",
+                                                         absl::Hex(b, absl::kZeroPad2), " (\"", symbol,
+                                                         "\"): text holding that byte could not be encoded"));
+      }
+    }
+  }
   absl::StatusOr<HfDecoder> decoder = HfDecoder::FromJson(field("decoder"), where_of("decoder"));
   if (!decoder.ok()) return decoder.status();
   absl::StatusOr<SpecialTokenTemplate> special_template =
@@ -186,7 +199,11 @@ absl::StatusOr<HfParts> ParseTokenizerJson(const nlohmann::json& json, const std
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadHfTokenizer(const std::filesystem::path& model_dir) {
-  const std::filesystem::path path = model_dir / "tokenizer.json";
+  return LoadHfTokenizerFile(model_dir / "tokenizer.json");
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadHfTokenizerFile(const std::filesystem::path& path) {
+  const std::filesystem::path model_dir = path.parent_path();
   const std::string where = path.string();
   absl::StatusOr<nlohmann::json> json = ReadJsonFile(path);
   if (!json.ok()) return json.status();

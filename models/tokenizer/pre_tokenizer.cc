@@ -222,4 +222,8 @@ absl::Status PreTokenizer::SplitWith(const Regex& pattern, Behavior behavior, bo
   return absl::OkStatus();
 }
 
+bool PreTokenizer::byte_level() const {
+  return std::any_of(steps_.begin(), steps_.end(), [](const Step& s) { return s.kind == Step::Kind::kByteLevel; });
+}
+
 }  // namespace doppler::models

@@ -22,6 +22,9 @@ class PreTokenizer {
   // `text` must be valid UTF-8. `at_input_start`: the text begins the caller's input (not after an
   // added token), which Metaspace's prepend_scheme "first" asks about.
   absl::StatusOr<std::vector<std::string>> Split(std::string_view text, bool at_input_start) const;
+  // Whether a ByteLevel step turns every byte into a symbol of its own (the vocabulary must hold
+  // all 256 of them).
+  bool byte_level() const;
 
  private:
   // What a Split does with the pattern's matches (HF's SplitDelimiterBehavior).

@@ -69,6 +69,8 @@ class Tokenizer {
 
 // Loads DIR/tokenizer.json (+ DIR/tokenizer_config.json when present). Errors name the file.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadHfTokenizer(const std::filesystem::path& model_dir);
+// Loads that file by its own name (+ tokenizer_config.json beside it when present).
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadHfTokenizerFile(const std::filesystem::path& tokenizer_json);
 
 // llama2.c's tokenizer.bin format (the stories260K tok512.bin), with BOS 1 / EOS 2.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadLlama2cTokenizer(const std::filesystem::path& file);

@@ -1,0 +1,18 @@
+// A GGUF file's hyperparameters under their GGUF keys: the config is read from the metadata into
+// config.json's terms (ConfigFromGguf), and errors about it are told back in the file's own.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace doppler::models {
+
+// "hidden_size" -> "llama.embedding_length" for architecture "llama"; a key with no GGUF
+// counterpart is returned as it is.
+std::string GgufKeyOfHfKey(const std::string& hf_key, const std::string& arch);
+
+// `status` with every config.json key it quotes ('hidden_size') replaced by the GGUF key.
+absl::Status InGgufTerms(const absl::Status& status, const std::string& arch);
+
+}  // namespace doppler::models
