@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "models/gguf/gguf_arch.h"
 #include "models/gguf/gguf_key_names.h"
 #include "models/gguf/hf_names.h"
 
@@ -15,9 +16,12 @@ namespace {
 
 constexpr char kLayerPrefix[] = "model.layers.";
 
-std::string TensorName(const std::string& hf_name, CheckpointNaming naming) {
+// The tensor's name as the checkpoint spells it (GGUF names for a GGUF file of a known architecture).
+std::string TensorName(const std::string& hf_name, const ModelConfig& config, CheckpointNaming naming) {
   if (naming == CheckpointNaming::kHf) return hf_name;
-  return GgufNameFromHf(hf_name).value_or(hf_name);
+  const GgufArch* arch = FindGgufArchOfHfClass(config.architecture);
+  if (arch == nullptr) return hf_name;
+  return GgufNameFromHf(*arch, hf_name).value_or(hf_name);
 }
 
 // The number of layers the checkpoint holds tensors for: one more than the highest layer index.
@@ -76,7 +80,7 @@ absl::Status CheckConfigAgainstCheckpoint(const ModelConfig& c, const WeightStor
     if (!t.ok()) return t.status();
     if (t->shape != e.shape) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ": tensor ", TensorName(e.tensor, naming), " is [", absl::StrJoin(t->shape, ", "), "] but the ",
+          where, ": tensor ", TensorName(e.tensor, c, naming), " is [", absl::StrJoin(t->shape, ", "), "] but the ",
           naming == CheckpointNaming::kGguf ? "metadata" : "config", " gives [", absl::StrJoin(e.shape, ", "), "] (",
           e.because, ")"));
     }

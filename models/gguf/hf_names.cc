@@ -121,7 +121,7 @@ class HfNamedGgufStore : public WeightStore {
   absl::StatusOr<TensorView> Get(std::string_view name) const override {
     auto it = to_gguf_.find(name);
     if (it == to_gguf_.end()) {
-      return absl::NotFoundError(absl::StrCat("tensor '", GgufNameFromHf(name).value_or(std::string(name)),
+      return absl::NotFoundError(absl::StrCat("tensor '", GgufNameFromHf(arch_, name).value_or(std::string(name)),
                                               "' not found in ", file_->path()));
     }
     absl::StatusOr<TensorView> t = file_->Get(it->second);
