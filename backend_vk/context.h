@@ -12,7 +12,8 @@
 //   loop: write step params into a host-visible buffer; ctx->Submit(*cmd); read mapped result.
 //
 // Not thread-safe: use a Context (and what it created) from one thread. Everything created by a
-// Context must be destroyed before it. Every Submit waits for completion.
+// Context must be destroyed before it. Submit waits for completion; Start and Finish split that in
+// two, so that the host can work while the GPU runs.
 #pragma once
 
 #include <vulkan/vulkan.h>

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "codegen/lowering.h"
 #include "graph/layout.h"
 
 namespace doppler::vk {
@@ -83,18 +84,16 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
   plan->descriptors_ = *std::move(descriptors);
   std::vector<codegen::Kernel> kernels;
   std::vector<const ComputePipeline*> pipes;
-  for (const graph::Node& n : g.nodes()) {
-    if (!Dispatches(n.kind)) continue;  // no kernel
-    absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(g, n, caps, tokens);
-    if (!ks.ok()) return ks.status();
-    for (codegen::Kernel& k : *ks) {
-      absl::StatusOr<const ComputePipeline*> p = pipelines.Get(k.glsl, absl::StrCat(k.family, ".", k.variant));
-      if (!p.ok()) return p.status();
-      kernels.push_back(std::move(k));
-      pipes.push_back(*p);
-      plan->dispatches_.push_back(
-          {n.id, kernels.back().family, kernels.back().variant, kernels.back().groups, false, 0, kernels.back().args});
-    }
+  absl::StatusOr<std::vector<codegen::Dispatch>> lowered = codegen::Lower(g, caps, tokens);
+  if (!lowered.ok()) return lowered.status();
+  for (codegen::Dispatch& d : *lowered) {
+    codegen::Kernel& k = d.kernel;
+    absl::StatusOr<const ComputePipeline*> p = pipelines.Get(k.glsl, absl::StrCat(k.family, ".", k.variant));
+    if (!p.ok()) return p.status();
+    kernels.push_back(std::move(k));
+    pipes.push_back(*p);
+    plan->dispatches_.push_back(
+        {d.node, kernels.back().family, kernels.back().variant, kernels.back().groups, false, 0, kernels.back().args});
   }
   // Kernels' scratch, zeroed, one buffer for each dispatch that has some (shared by the steps of a
   // plan, whose dispatches of a kernel are levels apart).

@@ -13,35 +13,16 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
+#include "codegen/tuning/gemm.h"
 #include "codegen/weight_parts.h"
 
 namespace doppler::codegen {
-namespace {
-
-// Tiles 64 columns wide where the grid still has this many workgroups (about one per
-// multiprocessor of a large GPU), else 32 or 16: each workgroup's time is its rounds of staging
-// and products, one after another, so a narrow grid leaves most of the GPU idle for as long. (On
-// the H100, a 32-token prefill of Llama-3.2-1B, whose output and down projections make grids of
-// 32 tiles 64 columns wide: 11.0 ms with every tile 64 wide, 8.6 ms so.)
-constexpr int64_t kMinWideTiles = 128;
-
-// Shared memory: x and weight slices as vec4 rows padded by one, the partial sums of narrow
-// tiles' groups, and the rows' partial sums of squares.
-int64_t SharedBytes(int64_t bk, int64_t bn, int64_t gates) {
-  return 16 * bk * (64 / 4 + 1) + 16 * gates * bk * (bn / 4 + 1) + (bn < 64 ? 4 * 64 * bn * gates : 0) +
-         4 * 64 * (bk / 8);
-}
-
-}  // namespace
 
 absl::StatusOr<Kernel> EmitGemm(const EmitContext& c, const MatMulSpec& s) {
-  const int64_t row_tiles = CeilDiv(s.m, 64);
-  int64_t bn = 64;
-  while (bn > 16 && int64_t{CeilDiv(s.n, bn)} * row_tiles < kMinWideTiles) bn /= 2;
-  // A narrow tile's groups' sums must fit in shared memory beside slices of 16; else the next width.
-  while (bn < 64 && SharedBytes(16, bn, s.gates) > c.caps.max_shared_memory) bn *= 2;
-  // Slices of 32 where shared memory has room (half the rounds), else 16.
-  const int64_t bk = SharedBytes(32, bn, s.gates) <= c.caps.max_shared_memory ? 32 : 16;
+  // The tile's width and K-slice: codegen/tuning/gemm.h.
+  absl::StatusOr<tuning::GemmConfig> config = tuning::ChooseGemm(c.caps, s.m, s.n, s.gates);
+  if (!config.ok()) return config.status();
+  const int64_t row_tiles = CeilDiv(s.m, 64), bn = config->bn, bk = config->bk;
   Kernel k;
   k.variant = absl::StrCat("gemm.", graph::Name(s.w_dtype), ".tile64x", bn, ".k", bk, s.variant_suffix);
   k.glsl = absl::StrCat(ShaderHeader(256), s.io_glsl, s.tile_x_glsl, WeightSlices(3, s.w_dtype, s.k), Fill(R"(

@@ -10,7 +10,7 @@
 //   q_i  = roundEven(x_i · id)           (the f32 product, then to the nearest integer, ties to
 //                                         even; |q_i| <= 127)
 //   x'_i = d · q_i
-// codegen/matmul_gemv.cc follows these steps on the GPU, where 1 / d may be a few ulps off a
+// codegen/matmul_gemv_q8.cc follows these steps on the GPU, where 1 / d may be a few ulps off a
 // correctly rounded division: a product that lands that close to a half rounds the other way there,
 // moving one value by d (the kernel tests allow for it).
 #pragma once

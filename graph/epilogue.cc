@@ -4,7 +4,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace doppler::graph {
@@ -55,10 +54,6 @@ absl::StatusOr<std::vector<EpilogueStep>> ParseEpilogue(const std::string& text)
     }
   }
   return steps;
-}
-
-std::string EpilogueText(const std::vector<EpilogueStep>& steps) {
-  return absl::StrJoin(steps, ",", [](std::string* out, EpilogueStep s) { out->append(EpilogueStepName(s)); });
 }
 
 bool IsGated(const std::vector<EpilogueStep>& steps) {

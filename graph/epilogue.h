@@ -22,7 +22,6 @@ float Activate(Activation a, float x);
 enum class EpilogueStep { kSiluMul, kGeluTanhMul, kBias, kSilu, kGeluTanh, kAdd };
 
 absl::StatusOr<std::vector<EpilogueStep>> ParseEpilogue(const std::string& text);
-std::string EpilogueText(const std::vector<EpilogueStep>& steps);
 const char* EpilogueStepName(EpilogueStep s);
 
 // Whether the chain starts with a gated product (the weight then has twice the output rows).

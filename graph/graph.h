@@ -48,8 +48,9 @@ class Graph {
   // Nodes of a kind with a given name attribute (inputs, params, states are looked up by name).
   std::optional<ValueId> FindNamed(OpKind kind, std::string_view name) const;
 
-  // Rewriting. A pass appends new nodes (inputs may be any existing node), points the uses of the
-  // nodes they replace at them, then calls Sorted(): the graph is valid IR again once re-sorted.
+  // Rewriting. A pass appends new nodes (inputs may be any existing node) and points the uses of
+  // the nodes they replace at them, or rewrites a node in place from earlier nodes; then
+  // Sorted(keep) (passes::WithoutDeadNodes) makes it valid IR again, once per pass.
   void ReplaceAllUses(ValueId from, ValueId to);
   // Nodes that read `id`.
   std::vector<ValueId> Users(ValueId id) const;
@@ -57,7 +58,6 @@ class Graph {
   // current order) and renumbered; outputs follow their nodes. Every input of a kept node must
   // be kept.
   Graph Sorted(const std::vector<bool>& keep) const;
-  Graph Sorted() const { return Sorted(std::vector<bool>(nodes_.size(), true)); }
 
  private:
   std::vector<Node> nodes_;

@@ -53,6 +53,12 @@ json ConfigJson(std::string_view name) {
     j["tie_word_embeddings"] = false;
     return j;
   }
+  if (name == "llama-3.1-405b") {  // for the compile benchmark (bench/compile_plans.cc)
+    json j = Llama32(16384, 53248, 126, 128, 128);
+    j["rope_scaling"]["factor"] = 8.0;
+    j["tie_word_embeddings"] = false;
+    return j;
+  }
   if (name == "qwen2.5-1.5b") {
     return json{{"architectures", {"Qwen2ForCausalLM"}},
                 {"model_type", "qwen2"},
@@ -350,8 +356,8 @@ constexpr uint64_t kKeepBytes = 1ull << 30;
 }  // namespace
 
 std::vector<std::string> SyntheticModelNames() {
-  return {"llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "qwen2.5-1.5b", "qwen3-0.6b", "gemma-3-1b",
-          "qwen3-30b-a3b", "mixtral-8x7b", "tiny"};
+  return {"llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "llama-3.1-405b", "qwen2.5-1.5b", "qwen3-0.6b",
+          "gemma-3-1b", "qwen3-30b-a3b", "mixtral-8x7b", "tiny"};
 }
 
 absl::StatusOr<ModelConfig> SyntheticConfig(std::string_view name) {

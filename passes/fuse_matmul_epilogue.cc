@@ -9,9 +9,12 @@
 //   after:   y = matmul(x, w, ..., r) {epilogue = E,add}
 //
 // Applies when m feeds only that op, is not split, and (for add) r does not depend on m.
-// Repeats until nothing more joins, so add(silu(m + b), r) becomes one matmul.
+// The fused matmul takes y's place (y's readers need not change), so the graph stays sorted and
+// one sweep in order fuses whole chains: add(silu(m + b), r) becomes one matmul when the sweep
+// reaches each fused node in turn.
 #include "absl/strings/str_cat.h"
 #include "graph/epilogue.h"
+#include "graph/type_inference.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
 
@@ -24,39 +27,44 @@ class FuseMatmulEpilogue : public Pass {
 
   absl::StatusOr<bool> Run(Graph& g) const override {
     bool changed = false;
-    for (bool again = true; again;) {
-      again = false;
-      for (ValueId id = 0; id < g.size() && !again; ++id) {
-        const Node m = g.node(id);
-        if (m.kind != OpKind::kMatMul || m.attrs.Has("split")) continue;
-        const ValueId user = SoleUser(g, id);
-        if (user < 0) continue;
-        const Node& u = g.node(user);
-        std::string step;
-        ValueId extra = -1;
-        if (u.kind == OpKind::kSilu) step = "silu";
-        if (u.kind == OpKind::kGeluTanh) step = "gelu_tanh";
-        if (u.kind == OpKind::kAdd) {
-          extra = u.inputs[0] == id ? u.inputs[1] : u.inputs[0];
-          const bool vector = g.node(extra).type.shape.size() == 1;
-          if (vector && !IsWeight(g, extra)) continue;
-          if (!vector && DependsOn(g, extra, id)) continue;
-          step = vector ? "bias" : "add";
-        }
-        if (step.empty()) continue;
-        graph::Attrs attrs = m.attrs;
-        const std::string before = m.attrs.Str("epilogue");
-        attrs.Set("epilogue", before.empty() ? step : absl::StrCat(before, ",", step));
-        std::vector<ValueId> inputs = m.inputs;
-        if (extra >= 0) inputs.push_back(extra);
-        absl::StatusOr<ValueId> fused = AddNode(g, OpKind::kMatMul, inputs, attrs, m.label);
-        if (!fused.ok()) return fused.status();
-        NoteFused(g, *fused, {user});
-        g.ReplaceAllUses(user, *fused);
-        g = WithoutDeadNodes(g);
-        changed = again = true;
+    UseLists uses(g);
+    for (ValueId id = 0; id < g.size(); ++id) {
+      const Node m = g.node(id);  // a copy: m's slot is emptied below
+      if (m.kind != OpKind::kMatMul || m.attrs.Has("split")) continue;
+      const ValueId user = uses.SoleUser(g, id);
+      if (user < 0) continue;
+      const Node& u = g.node(user);
+      std::string step;
+      ValueId extra = -1;
+      if (u.kind == OpKind::kSilu) step = "silu";
+      if (u.kind == OpKind::kGeluTanh) step = "gelu_tanh";
+      if (u.kind == OpKind::kAdd) {
+        extra = u.inputs[0] == id ? u.inputs[1] : u.inputs[0];
+        const bool vector = g.node(extra).type.shape.size() == 1;
+        if (vector && !IsWeight(g, extra)) continue;
+        if (!vector && DependsOn(g, extra, id)) continue;
+        step = vector ? "bias" : "add";
       }
+      if (step.empty()) continue;
+      graph::Attrs attrs = m.attrs;
+      const std::string before = m.attrs.Str("epilogue");
+      attrs.Set("epilogue", before.empty() ? step : absl::StrCat(before, ",", step));
+      std::vector<ValueId> inputs = m.inputs;
+      if (extra >= 0) inputs.push_back(extra);
+      absl::StatusOr<graph::TensorType> type = graph::InferType(g, OpKind::kMatMul, inputs, attrs);
+      if (!type.ok()) return type.status();
+      NoteFused(g, id, {user});  // on m, whose attrs the fused node takes
+      attrs.Set("fused", g.node(id).attrs.Str("fused"));
+      Node& fused = g.mutable_node(user);
+      fused.kind = OpKind::kMatMul;
+      fused.attrs = std::move(attrs);
+      fused.type = *std::move(type);
+      fused.label = m.label;
+      uses.SetInputs(g, user, std::move(inputs));
+      uses.SetInputs(g, id, {});  // m is dead
+      changed = true;
     }
+    if (changed) g = WithoutDeadNodes(g);
     return changed;
   }
 };

@@ -42,7 +42,7 @@ bool DependsOn(const Graph& g, ValueId to, ValueId from) {
     const ValueId id = stack.back();
     stack.pop_back();
     if (id == from) return true;
-    if (seen[static_cast<size_t>(id)]) continue;
+    if (id < from || seen[static_cast<size_t>(id)]) continue;
     seen[static_cast<size_t>(id)] = true;
     for (ValueId in : g.node(id).inputs) stack.push_back(in);
   }
@@ -95,6 +95,34 @@ absl::StatusOr<ValueId> ConcatWeights(Graph& g, const std::vector<ValueId>& weig
   for (ValueId w : weights) names.push_back(g.node(w).attrs.Str("name"));
   return AddNode(g, OpKind::kConcatRows, weights, graph::Attrs{{"name", absl::StrCat("concat(", absl::StrJoin(names, "+"), ")")}},
                  label);
+}
+
+UseLists::UseLists(const Graph& g) : users_(static_cast<size_t>(g.size())) {
+  for (const Node& n : g.nodes()) {
+    for (ValueId in : n.inputs) {
+      std::vector<ValueId>& u = users_[static_cast<size_t>(in)];
+      if (u.empty() || u.back() != n.id) u.push_back(n.id);
+    }
+  }
+}
+
+ValueId UseLists::SoleUser(const Graph& g, ValueId id) const {
+  const std::vector<ValueId>& u = users(id);
+  if (u.size() != 1 || IsOutput(g, id)) return -1;
+  const Node& reader = g.node(u[0]);
+  return std::count(reader.inputs.begin(), reader.inputs.end(), id) == 1 ? u[0] : -1;
+}
+
+void UseLists::SetInputs(Graph& g, ValueId id, std::vector<ValueId> inputs) {
+  for (ValueId in : g.node(id).inputs) {
+    std::vector<ValueId>& u = users_[static_cast<size_t>(in)];
+    u.erase(std::remove(u.begin(), u.end(), id), u.end());
+  }
+  for (ValueId in : inputs) {
+    std::vector<ValueId>& u = users_[static_cast<size_t>(in)];
+    if (std::find(u.begin(), u.end(), id) == u.end()) u.insert(std::upper_bound(u.begin(), u.end(), id), id);
+  }
+  g.mutable_node(id).inputs = std::move(inputs);
 }
 
 }  // namespace doppler::passes

@@ -23,7 +23,9 @@ bool IsWeight(const Graph& g, ValueId id);
 bool IsOutput(const Graph& g, ValueId id);
 // The only reader of `id` (and `id` is no graph output), or -1.
 ValueId SoleUser(const Graph& g, ValueId id);
-// Whether `to` depends on `from` (directly or through other nodes).
+// Whether `to` depends on `from` (directly or through other nodes). `g` must be in topological
+// order (as every graph is between passes, and one a pass rewrites in place from earlier nodes): only
+// nodes after `from` are visited.
 bool DependsOn(const Graph& g, ValueId to, ValueId from);
 
 // Records on a fused node what it absorbed, for `doppler graph` (attr "fused").
@@ -42,5 +44,21 @@ Graph WithoutDeadNodes(const Graph& g);
 
 // The concat_rows of `weights` (or the weight itself when there is one), named after them.
 absl::StatusOr<ValueId> ConcatWeights(Graph& g, const std::vector<ValueId>& weights, const std::string& label);
+
+// Who reads each value (each reader once, however many of its inputs it is), for a pass that
+// rewrites nodes in place: one scan of the graph, then kept current by SetInputs, so that asking
+// costs the value's readers, not the graph's size.
+class UseLists {
+ public:
+  explicit UseLists(const Graph& g);
+  const std::vector<ValueId>& users(ValueId id) const { return users_[static_cast<size_t>(id)]; }
+  // The only reader of `id` (and `id` is no graph output), or -1: SoleUser(g, id) from the lists.
+  ValueId SoleUser(const Graph& g, ValueId id) const;
+  // Sets node `id`'s inputs and updates the lists.
+  void SetInputs(Graph& g, ValueId id, std::vector<ValueId> inputs);
+
+ private:
+  std::vector<std::vector<ValueId>> users_;
+};
 
 }  // namespace doppler::passes

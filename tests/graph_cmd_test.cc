@@ -2,10 +2,14 @@
 // kernels' GLSL, the step statistics, and one-line errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "passes/pass.h"
@@ -140,6 +144,45 @@ std::vector<StatsRow> ParseStats(const std::string& out) {
     if (ok) rows.push_back(r);
   }
   return rows;
+}
+
+// --lowered: one line per dispatch, as many as --emit-glsl prints kernels, each naming
+// the nodes it computes, its bindings (read or written, where they live) and its workgroups.
+TEST(GraphCmd, LoweredListsEveryDispatch) {
+  const std::filesystem::path f = test::FixturesDir();
+  for (const std::filesystem::path& model : {f / "hf" / "llama", f / "hf" / "gemma3", f / "hf" / "phi3",
+                                             f / "gguf" / "llama_q-Q4_K_M.gguf"}) {
+    SCOPED_TRACE(model.string());
+    Result r = Graph("--lowered --model " + model.string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+    ASSERT_GT(lines.size(), 2u) << r.out;
+    int header_count = -1;
+    ASSERT_EQ(lines[0].rfind("# ", 0), 0u) << lines[0];
+    ASSERT_TRUE(absl::SimpleAtoi(std::vector<std::string>(absl::StrSplit(lines[0], ' '))[1], &header_count)) << lines[0];
+    EXPECT_EQ(header_count, static_cast<int>(lines.size()) - 1);
+    for (size_t i = 1; i < lines.size(); ++i) {
+      const std::vector<std::string> fields = absl::StrSplit(lines[i], " | ");
+      ASSERT_EQ(fields.size(), 4u) << lines[i];
+      EXPECT_EQ(fields[0].rfind(absl::StrCat("#", i - 1, " "), 0), 0u) << lines[i];
+      EXPECT_NE(fields[0].find('.'), std::string::npos) << "family.variant: " << lines[i];
+      EXPECT_EQ(fields[1].rfind("%", 0), 0u) << "nodes computed: " << lines[i];
+      int written = 0;
+      for (absl::string_view b : absl::StrSplit(fields[2], ", ")) {
+        EXPECT_TRUE(absl::StrContains(b, " r ") || absl::StrContains(b, " w ")) << b;
+        written += absl::StrContains(b, " w ") ? 1 : 0;
+      }
+      EXPECT_GE(written, 1) << "a dispatch writes something: " << lines[i];
+      EXPECT_EQ(std::count(fields[3].begin(), fields[3].end(), 'x'), 2) << "workgroups: " << lines[i];
+    }
+    EXPECT_NE(lines[1].find("embedding"), std::string::npos) << lines[1];
+    // As many as the GLSL listing has kernels.
+    Result glsl = Graph("--emit-glsl --model " + model.string());
+    ASSERT_EQ(glsl.exit_code, 0) << glsl.err;
+    int kernels = 0;
+    for (absl::string_view l : absl::StrSplit(glsl.out, '\n')) kernels += absl::StartsWith(l, "// %") ? 1 : 0;
+    EXPECT_EQ(kernels, header_count);
+  }
 }
 
 TEST(GraphCmd, StatsBeforeAndAfterThePipeline) {

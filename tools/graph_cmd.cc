@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "backend_vk/schedule.h"
 #include "codegen/kernel.h"
+#include "codegen/lowering.h"
 #include "graph/layout.h"
 #include "graph/printer.h"
 #include "passes/memory_plan.h"
@@ -30,9 +31,10 @@ CommandSpec Spec() {
   return CommandSpec{
       "graph",
       "Print a model's step graph after the pass pipeline (or after one pass, or every pass), as text, JSON\n"
-      "(docs/graph-format.md) or Graphviz DOT; the GLSL of its kernels (--emit-glsl); or statistics of a decode\n"
-      "step and a prefill chunk before and after the pipeline (--stats). No GPU is needed. With --stats or\n"
-      "--emit-glsl the graph itself is printed only when --format or --dump-after is given.",
+      "(docs/graph-format.md) or Graphviz DOT; the GLSL of its kernels (--emit-glsl); its dispatches (--lowered);\n"
+      "or statistics of a decode step and a prefill chunk before and after the pipeline (--stats). No GPU is\n"
+      "needed. With --stats, --emit-glsl or --lowered the graph itself is printed only when --format or\n"
+      "--dump-after is given.",
       {
           {"model", "m", "PATH", "HF model directory (config.json) or a GGUF file", ""},
           {"passes", "", "LIST", "the pass pipeline: default, none, or pass names, comma-separated", "default"},
@@ -42,6 +44,10 @@ CommandSpec Spec() {
            ""},
           {"format", "", "FMT", "text, json or dot", "text"},
           {"emit-glsl", "", "", "print the GLSL of every kernel of the final graph (bucket: --tokens if given, else 1)",
+           ""},
+          {"lowered", "", "",
+           "print the dispatches of a plan of the final graph, one a line: family.variant, the nodes it computes, its "
+           "bindings (value, read or write, bytes) and workgroups (bucket: --tokens if given, else 1)",
            ""},
           {"stats", "", "", "nodes, dispatches, barriers, weight and activation bytes of a decode step (T=1) and a "
                             "prefill chunk (T=--tokens), before and after the pipeline",
@@ -72,12 +78,15 @@ struct StepStats {
   size_t arena_bytes = 0, value_bytes = 0;
 };
 
-// What a plan of `g` for a bucket of `tokens` would record, without a device: the engine's
-// bindings (a decode step reads its token from the buffer the previous step's choice wrote), the
-// memory plan, the kernels' bindings and the barrier schedule.
-absl::StatusOr<StepStats> Measure(const graph::Graph& g, int64_t tokens, bool decode) {
-  StepStats st;
-  st.nodes = g.size();
+struct PlanPlaces {
+  passes::MemoryPlan arena;
+  std::vector<vk::ValueLocation> locations;  // by value id
+};
+
+// Where a plan of `g` for a bucket of `tokens` would put every value: the engine's bindings (a
+// decode step reads its token from the buffer the previous step's choice wrote) and the memory plan.
+// Buffers are numbered: 1 the token, 2 the prompt, 3 + id a source's own.
+absl::StatusOr<PlanPlaces> LocateForPlan(const graph::Graph& g, int64_t tokens, bool decode) {
   constexpr uint64_t kTokenBuffer = 1, kPromptBuffer = 2;
   std::map<graph::ValueId, uint64_t> external;
   std::set<graph::ValueId> outside;
@@ -94,37 +103,75 @@ absl::StatusOr<StepStats> Measure(const graph::Graph& g, int64_t tokens, bool de
   }
   absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(g, tokens, outside);
   if (!memory.ok()) return memory.status();
-  st.arena_bytes = memory->arena_bytes;
-  st.value_bytes = memory->sum_of_values;
   absl::StatusOr<std::vector<vk::ValueLocation>> locations =
       vk::LocateValues(g, tokens, vk::ArenaLayout{memory->arena_bytes, memory->offset}, external);
   if (!locations.ok()) return locations.status();
+  return PlanPlaces{*std::move(memory), *std::move(locations)};
+}
 
+// What a plan of `g` for a bucket of `tokens` would record, without a device: the memory plan, the
+// kernels' bindings and the barrier schedule.
+absl::StatusOr<StepStats> Measure(const graph::Graph& g, int64_t tokens, bool decode) {
+  StepStats st;
+  st.nodes = g.size();
+  absl::StatusOr<PlanPlaces> memory = LocateForPlan(g, tokens, decode);
+  if (!memory.ok()) return memory.status();
+  st.arena_bytes = memory->arena.arena_bytes;
+  st.value_bytes = memory->arena.sum_of_values;
+  absl::StatusOr<std::vector<codegen::Dispatch>> dispatches = codegen::Lower(g, codegen::TargetCaps{}, tokens);
+  if (!dispatches.ok()) return dispatches.status();
   std::vector<vk::DispatchAccess> accesses;
   std::map<graph::ValueId, uint64_t> weight_read;
-  for (const graph::Node& n : g.nodes()) {
-    if (!vk::Dispatches(n.kind)) continue;
-    absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(g, n, codegen::TargetCaps{}, tokens);
-    if (!ks.ok()) return ks.status();
-    // A node computed by another's kernel has none of its own.
-    for (const codegen::Kernel& k : *ks) {
-      accesses.push_back(vk::AccessOf(k, *locations));
-      for (const codegen::KernelArg& a : k.args) {
-        const graph::Node& w = g.node(a.value);
-        if (w.kind != OpKind::kParam && w.kind != OpKind::kConcatRows) continue;
-        uint64_t bytes = graph::ValueBytes(w, tokens);
-        if (n.kind == OpKind::kEmbedding && a.value == n.inputs[0] && !w.type.shape.empty() && w.type.shape[0].value > 0) {
-          const int64_t rows = w.type.shape[0].value;
-          bytes = bytes / static_cast<uint64_t>(rows) * static_cast<uint64_t>(std::min(tokens, rows));
-        }
-        weight_read[a.value] = std::max(weight_read[a.value], bytes);
+  for (const codegen::Dispatch& d : *dispatches) {
+    const graph::Node& n = g.node(d.node);
+    const codegen::Kernel& k = d.kernel;
+    accesses.push_back(vk::AccessOf(k, memory->locations));
+    for (const codegen::KernelArg& a : k.args) {
+      const graph::Node& w = g.node(a.value);
+      if (w.kind != OpKind::kParam && w.kind != OpKind::kConcatRows) continue;
+      uint64_t bytes = graph::ValueBytes(w, tokens);
+      if (n.kind == OpKind::kEmbedding && a.value == n.inputs[0] && !w.type.shape.empty() && w.type.shape[0].value > 0) {
+        const int64_t rows = w.type.shape[0].value;
+        bytes = bytes / static_cast<uint64_t>(rows) * static_cast<uint64_t>(std::min(tokens, rows));
       }
+      weight_read[a.value] = std::max(weight_read[a.value], bytes);
     }
   }
   st.dispatches = static_cast<int>(accesses.size());
   for (bool b : vk::PlaceBarriers(accesses)) st.barriers += b ? 1 : 0;
   for (const auto& [id, bytes] : weight_read) st.weight_bytes += bytes;
   return st;
+}
+
+// One line per dispatch of a plan of `g` for a bucket of `tokens`: its index, family.variant, the
+// nodes it computes, its bindings (value, r or w, and where: the arena's bytes, or buffer B, bound
+// whole) and its workgroups.
+absl::Status PrintLowered(const graph::Graph& g, int64_t tokens) {
+  absl::StatusOr<PlanPlaces> memory = LocateForPlan(g, tokens, tokens == 1);
+  if (!memory.ok()) return memory.status();
+  absl::StatusOr<std::vector<codegen::Dispatch>> dispatches = codegen::Lower(g, codegen::TargetCaps{}, tokens);
+  if (!dispatches.ok()) return dispatches.status();
+  std::printf("# %zu dispatches, T=%lld: family.variant | nodes computed | bindings | workgroups\n", dispatches->size(),
+              static_cast<long long>(tokens));
+  for (size_t i = 0; i < dispatches->size(); ++i) {
+    const codegen::Dispatch& d = (*dispatches)[i];
+    std::vector<std::string> covers, bindings;
+    for (graph::ValueId id : d.covers) {
+      covers.push_back(absl::StrCat("%", id, " ", graph::OpName(g.node(id).kind), " ", g.node(id).label));
+    }
+    for (const codegen::KernelArg& a : d.kernel.args) {
+      const vk::ValueLocation& l = memory->locations[static_cast<size_t>(a.value)];
+      const std::string where = l.buffer != vk::kArenaBuffer ? absl::StrCat("buffer ", l.buffer)
+                                                             : absl::StrCat("arena [", l.offset, ",", l.offset + l.bytes, ")");
+      bindings.push_back(absl::StrCat("%", a.value, " ", a.written ? "w" : "r", " ", where));
+    }
+    const std::string line =
+        absl::StrCat("#", i, " ", d.kernel.family, ".", d.kernel.variant, " | ", absl::StrJoin(covers, ", "), " | ",
+                     absl::StrJoin(bindings, ", "), " | ", d.kernel.groups[0], "x", d.kernel.groups[1], "x",
+                     d.kernel.groups[2], "\n");
+    std::fwrite(line.data(), 1, line.size(), stdout);
+  }
+  return absl::OkStatus();
 }
 
 std::string Title(const std::string& after, bool changed) {
@@ -177,7 +224,8 @@ absl::StatusOr<int> GraphCommand(const std::vector<std::string>& argv) {
   int64_t prefill = *tokens;
   absl::StatusOr<graph::Graph> input = BuildStepGraph(args, prefill);
   if (!input.ok()) return input.status();
-  const bool print_graph = (!args.Has("stats") && !args.Has("emit-glsl")) || args.Has("format") || args.Has("dump-after");
+  const bool print_graph = (!args.Has("stats") && !args.Has("emit-glsl") && !args.Has("lowered")) || args.Has("format") ||
+                           args.Has("dump-after");
 
   graph::Graph g = *input;
   if (print_graph && dump_after == "all") PrintGraph(g, format, pipeline, "input", false, true);
@@ -192,18 +240,20 @@ absl::StatusOr<int> GraphCommand(const std::vector<std::string>& argv) {
   std::fflush(stdout);
   if (print_graph && !args.Has("dump-after")) PrintGraph(g, format, pipeline, last, last_changed, false);
 
+  const int64_t bucket = args.Has("tokens") ? prefill : 1;
   if (args.Has("emit-glsl")) {
-    const int64_t bucket = args.Has("tokens") ? prefill : 1;
-    for (const graph::Node& n : g.nodes()) {
-      if (!vk::Dispatches(n.kind)) continue;
-      absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(g, n, codegen::TargetCaps{}, bucket);
-      if (!ks.ok()) return ks.status();
-      for (const codegen::Kernel& k : *ks) {
-        std::printf("// %%%d %s %s: %s.%s, T=%lld, workgroups %ux%ux%u\n%s\n", n.id, graph::OpName(n.kind),
-                    n.label.c_str(), k.family.c_str(), k.variant.c_str(), static_cast<long long>(bucket), k.groups[0],
-                    k.groups[1], k.groups[2], k.glsl.c_str());
-      }
+    absl::StatusOr<std::vector<codegen::Dispatch>> dispatches = codegen::Lower(g, codegen::TargetCaps{}, bucket);
+    if (!dispatches.ok()) return dispatches.status();
+    for (const codegen::Dispatch& d : *dispatches) {
+      const graph::Node& n = g.node(d.node);
+      const codegen::Kernel& k = d.kernel;
+      std::printf("// %%%d %s %s: %s.%s, T=%lld, workgroups %ux%ux%u\n%s\n", n.id, graph::OpName(n.kind), n.label.c_str(),
+                  k.family.c_str(), k.variant.c_str(), static_cast<long long>(bucket), k.groups[0], k.groups[1],
+                  k.groups[2], k.glsl.c_str());
     }
+  }
+  if (args.Has("lowered")) {
+    if (absl::Status s = PrintLowered(g, bucket); !s.ok()) return s;
   }
 
   if (args.Has("stats")) {

@@ -14,7 +14,7 @@ namespace doppler::models {
 namespace {
 
 // Metadata value types, numbered as in the file.
-constexpr uint32_t kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7, kString = 8, kArray = 9, kU64 = 10;
+constexpr uint32_t kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7, kString = 8, kArray = 9;
 
 template <typename T>
 void Put(std::vector<uint8_t>& out, T v) {
@@ -74,14 +74,6 @@ void GgufWriter::AddString(const std::string& key, const std::string& value) {
 }
 void GgufWriter::AddU32(const std::string& key, uint32_t value) {
   Key(key, kU32);
-  Put(kv_, value);
-}
-void GgufWriter::AddI32(const std::string& key, int32_t value) {
-  Key(key, kI32);
-  Put(kv_, value);
-}
-void GgufWriter::AddU64(const std::string& key, uint64_t value) {
-  Key(key, kU64);
   Put(kv_, value);
 }
 void GgufWriter::AddF32(const std::string& key, float value) {

@@ -29,8 +29,6 @@ class GgufWriter {
   // Metadata, in the order added. A repeated key is an error when writing.
   void AddString(const std::string& key, const std::string& value);
   void AddU32(const std::string& key, uint32_t value);
-  void AddI32(const std::string& key, int32_t value);
-  void AddU64(const std::string& key, uint64_t value);
   void AddF32(const std::string& key, float value);
   void AddBool(const std::string& key, bool value);
   void AddStringArray(const std::string& key, const std::vector<std::string>& values);

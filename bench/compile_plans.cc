@@ -1,0 +1,138 @@
+// doppler_compile_bench: the host's work before a model's first token, without a device or its
+// weights, for a synthetic model (default: Llama-3.1-405B's shape, 126 layers, Q4_K_M): building
+// the step graph, the pass pipeline, the decode graph's q8 activations, the kernels of a decode
+// plan (T = 1) and a prefill plan (T = --tokens) for an NVIDIA-like target, their memory plans, and
+// the SPIR-V of every distinct kernel through the on-disk cache (run it twice to see a warm cache;
+// XDG_CACHE_HOME picks where). Prints the CPU seconds of each stage (and of each pass) and their
+// sum. LAYERS builds that many layers of the model's shape instead of its own count.
+//
+//   doppler_compile_bench [NAME [TOKENS [LAYERS]]]
+#include <cstdio>
+#include <ctime>
+#include <set>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "backend_vk/schedule.h"
+#include "codegen/kernel.h"
+#include "codegen/shader_compiler.h"
+#include "codegen/spirv_cache.h"
+#include "passes/memory_plan.h"
+#include "passes/pass.h"
+#include "runtime/model_source.h"
+
+namespace doppler {
+namespace {
+
+class Stages {
+ public:
+  // Records the CPU time since the previous stage under `name`.
+  void End(const char* name) {
+    const double now = Now();
+    std::printf("%-28s %8.3f s\n", name, now - last_);
+    total_ += now - last_;
+    last_ = now;
+  }
+  void Total() const { std::printf("%-28s %8.3f s\n", "total", total_); }
+  static double Now() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
+
+ private:
+  double last_ = Now(), total_ = 0;
+};
+
+codegen::TargetCaps NvidiaLike() {
+  codegen::TargetCaps caps;
+  caps.subgroup_size = caps.min_subgroup_size = 32;
+  caps.max_shared_memory = 49152;
+  caps.max_workgroup_invocations = 1024;
+  caps.subgroup_arithmetic = caps.subgroup_shuffle = true;
+  caps.coop_matrix_nv = true;
+  caps.integer_dot_product = true;
+  return caps;
+}
+
+absl::Status Run(const std::string& name, int64_t tokens, int layers) {
+  Stages stages;
+  runtime::EngineOptions options;
+  options.synthetic = name;
+  options.quant = models::QuantScheme::kQ4_K_M;
+  options.prefill_chunk = tokens;
+  absl::StatusOr<runtime::OpenedModel> model = runtime::OpenModel(options);
+  if (!model.ok()) return model.status();
+  if (layers > 0) model->config.num_layers = layers;
+  absl::StatusOr<graph::Graph> g = runtime::StepGraph(model->config, model->build, runtime::SamplingOptions{}, "none");
+  if (!g.ok()) return g.status();
+  std::printf("%s: %d layers, %d nodes before the passes\n", name.c_str(), model->config.num_layers, g->size());
+  stages.End("graph");
+
+  absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse("default");
+  if (!pm.ok()) return pm.status();
+  double pass_start = Stages::Now();
+  absl::Status passed = pm->Run(*g, [&](const std::string& pass, const graph::Graph&, bool) {
+    const double now = Stages::Now();
+    std::printf("  %-26s %8.3f s\n", pass.c_str(), now - pass_start);
+    pass_start = now;
+  });
+  if (!passed.ok()) return passed;
+  stages.End("passes (and verifying)");
+  graph::Graph decode = *g;
+  absl::StatusOr<std::unique_ptr<passes::Pass>> q8 = passes::MakePass("q8-activations");
+  if (!q8.ok()) return q8.status();
+  if (absl::StatusOr<bool> changed = (*q8)->Run(decode); !changed.ok()) return changed.status();
+  stages.End("q8-activations (decode)");
+
+  const codegen::TargetCaps caps = NvidiaLike();
+  std::set<std::string> sources;
+  int dispatches = 0;
+  for (const auto& [plan, t] : {std::pair<const graph::Graph*, int64_t>{&decode, 1}, {&*g, options.prefill_chunk}}) {
+    for (const graph::Node& n : plan->nodes()) {
+      if (!vk::Dispatches(n.kind)) continue;
+      absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(*plan, n, caps, t);
+      if (!ks.ok()) return ks.status();
+      for (codegen::Kernel& k : *ks) sources.insert(std::move(k.glsl));
+      dispatches += static_cast<int>(ks->size());
+    }
+  }
+  std::printf("%d dispatches in two plans, %zu distinct kernels\n", dispatches, sources.size());
+  stages.End("kernels (GLSL)");
+
+  for (const auto& [plan, t] : {std::pair<const graph::Graph*, int64_t>{&decode, 1}, {&*g, options.prefill_chunk}}) {
+    std::set<graph::ValueId> outside;
+    if (std::optional<graph::ValueId> next = plan->output("next_token")) outside.insert(*next);
+    absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(*plan, t, outside);
+    if (!memory.ok()) return memory.status();
+  }
+  stages.End("memory plans");
+
+  codegen::ResetShaderCacheStats();
+  for (const std::string& glsl : sources) {
+    absl::StatusOr<codegen::CompiledShader> spirv = codegen::CompileComputeShader(glsl);
+    if (!spirv.ok()) return spirv.status();
+  }
+  const codegen::ShaderCacheStats cache = codegen::GetShaderCacheStats();
+  stages.End("SPIR-V (through the cache)");
+  std::printf("shader cache: %llu hits, %llu compiled\n", static_cast<unsigned long long>(cache.hits),
+              static_cast<unsigned long long>(cache.misses));
+  stages.Total();
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace doppler
+
+int main(int argc, char** argv) {
+  const std::string name = argc > 1 ? argv[1] : "llama-3.1-405b";
+  int64_t tokens = 256;
+  int layers = 0;
+  if ((argc > 2 && (!absl::SimpleAtoi(argv[2], &tokens) || tokens <= 0)) ||
+      (argc > 3 && (!absl::SimpleAtoi(argv[3], &layers) || layers <= 0))) {
+    std::fprintf(stderr, "doppler_compile_bench: TOKENS and LAYERS must be positive numbers\n");
+    return 2;
+  }
+  if (absl::Status s = doppler::Run(name, tokens, layers); !s.ok()) {
+    std::fprintf(stderr, "doppler_compile_bench: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return 0;
+}

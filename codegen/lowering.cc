@@ -1,0 +1,55 @@
+#include "codegen/lowering.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace doppler::codegen {
+
+bool Computed(graph::OpKind kind) {
+  using graph::OpKind;
+  return kind != OpKind::kInput && kind != OpKind::kParam && kind != OpKind::kConst && kind != OpKind::kState &&
+         kind != OpKind::kConcatRows && kind != OpKind::kPart;
+}
+
+absl::StatusOr<std::vector<Dispatch>> Lower(const graph::Graph& g, const TargetCaps& caps, int64_t tokens) {
+  std::vector<Dispatch> out;
+  std::vector<graph::ValueId> absorbed;  // computed nodes with no kernel of their own
+  for (const graph::Node& n : g.nodes()) {
+    if (!Computed(n.kind)) continue;
+    absl::StatusOr<std::vector<Kernel>> ks = EmitKernels(g, n, caps, tokens);
+    if (!ks.ok()) return ks.status();
+    if (ks->empty()) absorbed.push_back(n.id);
+    for (Kernel& k : *ks) out.push_back(Dispatch{n.id, {n.id}, std::move(k)});
+  }
+  // A node another kernel computes is covered by the first dispatch that writes its value (a tail,
+  // a norm's value), else by the dispatches of the nodes that read it (a last_row whose reader
+  // reads its input's row itself).
+  for (graph::ValueId id : absorbed) {
+    auto writes = [id](const Dispatch& d) {
+      return std::any_of(d.kernel.args.begin(), d.kernel.args.end(),
+                         [id](const KernelArg& a) { return a.value == id && a.written; });
+    };
+    bool covered = false;
+    if (auto it = std::find_if(out.begin(), out.end(), writes); it != out.end()) {
+      it->covers.push_back(id);
+      covered = true;
+    } else {
+      for (Dispatch& d : out) {
+        const std::vector<graph::ValueId>& in = g.node(d.node).inputs;
+        if (std::find(in.begin(), in.end(), id) == in.end()) continue;
+        d.covers.push_back(id);
+        covered = true;
+      }
+    }
+    if (!covered) {
+      const graph::Node& n = g.node(id);
+      return absl::InternalError(absl::StrCat("node %", id, " (", graph::OpName(n.kind), " '", n.label,
+                                              "') has no kernel, and no dispatch computes it"));
+    }
+  }
+  return out;
+}
+
+}  // namespace doppler::codegen

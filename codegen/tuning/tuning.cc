@@ -1,0 +1,50 @@
+#include "codegen/tuning/tuning.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace doppler::codegen::tuning {
+namespace {
+
+// Every key a family lets DOPPLER_TUNE set (a new tunable choice adds its key here).
+const std::vector<std::string>& KnownKeys() {
+  static const std::vector<std::string> keys = {"gemm.bn", "gemm.bk"};
+  return keys;
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<int64_t>> Override(absl::string_view family, absl::string_view key) {
+  const char* env = std::getenv("DOPPLER_TUNE");
+  if (env == nullptr) return std::nullopt;
+  const std::string wanted = absl::StrCat(family, ".", key);
+  std::optional<int64_t> value;
+  for (absl::string_view entry : absl::StrSplit(env, ',', absl::SkipWhitespace())) {
+    entry = absl::StripAsciiWhitespace(entry);
+    std::vector<absl::string_view> kv = absl::StrSplit(entry, '=');
+    for (absl::string_view& part : kv) part = absl::StripAsciiWhitespace(part);
+    int64_t v = 0;
+    if (kv.size() != 2 || !absl::SimpleAtoi(kv[1], &v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DOPPLER_TUNE: '", entry, "' is not family.key=integer (e.g. gemm.bn=32)"));
+    }
+    const std::vector<std::string>& known = KnownKeys();
+    if (std::find(known.begin(), known.end(), kv[0]) == known.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DOPPLER_TUNE: unknown key '", kv[0], "' (known: ", absl::StrJoin(known, ", "), ")"));
+    }
+    if (kv[0] == wanted) value = v;
+  }
+  return value;
+}
+
+}  // namespace doppler::codegen::tuning
