@@ -154,6 +154,10 @@ ValueId GraphBuilder::RmsNormResidual(ValueId x, ValueId w, ValueId r, double ep
 ValueId GraphBuilder::Part(ValueId x, int64_t index, std::string_view label) {
   return Compute(OpKind::kPart, {x}, {{"index", index}}, label);
 }
+ValueId GraphBuilder::ConcatRows(const std::vector<ValueId>& weights, const std::string& name,
+                                 std::string_view label) {
+  return Compute(OpKind::kConcatRows, weights, {{"name", name}}, label);
+}
 
 ValueId GraphBuilder::TopK(ValueId x, int64_t k, std::string_view label) {
   return Compute(OpKind::kTopK, {x}, {{"k", k}}, label);

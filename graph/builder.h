@@ -69,6 +69,9 @@ class GraphBuilder {
                           std::string_view label = "rms_norm");
   // Column group `index` of a split value.
   ValueId Part(ValueId x, int64_t index, std::string_view label = "part");
+  // The weights' rows stacked into one weight named `name`, materialised at load.
+  ValueId ConcatRows(const std::vector<ValueId>& weights, const std::string& name,
+                     std::string_view label = "concat_rows");
 
   // Mixture of experts (meanings in graph/op.h).
   ValueId TopK(ValueId x, int64_t k, std::string_view label = "top_k");
