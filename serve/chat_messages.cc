@@ -17,10 +17,12 @@ const Value* Field(const Value& dict, const std::string& key) {
   return v == nullptr || v->is_none() ? nullptr : v;
 }
 
-// A message's content: null, a string, or an array of {"type": "text", "text": ...} parts, which
-// become one string (the templates expect text).
+// A message's content: a string, an array of {"type": "text", "text": ...} parts, which become one
+// string (the templates expect text), or null, as OpenAI sends beside tool_calls, which becomes ""
+// (templates concatenate and search the content whatever the message carries).
 std::variant<Value, ApiError> Content(const Value& content, const std::string& param) {
-  if (content.is_none() || content.is_string()) return content;
+  if (content.is_none()) return Value("");
+  if (content.is_string()) return content;
   if (!content.is_list()) return InvalidField(param, absl::StrCat("'", param, "' must be a string or an array of text parts"), "invalid_type");
   std::string text;
   const jinja::List& parts = content.as_list();
@@ -55,7 +57,7 @@ std::variant<Value, ApiError> ToolCalls(const Value& calls, const std::string& p
     const std::string arg_param = where + ".function.arguments";
     absl::StatusOr<Value> parsed = jinja::ValueFromJson(arguments->as_string());
     if (!parsed.ok()) {
-      return InvalidField(arg_param, absl::StrCat("'", arg_param, "' is not valid JSON: ", parsed.status().message()));
+      return InvalidField(arg_param, absl::StrCat("'", arg_param, "' is not valid JSON"));
     }
     jinja::Dict new_function = function->as_dict();
     for (auto& [key, value] : new_function) {
@@ -76,6 +78,7 @@ std::variant<Value, ApiError> Message(const Value& message, const std::string& w
     return InvalidField(where, absl::StrCat("'", where, "' must be an object with a string 'role'"), "invalid_type");
   }
   jinja::Dict out = message.as_dict();
+  if (message.Find("content") == nullptr) out.emplace_back("content", Value(""));
   for (auto& [key, value] : out) {
     std::variant<Value, ApiError> checked = value;
     if (key == "content") checked = Content(value, where + ".content");

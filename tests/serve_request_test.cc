@@ -185,13 +185,15 @@ ChatPromptOptions FixtureTemplate(const OrderedJson& file, const OrderedJson& co
   return o;
 }
 
-// A case's context as an OpenAI request: tool calls' arguments as JSON strings, the first
+// A case's context as an OpenAI request: tool calls' arguments as JSON strings (their empty
+// content as null), the first
 // message's content as two text parts, and the remaining variables as chat_template_kwargs.
 std::string RequestBody(const OrderedJson& context) {
   OrderedJson body = {{"model", "m"}, {"messages", context["messages"]}};
   for (OrderedJson& m : body["messages"]) {
     if (m.contains("tool_calls")) {
       for (OrderedJson& call : m["tool_calls"]) call["function"]["arguments"] = call["function"]["arguments"].dump();
+      if (m["content"] == "") m["content"] = nullptr;  // as OpenAI's clients send it
     }
   }
   const std::string first = body["messages"][0]["content"].get<std::string>();
