@@ -58,9 +58,6 @@ absl::StatusOr<int64_t> IntInRange(const ParsedArgs& args, const std::string& na
 // `description` says which, for the log.
 absl::StatusOr<serve::ChatPromptOptions> ChatPromptOptionsOf(const ParsedArgs& args, const models::Tokenizer* tokenizer,
                                                              std::string& description) {
-  if (args.Has("chat-format") && args.Has("chat-template")) {
-    return absl::InvalidArgumentError("give --chat-template or --chat-format, not both");
-  }
   serve::ChatPromptOptions chat;
   if (tokenizer) chat.special_tokens = SpecialTokensOf(*tokenizer);
   absl::StatusOr<jinja::Dict> kwargs = ChatTemplateKwargs(args);
@@ -115,6 +112,9 @@ absl::StatusOr<int> ServeCommand(const std::vector<std::string>& argv) {
   if (!drain.ok()) return drain.status();
   absl::StatusOr<runtime::EngineOptions> options = EngineOptionsFromArgs(args);
   if (!options.ok()) return options.status();
+  if (args.Has("chat-format") && args.Has("chat-template")) {
+    return absl::InvalidArgumentError("give --chat-template or --chat-format, not both");
+  }
 
   // SIGTERM and SIGINT are taken by sigwait below, in this thread: blocked before any thread starts,
   // so that every thread inherits the mask. A client that goes away must not kill the server.
