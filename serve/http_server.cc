@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -100,6 +101,10 @@ absl::Status HttpServer::Start() {
                                                " (in use, or not an address of this machine)"));
   }
   listener_ = std::thread([this] { server_->listen_after_bind(); });
+  // httplib's stop() is lost on a server not yet listening, and a Stop() soon after Start() (an
+  // error while loading the model) would then wait forever: return once it listens.
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(10);
+  while (!server_->is_running() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return absl::OkStatus();
 }
 

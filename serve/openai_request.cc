@@ -24,6 +24,9 @@ class Fields {
   void Fail(const std::string& param, const std::string& message, const std::string& code = "invalid_value") {
     if (!error) error = InvalidField(param, message, code);
   }
+  void Fail(const ApiError& e) {
+    if (!error) error = e;
+  }
   void Bool(const std::string& name, bool& out) {
     if (const json* v = Find(name)) {
       if (!v->is_boolean()) return Fail(name, absl::StrCat("'", name, "' must be a boolean"), "invalid_type");
@@ -53,53 +56,6 @@ class Fields {
  private:
   const json& body_;
 };
-
-// A message's content: a string, or an array of {"type": "text", "text": ...} parts.
-std::optional<std::string> ContentText(const json& content, const std::string& param, Fields& f) {
-  if (content.is_null()) return std::string();
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) {
-    f.Fail(param, absl::StrCat("'", param, "' must be a string or an array of text parts"), "invalid_type");
-    return std::nullopt;
-  }
-  std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const json& part = content[i];
-    const std::string where = absl::StrCat(param, "[", i, "]");
-    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
-        !part["text"].is_string()) {
-      f.Fail(where, absl::StrCat("'", where, "' must be a text part {\"type\": \"text\", \"text\": \"...\"} (this model reads text only)"));
-      return std::nullopt;
-    }
-    text += part["text"].get<std::string>();
-  }
-  return text;
-}
-
-std::optional<std::vector<ChatMessage>> Messages(const json& body, Fields& f) {
-  const json* m = f.Find("messages");
-  if (!m) {
-    f.Fail("messages", "'messages' is required", "missing_required_parameter");
-    return std::nullopt;
-  }
-  if (!m->is_array() || m->empty()) {
-    f.Fail("messages", "'messages' must be a non-empty array", "invalid_type");
-    return std::nullopt;
-  }
-  std::vector<ChatMessage> out;
-  for (size_t i = 0; i < m->size(); ++i) {
-    const json& msg = (*m)[i];
-    const std::string where = absl::StrCat("messages[", i, "]");
-    if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string()) {
-      f.Fail(where, absl::StrCat("'", where, "' must be an object with a string 'role'"), "invalid_type");
-      return std::nullopt;
-    }
-    std::optional<std::string> text = ContentText(msg.value("content", json()), where + ".content", f);
-    if (!text) return std::nullopt;
-    out.push_back({msg["role"].get<std::string>(), *std::move(text)});
-  }
-  return out;
-}
 
 // The prompt of /v1/completions: text, or token ids (also as a one-element batch of either).
 std::optional<std::vector<int32_t>> CompletionPrompt(const json& body, const ModelInfo& model, Fields& f) {
@@ -144,28 +100,28 @@ std::optional<std::vector<int32_t>> CompletionPrompt(const json& body, const Mod
   return ids;
 }
 
-std::optional<std::vector<int32_t>> ChatPromptIds(const json& body, const ModelInfo& model, Fields& f,
+std::optional<std::vector<int32_t>> ChatPromptIds(const std::string& body, const ModelInfo& model, Fields& f,
                                                   std::vector<std::string>& stop) {
-  std::optional<std::vector<ChatMessage>> messages = Messages(body, f);
-  if (!messages) return std::nullopt;
+  std::variant<ChatPrompt, ApiError> rendered = ChatPromptOfRequest(body, model.chat);
+  if (ApiError* e = std::get_if<ApiError>(&rendered)) {
+    f.Fail(*e);
+    return std::nullopt;
+  }
   if (!model.tokenizer) {
     f.Fail("messages", "this model has no tokenizer: use /v1/completions with token ids");
     return std::nullopt;
   }
-  std::vector<std::string> tools;
-  if (const json* t = f.Find("tools"); t && !(t->is_array() && t->empty())) tools.push_back(t->dump());
-  absl::StatusOr<ChatPrompt> rendered = RenderChatPrompt(*messages, tools, {model.chat_format});
-  if (!rendered.ok()) {
-    f.Fail(tools.empty() ? "messages" : "tools", std::string(rendered.status().message()));
-    return std::nullopt;
-  }
-  absl::StatusOr<std::vector<int32_t>> ids = model.tokenizer->Encode(rendered->text, /*add_special=*/false);
+  const ChatPrompt& prompt = std::get<ChatPrompt>(rendered);
+  absl::StatusOr<std::vector<int32_t>> ids = model.tokenizer->Encode(prompt.text, /*add_special=*/false);
   if (!ids.ok()) {
     f.Fail("messages", std::string(ids.status().message()));
     return std::nullopt;
   }
-  if (model.add_bos && model.tokenizer->bos_id()) ids->insert(ids->begin(), *model.tokenizer->bos_id());
-  stop.insert(stop.end(), rendered->stop.begin(), rendered->stop.end());
+  // A template writes the special tokens it wants (bos_token among them), as transformers
+  // tokenizes its text; a built-in format's text starts with the tokenizer's BOS.
+  const std::optional<int32_t> bos = model.tokenizer->bos_id();
+  if (!model.chat.chat_template && model.add_bos && bos) ids->insert(ids->begin(), *bos);
+  stop.insert(stop.end(), prompt.stop.begin(), prompt.stop.end());
   return *std::move(ids);
 }
 
@@ -253,7 +209,7 @@ std::variant<CompletionRequest, ApiError> ParseCompletionRequest(Endpoint endpoi
   }
   if (f.error) return *f.error;
 
-  std::optional<std::vector<int32_t>> prompt = endpoint == Endpoint::kChat ? ChatPromptIds(body, model, f, s.stop)
+  std::optional<std::vector<int32_t>> prompt = endpoint == Endpoint::kChat ? ChatPromptIds(body_text, model, f, s.stop)
                                                                            : CompletionPrompt(body, model, f);
   if (f.error) return *f.error;
   s.prompt = *std::move(prompt);

@@ -7,10 +7,10 @@
 #include <string>
 #include <variant>
 
-#include "models/chat_format.h"
 #include "nlohmann/json.hpp"
 #include "models/tokenizer/tokenizer.h"
 #include "serve/api_error.h"
+#include "serve/chat_prompt.h"
 #include "serve/sequence.h"
 
 namespace doppler::serve {
@@ -28,10 +28,10 @@ struct CompletionRequest {
 struct ModelInfo {
   std::string id;                                // the "model" the responses name
   const models::Tokenizer* tokenizer = nullptr;  // null: token-id prompts only
-  models::ChatFormat chat_format;
+  ChatPromptOptions chat;                        // how chat messages become the prompt
   int64_t context = 0;
   int32_t vocab_size = 0;
-  bool add_bos = true;  // start text prompts with the tokenizer's BOS
+  bool add_bos = true;  // start text prompts with the tokenizer's BOS (a chat template writes its own)
 };
 
 // The request, or the error to send.

@@ -1,14 +1,20 @@
 // The server's pieces that need no model: choosing tokens with a request's own settings, chat
 // prompts, and OpenAI request validation.
 #include <cmath>
+#include <filesystem>
+#include <memory>
 #include <map>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "jinja/template.h"
 #include "nlohmann/json.hpp"
 #include "serve/chat_prompt.h"
 #include "serve/openai_request.h"
 #include "serve/token_sampler.h"
+#include "support/cli_runner.h"
+#include "support/fixtures.h"
 
 namespace doppler::serve {
 namespace {
@@ -108,24 +114,152 @@ TEST(ServeSampler, PenaltiesLowerTokensAlreadyGenerated) {
   EXPECT_EQ(once.Choose(logits).id, 1);
 }
 
-ChatPromptOptions Chatml() { return {*models::ChatFormatByName("chatml")}; }
-
-TEST(ServeChatPrompt, RendersSystemUserAndAssistantTurnsInTheModelsFormat) {
-  absl::StatusOr<ChatPrompt> p = RenderChatPrompt(
-      {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Who?"}}, {}, Chatml());
-  ASSERT_TRUE(p.ok()) << p.status();
-  // The text chatml's template (add_generation_prompt) writes for these messages.
-  EXPECT_EQ(p->text,
-            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
-            "Hello.<|im_end|>\n<|im_start|>user\nWho?<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(p->stop, std::vector<std::string>{"<|im_end|>"});
+ChatPromptOptions Chatml() {
+  ChatPromptOptions o;
+  o.format = *models::ChatFormatByName("chatml");
+  return o;
 }
 
-TEST(ServeChatPrompt, RejectsWhatItCannotRender) {
-  EXPECT_FALSE(RenderChatPrompt({{"system", "x"}}, {}, Chatml()).ok());
-  EXPECT_FALSE(RenderChatPrompt({{"wizard", "x"}}, {}, Chatml()).ok());
-  EXPECT_FALSE(RenderChatPrompt({{"assistant", "x"}}, {}, Chatml()).ok());
-  EXPECT_FALSE(RenderChatPrompt({{"user", "x"}}, {"[{\"type\":\"function\"}]"}, Chatml()).ok());
+// The prompt of a request body, failing the test on an error.
+ChatPrompt PromptOf(const std::string& body, const ChatPromptOptions& options) {
+  std::variant<ChatPrompt, ApiError> p = ChatPromptOfRequest(body, options);
+  if (const ApiError* e = std::get_if<ApiError>(&p)) {
+    ADD_FAILURE() << e->message;
+    return {};
+  }
+  return std::get<ChatPrompt>(p);
+}
+
+TEST(ServeChatPrompt, RendersSystemUserAndAssistantTurnsInTheBuiltInFormat) {
+  const ChatPrompt p = PromptOf(R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+      {"role": "assistant", "content": "Hello."}, {"role": "user", "content": [{"type": "text", "text": "Wh"}, {"type": "text", "text": "o?"}]}]})",
+                                Chatml());
+  // The text chatml's template (add_generation_prompt) writes for these messages.
+  EXPECT_EQ(p.text,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+            "Hello.<|im_end|>\n<|im_start|>user\nWho?<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(p.stop, std::vector<std::string>{"<|im_end|>"});
+}
+
+TEST(ServeChatPrompt, BuiltInFormatRejectsWhatItCannotRender) {
+  for (const char* body : {R"({"messages": [{"role": "system", "content": "x"}]})",
+                           R"({"messages": [{"role": "wizard", "content": "x"}]})",
+                           R"({"messages": [{"role": "assistant", "content": "x"}]})",
+                           R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})"}) {
+    std::variant<ChatPrompt, ApiError> p = ChatPromptOfRequest(body, Chatml());
+    ASSERT_TRUE(std::holds_alternative<ApiError>(p)) << body;
+    EXPECT_EQ(std::get<ApiError>(p).status, 400) << body;
+  }
+  std::variant<ChatPrompt, ApiError> tools =
+      ChatPromptOfRequest(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", Chatml());
+  EXPECT_EQ(std::get<ApiError>(tools).param, "tools");
+}
+
+TEST(ServeChatPrompt, RejectsMalformedMessageFields) {
+  const ChatPromptOptions o = Chatml();
+  auto param_of = [&](const std::string& body) {
+    std::variant<ChatPrompt, ApiError> p = ChatPromptOfRequest(body, o);
+    return std::holds_alternative<ApiError>(p) ? std::get<ApiError>(p).param : std::string("(accepted)");
+  };
+  EXPECT_EQ(param_of(R"({"messages": []})"), "messages");
+  EXPECT_EQ(param_of(R"({"messages": [{"content": "x"}]})"), "messages[0]");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": 3}]})"), "messages[0].content");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"), "messages[0].content[0]");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": null,
+      "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{not json"}}]}]})"),
+            "messages[1].tool_calls[0].function.arguments");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})"), "tools");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": []})"), "chat_template_kwargs");
+}
+
+using OrderedJson = nlohmann::ordered_json;  // the fixtures' key order is what tojson prints
+
+// The fixture's chat template, with the special tokens of a case's context.
+ChatPromptOptions FixtureTemplate(const OrderedJson& file, const OrderedJson& context) {
+  const std::filesystem::path dir = test::FixturesDir() / "chat_templates";
+  absl::StatusOr<jinja::Template> t = jinja::Template::Parse(test::ReadFile(dir / file["template"].get<std::string>()));
+  EXPECT_TRUE(t.ok()) << t.status();
+  ChatPromptOptions o;
+  o.chat_template = std::make_shared<const jinja::Template>(*std::move(t));
+  o.special_tokens = {context["bos_token"].get<std::string>(), context["eos_token"].get<std::string>()};
+  return o;
+}
+
+// A case's context as an OpenAI request: tool calls' arguments as JSON strings (their empty
+// content as null), the first
+// message's content as two text parts, and the remaining variables as chat_template_kwargs.
+std::string RequestBody(const OrderedJson& context) {
+  OrderedJson body = {{"model", "m"}, {"messages", context["messages"]}};
+  for (OrderedJson& m : body["messages"]) {
+    if (m.contains("tool_calls")) {
+      for (OrderedJson& call : m["tool_calls"]) call["function"]["arguments"] = call["function"]["arguments"].dump();
+      if (m["content"] == "") m["content"] = nullptr;  // as OpenAI's clients send it
+    }
+  }
+  const std::string first = body["messages"][0]["content"].get<std::string>();
+  size_t half = first.size() / 2;
+  while (half > 0 && (static_cast<unsigned char>(first[half]) & 0xC0) == 0x80) --half;  // a character's start
+  body["messages"][0]["content"] = OrderedJson::array({{{"type", "text"}, {"text", first.substr(0, half)}},
+                                                       {{"type", "text"}, {"text", first.substr(half)}}});
+  if (context.contains("tools")) body["tools"] = context["tools"];
+  OrderedJson kwargs = OrderedJson::object();
+  for (const auto& [key, value] : context.items()) {
+    if (key != "messages" && key != "tools" && key != "add_generation_prompt" && !absl::EndsWith(key, "_token")) {
+      kwargs[key] = value;
+    }
+  }
+  if (!kwargs.empty()) body["chat_template_kwargs"] = kwargs;
+  return body.dump();
+}
+
+// Every case of the Hermes-2-Pro and Qwen3 templates the server can send (add_generation_prompt),
+// tools and tool calls included, gives the text jinja2 rendered.
+TEST(ServeChatPrompt, RendersTheModelsTemplateAsJinja2Did) {
+  int checked = 0;
+  int with_tools = 0;
+  for (const char* name : {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use", "Qwen-Qwen3-0.6B"}) {
+    const OrderedJson file =
+        OrderedJson::parse(test::ReadFile(test::FixturesDir() / "chat_templates" / (std::string(name) + ".cases.json")));
+    for (const OrderedJson& c : file["cases"]) {
+      const OrderedJson& context = c["context"];
+      if (!context["add_generation_prompt"].get<bool>() || c.contains("error")) continue;
+      const std::string label = std::string(name) + " / " + c["case"].get<std::string>();
+      ChatPromptOptions options = FixtureTemplate(file, context);
+      // The server's kwargs are under the request's: a request's enable_thinking wins.
+      options.kwargs = {{"enable_thinking", jinja::Value(true)}};
+      const ChatPrompt p = PromptOf(RequestBody(context), options);
+      EXPECT_EQ(p.text, c["expected"].get<std::string>()) << label;
+      EXPECT_EQ(p.stop, std::vector<std::string>{context["eos_token"].get<std::string>()}) << label;
+      ++checked;
+      with_tools += context.contains("tools");
+    }
+  }
+  EXPECT_GE(checked, 10);
+  EXPECT_GE(with_tools, 4);
+}
+
+// A template that refuses the conversation: the request gets a 400 with the template's message.
+TEST(ServeChatPrompt, TemplateRefusalIsA400WithItsMessage) {
+  const OrderedJson file = OrderedJson::parse(
+      test::ReadFile(test::FixturesDir() / "chat_templates" / "google-gemma-2-2b-it.cases.json"));
+  int refusals = 0;
+  for (const OrderedJson& c : file["cases"]) {
+    if (!c.contains("error")) continue;
+    const std::string error = c["error"].get<std::string>();  // "TemplateError: MESSAGE"
+    ModelInfo model;
+    model.id = "m";
+    model.context = 4096;
+    model.chat = FixtureTemplate(file, c["context"]);
+    const auto r = ParseCompletionRequest(Endpoint::kChat, RequestBody(c["context"]), model);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << c["case"];
+    const ApiError& e = std::get<ApiError>(r);
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.type, "invalid_request_error");
+    EXPECT_TRUE(absl::StrContains(e.message, error.substr(error.find(": ") + 2))) << c["case"] << ": " << e.message;
+    EXPECT_EQ(e.param, "messages");
+    ++refusals;
+  }
+  EXPECT_GE(refusals, 1);
 }
 
 ModelInfo IdsOnlyModel() {

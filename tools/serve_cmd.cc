@@ -10,6 +10,7 @@
 #include "models/chat_format.h"
 #include "serve/http_server.h"
 #include "serve/sequential_scheduler.h"
+#include "tools/cli_chat_template.h"
 #include "tools/cli_engine.h"
 #include "tools/commands.h"
 
@@ -29,14 +30,16 @@ CommandSpec Spec() {
       {"api-key", "", "KEY", "require 'Authorization: Bearer KEY' on the API routes", ""},
       {"alias", "a", "NAME", "the model name /v1/models reports (default: the model file's name)", ""},
       {"chat-format", "", "NAME",
-       "chat format instead of the one recognised from the model's template: chatml, llama3, gemma, phi3, mistral "
-       "(a model without a recognised template gets chatml)",
+       "a built-in chat format instead of a chat template: chatml, llama3, gemma, phi3, mistral "
+       "(a model without a template gets chatml)",
        ""},
       {"max-body", "", "BYTES", "largest request body; larger ones get 413", "8388608"},
       {"drain-timeout", "", "SECONDS", "on SIGTERM, how long running requests may take to finish", "30"},
       GpuLoopOptionSpec(),
   };
   spec.options.insert(spec.options.end(), more.begin(), more.end());
+  const std::vector<OptionSpec> chat_template = ChatTemplateOptionSpecs();
+  spec.options.insert(spec.options.end(), chat_template.begin(), chat_template.end());
   for (OptionSpec& o : spec.options) {
     if (o.name == "model") o.help += " (default: the model shipped in models/default/, default-q8_0.gguf)";
   }
@@ -50,10 +53,35 @@ absl::StatusOr<int64_t> IntInRange(const ParsedArgs& args, const std::string& na
   return v;
 }
 
-absl::StatusOr<models::ChatFormat> ChooseChatFormat(const ParsedArgs& args, const models::Tokenizer* tokenizer) {
-  if (args.Has("chat-format")) return models::ChatFormatByName(args.Get("chat-format"));
-  std::fprintf(stderr, "serve: the model has no recognised chat template; chat prompts use chatml (--chat-format chooses)\n");
-  return models::ChatFormatByName("chatml");
+// Chat prompts through --chat-template FILE or the model's own template, as `run --chat` renders
+// them; a built-in format only when asked for (--chat-format) or when the model ships no template.
+// `description` says which, for the log.
+absl::StatusOr<serve::ChatPromptOptions> ChatPromptOptionsOf(const ParsedArgs& args, const models::Tokenizer* tokenizer,
+                                                             std::string& description) {
+  serve::ChatPromptOptions chat;
+  if (tokenizer) chat.special_tokens = SpecialTokensOf(*tokenizer);
+  absl::StatusOr<jinja::Dict> kwargs = ChatTemplateKwargs(args);
+  if (!kwargs.ok()) return kwargs.status();
+  chat.kwargs = *std::move(kwargs);
+  if (!args.Has("chat-format")) {
+    absl::StatusOr<std::optional<jinja::Template>> tmpl = LoadChatTemplate(args, tokenizer);
+    if (!tmpl.ok()) return tmpl.status();
+    if (tmpl->has_value()) {
+      chat.chat_template = std::make_shared<const jinja::Template>(**std::move(tmpl));
+      description = args.Has("chat-template") ? absl::StrCat("chat template ", args.Get("chat-template"))
+                                              : "the model's chat template";
+      return chat;
+    }
+    if (tokenizer) {
+      std::fprintf(stderr, "serve: %s; chat prompts use the built-in format chatml\n",
+                   NoChatTemplateMessage(args.Get("model")).c_str());
+    }
+  }
+  absl::StatusOr<models::ChatFormat> format = models::ChatFormatByName(args.Has("chat-format") ? args.Get("chat-format") : "chatml");
+  if (!format.ok()) return format.status();
+  chat.format = *std::move(format);
+  description = absl::StrCat("built-in chat format ", chat.format.name);
+  return chat;
 }
 
 }  // namespace
@@ -84,6 +112,9 @@ absl::StatusOr<int> ServeCommand(const std::vector<std::string>& argv) {
   if (!drain.ok()) return drain.status();
   absl::StatusOr<runtime::EngineOptions> options = EngineOptionsFromArgs(args);
   if (!options.ok()) return options.status();
+  if (args.Has("chat-format") && args.Has("chat-template")) {
+    return absl::InvalidArgumentError("give --chat-template or --chat-format, not both");
+  }
 
   // SIGTERM and SIGINT are taken by sigwait below, in this thread: blocked before any thread starts,
   // so that every thread inherits the mask. A client that goes away must not kill the server.
@@ -113,8 +144,9 @@ absl::StatusOr<int> ServeCommand(const std::vector<std::string>& argv) {
     if (!tok.ok()) return tok.status();
     tokenizer = *std::move(tok);
   }
-  absl::StatusOr<models::ChatFormat> format = ChooseChatFormat(args, tokenizer.get());
-  if (!format.ok()) return format.status();
+  std::string chat_description;
+  absl::StatusOr<serve::ChatPromptOptions> chat = ChatPromptOptionsOf(args, tokenizer.get(), chat_description);
+  if (!chat.ok()) return chat.status();
   absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(*options);
   if (!engine.ok()) return engine.status();
 
@@ -123,13 +155,13 @@ absl::StatusOr<int> ServeCommand(const std::vector<std::string>& argv) {
              : args.Has("synthetic") ? args.Get("synthetic")
                                      : options->model_path.filename().string();
   model.tokenizer = tokenizer.get();
-  model.chat_format = *format;
+  model.chat = *std::move(chat);
   model.context = (*engine)->context();
   model.vocab_size = static_cast<int32_t>((*engine)->config().vocab_size);
   serve::SequentialScheduler scheduler(**engine, tokenizer.get(), *max_queue, &metrics);
   server.SetReady(&scheduler, model);
-  std::fprintf(stderr, "serve: ready: %s, context %lld, chat format %s%s\n", model.id.c_str(),
-               static_cast<long long>(model.context), format->name.c_str(),
+  std::fprintf(stderr, "serve: ready: %s, context %lld, %s%s\n", model.id.c_str(),
+               static_cast<long long>(model.context), chat_description.c_str(),
                tokenizer ? "" : " (no tokenizer: prompts as token ids to /v1/completions)");
 
   int signal_number = 0;
