@@ -67,8 +67,9 @@ class Renderer {
   static absl::Status Fail(int line, absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat("template line ", line, ": ", what));
   }
+  // A template's own refusal (raise_exception, FailedPrecondition) already names its line.
   static absl::Status AtLine(int line, const absl::Status& s) {
-    if (s.ok() || absl::StartsWith(s.message(), "template line ")) return s;
+    if (s.ok() || absl::IsFailedPrecondition(s) || absl::StartsWith(s.message(), "template line ")) return s;
     return absl::Status(s.code(), absl::StrCat("template line ", line, ": ", s.message()));
   }
   static absl::Status UndefinedError(int line, const Value& v) {
