@@ -418,5 +418,40 @@ TEST(CliHardening, ChatDropsTheOldestTurnsWhenTheContextIsFull) {
   EXPECT_TRUE(Has(r.err, "dropped, the system prompt kept")) << r.err;
 }
 
+TEST(CliHardening, TemplateChatDropsTheOldestTurnsWhenTheContextIsFull) {
+  // The same through a chat template (the path a model with its own template takes).
+  const fs::path dir = test::MakeTempDir("template_chat_full");
+  std::ofstream(dir / "chat.jinja")
+      << "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant] "
+         "{% endif %}";
+  const std::string run = test::DopplerBinary() + " run --chat --chat-template " + (dir / "chat.jinja").string() + " " +
+                          Stories() + " --temp 0 -n 12 -c 64 -sys 'Be brief'";
+  Result r = test::RunShell("(printf 'Tell me a story\\nAnd then\\nWhat next\\nThe end\\n\\n' | " + run + ")");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> summaries = absl::StrSplit(r.err, "prompt: ");
+  EXPECT_EQ(summaries.size(), 5u) << r.err;  // four turns answered
+  EXPECT_TRUE(Has(r.err, "dropped, the system prompt kept")) << r.err;
+}
+
+// --- 12. the plans are run once before anything is timed, under the progress line ---
+
+TEST(CliHardening, PlansRunOnceBeforeTheTimerUnderTheProgressLine) {
+  // On a terminal (script(1) gives the command one) the progress line covers compiling each plan
+  // and its first run, where drivers finish compiling, and both come before the prompt is echoed
+  // and timed.
+  const std::string run = test::DopplerBinary() + " run " + Stories() + " -p Once --temp 0 -n 4";
+  Result r = test::RunShell("script -qec \"" + run + "\" /dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const size_t compiled = r.out.find("compiling the prefill plan");
+  const size_t warmed = r.out.find("first run of the plans (the driver compiles at first use)... done");
+  const size_t prompt = r.out.find("Once");
+  const size_t summary = r.out.find("prompt: ");
+  ASSERT_NE(compiled, std::string::npos) << r.out;
+  ASSERT_NE(warmed, std::string::npos) << r.out;
+  EXPECT_LT(compiled, warmed) << r.out;
+  EXPECT_LT(warmed, prompt) << r.out;
+  EXPECT_LT(prompt, summary) << r.out;
+}
+
 }  // namespace
 }  // namespace doppler
