@@ -6,6 +6,7 @@
 
 #include "tests/support/engine_env.h"
 #include "tests/support/reference.h"
+#include "tests/support/reference_logits.h"
 
 namespace doppler {
 namespace {
@@ -31,23 +32,15 @@ TEST_P(EngineFixtureTest, LogitsAndGreedyTokensMatchTransformers) {
   auto engine = test::FixtureEngine(ref->dir, c.dtype, 64, c.prefill_chunk);
   ASSERT_TRUE(engine.ok()) << engine.status();
   runtime::Engine& e = **engine;
-  const int64_t vocab = e.config().vocab_size;
-  const int64_t n = static_cast<int64_t>(ref->input_ids.size());
   // f32 weights and cache must match to the fixture tolerance; f16 storage is reported and must
   // still give the same greedy tokens.
   const bool exact = c.dtype == graph::DType::kF32;
 
-  absl::StatusOr<std::vector<float>> prefill = e.PrefillLogits(ref->input_ids);
-  ASSERT_TRUE(prefill.ok()) << prefill.status();
-  const double prefill_err = test::WorstRowError(*prefill, ref->prefill_logits.data.data(), n, vocab);
-  double decode_err = 0.0;
-  for (size_t i = 0; i < ref->greedy_tokens.size(); ++i) {
-    absl::StatusOr<std::vector<float>> row = e.DecodeLogits(ref->greedy_tokens[i]);
-    ASSERT_TRUE(row.ok()) << row.status();
-    decode_err = std::max(decode_err, test::WorstRowError(*row, &ref->decode_logits.data[i * vocab], 1, vocab));
-    const int32_t want = i + 1 < ref->greedy_tokens.size() ? ref->greedy_tokens[i + 1] : ref->next_token_after_greedy;
-    EXPECT_EQ(test::ArgmaxRow(row->data(), vocab), want) << "decode step " << i;
-  }
+  absl::StatusOr<test::ReferenceLogits> run = test::CompareWithReference(
+      e, ref->input_ids, ref->greedy_tokens, ref->prefill_logits.data.data(), ref->decode_logits.data.data());
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->decode_top, test::FollowingTokens(ref->greedy_tokens, ref->next_token_after_greedy));
+  const double prefill_err = run->prefill_error, decode_err = run->decode_error;
   std::printf("[ %s %s ] worst row error: prefill %.3g, decode %.3g (of max |logit|)\n", c.model.c_str(),
               graph::Name(c.dtype), prefill_err, decode_err);
   RecordProperty("prefill_error", std::to_string(prefill_err));

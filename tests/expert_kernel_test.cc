@@ -41,21 +41,8 @@ class ExpertKernelTest : public vk::VkTest {
       ASSERT_TRUE(want.ok()) << want.status();
       auto got = (*gpu)->Run(steps[s].first, steps[s].second);
       ASSERT_TRUE(got.ok()) << got.status();
-      for (const auto& [name, ref] : *want) {
-        const Tensor& t = got->at(name);
-        ASSERT_EQ(t.shape, ref.shape) << name;
-        if (ref.dtype == DType::kI32) {
-          EXPECT_EQ(t.i, ref.i) << name << " step " << s;
-        } else {
-          EXPECT_LE(test::RelativeError(t.f, ref.f), tolerance) << name << " step " << s;
-        }
-      }
+      ASSERT_NO_FATAL_FAILURE(test::ExpectOutputsMatch(*got, *want, tolerance, s));
     }
-  }
-  codegen::TargetCaps WithoutSubgroupArithmetic() {
-    codegen::TargetCaps caps = vk::TargetCapsOf(ctx().info());
-    caps.subgroup_arithmetic = false;
-    return caps;
   }
 };
 

@@ -18,6 +18,7 @@
 #include "tests/support/engine_env.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/reference.h"
+#include "tests/support/reference_logits.h"
 
 namespace doppler {
 namespace {
@@ -38,16 +39,11 @@ TEST_P(GgufLcppTest, LogitsMatchTransformers) {
   const Case& c = GetParam();
   absl::StatusOr<test::HfReference> ref = test::LoadHfReference(c.model);
   ASSERT_TRUE(ref.ok()) << ref.status();
-  runtime::EngineOptions o;
-  o.model_path = test::FixturesDir() / "gguf" / "lcpp" / (c.model + "-lcpp-f32.gguf");
-  o.kv_dtype = graph::DType::kF32;
-  o.context = 64;
-  o.prefill_chunk = 32;
-  o.validation = true;
+  const runtime::EngineOptions o =
+      test::ReferenceEngineOptions(test::FixturesDir() / "gguf" / "lcpp" / (c.model + "-lcpp-f32.gguf"));
   absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(o);
   ASSERT_TRUE(engine.ok()) << engine.status();
   runtime::Engine& e = **engine;
-  const int64_t vocab = e.config().vocab_size;
   const int64_t n = static_cast<int64_t>(ref->input_ids.size());
   int64_t rows = n;
   if (!c.same_function) {
@@ -57,21 +53,17 @@ TEST_P(GgufLcppTest, LogitsMatchTransformers) {
     rows = std::min<int64_t>(n, *hf->sliding_window);
   }
 
-  absl::StatusOr<std::vector<float>> prefill = e.PrefillLogits(ref->input_ids);
-  ASSERT_TRUE(prefill.ok()) << prefill.status();
-  const double prefill_err = test::WorstRowError(*prefill, ref->prefill_logits.data.data(), rows, vocab);
+  // The decode steps only where the file computes the same function as the reference.
+  const std::vector<int32_t> steps = c.same_function ? ref->greedy_tokens : std::vector<int32_t>{};
+  absl::StatusOr<test::ReferenceLogits> run = test::CompareWithReference(
+      e, ref->input_ids, steps, ref->prefill_logits.data.data(), ref->decode_logits.data.data(), rows);
+  ASSERT_TRUE(run.ok()) << run.status();
   std::printf("[ %s ] worst row error over %lld prefill rows: %.3g (of max |logit|)\n", c.model.c_str(),
-              static_cast<long long>(rows), prefill_err);
-  EXPECT_LE(prefill_err, 1e-4);
+              static_cast<long long>(rows), run->prefill_error);
+  EXPECT_LE(run->prefill_error, 1e-4);
   if (c.same_function) {
-    double decode_err = 0.0;
-    for (size_t i = 0; i < ref->greedy_tokens.size(); ++i) {
-      absl::StatusOr<std::vector<float>> row = e.DecodeLogits(ref->greedy_tokens[i]);
-      ASSERT_TRUE(row.ok()) << row.status();
-      decode_err = std::max(decode_err, test::WorstRowError(*row, &ref->decode_logits.data[i * vocab], 1, vocab));
-    }
-    std::printf("[ %s ] decode worst row error %.3g\n", c.model.c_str(), decode_err);
-    EXPECT_LE(decode_err, 1e-4);
+    std::printf("[ %s ] decode worst row error %.3g\n", c.model.c_str(), run->decode_error);
+    EXPECT_LE(run->decode_error, 1e-4);
     absl::StatusOr<std::vector<int32_t>> generated = test::Generate(e, ref->input_ids, ref->greedy_tokens.size());
     ASSERT_TRUE(generated.ok()) << generated.status();
     EXPECT_EQ(*generated, ref->greedy_tokens);
@@ -92,13 +84,8 @@ struct EngineRun {
 
 EngineRun RunF32(const std::filesystem::path& model, const test::HfReference& ref) {
   EngineRun r;
-  runtime::EngineOptions o;
-  o.model_path = model;
+  runtime::EngineOptions o = test::ReferenceEngineOptions(model);
   o.weight_dtype = graph::DType::kF32;
-  o.kv_dtype = graph::DType::kF32;
-  o.context = 64;
-  o.prefill_chunk = 32;
-  o.validation = true;
   absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(o);
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return r;

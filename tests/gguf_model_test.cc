@@ -16,6 +16,7 @@
 #include "tests/support/fixtures.h"
 #include "tests/support/npy.h"
 #include "tests/support/reference.h"
+#include "tests/support/reference_logits.h"
 
 namespace doppler {
 namespace {
@@ -85,40 +86,25 @@ TEST_P(GgufModelTest, LogitsAndGreedyTokensMatchDequantizedReference) {
   const Case& c = GetParam();
   absl::StatusOr<GgufReference> ref = LoadGgufReference(c.type);
   ASSERT_TRUE(ref.ok()) << ref.status();
-  runtime::EngineOptions o;
-  if (c.model == "gguf") {
-    o.model_path = test::FixturesDir() / "gguf" / ("llama_q-" + c.type + ".gguf");
-  } else {
-    o.model_path = test::FixturesDir() / "hf" / "llama_q";
+  const bool from_gguf = c.model == "gguf";
+  runtime::EngineOptions o = test::ReferenceEngineOptions(
+      from_gguf ? test::FixturesDir() / "gguf" / ("llama_q-" + c.type + ".gguf") : test::FixturesDir() / "hf" / "llama_q",
+      c.prefill_chunk);
+  if (!from_gguf) {
     o.quant = c.type == "Q8_0" ? models::QuantScheme::kQ8_0 : models::QuantScheme::kQ4_K_M;
     o.weight_dtype = graph::DType::kF32;
   }
-  o.kv_dtype = graph::DType::kF32;  // the references keep an f32 cache
   o.decode_activations = c.decode_q8 ? runtime::DecodeActivations::kQ8 : runtime::DecodeActivations::kF32;
-  o.context = 64;
-  o.prefill_chunk = c.prefill_chunk;
-  o.validation = true;
   absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(o);
   ASSERT_TRUE(engine.ok()) << engine.status();
   runtime::Engine& e = **engine;
-  const int64_t vocab = e.config().vocab_size;
-  const int64_t n = static_cast<int64_t>(ref->input_ids.size());
-
-  absl::StatusOr<std::vector<float>> prefill = e.PrefillLogits(ref->input_ids);
-  ASSERT_TRUE(prefill.ok()) << prefill.status();
-  const double prefill_err = test::WorstRowError(*prefill, ref->prefill.data.data(), n, vocab);
-  std::vector<float> decode_all;
-  double decode_err = 0;
-  for (size_t i = 0; i < ref->greedy_tokens.size(); ++i) {
-    absl::StatusOr<std::vector<float>> row = e.DecodeLogits(ref->greedy_tokens[i]);
-    ASSERT_TRUE(row.ok()) << row.status();
-    decode_err = std::max(decode_err, test::WorstRowError(*row, &ref->decode.data[i * vocab], 1, vocab));
-    const int32_t want = i + 1 < ref->greedy_tokens.size() ? ref->greedy_tokens[i + 1] : ref->next_token_after_greedy;
-    EXPECT_EQ(test::ArgmaxRow(row->data(), vocab), want) << "decode step " << i;
-    decode_all.insert(decode_all.end(), row->begin(), row->end());
-  }
-  const auto [cpp_prefill_max, cpp_prefill_rms] = AbsErrors(*prefill, ref->llamacpp_prefill.data);
-  const auto [cpp_decode_max, cpp_decode_rms] = AbsErrors(decode_all, ref->llamacpp_decode.data);
+  absl::StatusOr<test::ReferenceLogits> run =
+      test::CompareWithReference(e, ref->input_ids, ref->greedy_tokens, ref->prefill.data.data(), ref->decode.data.data());
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->decode_top, test::FollowingTokens(ref->greedy_tokens, ref->next_token_after_greedy));
+  const double prefill_err = run->prefill_error, decode_err = run->decode_error;
+  const auto [cpp_prefill_max, cpp_prefill_rms] = AbsErrors(run->prefill, ref->llamacpp_prefill.data);
+  const auto [cpp_decode_max, cpp_decode_rms] = AbsErrors(run->decode, ref->llamacpp_decode.data);
   std::printf("[ %s %s ] vs hf_dequant: prefill %.3g, decode %.3g (of max |logit| per row); vs llama.cpp: "
               "prefill max %.3g rms %.3g, decode max %.3g rms %.3g\n",
               c.model.c_str(), c.type.c_str(), prefill_err, decode_err, cpp_prefill_max, cpp_prefill_rms, cpp_decode_max,

@@ -6,7 +6,9 @@
 #include <cstdio>
 
 #include "runtime/engine.h"
+#include "tests/support/engine_env.h"
 #include "tests/support/reference.h"
+#include "tests/support/reference_logits.h"
 
 namespace doppler {
 namespace {
@@ -16,14 +18,9 @@ class MoeQ8EngineTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(MoeQ8EngineTest, LogitsNearTransformersAndTheSameGreedyTokens) {
   absl::StatusOr<test::HfReference> ref = test::LoadHfReference(GetParam());
   ASSERT_TRUE(ref.ok()) << ref.status();
-  runtime::EngineOptions o;
-  o.model_path = ref->dir;
+  runtime::EngineOptions o = test::ReferenceEngineOptions(ref->dir);
   o.quant = models::QuantScheme::kQ8_0;
   o.weight_dtype = graph::DType::kF32;
-  o.kv_dtype = graph::DType::kF32;
-  o.context = 64;
-  o.prefill_chunk = 32;
-  o.validation = true;
   absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(o);
   ASSERT_TRUE(engine.ok()) << engine.status();
   runtime::Engine& e = **engine;
@@ -33,19 +30,11 @@ TEST_P(MoeQ8EngineTest, LogitsNearTransformersAndTheSameGreedyTokens) {
     gated_q8 |= d.variant.find("gemv.q8_0.gated") != std::string::npos;
   }
   EXPECT_TRUE(gated_q8);
-  const int64_t vocab = e.config().vocab_size;
-  const int64_t n = static_cast<int64_t>(ref->input_ids.size());
-  absl::StatusOr<std::vector<float>> prefill = e.PrefillLogits(ref->input_ids);
-  ASSERT_TRUE(prefill.ok()) << prefill.status();
-  const double prefill_err = test::WorstRowError(*prefill, ref->prefill_logits.data.data(), n, vocab);
-  double decode_err = 0.0;
-  for (size_t i = 0; i < ref->greedy_tokens.size(); ++i) {
-    absl::StatusOr<std::vector<float>> row = e.DecodeLogits(ref->greedy_tokens[i]);
-    ASSERT_TRUE(row.ok()) << row.status();
-    decode_err = std::max(decode_err, test::WorstRowError(*row, &ref->decode_logits.data[i * vocab], 1, vocab));
-    const int32_t want = i + 1 < ref->greedy_tokens.size() ? ref->greedy_tokens[i + 1] : ref->next_token_after_greedy;
-    EXPECT_EQ(test::ArgmaxRow(row->data(), vocab), want) << "decode step " << i;
-  }
+  absl::StatusOr<test::ReferenceLogits> run = test::CompareWithReference(
+      e, ref->input_ids, ref->greedy_tokens, ref->prefill_logits.data.data(), ref->decode_logits.data.data());
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->decode_top, test::FollowingTokens(ref->greedy_tokens, ref->next_token_after_greedy));
+  const double prefill_err = run->prefill_error, decode_err = run->decode_error;
   std::printf("[ %s q8_0 ] worst row error: prefill %.3g, decode %.3g (of max |logit|)\n", GetParam().c_str(),
               prefill_err, decode_err);
   // Q8_0 rounds each weight to 1/254 of its block's largest: these random models land about 2% of

@@ -19,7 +19,9 @@
 
 #include "runtime/engine.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/engine_env.h"
 #include "tests/support/reference.h"
+#include "tests/support/reference_logits.h"
 
 namespace doppler {
 namespace {
@@ -52,12 +54,9 @@ TEST_P(QuantTypesModelTest, GreedyTokensAgreeWhereTheMarginExceedsTheQuantizatio
   const Case& c = GetParam();
   absl::StatusOr<test::HfReference> ref = test::LoadHfReference("llama_q");
   ASSERT_TRUE(ref.ok()) << ref.status();
-  runtime::EngineOptions o;
-  o.model_path = test::FixturesDir() / "quant" / "types" / (std::string("llama_q-") + c.type + ".gguf");
-  o.kv_dtype = graph::DType::kF32;
-  o.context = 64;
-  o.prefill_chunk = 20;  // the prompt in two steps, the first in the prefill (tiled) kernels
-  o.validation = true;
+  // A prefill chunk of 20: the prompt in two steps, the first in the prefill (tiled) kernels.
+  const runtime::EngineOptions o = test::ReferenceEngineOptions(
+      test::FixturesDir() / "quant" / "types" / (std::string("llama_q-") + c.type + ".gguf"), 20);
   absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(o);
   ASSERT_TRUE(engine.ok()) << engine.status();
   runtime::Engine& e = **engine;
@@ -80,16 +79,16 @@ TEST_P(QuantTypesModelTest, GreedyTokensAgreeWhereTheMarginExceedsTheQuantizatio
       EXPECT_EQ(test::ArgmaxRow(got, vocab), test::ArgmaxRow(want, vocab)) << step << ": margin " << margin << ", σ " << sigma;
     }
   };
-  absl::StatusOr<std::vector<float>> prefill = e.PrefillLogits(ref->input_ids);
-  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  absl::StatusOr<test::ReferenceLogits> run = test::CompareWithReference(
+      e, ref->input_ids, ref->greedy_tokens, ref->prefill_logits.data.data(), ref->decode_logits.data.data());
+  ASSERT_TRUE(run.ok()) << run.status();
   for (int64_t t = 0; t < n; ++t) {
-    check(&(*prefill)[static_cast<size_t>(t * vocab)], &ref->prefill_logits.data[static_cast<size_t>(t * vocab)],
+    check(&run->prefill[static_cast<size_t>(t * vocab)], &ref->prefill_logits.data[static_cast<size_t>(t * vocab)],
           "prompt position " + std::to_string(t));
   }
   for (size_t i = 0; i < ref->greedy_tokens.size(); ++i) {
-    absl::StatusOr<std::vector<float>> row = e.DecodeLogits(ref->greedy_tokens[i]);
-    ASSERT_TRUE(row.ok()) << row.status();
-    check(row->data(), &ref->decode_logits.data[i * static_cast<size_t>(vocab)], "decode step " + std::to_string(i));
+    check(&run->decode[i * static_cast<size_t>(vocab)], &ref->decode_logits.data[i * static_cast<size_t>(vocab)],
+          "decode step " + std::to_string(i));
   }
   std::printf("[ %s ] worst RMS logit error %.3g of the row's max |logit| (bound %.3g); %d steps' margins exceed 4σ\n",
               c.type, worst, c.rms_bound, compared);

@@ -16,6 +16,16 @@ absl::StatusOr<std::unique_ptr<runtime::Engine>> FixtureEngine(const std::filesy
   return runtime::Engine::Create(o);
 }
 
+runtime::EngineOptions ReferenceEngineOptions(const std::filesystem::path& model, int64_t prefill_chunk) {
+  runtime::EngineOptions o;
+  o.model_path = model;
+  o.kv_dtype = graph::DType::kF32;
+  o.context = 64;
+  o.prefill_chunk = prefill_chunk;
+  o.validation = true;
+  return o;
+}
+
 absl::StatusOr<std::vector<int32_t>> Generate(runtime::Engine& e, const std::vector<int32_t>& prompt, size_t count) {
   e.Reset();
   std::vector<int32_t> out;

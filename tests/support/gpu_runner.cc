@@ -8,6 +8,7 @@
 #include <set>
 
 #include "absl/status/status.h"
+#include "gtest/gtest.h"
 #include "absl/strings/str_cat.h"
 #include "models/quant/quant.h"
 #include "models/synthetic.h"
@@ -134,6 +135,23 @@ double ToleranceFor(const vk::Plan& plan, double f32_tolerance) {
     if (d.variant.find("coop.") != std::string::npos) return std::max(f32_tolerance, 3e-3);
   }
   return f32_tolerance;
+}
+
+}  // namespace doppler::test
+
+namespace doppler::test {
+
+void ExpectOutputsMatch(const std::map<std::string, graph::Tensor>& got,
+                        const std::map<std::string, graph::Tensor>& want, double tolerance, size_t step) {
+  for (const auto& [name, ref] : want) {
+    const graph::Tensor& t = got.at(name);
+    ASSERT_EQ(t.shape, ref.shape) << name;
+    if (ref.dtype == graph::DType::kI32) {
+      EXPECT_EQ(t.i, ref.i) << name << " step " << step;
+    } else {
+      EXPECT_LE(RelativeError(t.f, ref.f), tolerance) << name << " step " << step;
+    }
+  }
 }
 
 }  // namespace doppler::test

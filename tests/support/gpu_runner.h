@@ -64,6 +64,11 @@ class GpuRunner {
 // max |a - b| / max(1e-30, max |b|) over all elements.
 double RelativeError(const std::vector<float>& a, const std::vector<float>& b);
 
+// Step `step`'s outputs on the GPU against the interpreter's, by name (gtest assertions): the same
+// shapes (a fatal failure), i32 values equal, float values within `tolerance` (RelativeError).
+void ExpectOutputsMatch(const std::map<std::string, graph::Tensor>& got,
+                        const std::map<std::string, graph::Tensor>& want, double tolerance, size_t step);
+
 // The relative error a plan's results may carry against the interpreter: `f32_tolerance`, or 3e-3
 // where a matmul runs on the cooperative-matrix units, which multiply f16-rounded operands (2^-11
 // relative each).

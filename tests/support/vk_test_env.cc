@@ -1,5 +1,7 @@
 #include "support/vk_test_env.h"
 
+#include "backend_vk/plan.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -46,6 +48,16 @@ void VkTest::TearDown() {
   if (have_context_) {
     EXPECT_NO_VALIDATION_MESSAGES_SINCE(TestContext(), baseline_);
   }
+}
+
+}  // namespace doppler::vk
+
+namespace doppler::vk {
+
+codegen::TargetCaps VkTest::WithoutSubgroupArithmetic() {
+  codegen::TargetCaps caps = TargetCapsOf(ctx().info());
+  caps.subgroup_arithmetic = false;
+  return caps;
 }
 
 }  // namespace doppler::vk

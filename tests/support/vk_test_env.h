@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "backend_vk/context.h"
+#include "codegen/kernel.h"
 #include "gtest/gtest.h"
 
 namespace doppler::vk {
@@ -29,6 +30,8 @@ class VkTest : public ::testing::Test {
   void SetUp() override;
   void TearDown() override;
   Context& ctx() { return TestContext(); }
+  // This device's capabilities but subgroup arithmetic: the kernels' portable variants.
+  codegen::TargetCaps WithoutSubgroupArithmetic();
 
  private:
   int baseline_ = 0;
