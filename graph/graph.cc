@@ -35,13 +35,7 @@ std::optional<ValueId> Graph::FindNamed(OpKind kind, std::string_view name) cons
   return std::nullopt;
 }
 
-void Graph::ReplaceAllUses(ValueId from, ValueId to) {
-  for (Node& n : nodes_) {
-    if (n.id == to) continue;  // the replacement may read what it replaces
-    for (ValueId& in : n.inputs) {
-      if (in == from) in = to;
-    }
-  }
+void Graph::ReplaceOutputs(ValueId from, ValueId to) {
   for (auto& [name, id] : outputs_) {
     if (id == from) id = to;
   }

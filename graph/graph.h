@@ -49,9 +49,10 @@ class Graph {
   std::optional<ValueId> FindNamed(OpKind kind, std::string_view name) const;
 
   // Rewriting. A pass appends new nodes (inputs may be any existing node) and points the uses of
-  // the nodes they replace at them, or rewrites a node in place from earlier nodes; then
-  // Sorted(keep) (passes::WithoutDeadNodes) makes it valid IR again, once per pass.
-  void ReplaceAllUses(ValueId from, ValueId to);
+  // the nodes they replace at them (passes::UseLists, which finds the readers), or rewrites a node
+  // in place from earlier nodes; then Sorted(keep) (passes::WithoutDeadNodes) makes it valid IR
+  // again, once per pass. ReplaceOutputs points the outputs naming `from` at `to`.
+  void ReplaceOutputs(ValueId from, ValueId to);
   // Nodes that read `id`.
   std::vector<ValueId> Users(ValueId id) const;
   // The nodes listed in `keep` (and nothing else), re-sorted topologically (preferring the

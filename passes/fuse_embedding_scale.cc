@@ -15,18 +15,19 @@ class FuseEmbeddingScale : public Pass {
 
   absl::StatusOr<bool> Run(Graph& g) const override {
     bool changed = false;
+    UseLists uses(g);
     const int original = g.size();
     for (ValueId id = 0; id < original; ++id) {
       const Node gather = g.node(id);
       if (gather.kind != OpKind::kEmbedding || gather.attrs.Has("scale")) continue;
-      const ValueId user = SoleUser(g, id);
+      const ValueId user = uses.SoleUser(g, id);
       if (user < 0 || g.node(user).kind != OpKind::kScale) continue;
       graph::Attrs attrs = gather.attrs;
       attrs.Set("scale", g.node(user).attrs.Float("factor"));
-      absl::StatusOr<ValueId> scaled = AddNode(g, OpKind::kEmbedding, gather.inputs, attrs, gather.label);
+      absl::StatusOr<ValueId> scaled = uses.AddNode(g, OpKind::kEmbedding, gather.inputs, attrs, gather.label);
       if (!scaled.ok()) return scaled.status();
       NoteFused(g, *scaled, {user});
-      g.ReplaceAllUses(user, *scaled);
+      uses.ReplaceAllUses(g, user, *scaled);
       changed = true;
     }
     if (changed) g = WithoutDeadNodes(g);

@@ -28,9 +28,9 @@ bool PlainProduct(const Graph& g, ValueId id) {
 
 // The stacked [gate | up] weight of two products: for expert products, each expert's gate and up
 // matrices in turn (-1 where the weights are not per-expert concat_rows).
-absl::StatusOr<ValueId> GateUpWeight(Graph& g, const Node& gn, const Node& un) {
+absl::StatusOr<ValueId> GateUpWeight(Graph& g, UseLists& uses, const Node& gn, const Node& un) {
   const std::string label = absl::StrCat(gn.label, "+up");
-  if (gn.kind == OpKind::kMatMul) return ConcatWeights(g, {gn.inputs[1], un.inputs[1]}, label);
+  if (gn.kind == OpKind::kMatMul) return ConcatWeights(g, uses, {gn.inputs[1], un.inputs[1]}, label);
   const Node& wg = g.node(gn.inputs[1]);
   const Node& wu = g.node(un.inputs[1]);
   const size_t experts = static_cast<size_t>(gn.attrs.Int("experts"));
@@ -44,7 +44,7 @@ absl::StatusOr<ValueId> GateUpWeight(Graph& g, const Node& gn, const Node& un) {
     interleaved.push_back(wg.inputs[e]);
     interleaved.push_back(wu.inputs[e]);
   }
-  return ConcatWeights(g, interleaved, label);
+  return ConcatWeights(g, uses, interleaved, label);
 }
 
 class FuseGateUp : public Pass {
@@ -53,6 +53,7 @@ class FuseGateUp : public Pass {
 
   absl::StatusOr<bool> Run(Graph& g) const override {
     bool changed = false;
+    UseLists uses(g);
     const int original = g.size();
     for (ValueId id = 0; id < original; ++id) {
       const Node mul = g.node(id);
@@ -65,24 +66,24 @@ class FuseGateUp : public Pass {
         if (!PlainProduct(g, gate) || !PlainProduct(g, up) || gate == up) continue;
         const Node gn = g.node(gate);
         const Node un = g.node(up);
-        if (gn.kind != un.kind || gn.inputs[0] != un.inputs[0] || SoleUser(g, gate) != act ||
-            SoleUser(g, act) != id || SoleUser(g, up) != id) {
+        if (gn.kind != un.kind || gn.inputs[0] != un.inputs[0] || uses.SoleUser(g, gate) != act ||
+            uses.SoleUser(g, act) != id || uses.SoleUser(g, up) != id) {
           continue;
         }
         const graph::TensorType& wg = g.node(gn.inputs[1]).type;
         const graph::TensorType& wu = g.node(un.inputs[1]).type;
         if (wg != wu) continue;  // the gated product needs [gate | up] of equal rows and one dtype
-        absl::StatusOr<ValueId> w = GateUpWeight(g, gn, un);
+        absl::StatusOr<ValueId> w = GateUpWeight(g, uses, gn, un);
         if (!w.ok()) return w.status();
         if (*w < 0) continue;
         std::vector<ValueId> inputs = gn.inputs;
         inputs[1] = *w;
         graph::Attrs attrs = gn.attrs;
         attrs.Set("epilogue", std::string(act_kind == OpKind::kSilu ? "silu_mul" : "gelu_tanh_mul"));
-        absl::StatusOr<ValueId> fused = AddNode(g, gn.kind, std::move(inputs), std::move(attrs), mul.label);
+        absl::StatusOr<ValueId> fused = uses.AddNode(g, gn.kind, std::move(inputs), std::move(attrs), mul.label);
         if (!fused.ok()) return fused.status();
         NoteFused(g, *fused, {gate, up, act, id});
-        g.ReplaceAllUses(id, *fused);
+        uses.ReplaceAllUses(g, id, *fused);
         changed = true;
         break;
       }

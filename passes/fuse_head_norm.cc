@@ -20,11 +20,12 @@ class FuseHeadNorm : public Pass {
 
   absl::StatusOr<bool> Run(Graph& g) const override {
     bool changed = false;
+    UseLists uses(g);
     const int original = g.size();
     for (ValueId id = 0; id < original; ++id) {
       const Node norm = g.node(id);
       if (norm.kind != OpKind::kRmsNorm || !norm.attrs.Has("group") || norm.attrs.Int("residual") != 0) continue;
-      const ValueId user = SoleUser(g, id);
+      const ValueId user = uses.SoleUser(g, id);
       if (user < 0) continue;
       const Node u = g.node(user);
       // The input that rope rotates: cache_write's x (input 1), attention's q (input 0).
@@ -36,7 +37,7 @@ class FuseHeadNorm : public Pass {
       inputs.push_back(norm.inputs[1]);
       graph::Attrs attrs = u.attrs;
       SetNormPrologue(attrs, norm);
-      if (absl::Status s = RebuildAs(g, user, inputs, attrs, {id}); !s.ok()) return s;
+      if (absl::Status s = RebuildAs(g, uses, user, inputs, attrs, {id}); !s.ok()) return s;
       changed = true;
     }
     if (changed) g = WithoutDeadNodes(g);

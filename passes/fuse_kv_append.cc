@@ -24,6 +24,7 @@ class FuseKvAppend : public Pass {
 
   absl::StatusOr<bool> Run(Graph& g) const override {
     bool changed = false;
+    UseLists uses(g);
     const int original = g.size();
     for (ValueId id = 0; id < original; ++id) {
       const Node att = g.node(id);
@@ -31,7 +32,7 @@ class FuseKvAppend : public Pass {
       const graph::AttentionInputs a = graph::AttentionInputsOf(att);
       const Node kw = g.node(a.k_cache), vw = g.node(a.v_cache);
       if (kw.kind != OpKind::kCacheWrite || vw.kind != OpKind::kCacheWrite || vw.inputs.size() != 2) continue;
-      if (SoleUser(g, kw.id) != id || SoleUser(g, vw.id) != id || kw.id == vw.id) continue;
+      if (uses.SoleUser(g, kw.id) != id || uses.SoleUser(g, vw.id) != id || kw.id == vw.id) continue;
       // The k write rotates iff q is rotated, by the same table and style, over the same heads.
       const bool k_rope = kw.inputs.size() >= 3;
       if (k_rope != a.rope.has_value()) continue;
@@ -52,7 +53,7 @@ class FuseKvAppend : public Pass {
         attrs.Set("k_norm_eps", kw.attrs.Float("norm_eps"));
         attrs.Set("k_norm_offset", kw.attrs.Float("norm_offset"));
       }
-      if (absl::Status s = RebuildAs(g, id, inputs, attrs, {kw.id, vw.id}); !s.ok()) return s;
+      if (absl::Status s = RebuildAs(g, uses, id, inputs, attrs, {kw.id, vw.id}); !s.ok()) return s;
       changed = true;
     }
     if (changed) g = WithoutDeadNodes(g);

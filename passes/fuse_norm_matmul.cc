@@ -14,12 +14,12 @@
 namespace doppler::passes {
 namespace {
 
-bool Fusable(const Graph& g, const Node& norm) {
+bool Fusable(const Graph& g, const UseLists& uses, const Node& norm) {
   if (norm.kind != OpKind::kRmsNorm || norm.attrs.Has("group") || norm.attrs.Has("split") ||
       norm.attrs.Int("residual") != 0 || IsOutput(g, norm.id)) {
     return false;
   }
-  const std::vector<ValueId> users = g.Users(norm.id);
+  const std::vector<ValueId>& users = uses.users(norm.id);
   if (users.empty()) return false;
   for (ValueId u : users) {
     const Node& m = g.node(u);
@@ -37,17 +37,19 @@ class FuseNormMatmul : public Pass {
 
   absl::StatusOr<bool> Run(Graph& g) const override {
     bool changed = false;
+    UseLists uses(g);
     const int original = g.size();
     for (ValueId id = 0; id < original; ++id) {
       const Node norm = g.node(id);
-      if (!Fusable(g, norm)) continue;
-      for (ValueId u : g.Users(id)) {
+      if (!Fusable(g, uses, norm)) continue;
+      // A copy: rebuilding a matmul moves it off the list.
+      for (ValueId u : std::vector<ValueId>(uses.users(id))) {
         const Node m = g.node(u);
         std::vector<ValueId> inputs = {norm.inputs[0], m.inputs[1], norm.inputs[1]};
         inputs.insert(inputs.end(), m.inputs.begin() + 2, m.inputs.end());
         graph::Attrs attrs = m.attrs;
         SetNormPrologue(attrs, norm);
-        if (absl::Status s = RebuildAs(g, u, inputs, attrs, {id}); !s.ok()) return s;
+        if (absl::Status s = RebuildAs(g, uses, u, inputs, attrs, {id}); !s.ok()) return s;
       }
       changed = true;
     }

@@ -28,8 +28,8 @@ struct Member {
 };
 
 // The bias add right after a matmul: add(m, b) or add(b, m) with b a weight vector.
-void FindBias(const Graph& g, Member& m) {
-  const ValueId user = SoleUser(g, m.matmul);
+void FindBias(const Graph& g, const UseLists& uses, Member& m) {
+  const ValueId user = uses.SoleUser(g, m.matmul);
   if (user < 0 || g.node(user).kind != OpKind::kAdd) return;
   for (ValueId in : g.node(user).inputs) {
     if (in != m.matmul && IsWeight(g, in) && g.node(in).type.shape.size() == 1) {
@@ -46,6 +46,7 @@ class FuseQkv : public Pass {
   absl::StatusOr<bool> Run(Graph& g) const override {
     // Group plain matmuls by (input, weight dtype, row length), in graph order.
     std::map<std::tuple<ValueId, graph::DType, int64_t>, std::vector<Member>> groups;
+    UseLists uses(g);
     for (const Node& n : g.nodes()) {
       if (n.kind != OpKind::kMatMul || n.inputs.size() != 2 || n.attrs.Has("epilogue") || n.attrs.Has("split") ||
           !IsWeight(g, n.inputs[1])) {
@@ -53,7 +54,7 @@ class FuseQkv : public Pass {
       }
       const graph::TensorType& w = g.node(n.inputs[1]).type;
       Member m{n.id};
-      FindBias(g, m);
+      FindBias(g, uses, m);
       groups[{n.inputs[0], w.dtype, w.shape[1].value}].push_back(m);
     }
     bool changed = false;
@@ -76,24 +77,24 @@ class FuseQkv : public Pass {
         }
       }
       const std::string label = absl::StrJoin(labels, "+");
-      absl::StatusOr<ValueId> w = ConcatWeights(g, weights, label + ".weight");
+      absl::StatusOr<ValueId> w = ConcatWeights(g, uses, weights, label + ".weight");
       if (!w.ok()) return w.status();
       std::vector<ValueId> inputs = {std::get<0>(key), *w};
       graph::Attrs attrs{{"split", absl::StrJoin(widths, ",")}};
       if (!biases.empty()) {
-        absl::StatusOr<ValueId> b = ConcatWeights(g, biases, label + ".bias");
+        absl::StatusOr<ValueId> b = ConcatWeights(g, uses, biases, label + ".bias");
         if (!b.ok()) return b.status();
         inputs.push_back(*b);
         attrs.Set("epilogue", std::string("bias"));
       }
-      absl::StatusOr<ValueId> fused = AddNode(g, OpKind::kMatMul, inputs, attrs, label);
+      absl::StatusOr<ValueId> fused = uses.AddNode(g, OpKind::kMatMul, inputs, attrs, label);
       if (!fused.ok()) return fused.status();
       NoteFused(g, *fused, absorbed);
       for (size_t i = 0; i < members.size(); ++i) {
-        absl::StatusOr<ValueId> part = AddNode(g, OpKind::kPart, {*fused}, graph::Attrs{{"index", int64_t(i)}},
+        absl::StatusOr<ValueId> part = uses.AddNode(g, OpKind::kPart, {*fused}, graph::Attrs{{"index", int64_t(i)}},
                                                g.node(members[i].matmul).label);
         if (!part.ok()) return part.status();
-        g.ReplaceAllUses(members[i].result(), *part);
+        uses.ReplaceAllUses(g, members[i].result(), *part);
       }
       changed = true;
     }

@@ -25,6 +25,7 @@ class FuseResidualRmsNorm : public Pass {
 
   absl::StatusOr<bool> Run(Graph& g) const override {
     bool changed = false;
+    UseLists uses(g);
     const int original = g.size();
     for (ValueId id = 0; id < original; ++id) {
       const Node norm = g.node(id);
@@ -34,7 +35,7 @@ class FuseResidualRmsNorm : public Pass {
       if (add.kind != OpKind::kAdd || g.node(add.inputs[0]).type != g.node(add.inputs[1]).type) continue;
       // The sum's other readers take part 0; only one norm may absorb it.
       int norms = 0;
-      for (ValueId u : g.Users(sum)) norms += g.node(u).kind == OpKind::kRmsNorm ? 1 : 0;
+      for (ValueId u : uses.users(sum)) norms += g.node(u).kind == OpKind::kRmsNorm ? 1 : 0;
       if (norms != 1) continue;
       const int64_t d = norm.type.shape[1].value;
       graph::Attrs attrs = norm.attrs;
@@ -46,7 +47,7 @@ class FuseResidualRmsNorm : public Pass {
         const ValueId v = add.inputs[static_cast<size_t>(side)];
         const Node& pre = g.node(v);
         if (pre.kind != OpKind::kRmsNorm || pre.attrs.Has("group") || pre.attrs.Int("residual") != 0 ||
-            SoleUser(g, v) != sum) {
+            uses.SoleUser(g, v) != sum) {
           continue;
         }
         inputs = {pre.inputs[0], norm.inputs[1], add.inputs[static_cast<size_t>(1 - side)], pre.inputs[1]};
@@ -54,15 +55,15 @@ class FuseResidualRmsNorm : public Pass {
         absorbed.push_back(v);
         break;
       }
-      absl::StatusOr<ValueId> fused = AddNode(g, OpKind::kRmsNorm, inputs, attrs, norm.label);
+      absl::StatusOr<ValueId> fused = uses.AddNode(g, OpKind::kRmsNorm, inputs, attrs, norm.label);
       if (!fused.ok()) return fused.status();
       NoteFused(g, *fused, absorbed);
-      absl::StatusOr<ValueId> sum_part = AddNode(g, OpKind::kPart, {*fused}, graph::Attrs{{"index", int64_t{0}}}, add.label);
+      absl::StatusOr<ValueId> sum_part = uses.AddNode(g, OpKind::kPart, {*fused}, graph::Attrs{{"index", int64_t{0}}}, add.label);
       if (!sum_part.ok()) return sum_part.status();
-      absl::StatusOr<ValueId> norm_part = AddNode(g, OpKind::kPart, {*fused}, graph::Attrs{{"index", int64_t{1}}}, norm.label);
+      absl::StatusOr<ValueId> norm_part = uses.AddNode(g, OpKind::kPart, {*fused}, graph::Attrs{{"index", int64_t{1}}}, norm.label);
       if (!norm_part.ok()) return norm_part.status();
-      g.ReplaceAllUses(id, *norm_part);
-      g.ReplaceAllUses(sum, *sum_part);
+      uses.ReplaceAllUses(g, id, *norm_part);
+      uses.ReplaceAllUses(g, sum, *sum_part);
       changed = true;
     }
     if (changed) g = WithoutDeadNodes(g);

@@ -19,11 +19,12 @@ class FuseRope : public Pass {
 
   absl::StatusOr<bool> Run(Graph& g) const override {
     bool changed = false;
+    UseLists uses(g);
     const int original = g.size();
     for (ValueId id = 0; id < original; ++id) {
       const Node rope = g.node(id);
       if (rope.kind != OpKind::kRope) continue;
-      const ValueId user = SoleUser(g, id);
+      const ValueId user = uses.SoleUser(g, id);
       if (user < 0) continue;
       const Node u = g.node(user);
       std::vector<ValueId> inputs = u.inputs;
@@ -41,7 +42,7 @@ class FuseRope : public Pass {
       }
       inputs.push_back(rope.inputs[1]);
       attrs.Set("style", rope.attrs.Str("style"));
-      if (absl::Status s = RebuildAs(g, user, inputs, attrs, {id}); !s.ok()) return s;
+      if (absl::Status s = RebuildAs(g, uses, user, inputs, attrs, {id}); !s.ok()) return s;
       changed = true;
     }
     if (changed) g = WithoutDeadNodes(g);

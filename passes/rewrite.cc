@@ -8,13 +8,6 @@
 
 namespace doppler::passes {
 
-absl::StatusOr<ValueId> AddNode(Graph& g, OpKind kind, std::vector<ValueId> inputs, graph::Attrs attrs,
-                                std::string label) {
-  absl::StatusOr<graph::TensorType> type = graph::InferType(g, kind, inputs, attrs);
-  if (!type.ok()) return type.status();
-  return g.AddNode(kind, std::move(inputs), std::move(attrs), *std::move(type), std::move(label));
-}
-
 bool IsWeight(const Graph& g, ValueId id) {
   const OpKind k = g.node(id).kind;
   return k == OpKind::kParam || k == OpKind::kConst || k == OpKind::kConcatRows;
@@ -25,14 +18,6 @@ bool IsOutput(const Graph& g, ValueId id) {
     if (out == id) return true;
   }
   return false;
-}
-
-ValueId SoleUser(const Graph& g, ValueId id) {
-  const std::vector<ValueId> users = g.Users(id);
-  if (users.size() != 1 || IsOutput(g, id)) return -1;
-  // A node reading the value twice (mul(x, x)) is still one reader, but not a simple one.
-  const Node& u = g.node(users[0]);
-  return std::count(u.inputs.begin(), u.inputs.end(), id) == 1 ? users[0] : -1;
 }
 
 bool DependsOn(const Graph& g, ValueId to, ValueId from) {
@@ -60,13 +45,13 @@ void NoteFused(Graph& g, ValueId fused, const std::vector<ValueId>& absorbed) {
   g.mutable_node(fused).attrs.Set("fused", absl::StrJoin(parts, " "));
 }
 
-absl::Status RebuildAs(Graph& g, ValueId old, std::vector<ValueId> inputs, graph::Attrs attrs,
+absl::Status RebuildAs(Graph& g, UseLists& uses, ValueId old, std::vector<ValueId> inputs, graph::Attrs attrs,
                        const std::vector<ValueId>& absorbed) {
   const Node n = g.node(old);  // a copy: adding a node moves the graph's nodes
-  absl::StatusOr<ValueId> rebuilt = AddNode(g, n.kind, std::move(inputs), std::move(attrs), n.label);
+  absl::StatusOr<ValueId> rebuilt = uses.AddNode(g, n.kind, std::move(inputs), std::move(attrs), n.label);
   if (!rebuilt.ok()) return rebuilt.status();
   NoteFused(g, *rebuilt, absorbed);
-  g.ReplaceAllUses(old, *rebuilt);
+  uses.ReplaceAllUses(g, old, *rebuilt);
   return absl::OkStatus();
 }
 
@@ -89,21 +74,35 @@ Graph WithoutDeadNodes(const Graph& g) {
   return g.Sorted(live);
 }
 
-absl::StatusOr<ValueId> ConcatWeights(Graph& g, const std::vector<ValueId>& weights, const std::string& label) {
+absl::StatusOr<ValueId> ConcatWeights(Graph& g, UseLists& uses, const std::vector<ValueId>& weights,
+                                      const std::string& label) {
   if (weights.size() == 1) return weights[0];
   std::vector<std::string> names;
   for (ValueId w : weights) names.push_back(g.node(w).attrs.Str("name"));
-  return AddNode(g, OpKind::kConcatRows, weights, graph::Attrs{{"name", absl::StrCat("concat(", absl::StrJoin(names, "+"), ")")}},
+  return uses.AddNode(g, OpKind::kConcatRows, weights, graph::Attrs{{"name", absl::StrCat("concat(", absl::StrJoin(names, "+"), ")")}},
                  label);
 }
 
 UseLists::UseLists(const Graph& g) : users_(static_cast<size_t>(g.size())) {
   for (const Node& n : g.nodes()) {
-    for (ValueId in : n.inputs) {
-      std::vector<ValueId>& u = users_[static_cast<size_t>(in)];
-      if (u.empty() || u.back() != n.id) u.push_back(n.id);
-    }
+    for (ValueId in : n.inputs) AddUser(in, n.id);
   }
+}
+
+void UseLists::AddUser(ValueId value, ValueId reader) {
+  std::vector<ValueId>& u = users_[static_cast<size_t>(value)];
+  if (u.empty() || u.back() < reader) {
+    u.push_back(reader);  // the common case: readers arrive in id order
+    return;
+  }
+  auto it = std::lower_bound(u.begin(), u.end(), reader);
+  if (*it != reader) u.insert(it, reader);
+}
+
+void UseLists::RemoveUser(ValueId value, ValueId reader) {
+  std::vector<ValueId>& u = users_[static_cast<size_t>(value)];
+  auto it = std::lower_bound(u.begin(), u.end(), reader);
+  if (it != u.end() && *it == reader) u.erase(it);
 }
 
 ValueId UseLists::SoleUser(const Graph& g, ValueId id) const {
@@ -114,15 +113,32 @@ ValueId UseLists::SoleUser(const Graph& g, ValueId id) const {
 }
 
 void UseLists::SetInputs(Graph& g, ValueId id, std::vector<ValueId> inputs) {
-  for (ValueId in : g.node(id).inputs) {
-    std::vector<ValueId>& u = users_[static_cast<size_t>(in)];
-    u.erase(std::remove(u.begin(), u.end(), id), u.end());
-  }
-  for (ValueId in : inputs) {
-    std::vector<ValueId>& u = users_[static_cast<size_t>(in)];
-    if (std::find(u.begin(), u.end(), id) == u.end()) u.insert(std::upper_bound(u.begin(), u.end(), id), id);
-  }
+  for (ValueId in : g.node(id).inputs) RemoveUser(in, id);
+  for (ValueId in : inputs) AddUser(in, id);
   g.mutable_node(id).inputs = std::move(inputs);
+}
+
+absl::StatusOr<ValueId> UseLists::AddNode(Graph& g, OpKind kind, std::vector<ValueId> inputs, graph::Attrs attrs,
+                                          std::string label) {
+  absl::StatusOr<graph::TensorType> type = graph::InferType(g, kind, inputs, attrs);
+  if (!type.ok()) return type.status();
+  const ValueId id = g.AddNode(kind, std::move(inputs), std::move(attrs), *std::move(type), std::move(label));
+  users_.emplace_back();
+  for (ValueId in : g.node(id).inputs) AddUser(in, id);
+  return id;
+}
+
+void UseLists::ReplaceAllUses(Graph& g, ValueId from, ValueId to) {
+  const std::vector<ValueId> readers = users(from);  // a copy: the loop edits the list
+  for (ValueId r : readers) {
+    if (r == to) continue;
+    for (ValueId& in : g.mutable_node(r).inputs) {
+      if (in == from) in = to;
+    }
+    RemoveUser(from, r);
+    AddUser(to, r);
+  }
+  g.ReplaceOutputs(from, to);
 }
 
 }  // namespace doppler::passes

@@ -16,6 +16,7 @@
 #include "models/safetensors.h"
 #include "models/weights.h"
 #include "passes/pass.h"
+#include "passes/rewrite.h"
 #include "runtime/token_choice.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/gpu_runner.h"
@@ -345,6 +346,34 @@ TEST(FuseNormMatmul, NormsReadByOtherOpsOrAsWeightsStay) {
   b.Output("c", n2);  // a graph output
   Graph after = RunPass(*std::move(b).Finish(), "fuse-norm-matmul");
   EXPECT_EQ(Count(after, OpKind::kRmsNorm), 2);
+}
+
+// After appending, redirecting and rewriting in place, the kept lists equal a fresh scan's:
+// each reader once, in increasing id, the replacement keeping its read of what it replaces.
+TEST(UseLists, StayEqualToAFreshScanThroughRewrites) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(8));
+  ValueId a = b.Silu(x);
+  ValueId twice = b.Mul(a, a);
+  ValueId sum = b.Add(twice, a);
+  b.Output("y", sum);
+  b.Output("a", a);
+  Graph g = *std::move(b).Finish();
+  passes::UseLists uses(g);
+  EXPECT_EQ(uses.users(a), (std::vector<ValueId>{twice, sum}));
+  EXPECT_EQ(uses.SoleUser(g, twice), sum);
+  EXPECT_EQ(uses.SoleUser(g, a), -1);
+  absl::StatusOr<ValueId> scaled = uses.AddNode(g, OpKind::kScale, {a}, graph::Attrs{{"factor", 2.0}}, "s");
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  uses.ReplaceAllUses(g, a, *scaled);
+  EXPECT_EQ(uses.users(a), std::vector<ValueId>{*scaled});
+  EXPECT_EQ(uses.users(*scaled), (std::vector<ValueId>{twice, sum}));
+  EXPECT_EQ(g.node(twice).inputs, (std::vector<ValueId>{*scaled, *scaled}));
+  EXPECT_EQ(*g.output("a"), *scaled);
+  uses.SetInputs(g, twice, {x, *scaled});
+  const passes::UseLists fresh(g);
+  for (ValueId id = 0; id < g.size(); ++id) EXPECT_EQ(uses.users(id), fresh.users(id)) << "value " << id;
+  EXPECT_EQ(uses.users(x), (std::vector<ValueId>{a, twice}));
 }
 
 TEST(Dce, RemovesWhatNoOutputReads) {
