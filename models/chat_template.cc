@@ -7,12 +7,12 @@ namespace doppler::models {
 absl::StatusOr<std::string> RenderChat(const jinja::Template& chat_template, const ChatRequest& request,
                                        const SpecialTokens& tokens, const jinja::RenderOptions& options) {
   jinja::Dict vars = {{"bos_token", jinja::Value(tokens.bos_token)}, {"eos_token", jinja::Value(tokens.eos_token)}};
-  for (const auto& [k, v] : request.extra) {
-    auto it = std::find_if(vars.begin(), vars.end(), [&](const auto& kv) { return kv.first == k; });
+  for (const auto& extra : request.extra) {
+    auto it = std::find_if(vars.begin(), vars.end(), [&](const auto& kv) { return kv.first == extra.first; });
     if (it != vars.end()) {
-      it->second = v;
+      it->second = extra.second;
     } else {
-      vars.emplace_back(k, v);
+      vars.push_back(extra);
     }
   }
   vars.emplace_back("messages", request.messages);
