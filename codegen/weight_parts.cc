@@ -371,20 +371,29 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 )");
 }
 
-// The IQ4 grid in shared memory, for the q8 kernel: each value's lookup is one load (the 16 entries
-// lie in 16 banks, so a subgroup's loads never conflict) instead of iq4_bytes' shifts and selects
-// among the four words of the grid in registers. W_SHARED_INIT makes the kernel call w_shared_init()
-// before the barrier that follows its staging of x, before any w_dot_q8.
+// The IQ4 grid in shared memory, for the q8 kernel, as tables of nibble pairs: entry b of
+// iq4_pairs (a byte b of nibbles) holds the grid values of its low and its high nibble in bytes 0
+// and 2, entry 256 + b the same in bytes 1 and 3. A word of nibbles (8 values) is then four loads,
+// two ors and two byte shuffles, where a table of single values costs eight loads and the shifts,
+// masks and ors that assemble them (and the grid in registers a select a value). W_SHARED_INIT
+// makes the kernel call w_shared_init() before the barrier that follows its staging of x, before
+// any w_dot_q8.
+constexpr int64_t kIQ4SharedBytes = 512 * 4;
 constexpr const char* kIQ4SharedGrid = R"(
 #define W_SHARED_INIT 1
-shared uint iq4_grid[16];
+shared uint iq4_pairs[512];
 void w_shared_init() {
-  for (uint i = gl_LocalInvocationID.x; i < 16u; i += gl_WorkGroupSize.x) iq4_grid[i] = uint(IQ4NL_VALUES[i]) & 255u;
+  for (uint i = gl_LocalInvocationID.x; i < 512u; i += gl_WorkGroupSize.x) {
+    uint b = i & 255u;
+    uint pair = (uint(IQ4NL_VALUES[b & 15u]) & 255u) | ((uint(IQ4NL_VALUES[b >> 4]) & 255u) << 16);
+    iq4_pairs[i] = pair << (8u * (i >> 8));
+  }
 }
-// Four nibbles, one a byte (each below 16), as their grid values, one a signed byte.
-uint iq4_bytes_shared(uint nibbles) {
-  return iq4_grid[nibbles & 15u] | (iq4_grid[(nibbles >> 8) & 15u] << 8) | (iq4_grid[(nibbles >> 16) & 15u] << 16) |
-         (iq4_grid[nibbles >> 24] << 24);
+// iq4_word's result from the pair tables.
+uvec2 iq4_word_shared(uint q) {
+  uint u = iq4_pairs[q & 255u] | iq4_pairs[256u + ((q >> 8) & 255u)];  // bytes: lo 0, lo 1, hi 0, hi 1
+  uint v = iq4_pairs[(q >> 16) & 255u] | iq4_pairs[256u + (q >> 24)];  // lo 2, lo 3, hi 2, hi 3
+  return uvec2((u & 0xFFFFu) | (v << 16), (u >> 16) | (v & 0xFFFF0000u));
 }
 )";
 
@@ -403,10 +412,10 @@ SmallBlockForm SmallBlockFormOf(graph::DType dtype) {
           dtype == graph::DType::kIQ4_NL};
 }
 
-// The four quants of word `q` at byte `at` of the block (lo: values at..at + 3, hi: 16 + at..) as
+// The eight quants of word `q` at byte `at` of the block (lo: values at..at + 3, hi: 16 + at..) as
 // bytes: unsigned q, or IQ4_NL's grid values as signed bytes.
-// `lookup`: the function making IQ4_NL's nibbles grid values (iq4_bytes, or iq4_bytes_shared in the
-// q8 kernel).
+// `lookup`: the function making a word of IQ4_NL's nibbles grid values (iq4_word, or
+// iq4_word_shared in the q8 kernel).
 std::string SmallBlockBytes(const SmallBlockForm& f, const std::string& q, const std::string& h, const std::string& at,
                             const std::string& lookup) {
   std::string lo = absl::StrCat("(", q, " & 0x0F0F0F0Fu)"), hi = absl::StrCat("((", q, " >> 4) & 0x0F0F0F0Fu)");
@@ -414,10 +423,7 @@ std::string SmallBlockBytes(const SmallBlockForm& f, const std::string& q, const
     lo = absl::StrCat("(", lo, " | q5_fifth(", h, ", ", at, "))");
     hi = absl::StrCat("(", hi, " | q5_fifth(", h, ", 16u + ", at, "))");
   }
-  if (f.grid) {
-    lo = absl::StrCat(lookup, "(", lo, ")");
-    hi = absl::StrCat(lookup, "(", hi, ")");
-  }
+  if (f.grid) return absl::StrCat("    uvec2 g = ", lookup, "(", q, ");\n    uint lo = g.x, hi = g.y;\n");
   return absl::StrCat("    uint lo = ", lo, ", hi = ", hi, ";\n");
 }
 
@@ -445,7 +451,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
   uint at = 4u * (p & 3u);
   float s = 0.0;
   {
-)", SmallBlockBytes(f, "w.q", "w.h", "at", "iq4_bytes"),
+)", SmallBlockBytes(f, "w.q", "w.h", "at", "iq4_word"),
                       f.grid ? "    [[unroll]] for (uint i = 0u; i < 4u; ++i) s += float(bitfieldExtract(int(lo), int(8u * i), 8)) * xv[i] + "
                                "float(bitfieldExtract(int(hi), int(8u * i), 8)) * xv[i + 4u];\n"
                              : "    [[unroll]] for (uint i = 0u; i < 4u; ++i) s += byte_unit(lo, int(8u * i)) * xv[i] + byte_unit(hi, int(8u * i)) * xv[i + 4u];\n",
@@ -475,7 +481,7 @@ uint x_slot(uint k) { return k >> 2; }
 float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
   int s = 0;
   [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-)", SmallBlockBytes(f, "w.qs[j]", "w.h", "4u * j", "iq4_bytes_shared"), R"(    s += sdot4(lo, xw[0][j]) + sdot4(hi, xw[1][j]);
+)", SmallBlockBytes(f, "w.qs[j]", "w.h", "4u * j", "iq4_word_shared"), R"(    s += sdot4(lo, xw[0][j]) + sdot4(hi, xw[1][j]);
   }
 )", result, "}\n");
 }
@@ -506,10 +512,10 @@ WPart w_load(uint row, uint p) {
   return r;
 }
 float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
-  uint lo = iq4_bytes(w.q & 0x0F0F0F0Fu), hi = iq4_bytes((w.q >> 4) & 0x0F0F0F0Fu);
+  uvec2 g = iq4_word(w.q);
   float s = 0.0;
   [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-    s += float(bitfieldExtract(int(lo), int(8u * i), 8)) * xv[i] + float(bitfieldExtract(int(hi), int(8u * i), 8)) * xv[i + 4u];
+    s += float(bitfieldExtract(int(g.x), int(8u * i), 8)) * xv[i] + float(bitfieldExtract(int(g.y), int(8u * i), 8)) * xv[i + 4u];
   }
   return iq4xs_scale(w.h0, w.hl, (p >> 2) & 7u) * s;
 }
@@ -533,7 +539,8 @@ uint x_slot(uint k) { return k >> 2; }
 float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
   int s = 0;
   [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-    s += sdot4(iq4_bytes_shared(w.qs[j] & 0x0F0F0F0Fu), xw[0][j]) + sdot4(iq4_bytes_shared((w.qs[j] >> 4) & 0x0F0F0F0Fu), xw[1][j]);
+    uvec2 g = iq4_word_shared(w.qs[j]);
+    s += sdot4(g.x, xw[0][j]) + sdot4(g.y, xw[1][j]);
   }
   return iq4xs_scale(w.h0, w.hl, p & 7u) * xd[0] * i2f(s);
 }
@@ -676,6 +683,7 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
       parts.glsl = absl::StrCat(decl, row_size, kByteUnit, kQ5_0Bits, SmallBlockParts(dtype));
       parts.q8_glsl = SmallBlockPartsQ8(dtype);
       parts.q8_values = 32;
+      parts.q8_shared_bytes = dtype == graph::DType::kIQ4_NL ? kIQ4SharedBytes : 0;
       break;
     case graph::DType::kIQ4_XS:
       parts.values = 8;
@@ -683,6 +691,7 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
       parts.glsl = absl::StrCat(decl, row_size, kIQ4XSScale, kIQ4XS);
       parts.q8_glsl = absl::StrCat(kIQ4SharedGrid, kIQ4XSQ8);
       parts.q8_values = 32;
+      parts.q8_shared_bytes = kIQ4SharedBytes;
       break;
     case graph::DType::kQ2_K:
     case graph::DType::kQ3_K:
