@@ -371,30 +371,29 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 )");
 }
 
-// The IQ4 grid in shared memory, for the q8 kernel, as tables of nibble pairs: entry b of
-// iq4_pairs (a byte b of nibbles) holds the grid values of its low and its high nibble in bytes 0
-// and 2, entry 256 + b the same in bytes 1 and 3. A word of nibbles (8 values) is then four loads,
-// two ors and two byte shuffles, where a table of single values costs eight loads and the shifts,
-// masks and ors that assemble them (and the grid in registers a select a value). W_SHARED_INIT
-// makes the kernel call w_shared_init() before the barrier that follows its staging of x, before
-// any w_dot_q8.
-constexpr int64_t kIQ4SharedBytes = 512 * 4;
+// The IQ4 grid in shared memory, for the q8 kernel, once for each byte of a word: entry 16i + n
+// holds value n in byte i, so that four nibbles (one a byte) become their four values in four loads
+// and three ors, against iq4_bytes' select and shifts a value with the grid in registers. A load's
+// 16 entries lie in 16 banks, so a subgroup's loads never conflict (a 256-entry table of nibble
+// pairs would halve the loads, but random bytes over 32 banks conflict about 3-way, costing more
+// than the loads it saves). W_SHARED_INIT makes the kernel call w_shared_init() before the barrier
+// that follows its staging of x, before any w_dot_q8.
+constexpr int64_t kIQ4SharedBytes = 64 * 4;
 constexpr const char* kIQ4SharedGrid = R"(
 #define W_SHARED_INIT 1
-shared uint iq4_pairs[512];
+shared uint iq4_grid[64];
 void w_shared_init() {
-  for (uint i = gl_LocalInvocationID.x; i < 512u; i += gl_WorkGroupSize.x) {
-    uint b = i & 255u;
-    uint pair = (uint(IQ4NL_VALUES[b & 15u]) & 255u) | ((uint(IQ4NL_VALUES[b >> 4]) & 255u) << 16);
-    iq4_pairs[i] = pair << (8u * (i >> 8));
+  for (uint i = gl_LocalInvocationID.x; i < 64u; i += gl_WorkGroupSize.x) {
+    iq4_grid[i] = (uint(IQ4NL_VALUES[i & 15u]) & 255u) << (8u * (i >> 4));
   }
 }
-// iq4_word's result from the pair tables.
-uvec2 iq4_word_shared(uint q) {
-  uint u = iq4_pairs[q & 255u] | iq4_pairs[256u + ((q >> 8) & 255u)];  // bytes: lo 0, lo 1, hi 0, hi 1
-  uint v = iq4_pairs[(q >> 16) & 255u] | iq4_pairs[256u + (q >> 24)];  // lo 2, lo 3, hi 2, hi 3
-  return uvec2((u & 0xFFFFu) | (v << 16), (u >> 16) | (v & 0xFFFF0000u));
+// iq4_bytes' result from the grid in shared memory (after the mask, byte i of `nibbles` is its nibble).
+uint iq4_bytes_shared(uint nibbles) {
+  return iq4_grid[nibbles & 255u] | iq4_grid[16u + ((nibbles >> 8) & 255u)] | iq4_grid[32u + ((nibbles >> 16) & 255u)] |
+         iq4_grid[48u + (nibbles >> 24)];
 }
+// iq4_word's result from the grid in shared memory.
+uvec2 iq4_word_shared(uint q) { return uvec2(iq4_bytes_shared(q & 0x0F0F0F0Fu), iq4_bytes_shared((q >> 4) & 0x0F0F0F0Fu)); }
 )";
 
 // Q4_0, Q4_1, Q5_1 and IQ4_NL (32-value blocks; on the device in split rows, codegen/device_layout.h:
