@@ -804,14 +804,19 @@ void w_slice8(uint row, uint k, out float v[8]) {
         head = "  float d = w_half(base + SLICE_D_AT + g * 2u);\n";
       }
       if (f.fifth) absl::StrAppend(&head, "  uint qh = w_word((base + SLICE_SC_AT + g * 4u) >> 2);\n");
+      // The grid's values four at a time from registers (iq4_bytes), not by indexing an array.
+      if (f.grid || xs) {
+        absl::StrAppend(&head, "  uint gv[2] = uint[2](iq4_bytes((q[0] >> shift) & 0x0F0F0F0Fu), iq4_bytes((q[1] >> shift) & 0x0F0F0F0Fu));\n");
+      }
+      const char* nib = "    uint nib = (q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;\n";
       std::string value;
       if (f.grid || xs) {
-        value = "    v[i] = d * float(IQ4NL_VALUES[nib]);\n";
+        value = "    v[i] = d * float(bitfieldExtract(int(gv[i >> 2]), int(8u * (i & 3u)), 8));\n";
       } else if (f.min) {
-        value = absl::StrCat(f.fifth ? "    nib |= ((qh >> (r + i)) & 1u) << 4;\n" : "",
+        value = absl::StrCat(nib, f.fifth ? "    nib |= ((qh >> (r + i)) & 1u) << 4;\n" : "",
                              "    v[i] = dm.x * (uintBitsToFloat(nib | 0x4B000000u) - 8388608.0) + dm.y;  // float(q), at full rate\n");
       } else {
-        value = "    v[i] = d * (uintBitsToFloat(nib | 0x4B000000u) - 8388616.0);  // q − 8, at full rate\n";
+        value = absl::StrCat(nib, "    v[i] = d * (uintBitsToFloat(nib | 0x4B000000u) - 8388616.0);  // q − 8, at full rate\n");
       }
       return absl::StrCat(words, row_bytes, xs ? kIQ4XSScale : "", R"(
 void w_slice8(uint row, uint k, out float v[8]) {
@@ -819,7 +824,6 @@ void w_slice8(uint row, uint k, out float v[8]) {
   uint at = (base + g * 16u + (r & 15u)) >> 2, shift = (r >> 4) * 4u;
   uint q[2] = uint[2](w_word(at), w_word(at + 1u));
 )", head, R"(  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
-    uint nib = (q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;
 )", value, "  }\n}\n");
     }
     default:
