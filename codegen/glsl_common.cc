@@ -184,6 +184,9 @@ uint iq4_bytes(uint nibbles) {
   }
   return r;
 }
+// A word of a block's nibbles (byte j: a low and a high nibble) as the grid values of its low
+// nibbles (x) and of its high nibbles (y), four signed bytes each.
+uvec2 iq4_word(uint q) { return uvec2(iq4_bytes(q & 0x0F0F0F0Fu), iq4_bytes((q >> 4) & 0x0F0F0F0Fu)); }
 #endif
 )");
 }

@@ -31,8 +31,9 @@ std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType 
 std::string WeightRowsBuffer(uint32_t binding, const std::string& name, graph::DType dtype, int64_t k);
 
 // `const int IQ4NL_VALUES[16]`: graph::kIQ4NLValues, the grid IQ4_NL's and IQ4_XS's nibbles index,
-// and `uint iq4_bytes(uint)`: four nibbles (one a byte) as their four values (signed bytes), for
-// integer dot products (declared once however often included).
+// `uint iq4_bytes(uint)`: four nibbles (one a byte) as their four values (signed bytes), for
+// integer dot products, and `uvec2 iq4_word(uint)`: a word of nibbles as the values of its low and
+// of its high nibbles (declared once however often included).
 std::string Iq4NlValuesGlsl();
 
 // FloatBuffer for a float buffer whose length is a multiple of 4, declared in 4-element vectors

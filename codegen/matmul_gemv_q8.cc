@@ -293,8 +293,8 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   // invocations, as the teams take them).
   const bool shuffle_blocks = c.caps.subgroup_shuffle && c.caps.min_subgroup_size >= 8;
   const int64_t reduce_bytes = 4 * (tm * rn * s.gates + tm + (shuffle_blocks ? 0 : 2) + (argmax ? 2 : 0)) * wg;  // red, wg_scratch, xam, ...
-  const int64_t stage_budget =
-      std::min<int64_t>(kStageBytes, static_cast<int64_t>(c.caps.max_shared_memory) - reduce_bytes);
+  const int64_t stage_budget = std::min<int64_t>(
+      kStageBytes, static_cast<int64_t>(c.caps.max_shared_memory) - reduce_bytes - parts->q8_shared_bytes);
   const int64_t per_value = tm * 9;  // eighths of a byte
   int64_t seg = s.k;
   if (seg * per_value > stage_budget * 8) {

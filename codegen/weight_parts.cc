@@ -371,21 +371,29 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 )");
 }
 
-// The IQ4 grid in shared memory, for the q8 kernel: each value's lookup is one load (the 16 entries
-// lie in 16 banks, so a subgroup's loads never conflict) instead of iq4_bytes' shifts and selects
-// among the four words of the grid in registers. W_SHARED_INIT makes the kernel call w_shared_init()
-// before the barrier that follows its staging of x, before any w_dot_q8.
+// The IQ4 grid in shared memory, for the q8 kernel, once for each byte of a word: entry 16i + n
+// holds value n in byte i, so that four nibbles (one a byte) become their four values in four loads
+// and three ors, against iq4_bytes' select and shifts a value with the grid in registers. A load's
+// 16 entries lie in 16 banks, so a subgroup's loads never conflict (a 256-entry table of nibble
+// pairs would halve the loads, but random bytes over 32 banks conflict about 3-way, costing more
+// than the loads it saves). W_SHARED_INIT makes the kernel call w_shared_init() before the barrier
+// that follows its staging of x, before any w_dot_q8.
+constexpr int64_t kIQ4SharedBytes = 64 * 4;
 constexpr const char* kIQ4SharedGrid = R"(
 #define W_SHARED_INIT 1
-shared uint iq4_grid[16];
+shared uint iq4_grid[64];
 void w_shared_init() {
-  for (uint i = gl_LocalInvocationID.x; i < 16u; i += gl_WorkGroupSize.x) iq4_grid[i] = uint(IQ4NL_VALUES[i]) & 255u;
+  for (uint i = gl_LocalInvocationID.x; i < 64u; i += gl_WorkGroupSize.x) {
+    iq4_grid[i] = (uint(IQ4NL_VALUES[i & 15u]) & 255u) << (8u * (i >> 4));
+  }
 }
-// Four nibbles, one a byte (each below 16), as their grid values, one a signed byte.
+// iq4_bytes' result from the grid in shared memory (after the mask, byte i of `nibbles` is its nibble).
 uint iq4_bytes_shared(uint nibbles) {
-  return iq4_grid[nibbles & 15u] | (iq4_grid[(nibbles >> 8) & 15u] << 8) | (iq4_grid[(nibbles >> 16) & 15u] << 16) |
-         (iq4_grid[nibbles >> 24] << 24);
+  return iq4_grid[nibbles & 255u] | iq4_grid[16u + ((nibbles >> 8) & 255u)] | iq4_grid[32u + ((nibbles >> 16) & 255u)] |
+         iq4_grid[48u + (nibbles >> 24)];
 }
+// iq4_word's result from the grid in shared memory.
+uvec2 iq4_word_shared(uint q) { return uvec2(iq4_bytes_shared(q & 0x0F0F0F0Fu), iq4_bytes_shared((q >> 4) & 0x0F0F0F0Fu)); }
 )";
 
 // Q4_0, Q4_1, Q5_1 and IQ4_NL (32-value blocks; on the device in split rows, codegen/device_layout.h:
@@ -403,10 +411,10 @@ SmallBlockForm SmallBlockFormOf(graph::DType dtype) {
           dtype == graph::DType::kIQ4_NL};
 }
 
-// The four quants of word `q` at byte `at` of the block (lo: values at..at + 3, hi: 16 + at..) as
+// The eight quants of word `q` at byte `at` of the block (lo: values at..at + 3, hi: 16 + at..) as
 // bytes: unsigned q, or IQ4_NL's grid values as signed bytes.
-// `lookup`: the function making IQ4_NL's nibbles grid values (iq4_bytes, or iq4_bytes_shared in the
-// q8 kernel).
+// `lookup`: the function making a word of IQ4_NL's nibbles grid values (iq4_word, or
+// iq4_word_shared in the q8 kernel).
 std::string SmallBlockBytes(const SmallBlockForm& f, const std::string& q, const std::string& h, const std::string& at,
                             const std::string& lookup) {
   std::string lo = absl::StrCat("(", q, " & 0x0F0F0F0Fu)"), hi = absl::StrCat("((", q, " >> 4) & 0x0F0F0F0Fu)");
@@ -414,10 +422,7 @@ std::string SmallBlockBytes(const SmallBlockForm& f, const std::string& q, const
     lo = absl::StrCat("(", lo, " | q5_fifth(", h, ", ", at, "))");
     hi = absl::StrCat("(", hi, " | q5_fifth(", h, ", 16u + ", at, "))");
   }
-  if (f.grid) {
-    lo = absl::StrCat(lookup, "(", lo, ")");
-    hi = absl::StrCat(lookup, "(", hi, ")");
-  }
+  if (f.grid) return absl::StrCat("    uvec2 g = ", lookup, "(", q, ");\n    uint lo = g.x, hi = g.y;\n");
   return absl::StrCat("    uint lo = ", lo, ", hi = ", hi, ";\n");
 }
 
@@ -445,7 +450,7 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
   uint at = 4u * (p & 3u);
   float s = 0.0;
   {
-)", SmallBlockBytes(f, "w.q", "w.h", "at", "iq4_bytes"),
+)", SmallBlockBytes(f, "w.q", "w.h", "at", "iq4_word"),
                       f.grid ? "    [[unroll]] for (uint i = 0u; i < 4u; ++i) s += float(bitfieldExtract(int(lo), int(8u * i), 8)) * xv[i] + "
                                "float(bitfieldExtract(int(hi), int(8u * i), 8)) * xv[i + 4u];\n"
                              : "    [[unroll]] for (uint i = 0u; i < 4u; ++i) s += byte_unit(lo, int(8u * i)) * xv[i] + byte_unit(hi, int(8u * i)) * xv[i + 4u];\n",
@@ -475,7 +480,7 @@ uint x_slot(uint k) { return k >> 2; }
 float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
   int s = 0;
   [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-)", SmallBlockBytes(f, "w.qs[j]", "w.h", "4u * j", "iq4_bytes_shared"), R"(    s += sdot4(lo, xw[0][j]) + sdot4(hi, xw[1][j]);
+)", SmallBlockBytes(f, "w.qs[j]", "w.h", "4u * j", "iq4_word_shared"), R"(    s += sdot4(lo, xw[0][j]) + sdot4(hi, xw[1][j]);
   }
 )", result, "}\n");
 }
@@ -506,10 +511,10 @@ WPart w_load(uint row, uint p) {
   return r;
 }
 float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
-  uint lo = iq4_bytes(w.q & 0x0F0F0F0Fu), hi = iq4_bytes((w.q >> 4) & 0x0F0F0F0Fu);
+  uvec2 g = iq4_word(w.q);
   float s = 0.0;
   [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-    s += float(bitfieldExtract(int(lo), int(8u * i), 8)) * xv[i] + float(bitfieldExtract(int(hi), int(8u * i), 8)) * xv[i + 4u];
+    s += float(bitfieldExtract(int(g.x), int(8u * i), 8)) * xv[i] + float(bitfieldExtract(int(g.y), int(8u * i), 8)) * xv[i + 4u];
   }
   return iq4xs_scale(w.h0, w.hl, (p >> 2) & 7u) * s;
 }
@@ -533,7 +538,8 @@ uint x_slot(uint k) { return k >> 2; }
 float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
   int s = 0;
   [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-    s += sdot4(iq4_bytes_shared(w.qs[j] & 0x0F0F0F0Fu), xw[0][j]) + sdot4(iq4_bytes_shared((w.qs[j] >> 4) & 0x0F0F0F0Fu), xw[1][j]);
+    uvec2 g = iq4_word_shared(w.qs[j]);
+    s += sdot4(g.x, xw[0][j]) + sdot4(g.y, xw[1][j]);
   }
   return iq4xs_scale(w.h0, w.hl, p & 7u) * xd[0] * i2f(s);
 }
@@ -676,6 +682,7 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
       parts.glsl = absl::StrCat(decl, row_size, kByteUnit, kQ5_0Bits, SmallBlockParts(dtype));
       parts.q8_glsl = SmallBlockPartsQ8(dtype);
       parts.q8_values = 32;
+      parts.q8_shared_bytes = dtype == graph::DType::kIQ4_NL ? kIQ4SharedBytes : 0;
       break;
     case graph::DType::kIQ4_XS:
       parts.values = 8;
@@ -683,6 +690,7 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
       parts.glsl = absl::StrCat(decl, row_size, kIQ4XSScale, kIQ4XS);
       parts.q8_glsl = absl::StrCat(kIQ4SharedGrid, kIQ4XSQ8);
       parts.q8_values = 32;
+      parts.q8_shared_bytes = kIQ4SharedBytes;
       break;
     case graph::DType::kQ2_K:
     case graph::DType::kQ3_K:
@@ -796,14 +804,19 @@ void w_slice8(uint row, uint k, out float v[8]) {
         head = "  float d = w_half(base + SLICE_D_AT + g * 2u);\n";
       }
       if (f.fifth) absl::StrAppend(&head, "  uint qh = w_word((base + SLICE_SC_AT + g * 4u) >> 2);\n");
+      // The grid's values four at a time from registers (iq4_bytes), not by indexing an array.
+      if (f.grid || xs) {
+        absl::StrAppend(&head, "  uint gv[2] = uint[2](iq4_bytes((q[0] >> shift) & 0x0F0F0F0Fu), iq4_bytes((q[1] >> shift) & 0x0F0F0F0Fu));\n");
+      }
+      const char* nib = "    uint nib = (q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;\n";
       std::string value;
       if (f.grid || xs) {
-        value = "    v[i] = d * float(IQ4NL_VALUES[nib]);\n";
+        value = "    v[i] = d * float(bitfieldExtract(int(gv[i >> 2]), int(8u * (i & 3u)), 8));\n";
       } else if (f.min) {
-        value = absl::StrCat(f.fifth ? "    nib |= ((qh >> (r + i)) & 1u) << 4;\n" : "",
+        value = absl::StrCat(nib, f.fifth ? "    nib |= ((qh >> (r + i)) & 1u) << 4;\n" : "",
                              "    v[i] = dm.x * (uintBitsToFloat(nib | 0x4B000000u) - 8388608.0) + dm.y;  // float(q), at full rate\n");
       } else {
-        value = "    v[i] = d * (uintBitsToFloat(nib | 0x4B000000u) - 8388616.0);  // q − 8, at full rate\n";
+        value = absl::StrCat(nib, "    v[i] = d * (uintBitsToFloat(nib | 0x4B000000u) - 8388616.0);  // q − 8, at full rate\n");
       }
       return absl::StrCat(words, row_bytes, xs ? kIQ4XSScale : "", R"(
 void w_slice8(uint row, uint k, out float v[8]) {
@@ -811,7 +824,6 @@ void w_slice8(uint row, uint k, out float v[8]) {
   uint at = (base + g * 16u + (r & 15u)) >> 2, shift = (r >> 4) * 4u;
   uint q[2] = uint[2](w_word(at), w_word(at + 1u));
 )", head, R"(  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
-    uint nib = (q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;
 )", value, "  }\n}\n");
     }
     default:

@@ -52,6 +52,7 @@ struct WeightParts {
   //     shared memory; every invocation calls it once, before a barrier and any w_dot_q8 (IQ4's grid)
   int64_t q8_values = 0;
   std::string q8_glsl;
+  int64_t q8_shared_bytes = 0;  // the shared memory w_shared_init's tables take
 };
 
 // The part decoder of a [rows, k] weight matrix stored as `dtype`.
