@@ -249,8 +249,9 @@ absl::Status ConvertHfToGguf(const HfToGgufOptions& o) {
     items.push_back({hf, *gguf});
   }
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return OrderOf(a.gguf) < OrderOf(b.gguf); });
-  for (const auto& [rope_name, values] : rope_tensors) {
-    absl::Status s = w.AddTensor(rope_name, graph::DType::kF32, {static_cast<int64_t>(values.size())},
+  for (const auto& rope_tensor : rope_tensors) {
+    const std::vector<float>& values = rope_tensor.second;
+    absl::Status s = w.AddTensor(rope_tensor.first, graph::DType::kF32, {static_cast<int64_t>(values.size())},
                                  [values]() { return EncodeFloats(graph::DType::kF32, values); });
     if (!s.ok()) return s;
   }
