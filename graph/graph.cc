@@ -82,6 +82,7 @@ Graph Graph::Sorted(const std::vector<bool>& keep) const {
     if (remap[static_cast<size_t>(id)] >= 0) out.SetOutput(name, remap[static_cast<size_t>(id)]);
   }
   for (const auto& [name, data] : consts_) out.SetConstData(name, data);
+  out.set_paging(paging_);
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "graph/op.h"
+#include "graph/paging.h"
 #include "graph/shape.h"
 
 namespace doppler::graph {
@@ -45,6 +46,10 @@ class Graph {
   }
   const std::vector<float>* const_data(std::string_view name) const;
 
+  // How the step's rows find their positions and cache rows (graph/paging.h); unpaged by default.
+  const Paging& paging() const { return paging_; }
+  void set_paging(const Paging& paging) { paging_ = paging; }
+
   // Nodes of a kind with a given name attribute (inputs, params, states are looked up by name).
   std::optional<ValueId> FindNamed(OpKind kind, std::string_view name) const;
 
@@ -63,6 +68,7 @@ class Graph {
  private:
   std::vector<Node> nodes_;
   std::map<std::string, ValueId> outputs_;
+  Paging paging_;
   std::map<std::string, std::shared_ptr<const std::vector<float>>, std::less<>> consts_;
 };
 

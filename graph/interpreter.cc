@@ -94,16 +94,18 @@ TensorPtr HeadNorm(const Node& n, const Tensor& x, const Tensor& w) {
 }
 
 // Rotates pairs of each head: (i, i + d/2) for "neox" (rotate-half), (2i, 2i + 1) for "interleaved".
-absl::StatusOr<TensorPtr> Rope(const Node& n, const Tensor& x, const Tensor& table, int64_t pos) {
+// Row t is rotated for its position (rows.position(t)).
+absl::StatusOr<TensorPtr> Rope(const Node& n, const Tensor& x, const Tensor& table, const StepRows& rows) {
   const int64_t tokens = x.shape[0], width = x.shape[1];
   const int64_t heads = n.attrs.Int("heads"), d = n.attrs.Int("head_dim"), half = d / 2;
   const bool neox = n.attrs.Str("style") == "neox";
-  if (pos + tokens > table.shape[0]) {
-    return OpError(n, absl::StrCat("position ", pos + tokens - 1, " is past the rope table (", table.shape[0], ")"));
-  }
   TensorPtr out = NewF32(x.shape);
   for (int64_t t = 0; t < tokens; ++t) {
-    const float* tab = &table.f[static_cast<size_t>((pos + t) * half * 2)];
+    const int64_t p = rows.position(t);
+    if (p >= table.shape[0]) {
+      return OpError(n, absl::StrCat("position ", p, " is past the rope table (", table.shape[0], ")"));
+    }
+    const float* tab = &table.f[static_cast<size_t>(p * half * 2)];
     for (int64_t h = 0; h < heads; ++h) {
       const size_t base = static_cast<size_t>(t * width + h * d);
       for (int64_t i = 0; i < half; ++i) {
@@ -118,15 +120,20 @@ absl::StatusOr<TensorPtr> Rope(const Node& n, const Tensor& x, const Tensor& tab
   return out;
 }
 
-// A cache of C rows is a ring: position p lives in row p % C, so it holds the last C positions
-// written. A cache with a row per position of the context never wraps.
-absl::StatusOr<TensorPtr> CacheWrite(const Node& n, TensorPtr state, const Tensor& x, int64_t pos) {
+// Row t goes to the cache row of its position (graph/paging.h): without pages a cache of C rows
+// is a ring, position p in row p % C, so it holds the last C positions written (a cache with a row
+// per position of the context never wraps); with pages, the row its sequence's page table says.
+absl::StatusOr<TensorPtr> CacheWrite(const Node& n, TensorPtr state, const Tensor& x, const StepRows& rows) {
   const int64_t tokens = x.shape[0], width = x.shape[1], capacity = state->shape[0];
-  if (tokens > capacity) {
+  if (!rows.paged() && tokens > capacity) {
     return OpError(n, absl::StrCat("a step of ", tokens, " tokens does not fit the cache's ", capacity, " rows"));
   }
   for (int64_t t = 0; t < tokens; ++t) {
-    const int64_t row = (pos + t) % capacity;
+    const int64_t row = rows.cache_row(t, rows.position(t), capacity);
+    if (row < 0) {
+      return OpError(n, absl::StrCat("row ", t, "'s position ", rows.position(t), " has no page in a cache of ",
+                                     capacity, " rows"));
+    }
     for (int64_t i = 0; i < width; ++i) {
       state->f[static_cast<size_t>(row * width + i)] = StoreAs(n.type.dtype, x.f[static_cast<size_t>(t * width + i)]);
     }
@@ -134,26 +141,32 @@ absl::StatusOr<TensorPtr> CacheWrite(const Node& n, TensorPtr state, const Tenso
   return state;
 }
 
-// Causal attention: the query at absolute position p sees keys j with p - window < j <= p
-// (all j <= p when window is 0), softmax in double, GQA by head groups. Key j is read from row
-// j % C of the caches, which hold positions up to pos + T - 1 (the step's own keys are written
-// first): a key the step needs that the ring has already overwritten (j <= pos + T - 1 - C) is an
-// error, as is, for a cache of the whole context, a position past its end.
-absl::StatusOr<TensorPtr> Attention(const Node& n, const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos) {
+// Causal attention: the query at absolute position p (rows.position(t)) sees keys j of its
+// sequence with p - window < j <= p (all j <= p when window is 0), softmax in double, GQA by head
+// groups. Key j is read from the cache row of position j (graph/paging.h). Without pages that is row
+// j % C, and the caches hold positions up to pos + T - 1 (the step's own keys are written first): a
+// key the step needs that the ring has already overwritten (j <= pos + T - 1 - C) is an error, as
+// is, for a cache of the whole context, a position past its end; with pages, a position without a
+// page.
+absl::StatusOr<TensorPtr> Attention(const Node& n, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const StepRows& rows) {
   const int64_t tokens = q.shape[0];
   const int64_t heads = n.attrs.Int("heads"), kv_heads = n.attrs.Int("kv_heads"), d = n.attrs.Int("head_dim");
   const int64_t window = n.attrs.Int("window"), group = heads / kv_heads;
   const double scale = n.attrs.Float("scale");
   const int64_t kv_width = kv_heads * d, capacity = k.shape[0];
-  const int64_t oldest_needed = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
-  if (oldest_needed <= pos + tokens - 1 - capacity) {
-    return OpError(n, absl::StrCat("positions up to ", pos + tokens, " need key ", oldest_needed,
-                                   ", which a cache of ", capacity, " rows no longer holds"));
+  if (!rows.paged()) {
+    const int64_t pos = rows.position(0);
+    const int64_t oldest_needed = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+    if (oldest_needed <= pos + tokens - 1 - capacity) {
+      return OpError(n, absl::StrCat("positions up to ", pos + tokens, " need key ", oldest_needed,
+                                     ", which a cache of ", capacity, " rows no longer holds"));
+    }
   }
   TensorPtr out = NewF32(q.shape);
   std::vector<double> scores;
   for (int64_t t = 0; t < tokens; ++t) {
-    const int64_t p = pos + t;
+    const int64_t p = rows.position(t);
     const int64_t first = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
     for (int64_t h = 0; h < heads; ++h) {
       const float* qh = &q.f[static_cast<size_t>(t * heads * d + h * d)];
@@ -161,7 +174,9 @@ absl::StatusOr<TensorPtr> Attention(const Node& n, const Tensor& q, const Tensor
       scores.assign(static_cast<size_t>(p - first + 1), 0.0);
       double mx = -std::numeric_limits<double>::infinity();
       for (int64_t j = first; j <= p; ++j) {
-        const float* kj = &k.f[static_cast<size_t>((j % capacity) * kv_width + kvh * d)];
+        const int64_t row = rows.cache_row(t, j, capacity);
+        if (row < 0) return OpError(n, absl::StrCat("row ", t, "'s key ", j, " has no page in the cache"));
+        const float* kj = &k.f[static_cast<size_t>(row * kv_width + kvh * d)];
         double dot = 0.0;
         for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(qh[i]) * kj[i];
         scores[static_cast<size_t>(j - first)] = dot * scale;
@@ -173,7 +188,8 @@ absl::StatusOr<TensorPtr> Attention(const Node& n, const Tensor& q, const Tensor
       for (int64_t i = 0; i < d; ++i) {
         double acc = 0.0;
         for (int64_t j = first; j <= p; ++j) {
-          acc += scores[static_cast<size_t>(j - first)] * v.f[static_cast<size_t>((j % capacity) * kv_width + kvh * d + i)];
+          acc += scores[static_cast<size_t>(j - first)] *
+                 v.f[static_cast<size_t>(rows.cache_row(t, j, capacity) * kv_width + kvh * d + i)];
         }
         oh[i] = static_cast<float>(acc / sum);
       }
@@ -290,11 +306,23 @@ absl::StatusOr<TensorPtr> ExpertMatMul(const Node& n, const Tensor& x, const Ten
   return out;
 }
 
+// The step's token count: the first dimension of the input whose first dimension is T (-1: none).
+int64_t StepTokens(const Graph& g, const std::map<std::string, Tensor>& inputs) {
+  int64_t tokens = -1;
+  for (const Node& n : g.nodes()) {
+    if (n.kind != OpKind::kInput || n.type.shape.empty() || !n.type.shape[0].tokens) continue;
+    auto it = inputs.find(n.attrs.Str("name"));
+    if (it != inputs.end() && !it->second.shape.empty()) tokens = it->second.shape[0];
+  }
+  return tokens;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const Node& n,
                                                           const std::map<std::string, Tensor>& inputs,
-                                                          int64_t tokens, int64_t pos) {
+                                                          const StepRows& rows) {
+  const int64_t tokens = rows.tokens();
   auto in = [&](int i) -> const Tensor& { return *values_[static_cast<size_t>(n.inputs[static_cast<size_t>(i)])]; };
   // cache_write's meaning, for cache_write nodes and the ones an appending attention stands for: a
   // rope prologue (a third input, the table) rotates x first, with the node's rope attrs; before
@@ -302,10 +330,10 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
   auto AppendToCache = [&](const Node& w) -> absl::StatusOr<TensorPtr> {
     auto value = [&](size_t i) -> const Tensor& { return *values_[static_cast<size_t>(w.inputs[i])]; };
     TensorPtr state = values_[static_cast<size_t>(w.inputs[0])];
-    if (w.inputs.size() == 2) return CacheWrite(w, state, value(1), pos);
-    absl::StatusOr<TensorPtr> roped = Rope(w, w.inputs.size() == 4 ? *HeadNorm(w, value(1), value(3)) : value(1), value(2), pos);
+    if (w.inputs.size() == 2) return CacheWrite(w, state, value(1), rows);
+    absl::StatusOr<TensorPtr> roped = Rope(w, w.inputs.size() == 4 ? *HeadNorm(w, value(1), value(3)) : value(1), value(2), rows);
     if (!roped.ok()) return roped.status();
-    return CacheWrite(w, state, **roped, pos);
+    return CacheWrite(w, state, **roped, rows);
   };
   const std::string& name = n.attrs.Str("name");
   switch (n.kind) {
@@ -450,7 +478,7 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
       return out;
     }
     case OpKind::kRope:
-      return Rope(n, in(0), in(1), pos);
+      return Rope(n, in(0), in(1), rows);
     case OpKind::kCacheWrite:
       return AppendToCache(n);
     case OpKind::kAttention: {
@@ -466,12 +494,12 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
       // prologue (its weight) normalises each head.
       const Tensor& k = *values_[static_cast<size_t>(a.k_cache)];
       const Tensor& v = *values_[static_cast<size_t>(a.v_cache)];
-      if (!a.rope) return Attention(n, in(0), k, v, pos);
+      if (!a.rope) return Attention(n, in(0), k, v, rows);
       const Tensor& table = *values_[static_cast<size_t>(*a.rope)];
       absl::StatusOr<TensorPtr> roped =
-          Rope(n, a.q_norm ? *HeadNorm(n, in(0), *values_[static_cast<size_t>(*a.q_norm)]) : in(0), table, pos);
+          Rope(n, a.q_norm ? *HeadNorm(n, in(0), *values_[static_cast<size_t>(*a.q_norm)]) : in(0), table, rows);
       if (!roped.ok()) return roped.status();
-      return Attention(n, **roped, k, v, pos);
+      return Attention(n, **roped, k, v, rows);
     }
     case OpKind::kTopK:
       return TopK(in(0), n.attrs.Int("k"));
@@ -486,6 +514,8 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
           Tensor::F32({1, d}, std::vector<float>(x.f.end() - d, x.f.end())));
     }
     case OpKind::kRecordTokens: {
+      if (!rows.one_sequence()) return OpError(n, "records one sequence's tokens, not a row per sequence");
+      const int64_t pos = rows.position(0);
       TensorPtr history = values_[static_cast<size_t>(n.inputs[0])];
       const int64_t ring = history->shape[0];
       for (int64_t t = 0; t < tokens; ++t) history->i[static_cast<size_t>((pos + t) % ring)] = in(1).i[static_cast<size_t>(t)];
@@ -493,8 +523,9 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
     }
     case OpKind::kRepeatPenalty: {
       // The tokens of positions max(0, p + 1 - R) .. p, p being the step's last position.
+      if (!rows.one_sequence()) return OpError(n, "penalises one sequence's tokens, not a row per sequence");
       const Tensor& history = in(1);
-      const int64_t ring = history.shape[0], last = pos + tokens - 1;
+      const int64_t ring = history.shape[0], last = rows.position(tokens - 1);
       auto out = std::make_shared<Tensor>(in(0));
       std::vector<bool> seen(out->f.size(), false);
       for (int64_t q = std::max<int64_t>(0, last + 1 - ring); q <= last; ++q) {
@@ -506,11 +537,12 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
       return out;
     }
     case OpKind::kSample: {
+      if (!rows.one_sequence()) return OpError(n, "samples one sequence's token, not a row per sequence");
       const Tensor& x = in(0);
       SampleParams p{n.attrs.Float("temperature"), n.attrs.Int("top_k"), n.attrs.Float("top_p"),
                      n.attrs.Float("min_p"), static_cast<uint32_t>(n.attrs.Int("seed"))};
       return std::make_shared<Tensor>(
-          Tensor::I32({1}, {SampleToken(x.f.data(), x.shape[1], p, static_cast<uint32_t>(pos + tokens - 1))}));
+          Tensor::I32({1}, {SampleToken(x.f.data(), x.shape[1], p, static_cast<uint32_t>(rows.position(tokens - 1)))}));
     }
     case OpKind::kArgmax: {
       const Tensor& x = in(0);
@@ -529,17 +561,26 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
 absl::StatusOr<std::map<std::string, Tensor>> Interpreter::Run(const Graph& g,
                                                               const std::map<std::string, Tensor>& inputs,
                                                               int64_t pos) {
-  // The step's token count comes from the input whose first dimension is T.
-  int64_t tokens = -1;
-  for (const Node& n : g.nodes()) {
-    if (n.kind != OpKind::kInput || n.type.shape.empty() || !n.type.shape[0].tokens) continue;
-    auto it = inputs.find(n.attrs.Str("name"));
-    if (it != inputs.end() && !it->second.shape.empty()) tokens = it->second.shape[0];
-  }
+  if (g.paging().paged()) return absl::InvalidArgumentError("interpreter: a paged graph needs its step rows");
+  return Run(g, inputs, StepRows::Contiguous(pos, StepTokens(g, inputs)));
+}
+
+absl::StatusOr<std::map<std::string, Tensor>> Interpreter::Run(const Graph& g,
+                                                              const std::map<std::string, Tensor>& inputs,
+                                                              const StepRows& rows) {
+  const int64_t tokens = StepTokens(g, inputs);
   if (tokens <= 0) return absl::InvalidArgumentError("interpreter: no input gives the step's token count");
+  if (rows.tokens() != tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("interpreter: step rows for ", rows.tokens(), " tokens, inputs of ", tokens));
+  }
+  if (rows.paging() != g.paging()) {
+    return absl::InvalidArgumentError(absl::StrCat("interpreter: step rows paged as '", ToString(rows.paging()),
+                                                   "', the graph as '", ToString(g.paging()), "'"));
+  }
   values_.assign(static_cast<size_t>(g.size()), nullptr);
   for (const Node& n : g.nodes()) {
-    absl::StatusOr<TensorPtr> v = Eval(g, n, inputs, tokens, pos);
+    absl::StatusOr<TensorPtr> v = Eval(g, n, inputs, rows);
     if (!v.ok()) return v.status();
     values_[static_cast<size_t>(n.id)] = *std::move(v);
   }

@@ -41,6 +41,10 @@ class Interpreter {
   // pos, pos+1, ... States (KV caches) persist across calls and across graphs, by name.
   absl::StatusOr<std::map<std::string, Tensor>> Run(const Graph& g, const std::map<std::string, Tensor>& inputs,
                                                    int64_t pos);
+  // Runs one step of a paged graph (graph/paging.h): each row at the position, and its keys in the
+  // cache rows, that `rows` gives.
+  absl::StatusOr<std::map<std::string, Tensor>> Run(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                                                   const StepRows& rows);
 
   // The value of a node in the last run.
   const Tensor& value(ValueId id) const { return *values_[static_cast<size_t>(id)]; }
@@ -49,8 +53,7 @@ class Interpreter {
 
  private:
   absl::StatusOr<std::shared_ptr<Tensor>> Eval(const Graph& g, const Node& n,
-                                               const std::map<std::string, Tensor>& inputs, int64_t tokens,
-                                               int64_t pos);
+                                               const std::map<std::string, Tensor>& inputs, const StepRows& rows);
 
   const ParamSource& params_;
   std::map<std::string, std::shared_ptr<Tensor>> param_cache_;

@@ -35,6 +35,7 @@ std::string FormatNode(const Graph& g, const Node& n) {
 
 std::string ToText(const Graph& g) {
   std::string s;
+  if (g.paging().paged()) absl::StrAppend(&s, ToString(g.paging()), "\n");
   for (const Node& n : g.nodes()) absl::StrAppend(&s, FormatNode(g, n), "\n");
   for (const auto& [name, id] : g.outputs()) absl::StrAppend(&s, "output ", name, " = %", id, "\n");
   return s;

@@ -29,6 +29,25 @@ absl::Status CheckAttrs(const Node& n) {
   return absl::OkStatus();
 }
 
+// A paged graph's caches are whole pages; the ops that keep one sequence's token history (GPU
+// sampling) take no row per sequence.
+absl::Status CheckPaging(const Graph& g) {
+  const Paging& p = g.paging();
+  if (!p.paged()) return absl::OkStatus();
+  if (p.table_pages <= 0) return absl::FailedPreconditionError("a paged graph needs table_pages > 0");
+  for (const Node& n : g.nodes()) {
+    const bool cache = n.kind == OpKind::kCacheWrite || n.kind == OpKind::kAttention;
+    if (cache && g.node(n.inputs[n.kind == OpKind::kAttention ? 1 : 0]).type.shape[0].value % p.page_rows != 0) {
+      return NodeError(n, absl::StrCat("a paged cache must hold whole pages of ", p.page_rows, " rows"));
+    }
+    if (p.row_per_sequence &&
+        (n.kind == OpKind::kRecordTokens || n.kind == OpKind::kRepeatPenalty || n.kind == OpKind::kSample)) {
+      return NodeError(n, "keeps one sequence's tokens; a step with a row per sequence chooses by argmax");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status Verify(const Graph& g) {
@@ -97,6 +116,7 @@ absl::Status Verify(const Graph& g) {
       return absl::FailedPreconditionError(absl::StrCat("output ", name, " is a split value: output one of its parts"));
     }
   }
+  if (absl::Status s = CheckPaging(g); !s.ok()) return s;
   // Split values are read through part nodes only; concat_rows reads weights only.
   for (const Node& n : g.nodes()) {
     for (ValueId in : n.inputs) {

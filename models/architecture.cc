@@ -17,8 +17,14 @@ const std::vector<Architecture>& Architectures() {
 
 absl::StatusOr<graph::Graph> BuildModelGraph(const ModelConfig& config, const BuildOptions& options) {
   if (options.context <= 0) return absl::InvalidArgumentError("context size must be positive");
+  if (options.paging.paged() && (options.kv_pages <= 0 || options.paging.table_pages * options.paging.page_rows < options.context)) {
+    return absl::InvalidArgumentError("a paged KV cache needs pages, and page tables that cover the context");
+  }
   for (const Architecture& a : Architectures()) {
-    if (config.architecture == a.hf_name) return a.build(config, options);
+    if (config.architecture != a.hf_name) continue;
+    absl::StatusOr<graph::Graph> g = a.build(config, options);
+    if (g.ok()) g->set_paging(options.paging);
+    return g;
   }
   return absl::InvalidArgumentError(absl::StrCat(
       config.architecture.empty() ? std::string("the config names no architecture (key 'architectures')")

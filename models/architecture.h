@@ -21,6 +21,10 @@ struct BuildOptions {
   // The most tokens one step may hold (the engine's prefill chunk). Sliding-window layers size
   // their ring-buffer KV cache from it; 0 (unknown) gives them a cache of the whole context.
   int64_t max_step_tokens = 0;
+  // A paged KV cache (graph/paging.h): every layer's cache is a pool of kv_pages pages; sliding
+  // windows do not wrap (the host frees the pages that fall out of a window).
+  graph::Paging paging;
+  int64_t kv_pages = 0;
   // When set, the storage type of each matrix (and embedding) by its tensor name, given the
   // default weight_dtype: a GGUF keeps every tensor's own type (Q4_K_M mixes Q4_K and Q6_K), and
   // --quant picks a block format per matrix. Vectors (norms, biases) stay f32 regardless.

@@ -101,6 +101,7 @@ ValueId AttentionBlock(GraphBuilder& b, const AttentionSpec& s, ValueId x, int64
   // has written. Full-attention layers keep every position (capacity = context).
   int64_t capacity = o.context;
   if (s.window > 0 && o.max_step_tokens > 0) capacity = std::min(capacity, s.window + o.max_step_tokens - 1);
+  if (o.paging.paged()) capacity = o.kv_pages * o.paging.page_rows;
   const TensorType cache_type{o.kv_dtype, {Dim::Static(capacity), Dim::Static(kv_width)}};
   ValueId k_cache = b.State(absl::StrCat("kv.", layer, ".k"), cache_type);
   ValueId v_cache = b.State(absl::StrCat("kv.", layer, ".v"), cache_type);
