@@ -1,5 +1,7 @@
 #include "backend_vk/plan.h"
 
+#include "codegen/step_rows.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -60,7 +62,8 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
   }
   // Each step's parameter block at an offset a descriptor may start at.
   const size_t align = std::max<size_t>(4, ctx.info().min_storage_buffer_offset_alignment);
-  plan->params_stride_ = (sizeof(codegen::StepParams) + align - 1) / align * align;
+  const size_t block_bytes = codegen::StepBlockLayoutOf(g.paging(), tokens).words * sizeof(uint32_t);
+  plan->params_stride_ = (block_bytes + align - 1) / align * align;
   absl::StatusOr<std::unique_ptr<Buffer>> step = ctx.CreateBuffer(
       plan->params_stride_ * static_cast<size_t>(steps), BufferKind::kMappedDevice, absl::StrCat(name, ".step"));
   if (!step.ok()) return step.status();
@@ -133,7 +136,7 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
     for (size_t d = 0; d < kernels.size(); ++d) {
       const codegen::Kernel& k = kernels[d];
       std::vector<BufferBinding> bindings = {
-          {0, plan->step_params_.get(), st * plan->params_stride_, sizeof(codegen::StepParams)}};
+          {0, plan->step_params_.get(), st * plan->params_stride_, block_bytes}};
       for (size_t i = 0; i < k.args.size(); ++i) {
         const Slice& s = step_slices[st][static_cast<size_t>(k.args[i].value)];
         bindings.push_back({static_cast<uint32_t>(i + 1), s.buffer, s.offset, s.bytes == 0 ? VK_WHOLE_SIZE : s.bytes});

@@ -100,6 +100,11 @@ class Plan {
 
   const Slice& slice(graph::ValueId id) const { return slices_[static_cast<size_t>(id)]; }
   int64_t tokens() const { return tokens_; }
+  // With a paged graph: step `step`'s block (codegen/step_rows.h), mapped, for the host to write
+  // the rows' positions and page tables into before Run or Start.
+  uint32_t* step_block(int step = 0) {
+    return reinterpret_cast<uint32_t*>(static_cast<char*>(step_params_->mapped()) + static_cast<size_t>(step) * params_stride_);
+  }
   int steps() const { return steps_; }
   // The dispatches of one step (a multi-step plan records them steps() times).
   const std::vector<PlannedDispatch>& dispatches() const { return dispatches_; }

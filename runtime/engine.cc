@@ -1,6 +1,8 @@
 #include "runtime/engine.h"
 
+#include "runtime/decode_activations.h"
 #include "runtime/model_source.h"
+#include "runtime/plan_compile.h"
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -11,8 +13,6 @@
 #include "absl/strings/str_format.h"
 #include "graph/printer.h"
 #include "models/weights.h"
-#include "passes/memory_plan.h"
-#include "passes/pass.h"
 
 namespace doppler::runtime {
 namespace {
@@ -85,19 +85,10 @@ absl::Status Engine::Warm() {
 }
 
 absl::Status Engine::ChooseDecodeActivations() {
-  decode_graph_ = graph_;
-  const DecodeActivations want = options_.decode_activations;
-  if (want == DecodeActivations::kF32 || (want == DecodeActivations::kAuto && !caps_.integer_dot_product)) {
-    return absl::OkStatus();
-  }
-  if (!caps_.integer_dot_product) {
-    return absl::FailedPreconditionError(absl::StrCat("q8 decode activations need integer dot products, which ",
-                                                      ctx_->info().name, " does not have (use f32)"));
-  }
-  absl::StatusOr<std::unique_ptr<passes::Pass>> pass = passes::MakePass("q8-activations");
-  if (!pass.ok()) return pass.status();
-  absl::StatusOr<bool> changed = (*pass)->Run(decode_graph_);
-  return changed.ok() ? absl::OkStatus() : changed.status();
+  absl::StatusOr<graph::Graph> g = WithDecodeActivations(graph_, options_.decode_activations, caps_, ctx_->info().name);
+  if (!g.ok()) return g.status();
+  decode_graph_ = *std::move(g);
+  return absl::OkStatus();
 }
 
 absl::Status Engine::BuildDecodeLoop() {
@@ -154,31 +145,13 @@ absl::Status Engine::Load() {
 absl::StatusOr<std::unique_ptr<vk::Plan>> Engine::BuildPlan(const graph::Graph& g, int64_t tokens, vk::Buffer* ids,
                                                             const std::string& name, int steps,
                                                             const std::vector<vk::SteppedBinding>& stepped) {
-  std::map<graph::ValueId, vk::Buffer*> external = BindResources(g, resources_);
+  std::map<graph::ValueId, vk::Buffer*> external;
   for (const graph::Node& n : g.nodes()) {
     if (n.kind == graph::OpKind::kInput) external[n.id] = ids;
   }
   external[*g.output("next_token")] = token_.get();
-  // The plan's own activations share one arena, laid out by liveness.
-  std::set<graph::ValueId> outside;
-  for (const auto& [id, buffer] : external) outside.insert(id);
-  absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(g, tokens, outside);
-  if (!memory.ok()) return memory.status();
-  // Kernels compile on first use (a few seconds on a first start; later starts hit the SPIR-V cache).
-  if (options_.progress) std::fprintf(stderr, "compiling the %s plan (T=%lld)...", name.c_str(), static_cast<long long>(tokens));
-  absl::StatusOr<std::unique_ptr<vk::Plan>> plan = vk::Plan::Build(
-      *ctx_, *pipelines_, g, tokens, caps_, external, vk::ArenaLayout{memory->arena_bytes, memory->offset}, name, steps,
-      stepped);
-  if (options_.progress) std::fprintf(stderr, " %s\n", plan.ok() ? "done" : "failed");
-  if (!plan.ok()) return plan.status();
-  if (options_.verbose) {
-    std::fprintf(stderr, "plan %s (T=%lld): %d dispatches, %d barriers\n", name.c_str(),
-                 static_cast<long long>(tokens), (*plan)->stats().dispatches, (*plan)->stats().barriers);
-    for (const vk::PlannedDispatch& d : (*plan)->dispatches()) {
-      std::fprintf(stderr, "  %-48s %s.%s\n", g.node(d.node).label.c_str(), d.family.c_str(), d.variant.c_str());
-    }
-  }
-  return plan;
+  const PlanTarget target{*ctx_, *pipelines_, caps_, resources_, options_.progress, options_.verbose};
+  return CompilePlan(target, g, tokens, external, name, steps, stepped);
 }
 
 absl::Status Engine::CheckIds(std::span<const int32_t> ids) const {

@@ -49,7 +49,24 @@ bool ReadByKernels(const graph::Graph& g, const graph::Node& n) {
   return false;
 }
 
+// A resource's bytes on the device, in rows of the last dimension's values (codegen/device_layout.h
+// lays weights out by rows).
+uint64_t DeviceBytes(const graph::Node& n) {
+  const int64_t k = n.type.shape.empty() ? 1 : n.type.shape.back().value;
+  return codegen::DeviceByteSize(n.type.dtype, graph::NumElements(n.type.shape, 0), k);
+}
+
 }  // namespace
+
+ResourceBytes ResourceBytesOf(const graph::Graph& g) {
+  ResourceBytes r;
+  for (const graph::Node& n : g.nodes()) {
+    if (!IsResource(n.kind) || !ReadByKernels(g, n)) continue;
+    r.total += DeviceBytes(n);
+    if (n.kind == graph::OpKind::kState) r.cache += DeviceBytes(n);
+  }
+  return r;
+}
 
 absl::Status CreateResources(vk::Context& ctx, const graph::Graph& g, const ParamBytesFn& param_bytes,
                              Resources& resources, const std::function<void(size_t, size_t)>& progress) {
@@ -57,11 +74,7 @@ absl::Status CreateResources(vk::Context& ctx, const graph::Graph& g, const Para
   for (const graph::Node& n : g.nodes()) {
     if (IsResource(n.kind) && resources.count(n.attrs.Str("name")) == 0 && ReadByKernels(g, n)) todo.push_back(&n);
   }
-  // In rows of the last dimension's values (codegen/device_layout.h lays weights out by rows).
-  auto bytes_of = [](const graph::Node& n) {
-    const int64_t k = n.type.shape.empty() ? 1 : n.type.shape.back().value;
-    return codegen::DeviceByteSize(n.type.dtype, graph::NumElements(n.type.shape, 0), k);
-  };
+  auto bytes_of = DeviceBytes;
   // Everything at once against the device's memory before any of it is allocated: the KV cache
   // grows with the context, so a -c too large for the device is one clear error.
   uint64_t total = 0, cache = 0;

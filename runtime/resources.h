@@ -27,6 +27,12 @@ using ParamBytesFn = std::function<absl::StatusOr<std::vector<uint8_t>>(const gr
 absl::Status CreateResources(vk::Context& ctx, const graph::Graph& g, const ParamBytesFn& param_bytes,
                              Resources& resources, const std::function<void(size_t, size_t)>& progress = {});
 
+// What CreateResources allocates for `g` from nothing: in all, and the states (KV caches) of it.
+struct ResourceBytes {
+  uint64_t total = 0, cache = 0;
+};
+ResourceBytes ResourceBytesOf(const graph::Graph& g);
+
 // The buffers a plan of `g` takes from `resources`: every param, const and state, by name.
 std::map<graph::ValueId, vk::Buffer*> BindResources(const graph::Graph& g, const Resources& resources);
 

@@ -12,6 +12,13 @@ absl::StatusOr<graph::Graph> AppendTokenChoice(graph::Graph g, const SamplingOpt
   std::optional<graph::ValueId> ids = g.FindNamed(graph::OpKind::kInput, "ids");
   if (!logits_out || !ids) return absl::InvalidArgumentError("the model graph has no \"logits\" output or \"ids\" input");
   const bool one_row = g.node(*logits_out).type.shape[0] == Dim::Static(1);
+  if (g.paging().row_per_sequence) {
+    // Each row is its own sequence: each row's argmax (a caller that samples reads the logits).
+    if (o.temperature > 0.0) return absl::InvalidArgumentError("a step with a row per sequence chooses by argmax");
+    graph::GraphBuilder b(std::move(g));
+    b.Output("next_token", b.Argmax(*logits_out, "argmax"));
+    return std::move(b).Finish();
+  }
   graph::GraphBuilder b(std::move(g));
   graph::ValueId logits = one_row ? *logits_out : b.LastRow(*logits_out, "last_logits");
   if (o.temperature <= 0.0) {

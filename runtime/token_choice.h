@@ -21,7 +21,8 @@ struct SamplingOptions {
 
 // Appends to `g` the nodes that turn its "logits" output (the last row of it) into the
 // "next_token" output: argmax, or repeat penalty (over the "ids" input's recent tokens, kept in a
-// state "sampling.history") then temperature / top-k / top-p / min-p sampling.
+// state "sampling.history") then temperature / top-k / top-p / min-p sampling. A graph with a row
+// per sequence (graph/paging.h) gets every row's argmax.
 absl::StatusOr<graph::Graph> AppendTokenChoice(graph::Graph g, const SamplingOptions& options);
 
 }  // namespace doppler::runtime

@@ -18,6 +18,8 @@
 #include "models/synthetic.h"
 #include "nlohmann/json.hpp"
 #include "runtime/profile.h"
+#include "tools/cli_batch.h"
+#include "tools/cli_bench_batch.h"
 #include "tools/cli_engine.h"
 #include "tools/commands.h"
 
@@ -42,8 +44,13 @@ CommandSpec Spec() {
       {"json", "", "", "print one JSON object instead of the table", ""},
       {"profile", "", "", "GPU time of a decode step and a prefill chunk per barrier level (shared by its dispatches, the timestamps' own cost taken off), per op kind and per node", ""},
       {"seed", "s", "N", "seed of the random prompt ids and of the sampler", "1"},
+      {"batch", "", "LIST",
+       "batched throughput instead, as llama-batched-bench: for each B (comma-separated, e.g. 1,8,32,64), B sequences "
+       "of -p prompt tokens prefilled, then -n decode steps of all B together",
+       ""},
   };
   spec.options.insert(spec.options.end(), more.begin(), more.end());
+  for (const OptionSpec& o : BatchOptionSpecs()) spec.options.push_back(o);
   // The decode test chooses tokens as `doppler run` does, but greedily unless told otherwise (as
   // llama-bench, which does not sample).
   for (OptionSpec o : SamplingOptionSpecs()) {
@@ -136,6 +143,22 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   absl::StatusOr<runtime::SamplingOptions> sampling = SamplingOptionsFromArgs(args);
   if (!sampling.ok()) return sampling.status();
   options->sampling = *sampling;
+  if (args.Has("batch")) {
+    absl::StatusOr<std::vector<int32_t>> list = args.GetIntList("batch");
+    if (!list.ok()) return list.status();
+    BatchBenchOptions bo;
+    for (int32_t b : *list) {
+      if (b < 1 || b > 1024) return UsageError(absl::StrCat("--batch: ", b, " is not a batch size (1..1024)"));
+      bo.batches.push_back(b);
+    }
+    if (bo.batches.empty()) return UsageError("--batch needs at least one batch size");
+    bo.prompt = *p;
+    bo.generate = *n;
+    bo.repetitions = *r;
+    bo.seed = static_cast<uint32_t>(*seed);
+    bo.json = args.Has("json");
+    return BenchBatch(*options, args, bo);
+  }
   const bool json_out = args.Has("json"), profile = args.Has("profile");
   // The context holds the prompt or the generation (each test starts from an empty cache), and
   // the prompt runs as one prefill step, as llama-bench's pp does.

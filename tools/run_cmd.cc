@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "models/chat_format.h"
 #include "runtime/generator.h"
 #include "runtime/profile.h"
+#include "tools/cli_batch.h"
 #include "tools/cli_chat_template.h"
 #include "tools/cli_chat_history.h"
 #include "tools/cli_engine.h"
@@ -29,10 +31,15 @@ CommandSpec Spec() {
                    "to stderr. Ctrl-C stops the generation (in a chat: the reply), a second Ctrl-C exits.",
                    EngineOptionSpecs()};
   const std::vector<OptionSpec> more = {
-      {"prompt", "p", "TEXT", "the prompt; -: read it from standard input (as when no prompt is given)", ""},
+      {"prompt", "p", "TEXT",
+       "the prompt; -: read it from standard input (as when no prompt is given); repeated: several prompts, decoded "
+       "together",
+       ""},
       {"file", "f", "FILE", "read the prompt from this file", ""},
       {"escape", "e", "", "process escapes (\\n, \\r, \\t, \\', \\\", \\\\, \\xHH) in the prompt, system prompt and reverse prompts", ""},
-      {"prompt-ids", "", "IDS", "the prompt as token ids, comma-separated (prints ids when there is no tokenizer)", ""},
+      {"prompt-ids", "", "IDS",
+       "the prompt as token ids, comma-separated (prints ids when there is no tokenizer); repeated: several prompts", ""},
+      {"prompts-file", "", "FILE", "several prompts, one a line, decoded together (each output labelled [i])", ""},
       {"chat", "", "", "interactive chat through the model's chat template; the KV cache is kept across turns", ""},
       {"system-prompt", "sys", "TEXT", "system prompt for --chat", ""},
       {"chat-format", "", "NAME",
@@ -47,6 +54,7 @@ CommandSpec Spec() {
   spec.options.insert(spec.options.end(), more.begin(), more.end());
   for (const OptionSpec& o : ChatTemplateOptionSpecs()) spec.options.push_back(o);
   for (const OptionSpec& o : SamplingOptionSpecs()) spec.options.push_back(o);
+  for (const OptionSpec& o : BatchOptionSpecs()) spec.options.push_back(o);
   for (OptionSpec& o : spec.options) {
     if (o.name == "model") o.help += " (default: the model shipped in models/default/, default-q8_0.gguf)";
   }
@@ -187,9 +195,12 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv) {
     if (!parsed.ok()) return parsed.status();
   }
   const ParsedArgs& args = **parsed;
-  const int modes = args.Has("prompt") + args.Has("file") + args.Has("prompt-ids") + args.Has("chat");
+  const bool several = HasSeveralPrompts(args);
+  const int modes = several ? 1 + args.Has("file") + args.Has("chat")
+                            : args.Has("prompt") + args.Has("file") + args.Has("prompt-ids") + args.Has("chat");
   if (modes > 1) {
-    return UsageError("give one of -p TEXT, -f FILE, --prompt-ids IDS, --chat (none: the prompt is read from standard input)");
+    return UsageError("give one of -p TEXT, -f FILE, --prompt-ids IDS, --chat (none: the prompt is read from standard "
+                      "input), or several prompts (-p or --prompt-ids repeated, --prompts-file)");
   }
   absl::StatusOr<int64_t> n = args.GetInt("n-predict");
   if (!n.ok()) return n.status();
@@ -205,6 +216,19 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv) {
     absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = OpenTokenizer(args);
     if (!tok.ok()) return tok.status();
     tokenizer = *std::move(tok);
+  }
+  if (several) {
+    absl::StatusOr<std::vector<std::vector<int32_t>>> prompts = SeveralPromptIds(args, tokenizer.get());
+    if (!prompts.ok()) return prompts.status();
+    runtime::GenerationOptions limits;
+    limits.max_tokens = *n == -1 ? std::numeric_limits<int64_t>::max() : *n;
+    for (const std::string& stop : args.GetAll("reverse-prompt")) {
+      limits.stop.push_back(args.Has("escape") ? ProcessEscapes(stop) : stop);
+    }
+    limits.ignore_eos = args.Has("ignore-eos");
+    limits.interrupted = ShouldStop;
+    CatchInterrupts();
+    return RunSeveralPrompts(args, *options, tokenizer.get(), *prompts, limits, *sampling);
   }
   absl::StatusOr<std::vector<int32_t>> prompt;
   if (!args.Has("chat")) {

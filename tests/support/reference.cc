@@ -30,6 +30,25 @@ absl::StatusOr<HfReference> LoadHfReference(const std::string& name) {
   return r;
 }
 
+absl::StatusOr<std::vector<BatchReferencePrompt>> LoadBatchReference(const std::string& name) {
+  const std::filesystem::path dir = FixturesDir() / "hf" / name;
+  std::ifstream in(dir / "batch_reference.json");
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", (dir / "batch_reference.json").string()));
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.contains("prompts")) return absl::InvalidArgumentError("batch_reference.json does not parse");
+  std::vector<BatchReferencePrompt> out;
+  for (const nlohmann::json& p : j["prompts"]) {
+    BatchReferencePrompt r;
+    r.input_ids = p["input_ids"].get<std::vector<int32_t>>();
+    r.greedy_tokens = p["greedy_tokens"].get<std::vector<int32_t>>();
+    absl::StatusOr<NpyArray> logits = ReadNpy(dir / p["logits_file"].get<std::string>());
+    if (!logits.ok()) return logits.status();
+    r.logits = *std::move(logits);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 double WorstRowError(const std::vector<float>& actual, const float* ref, int64_t rows, int64_t cols) {
   double worst = 0.0;
   for (int64_t r = 0; r < rows; ++r) {

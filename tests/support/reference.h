@@ -23,6 +23,14 @@ struct HfReference {
 
 absl::StatusOr<HfReference> LoadHfReference(const std::string& name);
 
+// One prompt of a fixture's batch_reference.json: decoded greedily on its own by transformers,
+// `logits` row j the logits after the prompt and greedy[:j].
+struct BatchReferencePrompt {
+  std::vector<int32_t> input_ids, greedy_tokens;
+  NpyArray logits;  // [greedy_tokens.size(), V]
+};
+absl::StatusOr<std::vector<BatchReferencePrompt>> LoadBatchReference(const std::string& name);
+
 // Per-row worst ratio max|a-b| / max|ref| over `rows` rows of width `cols`.
 double WorstRowError(const std::vector<float>& actual, const float* ref, int64_t rows, int64_t cols);
 

@@ -1,0 +1,356 @@
+#include "runtime/batch_engine.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/step_rows.h"
+#include "models/weights.h"
+#include "runtime/decode_activations.h"
+#include "runtime/model_source.h"
+#include "runtime/plan_compile.h"
+
+namespace doppler::runtime {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The decode bucket for `rows` sequences: the next power of two, at most `max_rows`.
+int Bucket(int rows, int max_rows) {
+  int b = 1;
+  while (b < rows) b *= 2;
+  return std::min(b, max_rows);
+}
+
+// Matrix-vector products take x rounded through q8 only up to this many rows (codegen/matmul.h:
+// the q8 variant is a matrix-vector kernel).
+constexpr int kQ8MaxRows = 16;
+
+}  // namespace
+
+BatchEngine::~BatchEngine() = default;
+
+absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(EngineOptions options, const BatchOptions& batch) {
+  if (batch.max_sequences < 1 || batch.max_sequences > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("-np, --parallel must be 1..1024, not ", batch.max_sequences));
+  }
+  if (batch.page_rows < 1 || batch.page_rows > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("the KV page size must be 1..4096 rows, not ", batch.page_rows));
+  }
+  if (batch.ctx_total < 0) return absl::InvalidArgumentError("--ctx-total must not be negative");
+  std::unique_ptr<BatchEngine> e(new BatchEngine());
+  e->options_ = std::move(options);
+  e->batch_ = batch;
+  absl::StatusOr<OpenedModel> model = OpenModel(e->options_);
+  if (!model.ok()) return model.status();
+  e->config_ = std::move(model->config);
+  e->store_ = std::move(model->store);
+  e->build_ = std::move(model->build);
+
+  vk::ContextOptions vo;
+  vo.validation = e->options_.validation;
+  vo.device_index = e->options_.device_index;
+  absl::StatusOr<std::unique_ptr<vk::Context>> ctx = vk::Context::Create(vo);
+  if (!ctx.ok()) return ctx.status();
+  e->ctx_ = *std::move(ctx);
+  e->caps_ = vk::TargetCapsOf(e->ctx_->info());
+  e->pipelines_ = std::make_unique<vk::PipelineCache>(*e->ctx_);
+
+  // The pool: a probe graph of one page gives a page's bytes and the weights'.
+  const int64_t table_pages = CeilDiv(e->options_.context, batch.page_rows);
+  models::BuildOptions build = e->build_;
+  build.paging = {batch.page_rows, table_pages, false};
+  build.kv_pages = 1;
+  absl::StatusOr<graph::Graph> probe = models::BuildModelGraph(e->config_, build);
+  if (!probe.ok()) return probe.status();
+  const ResourceBytes bytes = ResourceBytesOf(*probe);
+  int64_t pages = CeilDiv(batch.ctx_total, batch.page_rows);
+  if (batch.ctx_total == 0) {
+    pages = static_cast<int64_t>(batch.max_sequences) * table_pages;
+    const uint64_t device = e->ctx_->info().device_local_bytes, weights = bytes.total - bytes.cache;
+    // A tenth of the memory stays free for the plans' activations and the driver.
+    if (device > 0 && bytes.cache > 0 && device / 10 * 9 > weights) {
+      pages = std::min<int64_t>(pages, static_cast<int64_t>((device / 10 * 9 - weights) / bytes.cache));
+    }
+    pages = std::max(pages, table_pages);
+  }
+  build.kv_pages = pages;
+  e->pool_ = std::make_unique<PagePool>(pages);
+
+  absl::StatusOr<graph::Graph> prefill = StepGraph(e->config_, build, SamplingOptions{}, e->options_.passes);
+  if (!prefill.ok()) return prefill.status();
+  e->prefill_graph_ = *std::move(prefill);
+  build.paging.row_per_sequence = true;
+  build.logits_all_tokens = true;
+  absl::StatusOr<graph::Graph> decode = StepGraph(e->config_, build, SamplingOptions{}, e->options_.passes);
+  if (!decode.ok()) return decode.status();
+  e->decode_graph_ = *std::move(decode);
+  absl::StatusOr<graph::Graph> q8 =
+      WithDecodeActivations(e->decode_graph_, e->options_.decode_activations, e->caps_, e->ctx_->info().name);
+  if (!q8.ok()) return q8.status();
+  e->decode_q8_graph_ = *std::move(q8);
+  e->build_ = build;
+  if (absl::Status s = e->Load(); !s.ok()) return s;
+  return e;
+}
+
+absl::Status BatchEngine::Load() {
+  const models::WeightStore& store = *store_;
+  const bool progress = options_.progress;
+  absl::Status s = CreateResources(
+      *ctx_, prefill_graph_, [&](const graph::Node& n) { return models::MaterializeParam(store, n); }, resources_,
+      [&](size_t done, size_t total) {
+        if (!progress) return;
+        std::fprintf(stderr, "\rloading weights %zu/%zu%s", done, total, done == total ? "\n" : "");
+      });
+  if (!s.ok()) return s;
+  auto mapped = [&](size_t bytes, const char* name) -> absl::StatusOr<std::unique_ptr<vk::Buffer>> {
+    return ctx_->CreateBuffer(std::max<size_t>(16, bytes), vk::BufferKind::kMappedDevice, name);
+  };
+  const size_t rows = static_cast<size_t>(batch_.max_sequences) * sizeof(int32_t);
+  for (auto [buffer, bytes, name] : {std::tuple{&prompt_ids_, static_cast<size_t>(options_.prefill_chunk) * 4, "prompt"},
+                                     std::tuple{&prefill_token_, size_t{4}, "prefill.token"},
+                                     std::tuple{&decode_ids_, rows, "decode.ids"},
+                                     std::tuple{&decode_tokens_, rows, "decode.tokens"}}) {
+    absl::StatusOr<std::unique_ptr<vk::Buffer>> b = mapped(bytes, name);
+    if (!b.ok()) return b.status();
+    *buffer = *std::move(b);
+  }
+  const PlanTarget target{*ctx_, *pipelines_, caps_, resources_, options_.progress, options_.verbose};
+  std::map<graph::ValueId, vk::Buffer*> external = {
+      {*prefill_graph_.FindNamed(graph::OpKind::kInput, "ids"), prompt_ids_.get()},
+      {*prefill_graph_.output("next_token"), prefill_token_.get()}};
+  absl::StatusOr<std::unique_ptr<vk::Plan>> plan =
+      CompilePlan(target, prefill_graph_, options_.prefill_chunk, external, "batch.prefill");
+  if (!plan.ok()) return plan.status();
+  prefill_ = *std::move(plan);
+  prefill_logits_ = *prefill_graph_.output("logits");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BatchEngine::DecodePlan*> BatchEngine::DecodePlanFor(int rows) {
+  const int bucket = Bucket(rows, batch_.max_sequences);
+  auto it = decode_.find(bucket);
+  if (it != decode_.end()) return &it->second;
+  const graph::Graph& g = bucket <= kQ8MaxRows ? decode_q8_graph_ : decode_graph_;
+  const PlanTarget target{*ctx_, *pipelines_, caps_, resources_, options_.progress, options_.verbose};
+  std::map<graph::ValueId, vk::Buffer*> external = {{*g.FindNamed(graph::OpKind::kInput, "ids"), decode_ids_.get()},
+                                                    {*g.output("next_token"), decode_tokens_.get()}};
+  absl::StatusOr<std::unique_ptr<vk::Plan>> plan =
+      CompilePlan(target, g, bucket, external, absl::StrCat("batch.decode", bucket));
+  if (!plan.ok()) return plan.status();
+  DecodePlan& d = decode_[bucket];
+  d.plan = *std::move(plan);
+  d.logits = *g.output("logits");
+  return &d;
+}
+
+absl::Status BatchEngine::Prepare(int sequences) {
+  for (int rows = 1; rows <= std::min(sequences, batch_.max_sequences); rows *= 2) {
+    if (absl::StatusOr<DecodePlan*> d = DecodePlanFor(rows); !d.ok()) return d.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> BatchEngine::Add(std::span<const int32_t> prompt, int64_t max_new_tokens, bool want_logits) {
+  if (prompt.empty()) return absl::InvalidArgumentError("an empty prompt");
+  for (int32_t id : prompt) {
+    if (id < 0 || id >= config_.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", id, " is outside the vocabulary [0, ", config_.vocab_size, ")"));
+    }
+  }
+  if (max_new_tokens < 1) return absl::InvalidArgumentError("a sequence must ask for at least one token");
+  const int64_t length = static_cast<int64_t>(prompt.size()) + max_new_tokens - 1;  // positions fed
+  if (length > options_.context) {
+    return absl::OutOfRangeError(absl::StrCat("a prompt of ", prompt.size(), " tokens and ", max_new_tokens,
+                                              " new ones exceed the context size ", options_.context,
+                                              " (raise it with -c, --ctx-size)"));
+  }
+  if (CeilDiv(length, batch_.page_rows) > pool_->pages()) {
+    return absl::ResourceExhaustedError(absl::StrCat("a prompt of ", prompt.size(), " tokens and ", max_new_tokens,
+                                                     " new ones need more than the KV pool's ",
+                                                     pool_->pages() * batch_.page_rows, " rows (--ctx-total)"));
+  }
+  const int id = next_id_++;
+  Sequence& s = sequences_[id];
+  s.tokens.assign(prompt.begin(), prompt.end());
+  s.prompt = static_cast<int64_t>(prompt.size());
+  s.max_new = max_new_tokens;
+  s.want_logits = want_logits;
+  queue_.push_back(id);
+  Admit();
+  return id;
+}
+
+// Admits queued sequences in order while the pool can reserve their pages: each first takes the
+// cached pages of its prompt's longest shared prefix (whole pages, never the one holding its last
+// prompt token, which it must compute to get its first token's logits).
+void BatchEngine::Admit() {
+  while (!queue_.empty()) {
+    Sequence& s = sequences_.at(queue_.front());
+    const int64_t needed = CeilDiv(s.prompt + s.max_new - 1, batch_.page_rows);
+    if (!pool_->Reserve(needed)) return;
+    s.reserved = needed;
+    uint64_t hash = 0;
+    for (int64_t page = 0; (page + 1) * batch_.page_rows <= s.prompt - 1; ++page) {
+      const std::span<const int32_t> rows(s.tokens.data() + page * batch_.page_rows, static_cast<size_t>(batch_.page_rows));
+      hash = PagePool::ChainHash(hash, rows);
+      std::optional<int32_t> shared = pool_->Share(hash);
+      if (!shared) break;
+      pool_->Unreserve(1);
+      --s.reserved;
+      s.pages.push_back(*shared);
+      s.hashes.push_back(hash);
+      s.computed += batch_.page_rows;
+      shared_tokens_ += batch_.page_rows;
+    }
+    s.admitted = true;
+    queue_.pop_front();
+  }
+}
+
+void BatchEngine::EnsurePages(Sequence& s, int64_t positions) {
+  while (static_cast<int64_t>(s.pages.size()) * batch_.page_rows < positions) {
+    s.pages.push_back(pool_->Take());
+    --s.reserved;
+  }
+}
+
+void BatchEngine::WriteTable(uint32_t* table, const Sequence& s) const {
+  const int64_t entries = build_.paging.table_pages;
+  for (int64_t i = 0; i < entries; ++i) {
+    table[i] = i < static_cast<int64_t>(s.pages.size()) ? static_cast<uint32_t>(s.pages[static_cast<size_t>(i)]) : 0u;
+  }
+}
+
+// Full pages of the prompt whose keys and values are computed are offered to later prompts.
+void BatchEngine::PublishPromptPages(Sequence& s) {
+  const int64_t rows = batch_.page_rows;
+  while (static_cast<int64_t>(s.hashes.size() + 1) * rows <= std::min(s.computed, s.prompt)) {
+    const size_t page = s.hashes.size();
+    const std::span<const int32_t> tokens(s.tokens.data() + page * static_cast<size_t>(rows), static_cast<size_t>(rows));
+    const uint64_t hash = PagePool::ChainHash(s.hashes.empty() ? 0 : s.hashes.back(), tokens);
+    s.hashes.push_back(hash);
+    pool_->Publish(s.pages[page], hash);
+  }
+}
+
+absl::Status BatchEngine::PrefillChunk(int id, Sequence& s, std::vector<StepToken>& out) {
+  const int64_t n = std::min(options_.prefill_chunk, s.prompt - s.computed);
+  EnsurePages(s, s.computed + n);
+  std::memcpy(prompt_ids_->mapped(), s.tokens.data() + s.computed, static_cast<size_t>(n) * sizeof(int32_t));
+  const codegen::StepBlockLayout layout = codegen::StepBlockLayoutOf(prefill_graph_.paging(), options_.prefill_chunk);
+  uint32_t* block = prefill_->step_block();
+  for (int64_t t = 0; t < n; ++t) block[layout.positions + static_cast<size_t>(t)] = static_cast<uint32_t>(s.computed + t);
+  WriteTable(block + layout.tables, s);
+  if (absl::Status st = prefill_->Run(static_cast<uint32_t>(n), static_cast<uint32_t>(s.computed)); !st.ok()) return st;
+  s.computed += n;
+  PublishPromptPages(s);
+  if (s.computed < s.prompt) return absl::OkStatus();
+  StepToken t{id, 0, s.computed, {}};
+  std::memcpy(&t.token, prefill_token_->mapped(), sizeof(int32_t));
+  if (s.want_logits) {
+    t.logits.resize(static_cast<size_t>(config_.vocab_size));
+    const vk::Slice& slice = prefill_->slice(prefill_logits_);
+    if (absl::Status st = ctx_->Download(*slice.buffer, slice.offset, t.logits.data(), t.logits.size() * sizeof(float));
+        !st.ok()) {
+      return st;
+    }
+  }
+  s.next = t.token;
+  ++s.produced;
+  out.push_back(std::move(t));
+  return absl::OkStatus();
+}
+
+absl::Status BatchEngine::DecodeStep(std::vector<StepToken>& out) {
+  std::vector<int> rows;
+  for (auto& [id, s] : sequences_) {
+    if (s.admitted && s.next && s.produced < s.max_new) rows.push_back(id);
+  }
+  if (rows.empty()) return absl::OkStatus();
+  for (size_t first = 0; first < rows.size(); first += static_cast<size_t>(batch_.max_sequences)) {
+    const std::vector<int> group(rows.begin() + static_cast<std::ptrdiff_t>(first),
+                                 rows.begin() + static_cast<std::ptrdiff_t>(std::min(rows.size(), first + static_cast<size_t>(batch_.max_sequences))));
+    const int n = static_cast<int>(group.size());
+    absl::StatusOr<DecodePlan*> d = DecodePlanFor(n);
+    if (!d.ok()) return d.status();
+    vk::Plan& plan = *(*d)->plan;
+    const codegen::StepBlockLayout layout = codegen::StepBlockLayoutOf(decode_graph_.paging(), plan.tokens());
+    uint32_t* block = plan.step_block();
+    int32_t* ids = static_cast<int32_t*>(decode_ids_->mapped());
+    for (int t = 0; t < n; ++t) {
+      Sequence& s = sequences_.at(group[static_cast<size_t>(t)]);
+      EnsurePages(s, s.computed + 1);
+      ids[t] = *s.next;
+      block[layout.positions + static_cast<size_t>(t)] = static_cast<uint32_t>(s.computed);
+      WriteTable(block + layout.tables + static_cast<size_t>(t) * static_cast<size_t>(build_.paging.table_pages), s);
+    }
+    if (absl::Status st = plan.Run(static_cast<uint32_t>(n), 0); !st.ok()) return st;
+    const int32_t* chosen = static_cast<const int32_t*>(decode_tokens_->mapped());
+    const vk::Slice& logits = plan.slice((*d)->logits);
+    const size_t vocab = static_cast<size_t>(config_.vocab_size);
+    for (int t = 0; t < n; ++t) {
+      const int id = group[static_cast<size_t>(t)];
+      Sequence& s = sequences_.at(id);
+      s.tokens.push_back(*s.next);
+      ++s.computed;
+      StepToken tok{id, chosen[t], s.computed, {}};
+      if (s.want_logits) {
+        tok.logits.resize(vocab);
+        if (absl::Status st = ctx_->Download(*logits.buffer, logits.offset + static_cast<size_t>(t) * vocab * sizeof(float),
+                                             tok.logits.data(), vocab * sizeof(float));
+            !st.ok()) {
+          return st;
+        }
+      }
+      s.next = tok.token;
+      ++s.produced;
+      out.push_back(std::move(tok));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<StepToken>> BatchEngine::Step(bool decode) {
+  std::vector<StepToken> out;
+  // Decode first, from the tokens the last step chose, then one prefill chunk: a sequence that
+  // joins delays the others by at most one chunk a step.
+  if (decode) {
+    if (absl::Status s = DecodeStep(out); !s.ok()) return s;
+  }
+  for (auto& [id, s] : sequences_) {
+    if (s.admitted && s.computed < s.prompt) {
+      if (absl::Status st = PrefillChunk(id, s, out); !st.ok()) return st;
+      break;
+    }
+  }
+  return out;
+}
+
+absl::Status BatchEngine::SetNext(int id, int32_t token) {
+  auto it = sequences_.find(id);
+  if (it == sequences_.end() || !it->second.next) {
+    return absl::FailedPreconditionError(absl::StrCat("sequence ", id, " has no token to replace"));
+  }
+  if (token < 0 || token >= config_.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("token id ", token, " is outside the vocabulary"));
+  }
+  it->second.next = token;
+  return absl::OkStatus();
+}
+
+void BatchEngine::Remove(int id) {
+  auto it = sequences_.find(id);
+  if (it == sequences_.end()) return;
+  Sequence& s = it->second;
+  for (int32_t page : s.pages) pool_->Release(page);
+  if (s.admitted) pool_->Unreserve(s.reserved);
+  queue_.erase(std::remove(queue_.begin(), queue_.end(), id), queue_.end());
+  sequences_.erase(it);
+  Admit();
+}
+
+}  // namespace doppler::runtime

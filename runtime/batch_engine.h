@@ -1,0 +1,129 @@
+// The batched engine: many sequences at once over a paged KV cache (graph/paging.h).
+//
+// Sequences join (Add) and leave (Remove) between any two steps. A step (Step) runs a prefill chunk
+// of the oldest sequence still reading its prompt, then one decode step of every sequence that has
+// a token to feed, all of them through one replayed plan: decode plans are compiled once for each
+// batch-size bucket (1, 2, 4, ... up to max_sequences) and replayed. Each sequence has a page
+// table; full pages of prompts are shared by prompts that begin alike (runtime/page_pool.h). The
+// next token of every row is chosen on the GPU (argmax); a caller that samples reads the row's
+// logits and says which token to feed instead (SetNext).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend_vk/context.h"
+#include "backend_vk/pipeline_cache.h"
+#include "backend_vk/plan.h"
+#include "graph/graph.h"
+#include "models/architecture.h"
+#include "models/weight_store.h"
+#include "runtime/engine.h"
+#include "runtime/page_pool.h"
+#include "runtime/resources.h"
+
+namespace doppler::runtime {
+
+struct BatchOptions {
+  int max_sequences = 16;  // the largest decode batch
+  int64_t page_rows = 16;  // KV cache rows a page
+  // Tokens the KV pool holds across all sequences; 0: max_sequences full contexts, as far as the
+  // device's memory (less the weights) allows, and at least one context.
+  int64_t ctx_total = 0;
+};
+
+// What a step produced for one sequence: its next token (the greedy choice), with the logits it was
+// chosen from where the sequence asked for them.
+struct StepToken {
+  int sequence = -1;
+  int32_t token = -1;
+  int64_t position = 0;  // the position the token was predicted for
+  std::vector<float> logits;
+};
+
+class BatchEngine {
+ public:
+  static absl::StatusOr<std::unique_ptr<BatchEngine>> Create(EngineOptions options, const BatchOptions& batch);
+  ~BatchEngine();
+
+  // Queues a sequence that will produce up to `max_new_tokens` tokens after `prompt` (its pages
+  // for all of them are reserved when it is admitted, which waits for room in the pool). Returns
+  // its id. A prompt and generation longer than the context or the whole pool is an error.
+  absl::StatusOr<int> Add(std::span<const int32_t> prompt, int64_t max_new_tokens, bool want_logits = false);
+  // One step (see above). Returns the tokens produced, one per sequence at most. With decode false,
+  // only the prefill chunk (a benchmark's prefill phase).
+  absl::StatusOr<std::vector<StepToken>> Step(bool decode = true);
+  // The token sequence `id` feeds next, instead of the one its last step chose.
+  absl::Status SetNext(int id, int32_t token);
+  // The sequence leaves (its pages return to the pool; full prompt pages stay cached for others).
+  void Remove(int id);
+
+  // Compiles the decode plans of every bucket up to `sequences` (otherwise built at first use).
+  absl::Status Prepare(int sequences);
+
+  bool idle() const { return sequences_.empty(); }
+  int waiting() const { return static_cast<int>(queue_.size()); }
+  int running() const { return static_cast<int>(sequences_.size() - queue_.size()); }
+  // Prompt tokens whose keys and values came from another sequence's pages (prefix sharing).
+  int64_t shared_prompt_tokens() const { return shared_tokens_; }
+  int64_t pool_pages() const { return pool_->pages(); }
+  int64_t page_rows() const { return batch_.page_rows; }
+  const models::ModelConfig& config() const { return config_; }
+  const vk::Context& device() const { return *ctx_; }
+  int64_t context() const { return options_.context; }
+
+ private:
+  struct Sequence {
+    std::vector<int32_t> tokens;  // the prompt, then the tokens fed since
+    int64_t prompt = 0;           // prompt tokens
+    int64_t computed = 0;         // positions whose keys and values are in the cache
+    int64_t max_new = 0, produced = 0;
+    int64_t reserved = 0;         // pages reserved and not yet taken
+    std::vector<int32_t> pages;   // the page table
+    std::vector<uint64_t> hashes; // the chain hash of each full prompt page, as far as known
+    std::optional<int32_t> next;  // the token the next decode step feeds
+    bool want_logits = false, admitted = false;
+  };
+  struct DecodePlan {
+    std::unique_ptr<vk::Plan> plan;
+    graph::ValueId logits = -1;
+  };
+
+  BatchEngine() = default;
+  absl::Status Load();
+  void Admit();
+  absl::Status PrefillChunk(int id, Sequence& s, std::vector<StepToken>& out);
+  absl::Status DecodeStep(std::vector<StepToken>& out);
+  absl::StatusOr<DecodePlan*> DecodePlanFor(int rows);
+  void EnsurePages(Sequence& s, int64_t positions);
+  void WriteTable(uint32_t* table, const Sequence& s) const;
+  void PublishPromptPages(Sequence& s);
+
+  EngineOptions options_;
+  BatchOptions batch_;
+  models::ModelConfig config_;
+  models::BuildOptions build_;
+  std::unique_ptr<models::WeightStore> store_;
+  std::unique_ptr<vk::Context> ctx_;
+  std::unique_ptr<vk::PipelineCache> pipelines_;
+  codegen::TargetCaps caps_;
+  graph::Graph prefill_graph_, decode_graph_, decode_q8_graph_;
+  Resources resources_;
+  std::unique_ptr<vk::Buffer> prompt_ids_, prefill_token_, decode_ids_, decode_tokens_;
+  std::unique_ptr<vk::Plan> prefill_;
+  graph::ValueId prefill_logits_ = -1;
+  std::map<int, DecodePlan> decode_;  // by bucket
+  std::unique_ptr<PagePool> pool_;
+  std::map<int, Sequence> sequences_;
+  std::deque<int> queue_;  // waiting for admission, in order
+  int next_id_ = 0;
+  int64_t shared_tokens_ = 0;
+};
+
+}  // namespace doppler::runtime

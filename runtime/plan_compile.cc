@@ -1,0 +1,40 @@
+#include "runtime/plan_compile.h"
+
+#include <cstdio>
+#include <set>
+
+#include "passes/memory_plan.h"
+
+namespace doppler::runtime {
+
+absl::StatusOr<std::unique_ptr<vk::Plan>> CompilePlan(const PlanTarget& target, const graph::Graph& g, int64_t tokens,
+                                                      const std::map<graph::ValueId, vk::Buffer*>& external,
+                                                      const std::string& name, int steps,
+                                                      const std::vector<vk::SteppedBinding>& stepped) {
+  std::map<graph::ValueId, vk::Buffer*> bound = BindResources(g, target.resources);
+  for (const auto& [id, buffer] : external) bound[id] = buffer;
+  // The plan's own activations share one arena, laid out by liveness.
+  std::set<graph::ValueId> outside;
+  for (const auto& [id, buffer] : bound) outside.insert(id);
+  absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(g, tokens, outside);
+  if (!memory.ok()) return memory.status();
+  // Kernels compile on first use (a few seconds on a first start; later starts hit the SPIR-V cache).
+  if (target.progress) {
+    std::fprintf(stderr, "compiling the %s plan (T=%lld)...", name.c_str(), static_cast<long long>(tokens));
+  }
+  absl::StatusOr<std::unique_ptr<vk::Plan>> plan =
+      vk::Plan::Build(target.ctx, target.pipelines, g, tokens, target.caps, bound,
+                      vk::ArenaLayout{memory->arena_bytes, memory->offset}, name, steps, stepped);
+  if (target.progress) std::fprintf(stderr, " %s\n", plan.ok() ? "done" : "failed");
+  if (!plan.ok()) return plan.status();
+  if (target.verbose) {
+    std::fprintf(stderr, "plan %s (T=%lld): %d dispatches, %d barriers\n", name.c_str(),
+                 static_cast<long long>(tokens), (*plan)->stats().dispatches, (*plan)->stats().barriers);
+    for (const vk::PlannedDispatch& d : (*plan)->dispatches()) {
+      std::fprintf(stderr, "  %-48s %s.%s\n", g.node(d.node).label.c_str(), d.family.c_str(), d.variant.c_str());
+    }
+  }
+  return plan;
+}
+
+}  // namespace doppler::runtime

@@ -1,0 +1,37 @@
+// Compiling a step graph into a vk::Plan over a model's shared resources: what every engine does
+// for each of its plans.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend_vk/context.h"
+#include "backend_vk/pipeline_cache.h"
+#include "backend_vk/plan.h"
+#include "codegen/kernel.h"
+#include "graph/graph.h"
+#include "runtime/resources.h"
+
+namespace doppler::runtime {
+
+struct PlanTarget {
+  vk::Context& ctx;
+  vk::PipelineCache& pipelines;
+  const codegen::TargetCaps& caps;
+  const Resources& resources;  // params, consts and states, by name
+  bool progress = false;       // "compiling the NAME plan..." on stderr
+  bool verbose = false;        // every dispatch's kernel variant on stderr
+};
+
+// A plan of `g` for steps of up to `tokens` tokens: its params, consts and states from the
+// resources, the values in `external` (inputs, chosen tokens) where given, every other value in
+// the plan's own arena, laid out by liveness (passes::PlanMemory).
+absl::StatusOr<std::unique_ptr<vk::Plan>> CompilePlan(const PlanTarget& target, const graph::Graph& g, int64_t tokens,
+                                                      const std::map<graph::ValueId, vk::Buffer*>& external,
+                                                      const std::string& name, int steps = 1,
+                                                      const std::vector<vk::SteppedBinding>& stepped = {});
+
+}  // namespace doppler::runtime

@@ -1,0 +1,248 @@
+// The batched engine end to end on the GPU (lavapipe in CI): the fixtures' four prompts decoded
+// together, joining at once or at different steps with one leaving early, each giving its own
+// reference greedy tokens and logits; random prompts giving in a batch exactly the tokens they give
+// alone, whatever their neighbours do; and a shared prompt prefix giving the logits it gives
+// unshared.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include "runtime/batch_engine.h"
+#include "tests/support/engine_env.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/reference.h"
+
+namespace doppler {
+namespace {
+
+using runtime::BatchEngine;
+using runtime::StepToken;
+
+runtime::BatchOptions Batch(int sequences, int64_t page_rows = 5) {
+  runtime::BatchOptions b;
+  b.max_sequences = sequences;
+  b.page_rows = page_rows;
+  b.ctx_total = 4 * 64 + 64;
+  return b;
+}
+
+absl::StatusOr<std::unique_ptr<BatchEngine>> Engine(const std::string& model, int sequences, int64_t chunk = 8) {
+  return BatchEngine::Create(test::ReferenceEngineOptions(test::FixturesDir() / "hf" / model, chunk), Batch(sequences));
+}
+
+// Every token (and its logits) each sequence produced, by sequence id.
+struct Produced {
+  std::map<int, std::vector<int32_t>> tokens;
+  std::map<int, std::vector<std::vector<float>>> logits;
+  void Add(std::vector<StepToken>& step) {
+    for (StepToken& t : step) {
+      tokens[t.sequence].push_back(t.token);
+      logits[t.sequence].push_back(std::move(t.logits));
+    }
+  }
+};
+
+// Checks sequence `id`'s tokens and logits against prompt `p` of the reference (as many as it made).
+void ExpectMatches(const Produced& got, int id, const test::BatchReferencePrompt& p, int64_t vocab, double* worst) {
+  const std::vector<int32_t>& tokens = got.tokens.at(id);
+  ASSERT_LE(tokens.size(), p.greedy_tokens.size());
+  EXPECT_EQ(tokens, std::vector<int32_t>(p.greedy_tokens.begin(), p.greedy_tokens.begin() + static_cast<std::ptrdiff_t>(tokens.size())));
+  for (size_t j = 0; j < tokens.size(); ++j) {
+    const double err = test::WorstRowError(got.logits.at(id)[j], &p.logits.data[j * static_cast<size_t>(vocab)], 1, vocab);
+    *worst = std::max(*worst, err);
+    EXPECT_LE(err, 1e-4) << "token " << j;
+  }
+}
+
+class BatchFixtureTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BatchFixtureTest, PromptsJoiningTogetherGiveTheirOwnReference) {
+  absl::StatusOr<std::vector<test::BatchReferencePrompt>> refs = test::LoadBatchReference(GetParam());
+  ASSERT_TRUE(refs.ok()) << refs.status();
+  auto engine = Engine(GetParam(), 4);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  BatchEngine& e = **engine;
+  std::vector<int> ids;
+  for (const auto& p : *refs) {
+    absl::StatusOr<int> id = e.Add(p.input_ids, static_cast<int64_t>(p.greedy_tokens.size()), /*want_logits=*/true);
+    ASSERT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+  }
+  Produced got;
+  for (int step = 0; step < 200; ++step) {
+    absl::StatusOr<std::vector<StepToken>> out = e.Step();
+    ASSERT_TRUE(out.ok()) << out.status();
+    if (out->empty()) break;
+    got.Add(*out);
+  }
+  double worst = 0;
+  for (size_t i = 0; i < refs->size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "prompt " << i);
+    ASSERT_EQ(got.tokens[ids[i]].size(), (*refs)[i].greedy_tokens.size());
+    ExpectMatches(got, ids[i], (*refs)[i], e.config().vocab_size, &worst);
+  }
+  std::printf("[ %s batch ] worst row error %.3g (of max |logit|)\n", GetParam().c_str(), worst);
+  EXPECT_EQ(e.device().validation_messages(), 0);
+}
+
+TEST_P(BatchFixtureTest, PromptsJoiningAtDifferentStepsWithOneLeavingEarly) {
+  absl::StatusOr<std::vector<test::BatchReferencePrompt>> refs = test::LoadBatchReference(GetParam());
+  ASSERT_TRUE(refs.ok()) << refs.status();
+  auto engine = Engine(GetParam(), 4, 7);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  BatchEngine& e = **engine;
+  std::map<int, size_t> prompt_of;
+  auto add = [&](size_t i) {
+    const auto& p = (*refs)[i];
+    absl::StatusOr<int> id = e.Add(p.input_ids, static_cast<int64_t>(p.greedy_tokens.size()), true);
+    ASSERT_TRUE(id.ok()) << id.status();
+    prompt_of[*id] = i;
+  };
+  Produced got;
+  // Prompt 2 first; 0 joins at step 3, 3 at step 6, 1 at step 9; prompt 2 leaves after 5 tokens.
+  add(2);
+  for (int step = 0; step < 200; ++step) {
+    if (step == 3) add(0);
+    if (step == 6) add(3);
+    if (step == 9) add(1);
+    absl::StatusOr<std::vector<StepToken>> out = e.Step();
+    ASSERT_TRUE(out.ok()) << out.status();
+    got.Add(*out);
+    for (const auto& [id, i] : prompt_of) {
+      if (i == 2 && got.tokens[id].size() == 5) e.Remove(id);
+    }
+    if (step > 9 && e.idle()) break;
+    bool all_done = step > 9;
+    for (const auto& [id, i] : prompt_of) {
+      if (i != 2 && got.tokens[id].size() < (*refs)[i].greedy_tokens.size()) all_done = false;
+    }
+    if (all_done) break;
+  }
+  double worst = 0;
+  for (const auto& [id, i] : prompt_of) {
+    SCOPED_TRACE(::testing::Message() << "prompt " << i);
+    ASSERT_EQ(got.tokens[id].size(), i == 2 ? 5u : (*refs)[i].greedy_tokens.size());
+    ExpectMatches(got, id, (*refs)[i], e.config().vocab_size, &worst);
+  }
+  EXPECT_EQ(e.device().validation_messages(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, BatchFixtureTest,
+                         ::testing::Values("llama", "gemma3", "qwen2", "qwen3", "mistral", "phi3", "qwen3_moe",
+                                           "mixtral"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// Greedy tokens of random prompts: decoded alone, then together with a neighbour whose tokens
+// are replaced by random ones every step (as a high temperature would): the same tokens.
+TEST(BatchEngine, TokensDoNotDependOnTheNeighbours) {
+  for (const std::string model : {"llama", "gemma3", "qwen3_moe"}) {
+    SCOPED_TRACE(model);
+    auto engine = Engine(model, 4);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    BatchEngine& e = **engine;
+    std::mt19937 rng(3);
+    std::vector<std::vector<int32_t>> prompts;
+    for (size_t length : {3u, 11u, 20u}) {
+      std::vector<int32_t> p(length);
+      for (int32_t& t : p) t = static_cast<int32_t>(rng() % 256);
+      prompts.push_back(p);
+    }
+    auto decode = [&](const std::vector<size_t>& which, bool noisy_neighbour) {
+      std::map<int, size_t> of;
+      for (size_t i : which) of[*e.Add(prompts[i], 10)] = i;
+      int noisy = -1;
+      if (noisy_neighbour) noisy = *e.Add(prompts[0], 30);
+      std::vector<std::vector<int32_t>> out(prompts.size());
+      while (true) {
+        absl::StatusOr<std::vector<StepToken>> step = e.Step();
+        EXPECT_TRUE(step.ok()) << step.status();
+        if (!step.ok() || step->empty()) break;
+        bool done = true;
+        for (const StepToken& t : *step) {
+          if (t.sequence == noisy) {
+            EXPECT_TRUE(e.SetNext(noisy, static_cast<int32_t>(rng() % 256)).ok());
+          } else {
+            out[of[t.sequence]].push_back(t.token);
+          }
+        }
+        for (const auto& [id, i] : of) done = done && out[i].size() >= 10;
+        if (done) break;
+      }
+      for (const auto& [id, i] : of) e.Remove(id);
+      if (noisy >= 0) e.Remove(noisy);
+      return out;
+    };
+    std::vector<std::vector<int32_t>> alone(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) alone[i] = decode({i}, false)[i];
+    const std::vector<std::vector<int32_t>> together = decode({0, 1, 2}, true);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(together[i], alone[i]) << "prompt " << i;
+      EXPECT_EQ(alone[i].size(), 10u);
+    }
+    EXPECT_EQ(e.device().validation_messages(), 0);
+  }
+}
+
+// A prompt whose first pages another prompt already computed reuses them, and gives the logits
+// it gives in an engine where nothing is shared.
+TEST(BatchEngine, SharedPrefixGivesTheUnsharedLogits) {
+  std::mt19937 rng(5);
+  std::vector<int32_t> prefix(13), a, b;
+  for (int32_t& t : prefix) t = static_cast<int32_t>(rng() % 256);
+  a = b = prefix;
+  a.insert(a.end(), {7, 8, 9});
+  b.insert(b.end(), {40, 41});
+  auto shared = Engine("llama", 2);
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  auto fresh = Engine("llama", 2);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  auto first_tokens = [](BatchEngine& e, const std::vector<int32_t>& prompt) {
+    Produced got;
+    const int id = *e.Add(prompt, 4, true);
+    while (got.tokens[id].size() < 4) {
+      absl::StatusOr<std::vector<StepToken>> step = e.Step();
+      EXPECT_TRUE(step.ok()) << step.status();
+      if (!step.ok() || step->empty()) break;
+      got.Add(*step);
+    }
+    e.Remove(id);
+    return got.logits[id];
+  };
+  (void)first_tokens(**shared, a);
+  const std::vector<std::vector<float>> with = first_tokens(**shared, b);
+  EXPECT_EQ((*shared)->shared_prompt_tokens(), 10);  // two whole pages of 5 rows of the 13 shared tokens
+  const std::vector<std::vector<float>> without = first_tokens(**fresh, b);
+  EXPECT_EQ((*fresh)->shared_prompt_tokens(), 0);
+  ASSERT_EQ(with.size(), without.size());
+  for (size_t j = 0; j < with.size(); ++j) {
+    EXPECT_LE(test::WorstRowError(with[j], without[j].data(), 1, static_cast<int64_t>(without[j].size())), 1e-6);
+  }
+}
+
+// A prompt and generation that cannot fit the context or the pool is refused, naming it; a pool
+// with room for one sequence at a time admits the second when the first leaves.
+TEST(BatchEngine, FullPoolMakesSequencesWait) {
+  runtime::BatchOptions b = Batch(2);
+  b.ctx_total = 40;  // 8 pages of 5 rows
+  auto engine = BatchEngine::Create(test::ReferenceEngineOptions(test::FixturesDir() / "hf" / "llama", 8), b);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  BatchEngine& e = **engine;
+  const std::vector<int32_t> prompt(20, 5);
+  absl::StatusOr<int> too_long = e.Add(prompt, 60);
+  EXPECT_EQ(too_long.status().code(), absl::StatusCode::kOutOfRange);
+  absl::StatusOr<int> too_big = e.Add(prompt, 30);  // 49 positions: 10 pages of a pool of 8
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  const int first = *e.Add(prompt, 16);  // 7 pages
+  const int second = *e.Add(prompt, 16);
+  EXPECT_EQ(e.waiting(), 1);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(e.Step().ok());
+  EXPECT_EQ(e.waiting(), 1);
+  e.Remove(first);
+  EXPECT_EQ(e.waiting(), 0);
+  e.Remove(second);
+}
+
+}  // namespace
+}  // namespace doppler

@@ -1,0 +1,133 @@
+#include "tools/cli_bench_batch.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "runtime/batch_engine.h"
+#include "tools/cli_batch.h"
+
+namespace doppler::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+struct Row {
+  int batch = 0;
+  double prefill_s = 0, decode_s = 0;
+};
+
+// One round at batch size b: b random prompts prefilled (prefill steps only), then `generate`
+// decode steps of all b together; the sequences leave at the end.
+absl::StatusOr<Row> Round(runtime::BatchEngine& e, int b, const BatchBenchOptions& o, std::mt19937& rng) {
+  Row row{b};
+  std::vector<int> ids;
+  for (int i = 0; i < b; ++i) {
+    std::vector<int32_t> prompt(static_cast<size_t>(o.prompt));
+    for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(e.config().vocab_size));
+    absl::StatusOr<int> id = e.Add(prompt, o.generate + 1);
+    if (!id.ok()) return id.status();
+    ids.push_back(*id);
+  }
+  auto leave = [&] {
+    for (int id : ids) e.Remove(id);
+  };
+  const Clock::time_point t0 = Clock::now();
+  for (int prefilled = 0; prefilled < b;) {
+    absl::StatusOr<std::vector<runtime::StepToken>> step = e.Step(/*decode=*/false);
+    if (!step.ok()) {
+      leave();
+      return step.status();
+    }
+    prefilled += static_cast<int>(step->size());
+  }
+  const Clock::time_point t1 = Clock::now();
+  for (int64_t s = 0; s < o.generate; ++s) {
+    absl::StatusOr<std::vector<runtime::StepToken>> step = e.Step();
+    if (!step.ok()) {
+      leave();
+      return step.status();
+    }
+  }
+  row.prefill_s = Seconds(t0, t1);
+  row.decode_s = Seconds(t1, Clock::now());
+  leave();
+  return row;
+}
+
+}  // namespace
+
+absl::StatusOr<int> BenchBatch(runtime::EngineOptions options, const ParsedArgs& args, const BatchBenchOptions& o) {
+  absl::StatusOr<runtime::BatchOptions> batch = BatchOptionsFromArgs(args);
+  if (!batch.ok()) return batch.status();
+  const int most = *std::max_element(o.batches.begin(), o.batches.end());
+  batch->max_sequences = std::max(batch->max_sequences, most);
+  const int64_t per_sequence = o.prompt + o.generate;
+  if (options.context <= 0) options.context = per_sequence;
+  if (options.context < per_sequence) {
+    return absl::InvalidArgumentError(absl::StrCat("--ctx-size ", options.context, " is smaller than the ",
+                                                   per_sequence, " positions -p and -n need"));
+  }
+  if (batch->ctx_total == 0) batch->ctx_total = static_cast<int64_t>(most) * (per_sequence + batch->page_rows);
+  absl::StatusOr<std::unique_ptr<runtime::BatchEngine>> created = runtime::BatchEngine::Create(options, *batch);
+  if (!created.ok()) return created.status();
+  runtime::BatchEngine& e = **created;
+  if (absl::Status s = e.Prepare(most); !s.ok()) return s;
+  std::mt19937 rng(o.seed);
+  std::vector<Row> rows;
+  for (int b : o.batches) {
+    // A warm-up round at each B (not counted), then the measured ones, averaged.
+    if (absl::StatusOr<Row> warm = Round(e, b, o, rng); !warm.ok()) return warm.status();
+    Row sum{b};
+    for (int64_t r = 0; r < o.repetitions; ++r) {
+      absl::StatusOr<Row> row = Round(e, b, o, rng);
+      if (!row.ok()) return row.status();
+      sum.prefill_s += row->prefill_s / static_cast<double>(o.repetitions);
+      sum.decode_s += row->decode_s / static_cast<double>(o.repetitions);
+    }
+    rows.push_back(sum);
+  }
+  const std::string model = options.synthetic.empty() ? options.model_path.string() : absl::StrCat(options.synthetic, " (synthetic)");
+  if (o.json) {
+    nlohmann::json j;
+    j["model"] = model;
+    j["device"] = e.device().info().name;
+    j["p"] = o.prompt;
+    j["n"] = o.generate;
+    j["r"] = o.repetitions;
+    j["rows"] = nlohmann::json::array();
+    for (const Row& r : rows) {
+      const double pp = static_cast<double>(r.batch * o.prompt) / r.prefill_s;
+      const double tg = static_cast<double>(r.batch * o.generate) / r.decode_s;
+      j["rows"].push_back({{"batch", r.batch},
+                           {"prefill_s", r.prefill_s},
+                           {"prefill_tok_s", pp},
+                           {"decode_s", r.decode_s},
+                           {"decode_tok_s", tg},
+                           {"decode_tok_s_per_sequence", tg / r.batch},
+                           {"decode_step_ms", r.decode_s * 1e3 / static_cast<double>(o.generate)}});
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model: %s\ndevice: %s\nprompt %lld tokens a sequence, %lld decode steps, %lld repetitions after a "
+              "warm-up round\n\n",
+              model.c_str(), e.device().info().name.c_str(), static_cast<long long>(o.prompt),
+              static_cast<long long>(o.generate), static_cast<long long>(o.repetitions));
+  std::printf("| %5s | %9s | %12s | %9s | %12s | %14s | %12s |\n", "B", "T_PP s", "S_PP tok/s", "T_TG s", "S_TG tok/s",
+              "tok/s per seq", "step ms");
+  for (const Row& r : rows) {
+    const double pp = static_cast<double>(r.batch * o.prompt) / r.prefill_s;
+    const double tg = static_cast<double>(r.batch * o.generate) / r.decode_s;
+    std::printf("| %5d | %9.3f | %12.1f | %9.3f | %12.1f | %14.1f | %12.3f |\n", r.batch, r.prefill_s, pp, r.decode_s,
+                tg, tg / r.batch, r.decode_s * 1e3 / static_cast<double>(o.generate));
+  }
+  return 0;
+}
+
+}  // namespace doppler::cli
