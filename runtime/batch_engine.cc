@@ -184,11 +184,12 @@ absl::StatusOr<int> BatchEngine::Add(std::span<const int32_t> prompt, int64_t ma
   return id;
 }
 
-// Admits queued sequences in order while the pool can reserve their pages: each first takes the
+// Admits queued sequences in order while fewer than max_sequences run and the pool can reserve
+// their pages: each first takes the
 // cached pages of its prompt's longest shared prefix (whole pages, never the one holding its last
 // prompt token, which it must compute to get its first token's logits).
 void BatchEngine::Admit() {
-  while (!queue_.empty()) {
+  while (!queue_.empty() && running() < batch_.max_sequences) {
     Sequence& s = sequences_.at(queue_.front());
     const int64_t needed = CeilDiv(s.prompt + s.max_new - 1, batch_.page_rows);
     if (!pool_->Reserve(needed)) return;
@@ -204,6 +205,7 @@ void BatchEngine::Admit() {
       s.pages.push_back(*shared);
       s.hashes.push_back(hash);
       s.computed += batch_.page_rows;
+      s.shared += batch_.page_rows;
       shared_tokens_ += batch_.page_rows;
     }
     s.admitted = true;
@@ -266,50 +268,51 @@ absl::Status BatchEngine::PrefillChunk(int id, Sequence& s, std::vector<StepToke
 }
 
 absl::Status BatchEngine::DecodeStep(std::vector<StepToken>& out) {
-  std::vector<int> rows;
+  std::vector<int> rows;  // at most max_sequences (Admit)
   for (auto& [id, s] : sequences_) {
     if (s.admitted && s.next && s.produced < s.max_new) rows.push_back(id);
   }
   if (rows.empty()) return absl::OkStatus();
-  for (size_t first = 0; first < rows.size(); first += static_cast<size_t>(batch_.max_sequences)) {
-    const std::vector<int> group(rows.begin() + static_cast<std::ptrdiff_t>(first),
-                                 rows.begin() + static_cast<std::ptrdiff_t>(std::min(rows.size(), first + static_cast<size_t>(batch_.max_sequences))));
-    const int n = static_cast<int>(group.size());
-    absl::StatusOr<DecodePlan*> d = DecodePlanFor(n);
-    if (!d.ok()) return d.status();
-    vk::Plan& plan = *(*d)->plan;
-    const codegen::StepBlockLayout layout = codegen::StepBlockLayoutOf(decode_graph_.paging(), plan.tokens());
-    uint32_t* block = plan.step_block();
-    int32_t* ids = static_cast<int32_t*>(decode_ids_->mapped());
-    for (int t = 0; t < n; ++t) {
-      Sequence& s = sequences_.at(group[static_cast<size_t>(t)]);
-      EnsurePages(s, s.computed + 1);
-      ids[t] = *s.next;
-      block[layout.positions + static_cast<size_t>(t)] = static_cast<uint32_t>(s.computed);
-      WriteTable(block + layout.tables + static_cast<size_t>(t) * static_cast<size_t>(build_.paging.table_pages), s);
+  const int n = static_cast<int>(rows.size());
+  absl::StatusOr<DecodePlan*> d = DecodePlanFor(n);
+  if (!d.ok()) return d.status();
+  vk::Plan& plan = *(*d)->plan;
+  const codegen::StepBlockLayout layout = codegen::StepBlockLayoutOf(decode_graph_.paging(), plan.tokens());
+  uint32_t* block = plan.step_block();
+  int32_t* ids = static_cast<int32_t*>(decode_ids_->mapped());
+  for (int t = 0; t < n; ++t) {
+    Sequence& s = sequences_.at(rows[static_cast<size_t>(t)]);
+    EnsurePages(s, s.computed + 1);
+    ids[t] = *s.next;
+    block[layout.positions + static_cast<size_t>(t)] = static_cast<uint32_t>(s.computed);
+    WriteTable(block + layout.tables + static_cast<size_t>(t) * static_cast<size_t>(build_.paging.table_pages), s);
+  }
+  if (absl::Status st = plan.Run(static_cast<uint32_t>(n), 0); !st.ok()) return st;
+  const int32_t* chosen = static_cast<const int32_t*>(decode_tokens_->mapped());
+  // The rows' logits in one download, where any row asks for them.
+  const size_t vocab = static_cast<size_t>(config_.vocab_size);
+  std::vector<float> logits;
+  if (std::any_of(rows.begin(), rows.end(), [&](int id) { return sequences_.at(id).want_logits; })) {
+    logits.resize(static_cast<size_t>(n) * vocab);
+    const vk::Slice& slice = plan.slice((*d)->logits);
+    if (absl::Status st = ctx_->Download(*slice.buffer, slice.offset, logits.data(), logits.size() * sizeof(float));
+        !st.ok()) {
+      return st;
     }
-    if (absl::Status st = plan.Run(static_cast<uint32_t>(n), 0); !st.ok()) return st;
-    const int32_t* chosen = static_cast<const int32_t*>(decode_tokens_->mapped());
-    const vk::Slice& logits = plan.slice((*d)->logits);
-    const size_t vocab = static_cast<size_t>(config_.vocab_size);
-    for (int t = 0; t < n; ++t) {
-      const int id = group[static_cast<size_t>(t)];
-      Sequence& s = sequences_.at(id);
-      s.tokens.push_back(*s.next);
-      ++s.computed;
-      StepToken tok{id, chosen[t], s.computed, {}};
-      if (s.want_logits) {
-        tok.logits.resize(vocab);
-        if (absl::Status st = ctx_->Download(*logits.buffer, logits.offset + static_cast<size_t>(t) * vocab * sizeof(float),
-                                             tok.logits.data(), vocab * sizeof(float));
-            !st.ok()) {
-          return st;
-        }
-      }
-      s.next = tok.token;
-      ++s.produced;
-      out.push_back(std::move(tok));
+  }
+  for (int t = 0; t < n; ++t) {
+    const int id = rows[static_cast<size_t>(t)];
+    Sequence& s = sequences_.at(id);
+    s.tokens.push_back(*s.next);
+    ++s.computed;
+    StepToken tok{id, chosen[t], s.computed, {}};
+    if (s.want_logits) {
+      tok.logits.assign(logits.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(t) * vocab),
+                        logits.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(t + 1) * vocab));
     }
+    s.next = tok.token;
+    ++s.produced;
+    out.push_back(std::move(tok));
   }
   return absl::OkStatus();
 }
@@ -340,6 +343,11 @@ absl::Status BatchEngine::SetNext(int id, int32_t token) {
   }
   it->second.next = token;
   return absl::OkStatus();
+}
+
+int64_t BatchEngine::shared_prompt_tokens(int id) const {
+  auto it = sequences_.find(id);
+  return it == sequences_.end() ? 0 : it->second.shared;
 }
 
 void BatchEngine::Remove(int id) {

@@ -52,8 +52,8 @@ class BatchEngine {
   static absl::StatusOr<std::unique_ptr<BatchEngine>> Create(EngineOptions options, const BatchOptions& batch);
   ~BatchEngine();
 
-  // Queues a sequence that will produce up to `max_new_tokens` tokens after `prompt` (its pages
-  // for all of them are reserved when it is admitted, which waits for room in the pool). Returns
+  // Queues a sequence that will produce up to `max_new_tokens` tokens after `prompt`. It is admitted
+  // when fewer than max_sequences run and the pool can reserve the pages for all of them. Returns
   // its id. A prompt and generation longer than the context or the whole pool is an error.
   absl::StatusOr<int> Add(std::span<const int32_t> prompt, int64_t max_new_tokens, bool want_logits = false);
   // One step (see above). Returns the tokens produced, one per sequence at most. With decode false,
@@ -70,8 +70,14 @@ class BatchEngine {
   bool idle() const { return sequences_.empty(); }
   int waiting() const { return static_cast<int>(queue_.size()); }
   int running() const { return static_cast<int>(sequences_.size() - queue_.size()); }
-  // Prompt tokens whose keys and values came from another sequence's pages (prefix sharing).
+  // Prompt tokens whose keys and values came from another sequence's pages (prefix sharing): in
+  // all, and of sequence `id` (known once it is admitted).
   int64_t shared_prompt_tokens() const { return shared_tokens_; }
+  int64_t shared_prompt_tokens(int id) const;
+  // The fraction of the KV pool's pages held or reserved (0..1).
+  double pool_usage() const {
+    return 1.0 - static_cast<double>(pool_->available()) / static_cast<double>(pool_->pages());
+  }
   int64_t pool_pages() const { return pool_->pages(); }
   int64_t page_rows() const { return batch_.page_rows; }
   const models::ModelConfig& config() const { return config_; }
@@ -85,6 +91,7 @@ class BatchEngine {
     int64_t computed = 0;         // positions whose keys and values are in the cache
     int64_t max_new = 0, produced = 0;
     int64_t reserved = 0;         // pages reserved and not yet taken
+    int64_t shared = 0;           // prompt tokens in pages shared with other sequences
     std::vector<int32_t> pages;   // the page table
     std::vector<uint64_t> hashes; // the chain hash of each full prompt page, as far as known
     std::optional<int32_t> next;  // the token the next decode step feeds

@@ -1,6 +1,6 @@
 // Between the HTTP layer and the engine: requests become sequences in a queue, up to `parallel`
-// of them run, the rest wait. The HTTP layer sees only this interface, so that the batched engine
-// (issue 29) replaces the one implementation (SequentialScheduler) and nothing else.
+// of them run, the rest wait. The HTTP layer sees only this interface (its implementation:
+// serve/batch_scheduler.h).
 #pragma once
 
 #include <chrono>

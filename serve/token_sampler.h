@@ -1,8 +1,7 @@
 // Chooses a sequence's next token from its logits on the host, with the sequence's own settings,
-// and reports log probabilities. The engine chooses tokens on the GPU with one setting fixed when
-// its plans are built; a server needs each request's own, so requests that sample (or ask for
-// logprobs) take the logits and choose here. (The batched engine of issue 29 samples each row with
-// its own settings on the GPU; this class then goes away.)
+// and reports log probabilities. The engine chooses each row's token on the GPU by argmax; a
+// server needs each request's own settings, so requests that sample (or ask for logprobs) take
+// their row's logits and choose here.
 #pragma once
 
 #include <cstdint>

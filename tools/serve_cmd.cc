@@ -9,7 +9,8 @@
 #include "absl/strings/str_join.h"
 #include "models/chat_format.h"
 #include "serve/http_server.h"
-#include "serve/sequential_scheduler.h"
+#include "serve/batch_scheduler.h"
+#include "tools/cli_batch.h"
 #include "tools/cli_chat_template.h"
 #include "tools/cli_engine.h"
 #include "tools/commands.h"
@@ -25,7 +26,6 @@ CommandSpec Spec() {
   const std::vector<OptionSpec> more = {
       {"host", "", "ADDR", "address to listen on (0.0.0.0: every interface)", "127.0.0.1"},
       {"port", "", "N", "port to listen on (0: any free port, printed at start)", "8080"},
-      {"parallel", "np", "N", "sequences generated at once (today's engine runs one at a time: see docs/serve.md)", "1"},
       {"max-queue", "", "N", "requests that may wait beyond those running; more get 429", "64"},
       {"api-key", "", "KEY", "require 'Authorization: Bearer KEY' on the API routes", ""},
       {"alias", "a", "NAME", "the model name /v1/models reports (default: the model file's name)", ""},
@@ -35,9 +35,9 @@ CommandSpec Spec() {
        ""},
       {"max-body", "", "BYTES", "largest request body; larger ones get 413", "8388608"},
       {"drain-timeout", "", "SECONDS", "on SIGTERM, how long running requests may take to finish", "30"},
-      GpuLoopOptionSpec(),
   };
   spec.options.insert(spec.options.end(), more.begin(), more.end());
+  for (const OptionSpec& o : BatchOptionSpecs()) spec.options.push_back(o);
   const std::vector<OptionSpec> chat_template = ChatTemplateOptionSpecs();
   spec.options.insert(spec.options.end(), chat_template.begin(), chat_template.end());
   for (OptionSpec& o : spec.options) {
@@ -102,8 +102,8 @@ absl::StatusOr<int> ServeCommand(const std::vector<std::string>& argv) {
   const ParsedArgs& args = **parsed;
   absl::StatusOr<int64_t> port = IntInRange(args, "port", 0, 65535);
   if (!port.ok()) return port.status();
-  absl::StatusOr<int64_t> parallel = IntInRange(args, "parallel", 1, 4096);
-  if (!parallel.ok()) return parallel.status();
+  absl::StatusOr<runtime::BatchOptions> batch = BatchOptionsFromArgs(args);
+  if (!batch.ok()) return batch.status();
   absl::StatusOr<int64_t> max_queue = IntInRange(args, "max-queue", 0, 1 << 20);
   if (!max_queue.ok()) return max_queue.status();
   absl::StatusOr<int64_t> max_body = IntInRange(args, "max-body", 1024, int64_t{1} << 32);
@@ -133,7 +133,7 @@ absl::StatusOr<int> ServeCommand(const std::vector<std::string>& argv) {
   http.max_body_bytes = static_cast<size_t>(*max_body);
   // A connection holds a thread while it streams or waits: room for every running and waiting
   // request, and some for probes, /metrics and the page.
-  http.threads = static_cast<int>(*parallel + *max_queue + 16);
+  http.threads = static_cast<int>(batch->max_sequences + *max_queue + 16);
   serve::HttpServer server(http, metrics);
   if (absl::Status s = server.Start(); !s.ok()) return s;
   std::fprintf(stderr, "serve: listening on http://%s:%d (loading the model)\n", http.host.c_str(), server.port());
@@ -147,7 +147,7 @@ absl::StatusOr<int> ServeCommand(const std::vector<std::string>& argv) {
   std::string chat_description;
   absl::StatusOr<serve::ChatPromptOptions> chat = ChatPromptOptionsOf(args, tokenizer.get(), chat_description);
   if (!chat.ok()) return chat.status();
-  absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(*options);
+  absl::StatusOr<std::unique_ptr<runtime::BatchEngine>> engine = runtime::BatchEngine::Create(*options, *batch);
   if (!engine.ok()) return engine.status();
 
   serve::ModelInfo model;
@@ -158,10 +158,11 @@ absl::StatusOr<int> ServeCommand(const std::vector<std::string>& argv) {
   model.chat = *std::move(chat);
   model.context = (*engine)->context();
   model.vocab_size = static_cast<int32_t>((*engine)->config().vocab_size);
-  serve::SequentialScheduler scheduler(**engine, tokenizer.get(), *max_queue, &metrics);
+  serve::BatchScheduler scheduler(**engine, tokenizer.get(), *max_queue, &metrics);
   server.SetReady(&scheduler, model);
-  std::fprintf(stderr, "serve: ready: %s, context %lld, %s%s\n", model.id.c_str(),
-               static_cast<long long>(model.context), chat_description.c_str(),
+  std::fprintf(stderr, "serve: ready: %s, context %lld, up to %d sequences at once, KV pool of %lld tokens, %s%s\n",
+               model.id.c_str(), static_cast<long long>(model.context), batch->max_sequences,
+               static_cast<long long>((*engine)->pool_pages() * (*engine)->page_rows()), chat_description.c_str(),
                tokenizer ? "" : " (no tokenizer: prompts as token ids to /v1/completions)");
 
   int signal_number = 0;
