@@ -515,7 +515,7 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
   // consumers 0.9% from those with the norms in their producers; they are left out.)
   const bool consec = subgroups && head_dim % (4 * min_sg) == 0;
   const uint32_t wg = coop    ? static_cast<uint32_t>(32 * coop_subgroups)
-                      : block ? kBlockWorkgroup
+                      : block ? static_cast<uint32_t>(qb * tpq)  // whole queries: 125 for 80-wide heads
                       : subgroups ? static_cast<uint32_t>(nsg * min_sg)
                                   : kWorkgroup;
   Kernel k;
@@ -593,7 +593,7 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
   if (append) absl::StrAppend(&k.variant, "+append");
   k.groups = {static_cast<uint32_t>(heads),
               coop    ? CeilDiv(c.tokens, kCoopAttentionTile * coop_subgroups)
-              : block ? CeilDiv(c.tokens, kBlockWorkgroup / tpq)
+              : block ? CeilDiv(c.tokens, qb)
                       : static_cast<uint32_t>(c.tokens),
               1};
   return k;
