@@ -24,6 +24,7 @@
 #include "passes/memory_plan.h"
 #include "passes/pass.h"
 #include "runtime/resources.h"
+#include "tests/support/compiled_kernel.h"
 #include "tests/support/gpu_runner.h"
 #include "tests/support/graph_values.h"
 #include "tests/support/vk_test_env.h"
@@ -52,7 +53,7 @@ class PagedRunner {
  public:
   static absl::StatusOr<std::unique_ptr<PagedRunner>> Create(vk::Context& ctx, const graph::Graph& g, int64_t bucket,
                                                              const test::RandomParams& params,
-                                                             const codegen::TargetCaps& caps) {
+                                                             const codegen::TargetCaps& caps, int steps = 1) {
     std::unique_ptr<PagedRunner> r(new PagedRunner(ctx, g));
     r->bucket_ = bucket;
     absl::Status s = runtime::CreateResources(
@@ -72,16 +73,20 @@ class PagedRunner {
     absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(g, bucket, outside);
     if (!memory.ok()) return memory.status();
     absl::StatusOr<std::unique_ptr<vk::Plan>> plan = vk::Plan::Build(
-        ctx, r->pipelines_, g, bucket, caps, external, vk::ArenaLayout{memory->arena_bytes, memory->offset}, "paged");
+        ctx, r->pipelines_, g, bucket, caps, external, vk::ArenaLayout{memory->arena_bytes, memory->offset}, "paged", steps);
     if (!plan.ok()) return plan.status();
     r->plan_ = *std::move(plan);
     return r;
   }
 
   vk::Buffer& state(const std::string& name) { return *resources_.at(name); }
+  const uint32_t* plan_step_block(int step) { return plan_->step_block(step); }
   const vk::Plan& plan() const { return *plan_; }
 
-  absl::StatusOr<std::map<std::string, Tensor>> Run(const PagedStep& step) {
+  // Runs the plan's steps (one PagedStep each, of the same token count; the inputs are the first's)
+  // and returns the outputs.
+  absl::StatusOr<std::map<std::string, Tensor>> Run(const std::vector<PagedStep>& steps) {
+    const PagedStep& step = steps.front();
     const uint32_t tokens = static_cast<uint32_t>(step.positions.size());
     for (const graph::Node& n : g_.nodes()) {
       if (n.kind != graph::OpKind::kInput) continue;
@@ -89,13 +94,15 @@ class PagedRunner {
       std::memcpy(inputs_.at(n.id)->mapped(), t.f.data(), static_cast<size_t>(t.numel()) * 4);
     }
     const codegen::StepBlockLayout l = codegen::StepBlockLayoutOf(g_.paging(), bucket_);
-    uint32_t* block = plan_->step_block();
-    if (block == nullptr) return absl::InternalError("no step block");
-    if (step.tables.size() > l.table_count * static_cast<size_t>(g_.paging().table_pages)) {
-      return absl::InvalidArgumentError("more page tables than the step block holds");
+    for (size_t s = 0; s < steps.size(); ++s) {
+      uint32_t* block = plan_->step_block(static_cast<int>(s));
+      if (block == nullptr) return absl::InternalError(absl::StrCat("no step block ", s));
+      if (steps[s].tables.size() > l.table_count * static_cast<size_t>(g_.paging().table_pages)) {
+        return absl::InvalidArgumentError("more page tables than the step block holds");
+      }
+      std::memcpy(block + l.positions, steps[s].positions.data(), steps[s].positions.size() * 4);
+      std::memcpy(block + l.tables, steps[s].tables.data(), steps[s].tables.size() * 4);
     }
-    std::memcpy(block + l.positions, step.positions.data(), step.positions.size() * 4);
-    std::memcpy(block + l.tables, step.tables.data(), step.tables.size() * 4);
     if (absl::Status s = plan_->Run(tokens, static_cast<uint32_t>(step.positions[0])); !s.ok()) return s;
     std::map<std::string, Tensor> out;
     for (const auto& [name, id] : g_.outputs()) {
@@ -109,6 +116,7 @@ class PagedRunner {
     }
     return out;
   }
+  absl::StatusOr<std::map<std::string, Tensor>> Run(const PagedStep& step) { return Run(std::vector<PagedStep>{step}); }
 
  private:
   PagedRunner(vk::Context& ctx, const graph::Graph& g) : ctx_(ctx), g_(g), pipelines_(ctx) {}
@@ -188,45 +196,46 @@ std::string CaseName(const PagedCase& c) {
                       c.page_rows, buckets, c.without_subgroups ? "_nosubgroups" : "");
 }
 
+// The graph of the case over pools of `pool_pages` pages.
+absl::StatusOr<graph::Graph> BuildPagedAttention(const PagedCase& c, const Paging& paging, int64_t pool_pages, int64_t positions) {
+  const int64_t q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
+  GraphBuilder b;
+  ValueId q = b.Input("q", Rows(q_width));
+  ValueId k = b.Input("k", Rows(kv_width));
+  ValueId v = b.Input("v", Rows(kv_width));
+  TensorType cache{c.cache, {Dim::Static(pool_pages * paging.page_rows), Dim::Static(kv_width)}};
+  if (c.head_norm) {
+    q = b.GroupRmsNorm(q, b.Param("q_norm", {DType::kF32, {Dim::Static(c.head_dim)}}), c.head_dim, 1e-6, 1.0);
+    k = b.GroupRmsNorm(k, b.Param("k_norm", {DType::kF32, {Dim::Static(c.head_dim)}}), c.head_dim, 1e-5, 0.0);
+  }
+  if (!c.style.empty()) {
+    auto values = std::make_shared<std::vector<float>>(test::RandomFloats(positions * c.head_dim, 11));
+    ValueId table =
+        b.Const("table", {DType::kF32, {Dim::Static(positions), Dim::Static(c.head_dim / 2), Dim::Static(2)}}, values);
+    q = b.Rope(q, table, c.heads, c.head_dim, c.style);
+    k = b.Rope(k, table, c.kv_heads, c.head_dim, c.style);
+  }
+  ValueId kc = b.CacheWrite(b.State("k_cache", cache), k);
+  ValueId vc = b.CacheWrite(b.State("v_cache", cache), v);
+  b.Output("o", b.Attention(q, kc, vc, c.heads, c.kv_heads, c.head_dim, 0.3, c.window));
+  absl::StatusOr<graph::Graph> g = std::move(b).Finish();
+  if (!g.ok()) return g.status();
+  g->set_paging(paging);
+  const char* pipeline = c.form == Form::kPlain       ? "dce"
+                         : c.form == Form::kPrologues ? "fuse-rope,fuse-head-norm,dce"
+                                                      : "fuse-rope,fuse-head-norm,fuse-kv-append,dce";
+  absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse(pipeline);
+  if (!pm.ok()) return pm.status();
+  if (absl::Status s = pm->Run(*g); !s.ok()) return s;
+  return g;
+}
+
+
 constexpr int64_t kSteps = 3;
 const std::vector<int32_t> kRowStarts = {1, 17, 40, 113};
 
 class PagedAttentionTest : public vk::VkTest, public ::testing::WithParamInterface<PagedCase> {
  protected:
-  // The graph of the case over pools of `pool_pages` pages.
-  absl::StatusOr<graph::Graph> Build(const PagedCase& c, const Paging& paging, int64_t pool_pages, int64_t positions) {
-    const int64_t q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
-    GraphBuilder b;
-    ValueId q = b.Input("q", Rows(q_width));
-    ValueId k = b.Input("k", Rows(kv_width));
-    ValueId v = b.Input("v", Rows(kv_width));
-    TensorType cache{c.cache, {Dim::Static(pool_pages * paging.page_rows), Dim::Static(kv_width)}};
-    if (c.head_norm) {
-      q = b.GroupRmsNorm(q, b.Param("q_norm", {DType::kF32, {Dim::Static(c.head_dim)}}), c.head_dim, 1e-6, 1.0);
-      k = b.GroupRmsNorm(k, b.Param("k_norm", {DType::kF32, {Dim::Static(c.head_dim)}}), c.head_dim, 1e-5, 0.0);
-    }
-    if (!c.style.empty()) {
-      auto values = std::make_shared<std::vector<float>>(test::RandomFloats(positions * c.head_dim, 11));
-      ValueId table =
-          b.Const("table", {DType::kF32, {Dim::Static(positions), Dim::Static(c.head_dim / 2), Dim::Static(2)}}, values);
-      q = b.Rope(q, table, c.heads, c.head_dim, c.style);
-      k = b.Rope(k, table, c.kv_heads, c.head_dim, c.style);
-    }
-    ValueId kc = b.CacheWrite(b.State("k_cache", cache), k);
-    ValueId vc = b.CacheWrite(b.State("v_cache", cache), v);
-    b.Output("o", b.Attention(q, kc, vc, c.heads, c.kv_heads, c.head_dim, 0.3, c.window));
-    absl::StatusOr<graph::Graph> g = std::move(b).Finish();
-    if (!g.ok()) return g.status();
-    g->set_paging(paging);
-    const char* pipeline = c.form == Form::kPlain       ? "dce"
-                           : c.form == Form::kPrologues ? "fuse-rope,fuse-head-norm,dce"
-                                                        : "fuse-rope,fuse-head-norm,fuse-kv-append,dce";
-    absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse(pipeline);
-    if (!pm.ok()) return pm.status();
-    if (absl::Status s = pm->Run(*g); !s.ok()) return s;
-    return g;
-  }
-
   // Steps of the case at one bucket: with a row per sequence, `bucket` sequences (then one fewer
   // each step) one token each; with one sequence, chunks of up to `bucket` tokens.
   void RunBucket(const PagedCase& c, int64_t bucket, const codegen::TargetCaps& caps) {
@@ -249,7 +258,7 @@ class PagedAttentionTest : public vk::VkTest, public ::testing::WithParamInterfa
     Paging paging{c.page_rows, last / c.page_rows + 2, c.per_row};
     const int64_t pool_pages = PoolPages(starts, span, c.page_rows), rows = pool_pages * c.page_rows;
     Sequences seqs = AllocateSequences(starts, span, c.window, paging, pool_pages, 77 + static_cast<uint32_t>(bucket));
-    absl::StatusOr<graph::Graph> g = Build(c, paging, pool_pages, last + 1);
+    absl::StatusOr<graph::Graph> g = BuildPagedAttention(c, paging, pool_pages, last + 1);
     ASSERT_TRUE(g.ok()) << g.status();
 
     test::RandomParams params(*g, 1234);
@@ -420,6 +429,92 @@ TEST_P(PagedRopeTest, RotatesEachRowAtItsPosition) {
 }
 INSTANTIATE_TEST_SUITE_P(Rows, PagedRopeTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "row_per_sequence" : "one_sequence"; });
+
+// The kernels only some devices run, compiled here: with one sequence a step, coop attention over
+// an f16 pool at prefill buckets; with a row per sequence, the subgroups variant (appending) at
+// every bucket.
+TEST(PagedKernelCompileTest, CoopForOneSequenceSubgroupsForARowPerSequence) {
+  struct Want {
+    PagedCase c;
+    int64_t bucket;
+    std::string variant;
+  };
+  const std::vector<Want> wants = {
+      {{6, 2, 128, 0, DType::kF16, "neox", true, Form::kPrologues, 16, false, {}}, 70, "coop.f16+rms_norm+rope.neox"},
+      {{6, 2, 64, 30, DType::kF16, "", false, Form::kPlain, 7, false, {}}, 70, "coop.f16.window"},
+      {{6, 2, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 64,
+       "subgroups.f16+rms_norm+rope.neox+append"},
+      {{6, 2, 80, 30, DType::kF32, "", false, Form::kPrologues, 7, true, {}}, 64, "subgroups.f32.window"}};
+  for (const Want& w : wants) {
+    SCOPED_TRACE(w.variant);
+    const Paging paging{w.c.page_rows, 12, w.c.per_row};
+    absl::StatusOr<graph::Graph> g = BuildPagedAttention(w.c, paging, 12, 12 * w.c.page_rows);
+    ASSERT_TRUE(g.ok()) << g.status();
+    int attentions = 0;
+    for (const graph::Node& n : g->nodes()) {
+      if (n.kind != graph::OpKind::kAttention) continue;
+      ++attentions;
+      absl::StatusOr<test::CompiledKernel> k = test::EmitAndCompile(*g, n, test::NvidiaCoopCaps(), w.bucket);
+      ASSERT_TRUE(k.ok()) << k.status();
+      EXPECT_EQ(k->kernel.variant, w.variant);
+    }
+    EXPECT_EQ(attentions, 1);
+  }
+}
+
+// A plan of several steps gives each its own block: two steps of a row per sequence write their
+// rows' keys where their own page tables say, and Run leaves the blocks' positions and tables as
+// the host wrote them.
+class PagedPlanTest : public vk::VkTest {};
+
+TEST_F(PagedPlanTest, EachStepOfAPlanReadsItsOwnBlock) {
+  const int64_t width = 24, pool_pages = 10, bucket = 3;
+  const Paging paging{4, 6, true};
+  GraphBuilder b;
+  b.Output("k", b.CacheWrite(b.State("k_cache", {DType::kF32, {Dim::Static(pool_pages * 4), Dim::Static(width)}}),
+                             b.Input("x", Rows(width))));
+  absl::StatusOr<graph::Graph> g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  g->set_paging(paging);
+  test::RandomParams params(*g, 1234);
+  absl::StatusOr<std::unique_ptr<PagedRunner>> gpu =
+      PagedRunner::Create(ctx(), *g, bucket, params, vk::TargetCapsOf(ctx().info()), 2);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const std::vector<float> zeros(static_cast<size_t>(pool_pages * 4 * width), 0.0f);
+  ASSERT_TRUE(ctx().Upload((*gpu)->state("k_cache"), 0, zeros.data(), zeros.size() * 4).ok());
+  std::vector<PagedStep> steps(2);
+  const Tensor x = RandomRows(bucket, width, 9);
+  steps[0] = {{{"x", x}}, {1, 17, 5}, {}};
+  steps[1] = {{{"x", x}}, {2, 18, 6}, {}};
+  // Row r's table: pages 3r + 4, 3r + 3, ... (mod 10); the rows the steps write differ.
+  for (PagedStep& s : steps) {
+    for (int32_t r = 0; r < bucket; ++r) {
+      std::vector<int32_t> table(static_cast<size_t>(paging.table_pages), -1);
+      for (int32_t p = 0; p < 5; ++p) table[static_cast<size_t>(p)] = (3 * r + 4 - p) % pool_pages;
+      s.tables.insert(s.tables.end(), table.begin(), table.end());
+    }
+  }
+  ASSERT_TRUE((*gpu)->Run(steps).ok());
+  graph::Interpreter interp(params);
+  std::map<std::string, Tensor> want;
+  for (const PagedStep& s : steps) {
+    absl::StatusOr<graph::StepRows> rows = graph::StepRows::Paged(paging, s.positions, s.tables);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    absl::StatusOr<std::map<std::string, Tensor>> out = interp.Run(*g, s.inputs, *rows);
+    ASSERT_TRUE(out.ok()) << out.status();
+    want = *std::move(out);
+  }
+  std::vector<float> got(zeros.size());
+  ASSERT_TRUE(ctx().Download((*gpu)->state("k_cache"), 0, got.data(), got.size() * 4).ok());
+  EXPECT_EQ(got, want.at("k").f);
+  const codegen::StepBlockLayout l = codegen::StepBlockLayoutOf(paging, bucket);
+  for (int s = 0; s < 2; ++s) {
+    const uint32_t* block = (*gpu)->plan_step_block(s);
+    EXPECT_EQ(block[0], static_cast<uint32_t>(bucket));
+    EXPECT_EQ(std::vector<int32_t>(block + l.positions, block + l.positions + bucket), steps[static_cast<size_t>(s)].positions);
+    EXPECT_EQ(std::vector<int32_t>(block + l.tables, block + l.words), steps[static_cast<size_t>(s)].tables);
+  }
+}
 
 }  // namespace
 }  // namespace doppler
