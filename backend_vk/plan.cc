@@ -1,13 +1,12 @@
 #include "backend_vk/plan.h"
 
-#include "codegen/step_rows.h"
-
 #include <algorithm>
 #include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/lowering.h"
+#include "codegen/step_rows.h"
 #include "graph/layout.h"
 
 namespace doppler::vk {
@@ -60,10 +59,11 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
   for (const ValueLocation& l : *locations) {
     plan->slices_.push_back(Slice{buffers[l.buffer], l.offset, l.bytes == kToTheEnd ? 0 : l.bytes});
   }
-  // Each step's parameter block at an offset a descriptor may start at.
+  // Each step's block (its parameters, and with paging its rows' positions and page tables) at an
+  // offset a descriptor may start at.
   const size_t align = std::max<size_t>(4, ctx.info().min_storage_buffer_offset_alignment);
-  const size_t block_bytes = codegen::StepBlockLayoutOf(g.paging(), tokens).words * sizeof(uint32_t);
-  plan->params_stride_ = (block_bytes + align - 1) / align * align;
+  plan->params_bytes_ = codegen::StepBlockLayoutOf(g.paging(), tokens).words * sizeof(uint32_t);
+  plan->params_stride_ = (plan->params_bytes_ + align - 1) / align * align;
   absl::StatusOr<std::unique_ptr<Buffer>> step = ctx.CreateBuffer(
       plan->params_stride_ * static_cast<size_t>(steps), BufferKind::kMappedDevice, absl::StrCat(name, ".step"));
   if (!step.ok()) return step.status();
@@ -136,7 +136,7 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
     for (size_t d = 0; d < kernels.size(); ++d) {
       const codegen::Kernel& k = kernels[d];
       std::vector<BufferBinding> bindings = {
-          {0, plan->step_params_.get(), st * plan->params_stride_, block_bytes}};
+          {0, plan->step_params_.get(), st * plan->params_stride_, plan->params_bytes_}};
       for (size_t i = 0; i < k.args.size(); ++i) {
         const Slice& s = step_slices[st][static_cast<size_t>(k.args[i].value)];
         bindings.push_back({static_cast<uint32_t>(i + 1), s.buffer, s.offset, s.bytes == 0 ? VK_WHOLE_SIZE : s.bytes});
@@ -204,6 +204,11 @@ absl::Status Plan::WriteStepParams(uint32_t n_tokens, uint32_t pos) {
                 sizeof(params));
   }
   return absl::OkStatus();
+}
+
+uint32_t* Plan::step_block(int step) {
+  if (step < 0 || step >= steps_) return nullptr;
+  return reinterpret_cast<uint32_t*>(static_cast<char*>(step_params_->mapped()) + static_cast<size_t>(step) * params_stride_);
 }
 
 absl::Status Plan::Run(uint32_t n_tokens, uint32_t pos) {

@@ -84,7 +84,8 @@ class Plan {
                                                      int steps = 1, const std::vector<SteppedBinding>& stepped = {});
 
   // Runs the plan's steps, each of n_tokens (<= the bucket) tokens, in one submit: step s at
-  // absolute positions pos + s * n_tokens, ...
+  // absolute positions pos + s * n_tokens, ... (words 0 and 1 of each step's block; the rest of a
+  // paged graph's block is the host's, through step_block).
   absl::Status Run(uint32_t n_tokens, uint32_t pos);
   // Run in two halves (Context::Start, Context::Finish): the host may queue another plan between
   // them. The step parameters are the plan's own, so a plan is not started again before Finish.
@@ -98,13 +99,12 @@ class Plan {
   // concurrently). The recordings are made on first use. Needs DeviceInfo::timestamps.
   absl::StatusOr<ProfiledStep> RunProfiled(uint32_t n_tokens, uint32_t pos);
 
+  // With a paged graph: step `step`'s block (codegen/step_rows.h), mapped, for the host to
+  // write the rows' positions and page tables into before Run/Start (null past steps()).
+  uint32_t* step_block(int step = 0);
+
   const Slice& slice(graph::ValueId id) const { return slices_[static_cast<size_t>(id)]; }
   int64_t tokens() const { return tokens_; }
-  // With a paged graph: step `step`'s block (codegen/step_rows.h), mapped, for the host to write
-  // the rows' positions and page tables into before Run or Start.
-  uint32_t* step_block(int step = 0) {
-    return reinterpret_cast<uint32_t*>(static_cast<char*>(step_params_->mapped()) + static_cast<size_t>(step) * params_stride_);
-  }
   int steps() const { return steps_; }
   // The dispatches of one step (a multi-step plan records them steps() times).
   const std::vector<PlannedDispatch>& dispatches() const { return dispatches_; }
@@ -125,7 +125,8 @@ class Plan {
   std::string name_;
   int64_t tokens_ = 0;
   int steps_ = 1;
-  size_t params_stride_ = 0;  // bytes between the steps' parameter blocks
+  size_t params_bytes_ = 0;   // bytes of a step's block (codegen/step_rows.h)
+  size_t params_stride_ = 0;  // bytes between the steps' blocks
   std::vector<Slice> slices_;                     // by value id
   std::unique_ptr<Buffer> arena_;                 // activations
   std::vector<std::unique_ptr<Buffer>> scratch_;  // kernels' own (codegen::Kernel::scratch_bytes)

@@ -65,7 +65,7 @@ void load_chunk(uint c0, uint last, uint kv_base, bool values, out uint kw[WPT],
   [[unroll]] for (uint u = 0u; u < WPT; ++u) {
     uint e = gl_LocalInvocationID.x + WG * u;
     uint j = e / (HD / 2u), d = 2u * (e % (HD / 2u));
-    uint at = (((c0 + j) % CAP) * KVW + kv_base + d) / 2u;
+    uint at = (cache_row(0u, min(c0 + j, last), CAP) * KVW + kv_base + d) / 2u;  // one sequence: table 0
     bool in_range = c0 + j <= last;
     kw[u] = in_range ? kc[at] : 0u;
     vw[u] = values && in_range ? vc[at] : 0u;
@@ -124,9 +124,9 @@ void main() {
 
   // Lane `lane` takes row r (a query) and columns 8·side.. of its subgroup's fragments.
   uint r = lane >> 1, side = lane & 1u;
-  uint p = step.pos + min(q0 + sg * 16u + r, n - 1u);  // a dead query shadows the last live one
+  uint p = row_position(min(q0 + sg * 16u + r, n - 1u));  // a dead query shadows the last live one
   uint first = first_key(p);
-  uint p0 = step.pos + q0, p_last = step.pos + min(q0 + BQ, n) - 1u;
+  uint p0 = row_position(q0), p_last = row_position(min(q0 + BQ, n) - 1u);
   uint block_first = first_key(p0);
 
   float m = -3.0e38;

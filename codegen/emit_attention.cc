@@ -6,9 +6,10 @@
 // quads a lane, else lane, lane + S, ...: a key's score is one subgroupAdd). A subgroup loads KPI
 // keys and their values before it uses any, so its loads are in flight together; the subgroups'
 // partial results are merged through shared memory at the end.
-// A decode step has only heads × tokens workgroups, so each is wide. At one token it also takes an
-// appending attention (fuse-kv-append) whole: each workgroup computes the step's key and value,
-// uses them for its own position, and the group's first head writes them to the caches.
+// A decode step has only heads × tokens workgroups, so each is wide. At one token, or with a row
+// per sequence (no row reads another's keys), it also takes an appending attention
+// (fuse-kv-append) whole: each workgroup computes its row's key and value, uses them for its own
+// position, and the group's first head writes them to the caches.
 // Elsewhere an appending attention is its cache writes, then a plain attention (EmitAttention).
 //
 // token (decode, without subgroup arithmetic): one workgroup per (query head, token). Keys are
@@ -26,6 +27,10 @@
 // units): blocks of 16 queries per subgroup against chunks of 16 keys as f16 fragments, in two
 // passes over the keys (codegen/attention_coop.cc).
 //
+// A row's position and its keys' cache rows come from codegen/step_rows.h (paged or not). The
+// block and coop variants stage one range of keys for a block of queries, so they take one
+// sequence's rows only; a step with a row per sequence takes subgroups or token at every bucket.
+//
 // Shared memory is independent of the KV length, so any context fits.
 #include <algorithm>
 #include <optional>
@@ -37,6 +42,7 @@
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
+#include "codegen/step_rows.h"
 #include "graph/attention_inputs.h"
 
 namespace doppler::codegen {
@@ -59,7 +65,7 @@ void main() {
   uint h = gl_WorkGroupID.x;
   uint t = gl_WorkGroupID.y;
   if (t >= step.n_tokens) return;  // uniform across the workgroup
-  uint p = step.pos + t;
+  uint p = row_position(t);
   uint first = first_key(p);
   uint kv_base = (h / GROUP) * HD;
 
@@ -83,7 +89,7 @@ void main() {
   for (uint chunk = first; chunk <= p; chunk += WG) {
     uint j = chunk + lid;
     float score = -3.0e38;
-    uint row = (j % CAP) * KVW + kv_base;
+    uint row = cache_row(t, min(j, p), CAP) * KVW + kv_base;  // read only where j <= p
     if (j <= p) {
       score = 0.0;
       for (uint d = 0; d < HD; ++d) score += s_q[d] * load_kc(row + d);
@@ -126,26 +132,30 @@ shared float s_q[HD];
 shared float s_m[MAX_NSG], s_l[MAX_NSG];
 shared float s_acc[MAX_NSG][HD];
 
-// A subgroup's trip over the keys j, j + nsg, ..., j + (KPI - 1)·nsg: their rows of the caches, the
-// lane's dimensions (a key past p reads p's row again). With APPEND, p's own row reads row p + 1
-// instead, which no workgroup writes in this step: the trip takes p's key and value from shared
-// memory.
-void load_trip(uint j, uint p, uint kv_base, out float kd[KPI][DPL], out float vd[KPI][DPL]) {
+// A subgroup's trip over the keys j, j + nsg, ..., j + (KPI - 1)·nsg of row t: their rows of the
+// caches, the lane's dimensions (a key past p reads p's row again). With APPEND the trip takes p's
+// own key and value from shared memory, and does not read p's row, which a workgroup writes in
+// this step: without pages it reads row p + 1 instead, which none writes; with pages (where p + 1
+// may have no page yet) it reads nothing.
+void load_trip(uint t, uint j, uint p, uint kv_base, out float kd[KPI][DPL], out float vd[KPI][DPL]) {
   uint lane = gl_SubgroupInvocationID, nsg = gl_NumSubgroups;
   [[unroll]] for (uint u = 0u; u < KPI; ++u) {
     uint key = min(j + u * nsg, p);
-    uint row = ((APPEND == 1 && key == p ? p + 1u : key) % CAP) * KVW + kv_base;
+    bool own = APPEND == 1 && key == p, skip = PAGED == 1 && own;
+    uint row = cache_row(t, own && PAGED == 0 ? p + 1u : key, CAP) * KVW + kv_base;
 #if CONSEC
     [[unroll]] for (uint i = 0u; i < DPL; i += 4u) {
       uint d = lane_dim(lane, i);
-      vec4 k4 = d < HD ? load4_kq(row + d) : vec4(0.0), v4 = d < HD ? load4_vq(row + d) : vec4(0.0);
+      bool read = d < HD && !skip;
+      vec4 k4 = read ? load4_kq(row + d) : vec4(0.0), v4 = read ? load4_vq(row + d) : vec4(0.0);
       [[unroll]] for (uint e = 0u; e < 4u; ++e) { kd[u][i + e] = k4[e]; vd[u][i + e] = v4[e]; }
     }
 #else
     [[unroll]] for (uint i = 0u; i < DPL; ++i) {
       uint d = lane_dim(lane, i);
-      kd[u][i] = d < HD ? load_kc(row + d) : 0.0;
-      vd[u][i] = d < HD ? load_vc(row + d) : 0.0;
+      bool read = d < HD && !skip;
+      kd[u][i] = read ? load_kc(row + d) : 0.0;
+      vd[u][i] = read ? load_vc(row + d) : 0.0;
     }
 #endif
   }
@@ -154,7 +164,7 @@ void load_trip(uint j, uint p, uint kv_base, out float kd[KPI][DPL], out float v
 void main() {
   uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
   if (t >= step.n_tokens) return;  // uniform across the workgroup
-  uint p = step.pos + t;
+  uint p = row_position(t);
   uint first = first_key(p);
   uint kv_base = (h / GROUP) * HD;
   uint lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, nsg = gl_NumSubgroups;
@@ -163,8 +173,8 @@ void main() {
   // loading the next trip's during one needs twice the registers, which with 1,024 invocations
   // (at most 64 registers each) measured slower on the H100 (Qwen3-0.6B, 128-wide heads).
   float kd[KPI][DPL], vd[KPI][DPL];
-  if (first + sg <= p) load_trip(first + sg, p, kv_base, kd, vd);  // uniform across the subgroup
-  // q, and with APPEND the step's key and value for this kv head (the step is one token, at p),
+  if (first + sg <= p) load_trip(t, first + sg, p, kv_base, kd, vd);  // uniform across the subgroup
+  // q, and with APPEND row t's new key and value for this kv head (at p),
   // loaded in one round; the heads' sums of squares (for their norms) reduced together: q's in
   // s_m, k's in s_l.
   float ss = 0.0, kss = 0.0;
@@ -172,9 +182,9 @@ void main() {
     s_q[d] = q_value(t, h * HD + d);
     ss += q_square(t, h * HD + d);
 #if APPEND
-    s_kn[d] = k_value(0u, kv_base + d);
-    s_vn[d] = load_vn(kv_base + d);
-    kss += k_square(kv_base + d);
+    s_kn[d] = k_value(t, kv_base + d);
+    s_vn[d] = load_vn(t * KVW + kv_base + d);
+    kss += k_square(t, kv_base + d);
 #endif
   }
 #if QNORM
@@ -194,14 +204,14 @@ void main() {
 #if APPEND
   // The key normalised and rotated as the k cache write does; the pairs rounded as the caches
   // store them (new_k, new_v) for the key loop. The workgroup of the group's first head also
-  // writes them to the caches, whose row p % CAP no workgroup reads in this step.
+  // writes them to the caches, at p's row, which no workgroup reads in this step.
 #if KNORM
   kss = 0.0;
   for (uint g = 0u; g < nsg; ++g) kss += s_l[g];
 #endif
   float ks = k_scale(kss);
   for (uint d = 2u * gl_LocalInvocationID.x; d < HD; d += 2u * WG) {
-    put_new(d, s_kn[d] * ks, s_kn[d + 1u] * ks, s_vn[d], s_vn[d + 1u], h % GROUP == 0u ? (p % CAP) * KVW + kv_base : ~0u);
+    put_new(d, s_kn[d] * ks, s_kn[d + 1u] * ks, s_vn[d], s_vn[d + 1u], h % GROUP == 0u ? cache_row(t, p, CAP) * KVW + kv_base : ~0u);
   }
 #endif
 #if QNORM || APPEND
@@ -218,7 +228,7 @@ void main() {
   // Trips of keys j, j + nsg, ..., j + (KPI - 1)·nsg; every branch below is uniform across the
   // subgroup.
   for (uint j = first + sg; j <= p; j += nsg * KPI) {
-    if (j != first + sg) load_trip(j, p, kv_base, kd, vd);
+    if (j != first + sg) load_trip(t, j, p, kv_base, kd, vd);
     float score[KPI];
     [[unroll]] for (uint u = 0u; u < KPI; ++u) {
       float part = 0.0;
@@ -296,10 +306,10 @@ void main() {
   if (t0 >= n) return;  // uniform across the workgroup
   uint t = t0 + qi;
   bool live = t < n;
-  uint p = step.pos + min(t, n - 1u);  // a dead query shadows the last live one
+  uint p = row_position(min(t, n - 1u));  // a dead query shadows the last live one
   uint first = first_key(p);
   // Keys of the whole block: from the first query's first key to the last query's position.
-  uint p0 = step.pos + t0, p_last = step.pos + min(t0 + QB, n) - 1u;
+  uint p0 = row_position(t0), p_last = row_position(min(t0 + QB, n) - 1u);
   uint block_first = first_key(p0);
   uint kv_base = (h / GROUP) * HD;
 
@@ -324,7 +334,7 @@ void main() {
     barrier();  // the previous chunk's readers are done (and s_q is written)
     for (uint e = lid; e < KC * HD; e += WG) {
       uint j = e / HD, d = e % HD;
-      uint row = ((c0 + j) % CAP) * KVW + kv_base + d;
+      uint row = cache_row(t0, min(c0 + j, p_last), CAP) * KVW + kv_base + d;
       bool in_range = c0 + j <= p_last;
       s_k[j][d] = in_range ? load_kc(row) : 0.0;
       s_v[j][d] = in_range ? load_vc(row) : 0.0;
@@ -383,7 +393,8 @@ std::string AppendGlsl(const EmitContext& c, const graph::AttentionInputs& a, gr
   absl::StrAppend(&out, a.rope ? RopeFunction("k_value", k_norm ? "load_knormed" : "load_kn", "table", kvw, head_dim,
                                               c.node.attrs.Str("style") == "neox")
                                : absl::StrCat("float k_value(uint t, uint e) { return kn[t * ", kvw, "u + e]; }\n"));
-  absl::StrAppend(&out, "float k_square(uint e) { return ", k_norm ? "kn[e] * kn[e]" : "0.0", "; }\n",
+  absl::StrAppend(&out, "float k_square(uint t, uint e) { return ",
+                  k_norm ? absl::StrCat("kn[t * ", kvw, "u + e] * kn[t * ", kvw, "u + e]") : "0.0", "; }\n",
                   "float k_scale(float sum_sq) { return ",
                   k_norm ? absl::StrCat("inversesqrt(sum_sq / ", head_dim, ".0 + ", FloatLiteral(c.node.attrs.Float("k_norm_eps")), ")")
                          : "1.0",
@@ -416,9 +427,11 @@ float new_v(uint d) { return {{UNPACK}}(s_vc[d >> 1])[d & 1u]; }
 }
 
 // Whether the kernel itself appends an appending attention's keys and values: the subgroups
-// variant at one token (the decode step), for heads it can write in pairs.
+// variant where no row reads another's new key, at one token (the decode step) or with a row per
+// sequence (a batched decode step), for heads it can write in pairs.
 bool KernelAppends(const EmitContext& c) {
-  return c.tokens == 1 && c.caps.subgroup_arithmetic && c.node.attrs.Int("head_dim") % 2 == 0;
+  return (c.tokens == 1 || c.g.paging().row_per_sequence) && c.caps.subgroup_arithmetic &&
+         c.node.attrs.Int("head_dim") % 2 == 0;
 }
 
 // Whether the graph's attention nodes differ in their window or their cache's rows (Gemma 3's
@@ -434,8 +447,9 @@ bool RingsDiffer(const graph::Graph& g) {
   return false;
 }
 
-// WINDOW, the keys a query sees (0: all before it), and CAP, the cache's rows (key j lives in row
-// j % CAP, a ring): compiled in, or in decode plans where the graph's attention nodes differ in
+// WINDOW, the keys a query sees (0: all before it), and CAP, the cache's rows (without pages key j
+// lives in row j % CAP, a ring; with pages CAP is the pool's rows and addresses nothing): compiled
+// in, or in decode plans (one token, or a row per sequence) where the graph's attention nodes differ in
 // them, the kernel's params, so that all of its layers run one pipeline. On the H100, Gemma-3-1B's
 // four global layers in a pipeline of their own took 6.7-11.0 µs against 5.7-6.8 for the sliding
 // ones; with one pipeline every layer took 5.6-6.9 µs and decode went from 948.6 / 950.1 to
@@ -444,7 +458,8 @@ bool RingsDiffer(const graph::Graph& g) {
 // tok/s.
 std::string RingGlsl(const EmitContext& c, Kernel& k) {
   const int64_t window = c.node.attrs.Int("window"), cap = c.input(1).type.shape[0].value;
-  if (c.tokens > 1 || !RingsDiffer(c.g)) return absl::StrCat("const uint WINDOW = ", window, "u, CAP = ", cap, "u;\n");
+  const bool decode = c.tokens == 1 || c.g.paging().row_per_sequence;
+  if (!decode || !RingsDiffer(c.g)) return absl::StrCat("const uint WINDOW = ", window, "u, CAP = ", cap, "u;\n");
   k.params = {static_cast<uint32_t>(window), static_cast<uint32_t>(cap)};
   return absl::StrCat("layout(std430, set = 0, binding = ", ParamsBinding(k.args.size(), k.scratch_bytes > 0),
                       ") readonly buffer NodeParams { uint WINDOW; uint CAP; };\n");
@@ -472,9 +487,11 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
   // Cooperative-matrix units for prefill buckets as large as the matmuls take them at (their f16
   // operands keep short prompts off them) over an f16 cache.
   const int64_t coop_subgroups = CoopAttentionSubgroups(c.caps, head_dim);
-  const bool coop = c.caps.coop_matrix_nv && c.tokens >= kCoopMinRows && cache_dtype == graph::DType::kF16 &&
+  // Both stage one range of keys for a block of queries: one sequence's rows only.
+  const bool one_sequence = !c.g.paging().row_per_sequence;
+  const bool coop = one_sequence && c.caps.coop_matrix_nv && c.tokens >= kCoopMinRows && cache_dtype == graph::DType::kF16 &&
                     coop_subgroups > 0;
-  const bool block = !coop && c.tokens >= kBlockMinTokens && head_dim % tpq == 0 && head_dim <= kBlockMaxHeadDim &&
+  const bool block = one_sequence && !coop && c.tokens >= kBlockMinTokens && head_dim % tpq == 0 && head_dim <= kBlockMaxHeadDim &&
                      block_shared(kc) <= c.caps.max_shared_memory;
   const bool subgroups = !coop && !block && c.caps.subgroup_arithmetic;
   // The subgroups variant: up to 32 subgroups, fewer where their partial outputs (and q) would pass
@@ -498,7 +515,7 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
   // consumers 0.9% from those with the norms in their producers; they are left out.)
   const bool consec = subgroups && head_dim % (4 * min_sg) == 0;
   const uint32_t wg = coop    ? static_cast<uint32_t>(32 * coop_subgroups)
-                      : block ? kBlockWorkgroup
+                      : block ? static_cast<uint32_t>(qb * tpq)  // whole queries: 125 for 80-wide heads
                       : subgroups ? static_cast<uint32_t>(nsg * min_sg)
                                   : kWorkgroup;
   Kernel k;
@@ -548,6 +565,7 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
                                "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
                                "#extension GL_KHR_shader_subgroup_basic : enable\n"
                              : "",
+                        StepRowsGlsl(c.g.paging(), c.tokens),
                         FloatBuffer(1, "o", graph::DType::kF32, false),
                         FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, !append),
                         FloatBuffer(4, "vc", cache_dtype, !append),
@@ -555,6 +573,7 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
                         coop || block || subgroups ? "" : WorkgroupReductions(kWorkgroup, false),
                         "const uint QW = ", heads * head_dim, "u;\n", q_value, Fill(R"(
 const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u;
+#define PAGED {{PAGED}}
 {{RING}}// The first key a query at position p sees (its window's start, or 0).
 uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WINDOW : 0u; }
 )",
@@ -562,7 +581,8 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
                                                                                 {"HD", absl::StrCat(head_dim)},
                                                                                 {"GROUP", absl::StrCat(heads / kv_heads)},
                                                                                 {"KVW", absl::StrCat(kv_heads * head_dim)},
-                                                                                {"RING", RingGlsl(c, k)}}),
+                                                                                {"RING", RingGlsl(c, k)},
+                                                                                {"PAGED", c.g.paging().paged() ? "1" : "0"}}),
                         q_norm, append ? AppendGlsl(c, a, cache_dtype) : "#define APPEND 0\n",
                         Fill(coop ? CoopAttentionMain(coop_subgroups) : block ? kBlockMain : subgroups ? kSubgroupsMain : kTokenMain,
                              {{"TPQ", absl::StrCat(tpq)},
@@ -573,7 +593,7 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
   if (append) absl::StrAppend(&k.variant, "+append");
   k.groups = {static_cast<uint32_t>(heads),
               coop    ? CeilDiv(c.tokens, kCoopAttentionTile * coop_subgroups)
-              : block ? CeilDiv(c.tokens, kBlockWorkgroup / tpq)
+              : block ? CeilDiv(c.tokens, qb)
                       : static_cast<uint32_t>(c.tokens),
               1};
   return k;

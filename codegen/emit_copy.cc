@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
+#include "codegen/step_rows.h"
 
 namespace doppler::codegen {
 namespace {
@@ -59,7 +60,8 @@ void main() {
   return k;
 }
 
-// Position p goes to row p % C of a cache of C rows (a ring, as the interpreter defines it). With a
+// Row t goes to the cache row of its position (codegen/step_rows.h: without pages row p % C of a
+// cache of C rows, a ring; with pages, the row its sequence's page table gives). With a
 // rope prologue (a table input), the values are rotated as they are written; with a head norm
 // prologue (its weight after the table), each head is RMS-normalised before it is rotated: a
 // workgroup then writes one head of one token, and reduces the head's squares in shared memory.
@@ -99,7 +101,7 @@ absl::StatusOr<Kernel> EmitCacheWrite(const EmitContext& c) {
   const std::string cache_decl =
       f16 ? "layout(std430, set = 0, binding = 1) buffer Buf_cache { uint cache[]; };\n"
           : FloatBuffer(1, "cache", graph::DType::kF32, false);
-  k.glsl = absl::StrCat(ShaderHeader(wg), cache_decl, FloatBuffer(2, "src", graph::DType::kF32, true),
+  k.glsl = absl::StrCat(ShaderHeader(wg), StepRowsGlsl(c.g.paging(), c.tokens), cache_decl, FloatBuffer(2, "src", graph::DType::kF32, true),
                         "const uint W = ", width, "u, C = ", capacity, "u, PER = ", per, "u, HD = ", head_dim, "u;\n",
                         value, Fill(R"(
 void main() {
@@ -122,7 +124,7 @@ void main() {
   if (i >= W / PER) return;
   float s = 1.0;
 #endif
-  uint row = ((step.pos + t) % C) * W / PER;
+  uint row = cache_row(t, row_position(t), C) * W / PER;
   cache[row + i] = {{STORE}};
 }
 )",

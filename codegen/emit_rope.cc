@@ -2,6 +2,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
+#include "codegen/step_rows.h"
 
 namespace doppler::codegen {
 namespace {
@@ -15,7 +16,7 @@ absl::StatusOr<Kernel> EmitRope(const EmitContext& c) {
   Kernel k;
   k.family = "rope";
   k.variant = neox ? "neox" : "interleaved";
-  k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), FloatBuffer(1, "y", graph::DType::kF32, false),
+  k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), StepRowsGlsl(c.g.paging(), c.tokens), FloatBuffer(1, "y", graph::DType::kF32, false),
                         FloatBuffer(2, "x", graph::DType::kF32, true),
                         FloatBuffer(3, "table", graph::DType::kF32, true),
                         RopeFunction("roped", "load_x", "table", width, head_dim, neox), Fill(R"(

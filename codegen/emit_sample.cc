@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
+#include "codegen/step_rows.h"
 
 namespace doppler::codegen {
 namespace {
@@ -25,11 +26,11 @@ absl::StatusOr<Kernel> EmitRecordTokens(const EmitContext& c) {
   Kernel k;
   k.family = "record_tokens";
   k.variant = "ring";
-  k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), IntBuffer(1, "history", false), IntBuffer(2, "ids", true), Fill(R"(
+  k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), StepRowsGlsl(c.g.paging(), c.tokens), IntBuffer(1, "history", false), IntBuffer(2, "ids", true), Fill(R"(
 void main() {
   uint t = gl_GlobalInvocationID.x;
   if (t >= step.n_tokens) return;
-  history[(step.pos + t) % {{R}}u] = ids[t];
+  history[row_position(t) % {{R}}u] = ids[t];
 }
 )",
                                                                                                                  {{"R", absl::StrCat(ring)}}));
@@ -45,12 +46,12 @@ absl::StatusOr<Kernel> EmitRepeatPenalty(const EmitContext& c) {
   k.family = "repeat_penalty";
   k.variant = "ring";
   // Each workgroup loads the ring once; each invocation then checks its token against it.
-  k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), FloatBuffer(1, "y", graph::DType::kF32, false),
+  k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), StepRowsGlsl(c.g.paging(), c.tokens), FloatBuffer(1, "y", graph::DType::kF32, false),
                         FloatBuffer(2, "x", graph::DType::kF32, true), IntBuffer(3, "history", true), Fill(R"(
 shared int s_recent[{{R}}];
 
 void main() {
-  uint last = step.pos + step.n_tokens - 1u;
+  uint last = row_position(step.n_tokens - 1u);
   for (uint j = gl_LocalInvocationID.x; j < {{R}}u; j += {{WG}}u) {
     // Ring slot j holds position q = the latest position <= last with q % R == j, if q >= 0.
     uint back = (last % {{R}}u + {{R}}u - j) % {{R}}u;
@@ -107,7 +108,7 @@ absl::StatusOr<Kernel> EmitSample(const EmitContext& c) {
   k.family = "sample";
   k.variant = absl::StrCat("list", cap);
   // Shared-memory tree reductions on every device: the top-k/top-p thresholds keep one summation order.
-  k.glsl = absl::StrCat(ShaderHeader(wg), IntBuffer(1, "token", false),
+  k.glsl = absl::StrCat(ShaderHeader(wg), StepRowsGlsl(c.g.paging(), c.tokens), IntBuffer(1, "token", false),
                         FloatBuffer(2, "x", graph::DType::kF32, true), WorkgroupReductions(wg, false), kUniform, Fill(R"(
 const uint WG = {{WG}}u, V = {{V}}u, CHUNK = (V + WG - 1u) / WG, CAP = {{CAP}}u;
 const uint TOP_K = {{TOP_K}}u, GROUPS = min(256u, WG), GROUP = WG / GROUPS;
@@ -175,7 +176,7 @@ void draw_from_list(uint n, uint lid) {
   }
   float total = 0.0;
   for (uint e = lid; e < n; e += WG) total += kept(e, threshold) ? s_w[e] : 0.0;
-  float target = sample_uniform({{SEED}}u, step.pos + step.n_tokens - 1u) * wg_sum(total);
+  float target = sample_uniform({{SEED}}u, row_position(step.n_tokens - 1u)) * wg_sum(total);
   float first = NEG_INF, last = NEG_INF;  // -index of the first entry past the target; last kept index
   for (uint e = lid; e < n; e += WG) {
     if (!kept(e, threshold)) continue;
@@ -233,7 +234,7 @@ void draw_from_row(float m, uint lid) {
       running += p;
       if (p > 0.0) last_kept = t;
     }
-    float target = sample_uniform({{SEED}}u, step.pos + step.n_tokens - 1u) * running;
+    float target = sample_uniform({{SEED}}u, row_position(step.n_tokens - 1u)) * running;
     s_owner = last_kept;
     for (uint t = 0u; t < WG; ++t) {
       float next = t + 1u < WG ? s_prefix[t + 1u] : running;

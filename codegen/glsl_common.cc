@@ -394,7 +394,7 @@ float {{FN}}(uint t, uint e) {
   bool first = {{FIRST}};
   uint j = {{J}};
   uint partner = {{PARTNER}};
-  uint tab = ((step.pos + t) * HALF + j) * 2u;
+  uint tab = (row_position(t) * HALF + j) * 2u;
   float cs = {{TABLE}}[tab], sn = {{TABLE}}[tab + 1u];
   float self = {{LOAD}}(t * {{W}}u + e), other = {{LOAD}}(t * {{W}}u + partner);
   return first ? self * cs - other * sn : self * cs + other * sn;

@@ -78,8 +78,9 @@ std::string ActivationGlsl();
 
 namespace doppler::codegen {
 // `float <fn>(uint t, uint e)`: element e of row t of a [T, width] value read by `load` (a GLSL
-// function float(uint index)), rotated by rotary position embedding at position step.pos + t,
-// with the cos/sin table `table` ([positions, head_dim/2, 2], f32) — graph::Rope's formula.
+// function float(uint index)), rotated by rotary position embedding at row t's position
+// (`row_position(t)`: the kernel declares codegen::StepRowsGlsl first), with the cos/sin table
+// `table` ([positions, head_dim/2, 2], f32) — graph::Rope's formula.
 // neox rotates (j, j + head_dim/2) of each head; interleaved rotates (2j, 2j + 1).
 std::string RopeFunction(const std::string& fn, const std::string& load, const std::string& table, int64_t width,
                          int64_t head_dim, bool neox);
