@@ -1,0 +1,33 @@
+// The cooperative-matrix matmul's choices (codegen/matmul_coop.cc renders them).
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "codegen/kernel.h"
+
+namespace doppler::codegen::tuning {
+
+struct CoopConfig {
+  int64_t bm = 128;     // tile rows: 64, 128 or 256
+  int64_t bn = 64;      // tile columns: 64 or 128
+  int64_t bk = 64;      // K values staged a round: 32 or 64
+  int64_t sm = 32;      // rows of the tile one subgroup multiplies: 16, 32 or 64
+  int64_t sn = 32;      // its columns: 16, 32 or 64
+  int64_t buffers = 1;  // staged slices: 1 (two barriers a round), or 2 (the next staged while the current multiplies)
+};
+
+// Subgroups of 32 invocations a workgroup has: one per sm x sn block of the tile.
+int64_t CoopSubgroups(const CoopConfig& config);
+
+// Shared memory the kernel declares: `buffers` slices of x and weight rows as f16, rows padded by
+// 8 values (the result fragments of the epilogue reuse them), and the rows' norm scales. `gates`:
+// 2 for a gated weight (two products a column), else 1.
+int64_t CoopSharedBytes(const CoopConfig& config, int64_t gates);
+
+// The config for y[m, n] on `caps`, or DOPPLER_TUNE's (coop.bm, coop.bn, coop.bk, coop.sm,
+// coop.sn, coop.buffers), which must be values above whose staging divides among the workgroup's
+// invocations, with at most 1,024 of them, and fit the shared memory.
+absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t n, int64_t gates);
+
+}  // namespace doppler::codegen::tuning
