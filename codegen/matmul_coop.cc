@@ -22,13 +22,14 @@
 namespace doppler::codegen {
 
 absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
-  absl::StatusOr<tuning::CoopConfig> config = tuning::ChooseCoop(c.caps, s.m, s.n, s.gates);
+  absl::StatusOr<tuning::CoopConfig> config = tuning::ChooseCoop(c.caps, s.m, s.n, s.gates, s.norm);
   if (!config.ok()) return config.status();
   const tuning::CoopConfig& t = *config;
   const int64_t subgroups = tuning::CoopSubgroups(t);
   Kernel k;
   k.variant = absl::StrCat("coop.", graph::Name(s.w_dtype), ".tile", t.bm, "x", t.bn, ".sg", t.sm, "x", t.sn, ".k",
-                           t.bk, t.buffers == 2 ? ".db" : "", s.variant_suffix);
+                           t.bk, t.buffers == 2 ? ".db" : "",
+                           t.prefetch == 1 ? "" : absl::StrCat(".pf", t.prefetch), s.variant_suffix);
   k.glsl = absl::StrCat(ShaderHeader(static_cast<uint32_t>(32 * subgroups)),
                         "#extension GL_NV_cooperative_matrix : enable\n"
                         "#extension GL_KHR_memory_scope_semantics : enable\n"
@@ -40,6 +41,8 @@ absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
                         Fill(R"(
 #define NORM {{NORM}}
 #define BUFFERS {{BUFFERS}}
+#define PREFETCH {{PREFETCH}}
+#define RAW_X {{RAW_X}}  // x read ahead as loaded, the norm applied as it is staged
 const uint BM = {{BM}}u, BN = {{BN}}u, BK = {{BK}}u, STRIDE = BK + 8u;  // padded rows: 16 bytes apart in banks
 const uint SM = {{SM}}u, SN = {{SN}}u, FM = SM / 16u, FN = SN / 16u;  // a subgroup's block, in fragments
 const uint SUBGROUPS = (BM / SM) * (BN / SN), WG = 32u * SUBGROUPS;  // of 32 (NVIDIA's fixed size)
@@ -72,9 +75,14 @@ void fetch(uint kb) {
   bool counts = kb < K;
   uint at = counts ? kb : 0u;
   [[unroll]] for (uint q = 0u; q < XI; ++q) {
+    uint t = tok0 + x_row(q), k = at + 4u * (lane % LPR);
+#if RAW_X
+    xv[q] = t < m && k < K ? load4_x((x_row0() + t) * K + k) : vec4(0.0);
+#else
     float s = 0.0;
-    xv[q] = staged_x4(tok0 + x_row(q), at + 4u * (lane % LPR), m, s);
+    xv[q] = staged_x4(t, k, m, s);
     sum_sq[q] += counts ? s : 0.0;
+#endif
   }
   // Invocation i decodes values 8·(sl % (BK / 8)).. of row sl / (BK / 8), for sl = i + WG·u.
   [[unroll]] for (uint g = 0u; g < G; ++g) {
@@ -88,8 +96,13 @@ void fetch(uint kb) {
 // Stores the registers, the slice at kb, into buffer b as f16.
 void stage_slice(uint b, uint kb) {
   [[unroll]] for (uint q = 0u; q < XI; ++q) {
-    stage[b * BUF + (x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] =
-        uvec2(packHalf2x16(xv[q].xy), packHalf2x16(xv[q].zw));
+    vec4 v = xv[q];
+#if RAW_X && NORM
+    uint k = kb + 4u * (lane % LPR);
+    sum_sq[q] += dot(v, v);
+    if (k < K) v *= norm_weight4(k);
+#endif
+    stage[b * BUF + (x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
   }
   [[unroll]] for (uint g = 0u; g < G; ++g) {
     [[unroll]] for (uint u = 0u; u < WSL; ++u) {
@@ -120,7 +133,9 @@ void main() {
       [[unroll]] for (uint j = 0u; j < FN; ++j) acc[g][i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
   [[unroll]] for (uint q = 0u; q < XI; ++q) sum_sq[q] = 0.0;
+#if PREFETCH
   fetch(0u);
+#endif
 #if BUFFERS == 2
   stage_slice(0u, 0u);
   fetch(BK);
@@ -135,11 +150,16 @@ void main() {
       stage_slice(b ^ 1u, k0 + BK);
       fetch(k0 + 2u * BK);
     }
-#else
+#elif PREFETCH
     barrier();  // the previous round's products have read the buffer
     stage_slice(0u, k0);
     barrier();
     fetch(k0 + BK);  // read while this slice's products run
+#else
+    barrier();
+    fetch(k0);  // other workgroups' products run meanwhile
+    stage_slice(0u, k0);
+    barrier();
 #endif
     uint xb = b * BUF, wb = b * BUF + XWORDS;
     [[unroll]] for (uint ks = 0u; ks < BK; ks += 16u) {
@@ -205,6 +225,8 @@ void main() {
                              {{"ROWS", s.rows_expr},
                               {"NORM", s.norm ? "1" : "0"},
                               {"BUFFERS", absl::StrCat(t.buffers)},
+                              {"PREFETCH", t.prefetch > 0 ? "1" : "0"},
+                              {"RAW_X", t.prefetch == 2 && s.k % 4 == 0 ? "1" : "0"},
                               {"BM", absl::StrCat(t.bm)},
                               {"BN", absl::StrCat(t.bn)},
                               {"BK", absl::StrCat(t.bk)},

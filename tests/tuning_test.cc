@@ -149,6 +149,11 @@ const char* const kCoopTunes[] = {
     "coop.bm=64,coop.bn=128,coop.sn=64",           // short tiles split over columns only (a batch)
     "coop.sm=16,coop.sn=64",                       // 16 x 64 a subgroup
     "coop.bm=128,coop.sm=64,coop.bk=32,coop.buffers=2",
+    "coop.prefetch=0",                             // no slice read ahead
+    "coop.prefetch=2",                             // x read ahead as loaded
+    "coop.bm=256,coop.sm=64,coop.prefetch=2",
+    "coop.sm=64,coop.bk=32,coop.prefetch=0",
+    "coop.bk=32,coop.buffers=2,coop.prefetch=2",
 };
 
 codegen::TargetCaps NvidiaCaps() {
@@ -162,19 +167,25 @@ TEST(Tuning, CoopFollowsTheGridAndTheSharedMemory) {
   unsetenv("DOPPLER_TUNE");
   struct Case {
     int64_t m, n, gates;
+    bool norm;
     uint32_t shared;
-    int64_t bm, bk;
+    int64_t bm, bk, sm;
   };
-  for (const Case& c : {Case{512, 16384, 2, 49152, 128, 64},  // 1,024 tall tiles; gated slices of 64 fit
-                        Case{512, 4096, 1, 49152, 128, 64},   // 256 tall tiles
-                        Case{512, 512, 1, 49152, 64, 64},     // 32 tall tiles: short ones
-                        Case{512, 16384, 2, 32768, 128, 32}}) {  // 32 KiB: gated slices of 64 do not fit
+  for (const Case& c : {Case{512, 16384, 2, true, 49152, 128, 64, 32},   // 1,024 tall tiles; gated slices of 64 fit
+                        Case{512, 4096, 1, true, 49152, 128, 64, 32},    // 256 tall tiles, a norm prologue
+                        Case{512, 4096, 1, false, 49152, 256, 64, 64},   // 128 of 256 rows: 64 x 32 blocks
+                        Case{512, 2048, 1, false, 49152, 128, 64, 32},   // 64 of 256 rows: 128
+                        Case{512, 512, 1, false, 49152, 64, 64, 32},     // 32 tall tiles: short ones
+                        Case{64, 16384, 1, false, 49152, 64, 64, 32},    // 64 rows: no taller tiles
+                        Case{128, 16384, 1, false, 49152, 128, 64, 32},  // 128 rows: no taller tiles
+                        Case{512, 16384, 2, true, 32768, 128, 32, 32}}) {  // 32 KiB: gated slices of 64 do not fit
     codegen::TargetCaps caps = NvidiaCaps();
     caps.max_shared_memory = c.shared;
-    absl::StatusOr<codegen::tuning::CoopConfig> got = codegen::tuning::ChooseCoop(caps, c.m, c.n, c.gates);
+    absl::StatusOr<codegen::tuning::CoopConfig> got = codegen::tuning::ChooseCoop(caps, c.m, c.n, c.gates, c.norm);
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->bm, c.bm) << c.m << "x" << c.n;
     EXPECT_EQ(got->bk, c.bk) << c.m << "x" << c.n;
+    EXPECT_EQ(got->sm, c.sm) << c.m << "x" << c.n;
     EXPECT_LE(codegen::tuning::CoopSharedBytes(*got, c.gates), c.shared);
   }
 }
@@ -186,9 +197,11 @@ TEST(Tuning, BadCoopEntriesAreErrorsNamingThem) {
            {"coop.bm=256,coop.sm=16,coop.bn=128,coop.sn=16", "make 4096 invocations; the device takes 1024"},
            {"coop.bm=64,coop.sm=16,coop.sn=16,coop.bk=32", "do not divide a slice's staging among 512 invocations"},
            {"coop.bm=128,coop.sm=128", "is not one of 16, 32, 64"},
-           {"coop.bn=128,coop.bk=64,coop.buffers=2", "bytes of shared memory; the device has 49152"}}) {
+           {"coop.bn=128,coop.bk=64,coop.buffers=2", "bytes of shared memory; the device has 49152"},
+           {"coop.buffers=2,coop.prefetch=0", "double-buffer no slice read ahead"},
+           {"coop.prefetch=3", "coop.prefetch=3 is not one of 0, 1, 2"}}) {
     ScopedTune scoped(tune.c_str());
-    absl::StatusOr<codegen::tuning::CoopConfig> c = codegen::tuning::ChooseCoop(NvidiaCaps(), 512, 16384, 2);
+    absl::StatusOr<codegen::tuning::CoopConfig> c = codegen::tuning::ChooseCoop(NvidiaCaps(), 512, 16384, 2, true);
     ASSERT_FALSE(c.ok()) << tune;
     EXPECT_NE(c.status().message().find(says), std::string::npos) << c.status();
     EXPECT_EQ(c.status().message().rfind("DOPPLER_TUNE: ", 0), 0u) << c.status();
