@@ -4,12 +4,12 @@
 // (decoded eight values at a time, G per column) in shared memory as f16, so each weight is
 // decoded once per BM rows of x; each subgroup then multiplies 16 × 16 × 16 fragments into f32
 // accumulators, each fragment of x it loads feeding SN / 16 products and each of the weights SM /
-// 16. The next slice is read into registers before the current one's products are issued, so that
-// its loads are in flight while they run. With one buffer the round then waits for every subgroup's
-// products before staging it (two barriers a round); with two it is staged into the other buffer
-// while the current one multiplies (one barrier). The results go through shared memory once more,
-// a fragment at a time, so that each invocation applies the epilogue to single values. Products
-// are of f16-rounded x and weights, summed in f32.
+// 16. Where the config reads ahead, the next slice is read into registers before the current one's
+// products are issued, so that its loads are in flight while they run; otherwise each slice is
+// read as it is staged, with fewer registers, so that a multiprocessor holds more workgroups whose
+// products run meanwhile. The results go through shared memory once more, a fragment at a time, so
+// that each invocation applies the epilogue to single values. Products are of f16-rounded x and
+// weights, summed in f32.
 //
 // With a norm prologue, x is multiplied by the norm weight as it is staged, and each row's sum of
 // squares, gathered by the lanes that stage the row, scales the row's results.
@@ -28,8 +28,7 @@ absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
   const int64_t subgroups = tuning::CoopSubgroups(t);
   Kernel k;
   k.variant = absl::StrCat("coop.", graph::Name(s.w_dtype), ".tile", t.bm, "x", t.bn, ".sg", t.sm, "x", t.sn, ".k",
-                           t.bk, t.buffers == 2 ? ".db" : "",
-                           t.prefetch == 1 ? "" : absl::StrCat(".pf", t.prefetch), s.variant_suffix);
+                           t.bk, t.prefetch ? "" : ".pf0", s.variant_suffix);
   k.glsl = absl::StrCat(ShaderHeader(static_cast<uint32_t>(32 * subgroups)),
                         "#extension GL_NV_cooperative_matrix : enable\n"
                         "#extension GL_KHR_memory_scope_semantics : enable\n"
@@ -40,9 +39,7 @@ absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
                         s.io_glsl, s.tile_x_glsl, WeightSlices(3, s.w_dtype, s.k),
                         Fill(R"(
 #define NORM {{NORM}}
-#define BUFFERS {{BUFFERS}}
 #define PREFETCH {{PREFETCH}}
-#define RAW_X {{RAW_X}}  // x read ahead as loaded, the norm applied as it is staged
 const uint BM = {{BM}}u, BN = {{BN}}u, BK = {{BK}}u, STRIDE = BK + 8u;  // padded rows: 16 bytes apart in banks
 const uint SM = {{SM}}u, SN = {{SN}}u, FM = SM / 16u, FN = SN / 16u;  // a subgroup's block, in fragments
 const uint SUBGROUPS = (BM / SM) * (BN / SN), WG = 32u * SUBGROUPS;  // of 32 (NVIDIA's fixed size)
@@ -52,11 +49,11 @@ const uint WSL = BN * BK / 8u / WG;  // weight slices of 8 values each invocatio
 // lane where K is a multiple of 4. (On the H100, against one value per lane and 16 loads for 16
 // rows: Llama-3.2-1B pp512 32,048 -> 36,208 tok/s.)
 const uint LPR = BK / 4u, RPI = 32u / LPR, XI = BM / (SUBGROUPS * RPI);
-// A buffer: x rows tok0 + r at columns k0 + kk as f16 bits, four to a uvec2 (element kk / 4 of
-// row r), then the weight rows (gate block, then up block) the same way; a decoded slice of 8 is
-// two 8-byte stores. After the last round the epilogue reuses the start for result fragments.
-const uint XWORDS = BM * STRIDE / 4u, BUF = XWORDS + G * BN * STRIDE / 4u;
-shared uvec2 stage[BUFFERS * BUF];
+// x rows tok0 + r at columns k0 + kk as f16 bits, four to a uvec2 (element kk / 4 of row r), then
+// the weight rows (gate block, then up block) the same way; a decoded slice of 8 is two 8-byte
+// stores. After the last round the epilogue reuses the start for result fragments.
+const uint XWORDS = BM * STRIDE / 4u;
+shared uvec2 stage[XWORDS + G * BN * STRIDE / 4u];
 shared float row_scale[BM];
 
 uint tok0, col0, m, lane, sg;
@@ -75,14 +72,9 @@ void fetch(uint kb) {
   bool counts = kb < K;
   uint at = counts ? kb : 0u;
   [[unroll]] for (uint q = 0u; q < XI; ++q) {
-    uint t = tok0 + x_row(q), k = at + 4u * (lane % LPR);
-#if RAW_X
-    xv[q] = t < m && k < K ? load4_x((x_row0() + t) * K + k) : vec4(0.0);
-#else
     float s = 0.0;
-    xv[q] = staged_x4(t, k, m, s);
+    xv[q] = staged_x4(tok0 + x_row(q), at + 4u * (lane % LPR), m, s);
     sum_sq[q] += counts ? s : 0.0;
-#endif
   }
   // Invocation i decodes values 8·(sl % (BK / 8)).. of row sl / (BK / 8), for sl = i + WG·u.
   [[unroll]] for (uint g = 0u; g < G; ++g) {
@@ -93,22 +85,16 @@ void fetch(uint kb) {
   }
 }
 
-// Stores the registers, the slice at kb, into buffer b as f16.
-void stage_slice(uint b, uint kb) {
+// Stores the registers, the slice at kb, into shared memory as f16.
+void stage_slice(uint kb) {
   [[unroll]] for (uint q = 0u; q < XI; ++q) {
-    vec4 v = xv[q];
-#if RAW_X && NORM
-    uint k = kb + 4u * (lane % LPR);
-    sum_sq[q] += dot(v, v);
-    if (k < K) v *= norm_weight4(k);
-#endif
-    stage[b * BUF + (x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+    stage[(x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] = uvec2(packHalf2x16(xv[q].xy), packHalf2x16(xv[q].zw));
   }
   [[unroll]] for (uint g = 0u; g < G; ++g) {
     [[unroll]] for (uint u = 0u; u < WSL; ++u) {
       uint sl = gl_LocalInvocationID.x + WG * u, wr = sl / (BK / 8u), e0 = 8u * (sl % (BK / 8u));
       bool live = col0 + wr < N && kb + e0 < K;  // a slice past K (K not a multiple of BK) adds nothing
-      uint at = b * BUF + XWORDS + ((g * BN + wr) * STRIDE + e0) / 4u;
+      uint at = XWORDS + ((g * BN + wr) * STRIDE + e0) / 4u;
       [[unroll]] for (uint h = 0u; h < 2u; ++h) {
         vec4 v = live ? vec4(wv[g][u][4u * h], wv[g][u][4u * h + 1u], wv[g][u][4u * h + 2u], wv[g][u][4u * h + 3u])
                       : vec4(0.0);
@@ -136,50 +122,32 @@ void main() {
 #if PREFETCH
   fetch(0u);
 #endif
-#if BUFFERS == 2
-  stage_slice(0u, 0u);
-  fetch(BK);
-  barrier();
-#endif
-  uint b = 0u;  // the buffer this round multiplies
   for (uint k0 = 0u; k0 < K; k0 += BK) {
-#if BUFFERS == 2
-    // The next slice into the other buffer (read by no subgroup since the last barrier), and the
-    // one after it into registers.
-    if (k0 + BK < K) {
-      stage_slice(b ^ 1u, k0 + BK);
-      fetch(k0 + 2u * BK);
-    }
-#elif PREFETCH
-    barrier();  // the previous round's products have read the buffer
-    stage_slice(0u, k0);
+#if PREFETCH
+    barrier();  // the previous round's products have read the slice
+    stage_slice(k0);
     barrier();
     fetch(k0 + BK);  // read while this slice's products run
 #else
     barrier();
     fetch(k0);  // other workgroups' products run meanwhile
-    stage_slice(0u, k0);
+    stage_slice(k0);
     barrier();
 #endif
-    uint xb = b * BUF, wb = b * BUF + XWORDS;
     [[unroll]] for (uint ks = 0u; ks < BK; ks += 16u) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[FM];
       [[unroll]] for (uint i = 0u; i < FM; ++i) {
-        coopMatLoadNV(a[i], stage, xb + ((wm * SM + 16u * i) * STRIDE + ks) / 4u, STRIDE / 4u, false);
+        coopMatLoadNV(a[i], stage, ((wm * SM + 16u * i) * STRIDE + ks) / 4u, STRIDE / 4u, false);
       }
       [[unroll]] for (uint g = 0u; g < G; ++g) {
         [[unroll]] for (uint j = 0u; j < FN; ++j) {
           fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> w;
           // Weight rows are columns of the K x N operand: column-major with the row's stride.
-          coopMatLoadNV(w, stage, wb + ((g * BN + wn * SN + 16u * j) * STRIDE + ks) / 4u, STRIDE / 4u, true);
+          coopMatLoadNV(w, stage, XWORDS + ((g * BN + wn * SN + 16u * j) * STRIDE + ks) / 4u, STRIDE / 4u, true);
           [[unroll]] for (uint i = 0u; i < FM; ++i) acc[g][i][j] = coopMatMulAddNV(a[i], w, acc[g][i][j]);
         }
       }
     }
-#if BUFFERS == 2
-    barrier();  // this buffer is read, the other staged
-    b ^= 1u;
-#endif
   }
 #if NORM
   // Each row was staged by LPR neighbouring lanes of one subgroup: their sums are the row's.
@@ -189,9 +157,9 @@ void main() {
     if (lane % LPR == 0u) row_scale[x_row(q)] = norm_scale(total);
   }
 #endif
-  barrier();  // every subgroup's products have read the buffers; the row scales are written
+  barrier();  // every subgroup's products have read the slice; the row scales are written
   // Fragment (i, j) of each gate in turn, through the subgroup's 256 floats (128 words) at the start
-  // of the buffers: lane l takes elements l + 32·q.
+  // of the staged slice: lane l takes elements l + 32·q.
   const uint slot = sg * 128u;
   [[unroll]] for (uint i = 0u; i < FM; ++i) {
     [[unroll]] for (uint j = 0u; j < FN; ++j) {
@@ -224,9 +192,7 @@ void main() {
 )",
                              {{"ROWS", s.rows_expr},
                               {"NORM", s.norm ? "1" : "0"},
-                              {"BUFFERS", absl::StrCat(t.buffers)},
-                              {"PREFETCH", t.prefetch > 0 ? "1" : "0"},
-                              {"RAW_X", t.prefetch == 2 && s.k % 4 == 0 ? "1" : "0"},
+                              {"PREFETCH", t.prefetch ? "1" : "0"},
                               {"BM", absl::StrCat(t.bm)},
                               {"BN", absl::StrCat(t.bn)},
                               {"BK", absl::StrCat(t.bk)},

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "codegen/kernel.h"
 #include "codegen/tuning/coop.h"
 #include "codegen/tuning/gemm.h"
@@ -138,22 +139,20 @@ TEST_F(TunedKernelTest, EveryGemmConfigMatchesTheInterpreter) {
 
 // --- the cooperative-matrix matmul (codegen/tuning/coop.h) ---------------------------------------
 
-// Tile shapes DOPPLER_TUNE can pick, each fitting gated weights in NVIDIA's 48 KiB.
+// Tile shapes DOPPLER_TUNE can pick (over the choice's), each fitting gated weights in NVIDIA's
+// 48 KiB, and the shapes the choice makes for large grids.
 const char* const kCoopTunes[] = {
-    "",                                            // the choice
-    "coop.bm=128",                                 // tall tiles on a small grid
-    "coop.bk=32,coop.buffers=2",                   // the next slice staged while the current multiplies
-    "coop.bn=128,coop.sn=64",                      // 128 x 128 tiles, 32 x 64 a subgroup
-    "coop.bm=128,coop.bn=128,coop.sn=64",          //
-    "coop.bm=256,coop.sm=64",                      // 256 x 64 tiles, 64 x 32 a subgroup
-    "coop.bm=64,coop.bn=128,coop.sn=64",           // short tiles split over columns only (a batch)
-    "coop.sm=16,coop.sn=64",                       // 16 x 64 a subgroup
-    "coop.bm=128,coop.sm=64,coop.bk=32,coop.buffers=2",
-    "coop.prefetch=0",                             // no slice read ahead
-    "coop.prefetch=2",                             // x read ahead as loaded
-    "coop.bm=256,coop.sm=64,coop.prefetch=2",
-    "coop.sm=64,coop.bk=32,coop.prefetch=0",
-    "coop.bk=32,coop.buffers=2,coop.prefetch=2",
+    "",                                               // the choice
+    "coop.bm=128",                                    // tall tiles on a small grid
+    "coop.bn=128,coop.sn=64",                         // 128 x 128 tiles, 32 x 64 a subgroup
+    "coop.bm=128,coop.bn=128,coop.sn=64",             //
+    "coop.bm=256,coop.sm=64",                         // 256 x 64 tiles, 64 x 32 a subgroup
+    "coop.bm=256,coop.sm=64,coop.prefetch=0",         // the choice for large plain products
+    "coop.bm=128,coop.sm=64,coop.bk=32",              // the choice for large gated products
+    "coop.bm=128,coop.sm=64,coop.bk=32,coop.prefetch=0",  // ... for large normalised ones
+    "coop.bm=64,coop.bn=128,coop.sn=64",              // short tiles split over columns only (a batch)
+    "coop.sm=16,coop.sn=64",                          // 16 x 64 a subgroup
+    "coop.prefetch=0",                                // no slice read ahead
 };
 
 codegen::TargetCaps NvidiaCaps() {
@@ -169,23 +168,28 @@ TEST(Tuning, CoopFollowsTheGridAndTheSharedMemory) {
     int64_t m, n, gates;
     bool norm;
     uint32_t shared;
-    int64_t bm, bk, sm;
+    int64_t bm, bk, sm, prefetch;
   };
-  for (const Case& c : {Case{512, 16384, 2, true, 49152, 128, 64, 32},   // 1,024 tall tiles; gated slices of 64 fit
-                        Case{512, 4096, 1, true, 49152, 128, 64, 32},    // 256 tall tiles, a norm prologue
-                        Case{512, 4096, 1, false, 49152, 256, 64, 64},   // 128 of 256 rows: 64 x 32 blocks
-                        Case{512, 2048, 1, false, 49152, 128, 64, 32},   // 64 of 256 rows: 128
-                        Case{512, 512, 1, false, 49152, 64, 64, 32},     // 32 tall tiles: short ones
-                        Case{64, 16384, 1, false, 49152, 64, 64, 32},    // 64 rows: no taller tiles
-                        Case{128, 16384, 1, false, 49152, 128, 64, 32},  // 128 rows: no taller tiles
-                        Case{512, 16384, 2, true, 32768, 128, 32, 32}}) {  // 32 KiB: gated slices of 64 do not fit
+  for (const Case& c : {
+           Case{512, 16384, 2, true, 49152, 128, 32, 64, 1},   // gated, 1,024 tall tiles: 64 x 32 blocks, slices of 32
+           Case{64, 16384, 2, true, 49152, 64, 64, 32, 1},     // gated, 64 rows: short tiles
+           Case{512, 4096, 1, true, 49152, 128, 32, 64, 0},    // normalised, 256 tall tiles: no read-ahead
+           Case{512, 2048, 1, true, 49152, 128, 64, 32, 1},    // normalised, 128 tall tiles
+           Case{512, 2048, 1, true, 24576, 128, 32, 32, 1},    // ... slices of 64 do not fit in 24 KiB
+           Case{512, 4096, 1, false, 49152, 256, 64, 64, 0},   // plain, 128 tiles of 256 rows
+           Case{512, 2048, 1, false, 49152, 128, 64, 32, 1},   // plain, 64 of 256 rows: 128
+           Case{512, 512, 1, false, 49152, 64, 64, 32, 1},     // 32 tall tiles: short ones
+           Case{64, 16384, 1, false, 49152, 64, 64, 32, 1},    // 64 rows: no taller tiles
+           Case{128, 16384, 1, false, 49152, 128, 64, 32, 1}}) {  // 128 rows: no taller tiles
     codegen::TargetCaps caps = NvidiaCaps();
     caps.max_shared_memory = c.shared;
     absl::StatusOr<codegen::tuning::CoopConfig> got = codegen::tuning::ChooseCoop(caps, c.m, c.n, c.gates, c.norm);
     ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ(got->bm, c.bm) << c.m << "x" << c.n;
-    EXPECT_EQ(got->bk, c.bk) << c.m << "x" << c.n;
-    EXPECT_EQ(got->sm, c.sm) << c.m << "x" << c.n;
+    const std::string what = absl::StrCat(c.m, "x", c.n, " gates ", c.gates, " norm ", c.norm, " shared ", c.shared);
+    EXPECT_EQ(got->bm, c.bm) << what;
+    EXPECT_EQ(got->bk, c.bk) << what;
+    EXPECT_EQ(got->sm, c.sm) << what;
+    EXPECT_EQ(got->prefetch, c.prefetch) << what;
     EXPECT_LE(codegen::tuning::CoopSharedBytes(*got, c.gates), c.shared);
   }
 }
@@ -193,13 +197,11 @@ TEST(Tuning, CoopFollowsTheGridAndTheSharedMemory) {
 TEST(Tuning, BadCoopEntriesAreErrorsNamingThem) {
   for (const auto& [tune, says] : std::map<std::string, std::string>{
            {"coop.bn=96", "coop.bn=96 is not one of 64, 128"},
-           {"coop.buffers=3", "coop.buffers=3 is not one of 1, 2"},
+           {"coop.prefetch=2", "coop.prefetch=2 is not one of 0, 1"},
            {"coop.bm=256,coop.sm=16,coop.bn=128,coop.sn=16", "make 4096 invocations; the device takes 1024"},
            {"coop.bm=64,coop.sm=16,coop.sn=16,coop.bk=32", "do not divide a slice's staging among 512 invocations"},
            {"coop.bm=128,coop.sm=128", "is not one of 16, 32, 64"},
-           {"coop.bn=128,coop.bk=64,coop.buffers=2", "bytes of shared memory; the device has 49152"},
-           {"coop.buffers=2,coop.prefetch=0", "double-buffer no slice read ahead"},
-           {"coop.prefetch=3", "coop.prefetch=3 is not one of 0, 1, 2"}}) {
+           {"coop.bn=128,coop.bk=64", "bytes of shared memory; the device has 49152"}}) {
     ScopedTune scoped(tune.c_str());
     absl::StatusOr<codegen::tuning::CoopConfig> c = codegen::tuning::ChooseCoop(NvidiaCaps(), 512, 16384, 2, true);
     ASSERT_FALSE(c.ok()) << tune;

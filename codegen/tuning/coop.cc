@@ -20,12 +20,11 @@ namespace {
 // (bench/RESULTS.md, "The cooperative-matrix matmul": Llama-3.2-1B's v projection 85 → 71 µs).
 constexpr int64_t kMinTallTiles = 128;
 
-int64_t StagedBytes(const CoopConfig& c, int64_t gates) { return c.buffers * 2 * (c.bm + gates * c.bn) * (c.bk + 8); }
+int64_t StagedBytes(const CoopConfig& c, int64_t gates) { return 2 * (c.bm + gates * c.bn) * (c.bk + 8); }
 
 // Why `c` cannot be rendered for `gates` on `caps`, or "" where it can.
 std::string Unfit(const CoopConfig& c, int64_t gates, const TargetCaps& caps) {
   if (c.sm > c.bm || c.sn > c.bn) return "a subgroup's block is larger than the tile";
-  if (c.buffers == 2 && c.prefetch == 0) return "double-buffer no slice read ahead";
   const int64_t subgroups = CoopSubgroups(c), invocations = 32 * subgroups;
   if (invocations > caps.max_workgroup_invocations) {
     return absl::StrCat("make ", invocations, " invocations; the device takes ", caps.max_workgroup_invocations);
@@ -51,16 +50,45 @@ int64_t CoopSharedBytes(const CoopConfig& c, int64_t gates) { return StagedBytes
 
 absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t n, int64_t gates, bool norm) {
   CoopConfig c;
+  const int64_t tall_tiles = int64_t{CeilDiv(n, c.bn)} * CeilDiv(m, 128);
+  // Rows: 128 unless the grid of 128-row tiles would be small (kMinTallTiles), or m fills no more
+  // than 64 of them (a batch of 64 rows: the rest of a tall tile would idle).
+  c.bm = m > 64 && tall_tiles >= kMinTallTiles ? 128 : 64;
+  // The measurements behind the rules below: bench/RESULTS.md, "Tile shapes of the cooperative-
+  // matrix matmul" (Llama-3.1-8B and Llama-3.2-1B, 512-token prefill, µs per dispatch).
+  bool bk_chosen = false;
+  if (gates == 1 && !norm && m > 128 && int64_t{CeilDiv(n, c.bn)} * CeilDiv(m, 256) >= kMinTallTiles) {
+    // Plain products on a grid large even in 256-row tiles: each weight decoded half as often, each
+    // fragment of weights feeding four products, and no read-ahead, so that two workgroups share
+    // a multiprocessor (8B output projections 191 → 155, down projections 589 / 698 → 498 / 504).
+    c.bm = 256;
+    c.sm = 64;
+    c.prefetch = 0;
+  } else if (gates == 2 && c.bm == 128) {
+    // Gated products: 64 x 32 blocks on slices of 32, whose registers the read-ahead still fits
+    // (8B gate and up projections 1,082 → 1,035; 1B 319 → 302).
+    c.sm = 64;
+    c.bk = 32;
+    bk_chosen = true;
+  } else if (norm && c.bm == 128 && tall_tiles >= 2 * kMinTallTiles) {
+    // Normalised products on a grid of at least two tiles a multiprocessor: 64 x 32 blocks on
+    // slices of 32 without read-ahead (8B q/k/v 304 → 228; on smaller grids, no read-ahead lost:
+    // 1B q/k/v 111 → 120).
+    c.sm = 64;
+    c.bk = 32;
+    c.prefetch = 0;
+    bk_chosen = true;
+  }
+
   struct Key {
     const char* name;
     int64_t* field;
     std::initializer_list<int64_t> values;
   };
   std::vector<std::string> set;
-  bool bm_set = false, bk_set = false, sm_set = false;
   for (const Key& k : {Key{"bm", &c.bm, {64, 128, 256}}, Key{"bn", &c.bn, {64, 128}}, Key{"bk", &c.bk, {32, 64}},
                        Key{"sm", &c.sm, {16, 32, 64}}, Key{"sn", &c.sn, {16, 32, 64}},
-                       Key{"buffers", &c.buffers, {1, 2}}, Key{"prefetch", &c.prefetch, {0, 1, 2}}}) {
+                       Key{"prefetch", &c.prefetch, {0, 1}}}) {
     absl::StatusOr<std::optional<int64_t>> v = Override("coop", k.name);
     if (!v.ok()) return v.status();
     if (!*v) continue;
@@ -69,32 +97,19 @@ absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t
           absl::StrCat("DOPPLER_TUNE: coop.", k.name, "=", **v, " is not one of ", absl::StrJoin(k.values, ", ")));
     }
     *k.field = **v;
-    bm_set |= k.field == &c.bm;
-    bk_set |= k.field == &c.bk;
-    sm_set |= k.field == &c.sm;
+    bk_chosen |= k.field == &c.bk;
     set.push_back(absl::StrCat("coop.", k.name, "=", **v));
   }
-  // Rows: 128 unless the grid of 128-row tiles would be small (kMinTallTiles), or m fills no more
-  // than 64 of them (a batch of 64 rows: the rest of a tall tile would idle).
-  if (!bm_set) c.bm = m > 64 && int64_t{CeilDiv(n, c.bn)} * CeilDiv(m, 128) >= kMinTallTiles ? 128 : 64;
-  // Plain products (one gate, no norm prologue) of more than 128 rows where even 256-row tiles make
-  // a large grid: 256 x 64 tiles of 64 x 32 blocks, each weight decoded half as often and each
-  // fragment of weights feeding four products (bench/RESULTS.md, "Tile shapes": Llama-3.1-8B's
-  // output projections 191 → 162 µs, Q6_K down projections 698 → 546). Gated or normalised, they
-  // take up to 255 registers and were slower.
-  if (!bm_set && !sm_set && gates == 1 && !norm && m > 128 && int64_t{CeilDiv(n, c.bn)} * CeilDiv(m, 256) >= kMinTallTiles) {
-    c.bm = 256;
-    c.sm = 64;
-  }
-  // K-slices of 64 where they fit: each round waits on its loads' latency, which longer slices
-  // halve (bench/RESULTS.md, "The cooperative-matrix matmul": gate+up 413 → 342 µs on the H100).
-  if (!bk_set) {
+  // K-slices of 64 where they fit, unless chosen: each round waits on its loads' latency, which
+  // longer slices halve (bench/RESULTS.md, "The cooperative-matrix matmul": gate+up 413 → 342 µs on
+  // the H100).
+  if (!bk_chosen) {
     c.bk = 64;
     if (!Unfit(c, gates, caps).empty()) c.bk = 32;
   }
   if (const std::string unfit = Unfit(c, gates, caps); !unfit.empty()) {
     const std::string shape = absl::StrCat("tile ", c.bm, "x", c.bn, ", subgroups of ", c.sm, "x", c.sn, ", slices of ",
-                                           c.bk, ", ", c.buffers, " buffers, prefetch ", c.prefetch, ", ", gates, gates == 2 ? " gates" : " gate");
+                                           c.bk, ", prefetch ", c.prefetch, ", ", gates, gates == 2 ? " gates" : " gate");
     if (set.empty()) return absl::FailedPreconditionError(absl::StrCat("cooperative-matrix matmul: ", shape, ": ", unfit));
     return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: ", absl::StrJoin(set, ", "), " (", shape, ") ", unfit));
   }

@@ -14,25 +14,23 @@ struct CoopConfig {
   int64_t bk = 64;      // K values staged a round: 32 or 64
   int64_t sm = 32;      // rows of the tile one subgroup multiplies: 16, 32 or 64
   int64_t sn = 32;      // its columns: 16, 32 or 64
-  int64_t buffers = 1;  // staged slices: 1 (two barriers a round), or 2 (the next staged while the current multiplies)
-  // The next slice read into registers while the current one multiplies: 0 (no: fewer registers,
-  // more workgroups a multiprocessor), 1 (x with its norm applied, weights decoded), 2 (x as
-  // loaded, the norm applied as it is staged, so that no arithmetic waits on the loads before the
-  // products are issued). Double buffers need 1 or 2.
+  // The next slice read into registers while the current one multiplies: 1, or 0 (each slice read
+  // as it is staged: fewer registers, more workgroups a multiprocessor)
   int64_t prefetch = 1;
 };
 
 // Subgroups of 32 invocations a workgroup has: one per sm x sn block of the tile.
 int64_t CoopSubgroups(const CoopConfig& config);
 
-// Shared memory the kernel declares: `buffers` slices of x and weight rows as f16, rows padded by
-// 8 values (the result fragments of the epilogue reuse them), and the rows' norm scales. `gates`:
-// 2 for a gated weight (two products a column), else 1.
+// Shared memory the kernel declares: a slice of x and weight rows as f16, rows padded by 8 values
+// (the result fragments of the epilogue reuse them), and the rows' norm scales. `gates`: 2 for a
+// gated weight (two products a column), else 1.
 int64_t CoopSharedBytes(const CoopConfig& config, int64_t gates);
 
-// The config for y[m, n] (with a norm prologue where `norm`) on `caps`, or DOPPLER_TUNE's (coop.bm, coop.bn, coop.bk, coop.sm,
-// coop.sn, coop.buffers, coop.prefetch), which must be values above whose staging divides among the workgroup's
-// invocations, with at most 1,024 of them, and fit the shared memory.
+// The config for y[m, n] (with a norm prologue where `norm`) on `caps`, with DOPPLER_TUNE's values
+// (coop.bm, coop.bn, coop.bk, coop.sm, coop.sn, coop.prefetch) in place of the choice's, which must
+// be values above whose staging divides among the workgroup's invocations, with at most 1,024 of
+// them, and fit the shared memory.
 absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t n, int64_t gates, bool norm);
 
 }  // namespace doppler::codegen::tuning
