@@ -54,8 +54,9 @@ absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t
   // Rows: 128 unless the grid of 128-row tiles would be small (kMinTallTiles), or m fills no more
   // than 64 of them (a batch of 64 rows: the rest of a tall tile would idle).
   c.bm = m > 64 && tall_tiles >= kMinTallTiles ? 128 : 64;
-  // The measurements behind the rules below: bench/RESULTS.md, "Tile shapes of the cooperative-
-  // matrix matmul" (Llama-3.1-8B and Llama-3.2-1B, 512-token prefill, µs per dispatch).
+  // The measurements behind the rules below: bench/RESULTS.md, "issue 29, item 4: tile shapes of
+  // the cooperative-matrix matmul" (Llama-3.1-8B and Llama-3.2-1B, 512-token prefill, µs a
+  // dispatch, on the H200).
   bool bk_chosen = false;
   if (gates == 1 && !norm && m > 128 && int64_t{CeilDiv(n, c.bn)} * CeilDiv(m, 256) >= kMinTallTiles) {
     // Plain products on a grid large even in 256-row tiles: each weight decoded half as often, each
