@@ -1,0 +1,120 @@
+#include "codegen/tuning/coop.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codegen/emitters.h"
+#include "codegen/tuning/tuning.h"
+
+namespace doppler::codegen::tuning {
+namespace {
+
+// Tiles of 128 rows where the grid has at least this many of them (about one per multiprocessor of
+// a large GPU), else 64, so that narrow matrices (a value projection, 512 columns) still fill it
+// (bench/RESULTS.md, "The cooperative-matrix matmul": Llama-3.2-1B's v projection 85 → 71 µs).
+constexpr int64_t kMinTallTiles = 128;
+
+int64_t StagedBytes(const CoopConfig& c, int64_t gates) { return 2 * (c.bm + gates * c.bn) * (c.bk + 8); }
+
+// Why `c` cannot be rendered for `gates` on `caps`, or "" where it can.
+std::string Unfit(const CoopConfig& c, int64_t gates, const TargetCaps& caps) {
+  if (c.sm > c.bm || c.sn > c.bn) return "a subgroup's block is larger than the tile";
+  const int64_t subgroups = CoopSubgroups(c), invocations = 32 * subgroups;
+  if (invocations > caps.max_workgroup_invocations) {
+    return absl::StrCat("make ", invocations, " invocations; the device takes ", caps.max_workgroup_invocations);
+  }
+  // x: 4 values a lane, BK / 4 lanes a row; weights: runs of 8.
+  if (c.bm * c.bk % (4 * invocations) != 0 || c.bm % (subgroups * (128 / c.bk)) != 0 ||
+      c.bn * c.bk % (8 * invocations) != 0) {
+    return absl::StrCat("do not divide a slice's staging among ", invocations, " invocations");
+  }
+  if (32 * 256 * subgroups > 8 * StagedBytes(c, gates)) return "leave no room for the result fragments";
+  if (CoopSharedBytes(c, gates) > caps.max_shared_memory) {
+    return absl::StrCat("need ", CoopSharedBytes(c, gates), " bytes of shared memory; the device has ",
+                        caps.max_shared_memory);
+  }
+  return "";
+}
+
+}  // namespace
+
+int64_t CoopSubgroups(const CoopConfig& c) { return (c.bm / c.sm) * (c.bn / c.sn); }
+
+int64_t CoopSharedBytes(const CoopConfig& c, int64_t gates) { return StagedBytes(c, gates) + 4 * c.bm; }
+
+absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t n, int64_t gates, bool norm) {
+  CoopConfig c;
+  const int64_t tall_tiles = int64_t{CeilDiv(n, c.bn)} * CeilDiv(m, 128);
+  // Rows: 128 unless the grid of 128-row tiles would be small (kMinTallTiles), or m fills no more
+  // than 64 of them (a batch of 64 rows: the rest of a tall tile would idle).
+  c.bm = m > 64 && tall_tiles >= kMinTallTiles ? 128 : 64;
+  // The measurements behind the rules below: bench/RESULTS.md, "issue 29, item 4: tile shapes of
+  // the cooperative-matrix matmul" (Llama-3.1-8B and Llama-3.2-1B, 512-token prefill, µs a
+  // dispatch, on the H200).
+  bool bk_chosen = false;
+  if (gates == 1 && !norm && m > 128 && int64_t{CeilDiv(n, c.bn)} * CeilDiv(m, 256) >= kMinTallTiles) {
+    // Plain products on a grid large even in 256-row tiles: each weight decoded half as often, each
+    // fragment of weights feeding four products, and no read-ahead, so that two workgroups share
+    // a multiprocessor (8B output projections 191 → 155, down projections 589 / 698 → 498 / 504).
+    c.bm = 256;
+    c.sm = 64;
+    c.prefetch = 0;
+  } else if (gates == 2 && c.bm == 128) {
+    // Gated products: 64 x 32 blocks on slices of 32, whose registers the read-ahead still fits
+    // (8B gate and up projections 1,082 → 1,035; 1B 319 → 302).
+    c.sm = 64;
+    c.bk = 32;
+    bk_chosen = true;
+  } else if (norm && c.bm == 128 && tall_tiles >= 2 * kMinTallTiles) {
+    // Normalised products on a grid of at least two tiles a multiprocessor: 64 x 32 blocks on
+    // slices of 32 without read-ahead (8B q/k/v 304 → 228; on smaller grids, no read-ahead lost:
+    // 1B q/k/v 111 → 120).
+    c.sm = 64;
+    c.bk = 32;
+    c.prefetch = 0;
+    bk_chosen = true;
+  }
+
+  struct Key {
+    const char* name;
+    int64_t* field;
+    std::initializer_list<int64_t> values;
+  };
+  std::vector<std::string> set;
+  for (const Key& k : {Key{"bm", &c.bm, {64, 128, 256}}, Key{"bn", &c.bn, {64, 128}}, Key{"bk", &c.bk, {32, 64}},
+                       Key{"sm", &c.sm, {16, 32, 64}}, Key{"sn", &c.sn, {16, 32, 64}},
+                       Key{"prefetch", &c.prefetch, {0, 1}}}) {
+    absl::StatusOr<std::optional<int64_t>> v = Override("coop", k.name);
+    if (!v.ok()) return v.status();
+    if (!*v) continue;
+    if (std::find(k.values.begin(), k.values.end(), **v) == k.values.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DOPPLER_TUNE: coop.", k.name, "=", **v, " is not one of ", absl::StrJoin(k.values, ", ")));
+    }
+    *k.field = **v;
+    bk_chosen |= k.field == &c.bk;
+    set.push_back(absl::StrCat("coop.", k.name, "=", **v));
+  }
+  // K-slices of 64 where they fit, unless chosen: each round waits on its loads' latency, which
+  // longer slices halve (bench/RESULTS.md, "The cooperative-matrix matmul": gate+up 413 → 342 µs on
+  // the H100).
+  if (!bk_chosen) {
+    c.bk = 64;
+    if (!Unfit(c, gates, caps).empty()) c.bk = 32;
+  }
+  if (const std::string unfit = Unfit(c, gates, caps); !unfit.empty()) {
+    const std::string shape = absl::StrCat("tile ", c.bm, "x", c.bn, ", subgroups of ", c.sm, "x", c.sn, ", slices of ",
+                                           c.bk, ", prefetch ", c.prefetch, ", ", gates, gates == 2 ? " gates" : " gate");
+    if (set.empty()) return absl::FailedPreconditionError(absl::StrCat("cooperative-matrix matmul: ", shape, ": ", unfit));
+    return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: ", absl::StrJoin(set, ", "), " (", shape, ") ", unfit));
+  }
+  return c;
+}
+
+}  // namespace doppler::codegen::tuning
