@@ -67,6 +67,10 @@ absl::StatusOr<std::vector<BatchResult>> GenerateBatch(BatchEngine& engine, cons
     if (tokenizer) {
       a.decoder = std::make_unique<models::StreamDecoder>(*tokenizer);
       a.stops = std::make_unique<StopMatcher>(options.stop);
+      // The prompt's text through the same decoder, so that it joins the generation exactly.
+      if (options.echo_prompt) {
+        for (int32_t id : prompts[i]) results[i].text += a.decoder->Push(id);
+      }
     }
     st.prompt_tokens += static_cast<int64_t>(prompts[i].size());
   }

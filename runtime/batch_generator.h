@@ -15,7 +15,7 @@ namespace doppler::runtime {
 
 struct BatchResult {
   std::vector<int32_t> tokens;  // generated ids; an end-of-sequence id is not included
-  std::string text;             // the generation's text (with a tokenizer)
+  std::string text;             // the generation's text (with a tokenizer; after the prompt's with echo_prompt)
   StopReason reason = StopReason::kMaxTokens;
 };
 

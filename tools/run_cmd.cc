@@ -226,6 +226,7 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv) {
       limits.stop.push_back(args.Has("escape") ? ProcessEscapes(stop) : stop);
     }
     limits.ignore_eos = args.Has("ignore-eos");
+    limits.echo_prompt = true;
     limits.interrupted = ShouldStop;
     CatchInterrupts();
     return RunSeveralPrompts(args, *options, tokenizer.get(), *prompts, limits, *sampling);
