@@ -23,10 +23,6 @@ int Bucket(int rows, int max_rows) {
   return std::min(b, max_rows);
 }
 
-// Matrix-vector products take x rounded through q8 only up to this many rows (codegen/matmul.h:
-// the q8 variant is a matrix-vector kernel).
-constexpr int kQ8MaxRows = 16;
-
 }  // namespace
 
 BatchEngine::~BatchEngine() = default;
@@ -133,7 +129,7 @@ absl::StatusOr<BatchEngine::DecodePlan*> BatchEngine::DecodePlanFor(int rows) {
   const int bucket = Bucket(rows, batch_.max_sequences);
   auto it = decode_.find(bucket);
   if (it != decode_.end()) return &it->second;
-  const graph::Graph& g = bucket <= kQ8MaxRows ? decode_q8_graph_ : decode_graph_;
+  const graph::Graph& g = decode_graph(bucket);
   const PlanTarget target{*ctx_, *pipelines_, caps_, resources_, options_.progress, options_.verbose};
   std::map<graph::ValueId, vk::Buffer*> external = {{*g.FindNamed(graph::OpKind::kInput, "ids"), decode_ids_.get()},
                                                     {*g.output("next_token"), decode_tokens_.get()}};
@@ -267,26 +263,46 @@ absl::Status BatchEngine::PrefillChunk(int id, Sequence& s, std::vector<StepToke
   return absl::OkStatus();
 }
 
-absl::Status BatchEngine::DecodeStep(std::vector<StepToken>& out) {
-  std::vector<int> rows;  // at most max_sequences (Admit)
-  for (auto& [id, s] : sequences_) {
-    if (s.admitted && s.next && s.produced < s.max_new) rows.push_back(id);
+absl::StatusOr<BatchEngine::DecodeRows> BatchEngine::PrepareDecode() {
+  DecodeRows r;
+  for (auto& [id, s] : sequences_) {  // at most max_sequences (Admit)
+    if (s.admitted && s.next && s.produced < s.max_new) r.ids.push_back(id);
   }
-  if (rows.empty()) return absl::OkStatus();
-  const int n = static_cast<int>(rows.size());
+  if (r.ids.empty()) return r;
+  const int n = static_cast<int>(r.ids.size());
   absl::StatusOr<DecodePlan*> d = DecodePlanFor(n);
   if (!d.ok()) return d.status();
-  vk::Plan& plan = *(*d)->plan;
+  r.plan = *d;
+  vk::Plan& plan = *r.plan->plan;
   const codegen::StepBlockLayout layout = codegen::StepBlockLayoutOf(decode_graph_.paging(), plan.tokens());
   uint32_t* block = plan.step_block();
   int32_t* ids = static_cast<int32_t*>(decode_ids_->mapped());
   for (int t = 0; t < n; ++t) {
-    Sequence& s = sequences_.at(rows[static_cast<size_t>(t)]);
+    Sequence& s = sequences_.at(r.ids[static_cast<size_t>(t)]);
     EnsurePages(s, s.computed + 1);
     ids[t] = *s.next;
     block[layout.positions + static_cast<size_t>(t)] = static_cast<uint32_t>(s.computed);
     WriteTable(block + layout.tables + static_cast<size_t>(t) * static_cast<size_t>(build_.paging.table_pages), s);
   }
+  return r;
+}
+
+absl::StatusOr<vk::ProfiledStep> BatchEngine::ProfileDecodeStep() {
+  absl::StatusOr<DecodeRows> r = PrepareDecode();
+  if (!r.ok()) return r.status();
+  if (r->ids.empty()) return absl::FailedPreconditionError("no sequence has a token to decode");
+  profiled_ = r->plan;
+  return r->plan->plan->RunProfiled(static_cast<uint32_t>(r->ids.size()), 0);
+}
+
+absl::Status BatchEngine::DecodeStep(std::vector<StepToken>& out) {
+  absl::StatusOr<DecodeRows> prepared = PrepareDecode();
+  if (!prepared.ok()) return prepared.status();
+  const std::vector<int>& rows = prepared->ids;
+  if (rows.empty()) return absl::OkStatus();
+  const int n = static_cast<int>(rows.size());
+  DecodePlan* d = prepared->plan;
+  vk::Plan& plan = *d->plan;
   if (absl::Status st = plan.Run(static_cast<uint32_t>(n), 0); !st.ok()) return st;
   const int32_t* chosen = static_cast<const int32_t*>(decode_tokens_->mapped());
   // The rows' logits in one download, where any row asks for them.
@@ -294,7 +310,7 @@ absl::Status BatchEngine::DecodeStep(std::vector<StepToken>& out) {
   std::vector<float> logits;
   if (std::any_of(rows.begin(), rows.end(), [&](int id) { return sequences_.at(id).want_logits; })) {
     logits.resize(static_cast<size_t>(n) * vocab);
-    const vk::Slice& slice = plan.slice((*d)->logits);
+    const vk::Slice& slice = plan.slice(d->logits);
     if (absl::Status st = ctx_->Download(*slice.buffer, slice.offset, logits.data(), logits.size() * sizeof(float));
         !st.ok()) {
       return st;

@@ -30,6 +30,10 @@
 
 namespace doppler::runtime {
 
+// Decode buckets up to this many rows round x through q8 (codegen/matmul.h: the q8 variant is a
+// matrix-vector kernel for at most kGemvMaxBucket rows).
+inline constexpr int kQ8MaxRows = 16;
+
 struct BatchOptions {
   int max_sequences = 16;  // the largest decode batch
   int64_t page_rows = 16;  // KV cache rows a page
@@ -66,6 +70,12 @@ class BatchEngine {
 
   // Compiles the decode plans of every bucket up to `sequences` (otherwise built at first use).
   absl::Status Prepare(int sequences);
+  // Runs the next decode step of the running sequences through its plan's profiling recordings
+  // (vk::Plan::RunProfiled), without taking its tokens: the sequences stay where they were, and
+  // the next step overwrites what it wrote. profiled_plan() and decode_graph() describe it.
+  absl::StatusOr<vk::ProfiledStep> ProfileDecodeStep();
+  const vk::Plan* profiled_plan() const { return profiled_ ? profiled_->plan.get() : nullptr; }
+  const graph::Graph& decode_graph(int rows) const { return rows <= kQ8MaxRows ? decode_q8_graph_ : decode_graph_; }
 
   bool idle() const { return sequences_.empty(); }
   int waiting() const { return static_cast<int>(queue_.size()); }
@@ -106,6 +116,12 @@ class BatchEngine {
   absl::Status Load();
   void Admit();
   absl::Status PrefillChunk(int id, Sequence& s, std::vector<StepToken>& out);
+  // The running sequences' ids, rows in order, and their plan, with the step block written.
+  struct DecodeRows {
+    std::vector<int> ids;
+    DecodePlan* plan = nullptr;
+  };
+  absl::StatusOr<DecodeRows> PrepareDecode();
   absl::Status DecodeStep(std::vector<StepToken>& out);
   absl::StatusOr<DecodePlan*> DecodePlanFor(int rows);
   void EnsurePages(Sequence& s, int64_t positions);
@@ -126,6 +142,7 @@ class BatchEngine {
   std::unique_ptr<vk::Plan> prefill_;
   graph::ValueId prefill_logits_ = -1;
   std::map<int, DecodePlan> decode_;  // by bucket
+  DecodePlan* profiled_ = nullptr;
   std::unique_ptr<PagePool> pool_;
   std::map<int, Sequence> sequences_;
   std::deque<int> queue_;  // waiting for admission, in order

@@ -157,6 +157,7 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
     bo.repetitions = *r;
     bo.seed = static_cast<uint32_t>(*seed);
     bo.json = args.Has("json");
+    bo.profile = args.Has("profile");
     return BenchBatch(*options, args, bo);
   }
   const bool json_out = args.Has("json"), profile = args.Has("profile");

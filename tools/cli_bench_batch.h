@@ -17,6 +17,7 @@ struct BatchBenchOptions {
   int64_t prompt = 512, generate = 128, repetitions = 1;
   uint32_t seed = 1;
   bool json = false;
+  bool profile = false;  // the last round's profiled decode step at each B, by op kind and kernel
 };
 
 // Runs the measurement and prints a table (or one JSON object with a row a B).
