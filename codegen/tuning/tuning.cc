@@ -17,7 +17,7 @@ namespace {
 
 // Every key a family lets DOPPLER_TUNE set (a new tunable choice adds its key here).
 const std::vector<std::string>& KnownKeys() {
-  static const std::vector<std::string> keys = {"gemm.bn", "gemm.bk"};
+  static const std::vector<std::string> keys = {"gemm.bn", "gemm.bk", "gemv.rows", "gemv_q8.rows"};
   return keys;
 }
 
