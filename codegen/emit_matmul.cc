@@ -31,8 +31,8 @@ std::string OutputIndex(const std::vector<int64_t>& widths, int64_t rows_bucket,
   return absl::StrCat("uint out_index(uint t, uint col) {\n", body, "}\n");
 }
 
-// Whether the q8 matrix-vector kernel takes all `rows` rows of x (of k values) in one block of rows (an override
-// it cannot take makes the emitter fail, and here says no).
+// Whether the q8 matrix-vector kernel takes all `rows` rows of x (of k values) in one block of
+// rows (an override it cannot take makes the emitter fail, and here says no).
 bool OneQ8RowBlock(int64_t rows, int64_t k) {
   absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemvQ8(rows, k);
   return rows <= kGemvMaxBucket && config.ok() && config->rows >= rows;

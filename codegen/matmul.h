@@ -59,9 +59,9 @@ bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens);
 
 // Whether the kernels of the matmuls reading an in_consumer norm's normalised sum (graph/op.h)
 // compute the norm for a plan of `tokens`: the q8 matrix-vector variant does, where it takes the
-// bucket's rows as one block and their q8 staging takes at most kNormInConsumerStageBytes (every device's shared
-// memory holds them, with the kernel's reductions, in one segment). It takes precedence over the
-// norm's producer (TailInMatMul).
+// bucket's rows as one block and their q8 staging takes at most kNormInConsumerStageBytes (every
+// device's shared memory holds them, with the kernel's reductions, in one segment). It takes
+// precedence over the norm's producer (TailInMatMul).
 bool NormInConsumer(const graph::Graph& g, const graph::Node& n, int64_t tokens);
 inline constexpr int64_t kNormInConsumerStageBytes = 12 * 1024;
 

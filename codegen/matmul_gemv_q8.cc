@@ -278,12 +278,13 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   // Rows: groups of RN output columns, RG_PER_TEAM groups a team (one where x is staged in segments,
   // which are staged again for every group).
   const int64_t row_groups = CeilDiv(s.n, rn);
-  // Each workgroup stages TM rows of x: fewer of them for more rows, while they fill the GPU (teams
-  // of subgroups; a team of the whole workgroup takes as many row groups as with one row).
+  // Each workgroup stages its block's TM rows of x, so a block's workgroups stage the bucket's m rows
+  // over all blocks: fewer of them for more rows, while each block's fill the GPU (teams of
+  // subgroups; a team of the whole workgroup takes as many row groups as with one row).
   const int64_t max_workgroups = std::max<int64_t>(
       kMinWorkgroups,
       (s.w_dtype == graph::DType::kQ8_0 && s.n * s.gates * s.k > kLargeMatrix ? kMaxWorkgroupsQ8_0 : kMaxWorkgroups) /
-          (subgroup_teams ? tm : 1));
+          (subgroup_teams ? s.m : 1));
   auto groups_per_team = [&](uint32_t teams) {
     return std::max<int64_t>(1, CeilDiv(row_groups, teams * max_workgroups));
   };
@@ -317,7 +318,8 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
     const int64_t seg = segment_of(w);
     return seg == 0 ? std::numeric_limits<int64_t>::max() : int64_t{CeilDiv(s.k, seg)};
   };
-  // Narrower where the reductions of many rows leave x fewer segments so (a team keeps its lanes).
+  // Narrower while that stages x in fewer segments (the reductions' shared memory grows with the
+  // rows and the invocations); a team as wide as the workgroup narrows with it, to a subgroup.
   const uint32_t narrowest = std::max<uint32_t>(subgroup_teams ? sg : 32, 8);
   while (wg / 2 >= narrowest && segments_of(wg / 2) < segments_of(wg)) {
     wg /= 2;
