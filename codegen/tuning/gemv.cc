@@ -12,7 +12,8 @@ namespace doppler::codegen::tuning {
 namespace {
 
 // Floats of x an invocation of the float kernel holds for one part of every row: the budget that
-// kernel had at 4 rows of 16-value parts; more rows of wider parts would cost occupancy.
+// kernel had at 4 rows of 16-value parts; more would cost occupancy (bench/RESULTS.md,
+// "Matrix-vector kernels for up to 16 rows").
 constexpr int64_t kXRegisters = 64;
 
 // `rows`, or the family's override of it, used for at most m rows.
