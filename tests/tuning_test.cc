@@ -3,12 +3,14 @@
 // compute what the interpreter does.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "codegen/kernel.h"
@@ -144,6 +146,52 @@ TEST(Tuning, GemvRowsOverridesAreCheckedAndUsedForAtMostTheBucket) {
     EXPECT_FALSE(f.ok() && q.ok()) << tune;
     const absl::Status& bad = f.ok() ? q.status() : f.status();
     EXPECT_NE(bad.message().find(absl::StrCat("DOPPLER_TUNE: ", tune, " is not between 1 and 16")), std::string::npos) << bad;
+  }
+}
+
+// On an H100-like device (as in tests/process_replay_test.cc) Llama-3.1-8B's matrices stage their
+// rows of x in one segment at 8 and 16 rows: gate+up (K = 4,096) as one block of 8 rows, or two,
+// and the down projection (K = 14,336) in blocks of 2 (bench/RESULTS.md, "Matrix-vector kernels
+// for up to 16 rows"). No device needed.
+TEST(Tuning, GemvQ8StagesXInOneSegmentOnAnH100LikeDevice) {
+  unsetenv("DOPPLER_TUNE");
+  codegen::TargetCaps nvidia;
+  nvidia.subgroup_size = nvidia.min_subgroup_size = 32;
+  nvidia.max_shared_memory = 49152;
+  nvidia.max_workgroup_invocations = 1024;
+  nvidia.subgroup_arithmetic = nvidia.subgroup_shuffle = true;
+  nvidia.integer_dot_product = true;
+  struct Case {
+    int64_t k, w_rows;
+    const char* epilogue;
+    int64_t bucket;
+    const char* rows;  // in the variant
+    uint32_t blocks;
+  };
+  for (const Case& c : {Case{4096, 2 * 14336, "silu_mul", 8, ".t8x", 1}, Case{4096, 2 * 14336, "silu_mul", 16, ".t8x", 2},
+                        Case{4096, 6144, "", 8, ".t8x", 1}, Case{14336, 4096, "add", 8, ".t2x", 4}}) {
+    graph::GraphBuilder b;
+    graph::ValueId x = b.Input("x", test::Rows(c.k));
+    std::vector<graph::ValueId> extras;
+    if (std::string(c.epilogue) == "add") extras.push_back(b.Input("r", test::Rows(c.w_rows)));
+    const graph::ValueId w = b.Param("w", test::Matrix(c.w_rows, c.k, graph::DType::kQ4_K));
+    graph::ValueId y = *c.epilogue ? b.MatMulFused(x, w, extras, c.epilogue) : b.MatMul(x, w);
+    b.Output("y", y);
+    absl::StatusOr<graph::Graph> g = std::move(b).Finish();
+    ASSERT_TRUE(g.ok()) << g.status();
+    graph::Node& node = g->mutable_node(*g->output("y"));
+    node.attrs.Set("x_quant", std::string("q8"));
+    absl::StatusOr<std::vector<codegen::Kernel>> kernels = codegen::EmitKernels(*g, node, nvidia, c.bucket);
+    ASSERT_TRUE(kernels.ok()) << kernels.status();
+    ASSERT_EQ(kernels->size(), 1u);
+    const codegen::Kernel& k = kernels->front();
+    std::printf("[ k%lld n%lld, bucket %lld ] %s, %u x %u x %u workgroups\n", static_cast<long long>(c.k),
+                static_cast<long long>(c.w_rows), static_cast<long long>(c.bucket), k.variant.c_str(), k.groups[0],
+                k.groups[1], k.groups[2]);
+    EXPECT_EQ(k.variant.rfind("gemv_q8.q4_k", 0), 0u) << k.variant;
+    EXPECT_NE(k.variant.find(c.rows), std::string::npos) << k.variant;
+    EXPECT_EQ(k.variant.find(".seg"), std::string::npos) << k.variant;
+    EXPECT_EQ(k.groups[2], c.blocks) << k.variant;
   }
 }
 
