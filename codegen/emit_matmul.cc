@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
+#include "codegen/tuning/gemv.h"
 #include "graph/layout.h"
 
 namespace doppler::codegen {
@@ -30,6 +31,13 @@ std::string OutputIndex(const std::vector<int64_t>& widths, int64_t rows_bucket,
   return absl::StrCat("uint out_index(uint t, uint col) {\n", body, "}\n");
 }
 
+// Whether the q8 matrix-vector kernel takes all `rows` rows of x (of k values) in one block of
+// rows (an override it cannot take makes the emitter fail, and here says no).
+bool OneQ8RowBlock(int64_t rows, int64_t k) {
+  absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemvQ8(rows, k);
+  return rows <= kGemvMaxBucket && config.ok() && config->rows >= rows;
+}
+
 const char* ActivationFunction(graph::EpilogueStep s) {
   using graph::EpilogueStep;
   return s == EpilogueStep::kSiluMul || s == EpilogueStep::kSilu ? "act_silu" : "act_gelu_tanh";
@@ -41,7 +49,7 @@ bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens) {
   if (!n.attrs.Has("in_producer") || NormInConsumer(g, n, tokens)) return false;
   const graph::Node& m = g.node(n.inputs[0]);
   return m.kind == graph::OpKind::kMatMul && m.attrs.Has("x_quant") &&
-         g.node(m.inputs[0]).type.shape[0].Resolve(tokens) <= kGemvMaxRows;
+         OneQ8RowBlock(g.node(m.inputs[0]).type.shape[0].Resolve(tokens), g.node(m.inputs[0]).type.shape[1].value);
 }
 
 bool NormInConsumer(const graph::Graph& g, const graph::Node& n, int64_t tokens) {
@@ -51,7 +59,7 @@ bool NormInConsumer(const graph::Graph& g, const graph::Node& n, int64_t tokens)
   return !consumers.empty() && std::all_of(consumers.begin(), consumers.end(), [&](graph::ValueId id) {
     const graph::Node& m = g.node(id);
     const int64_t rows = g.node(m.inputs[0]).type.shape[0].Resolve(tokens);
-    return m.attrs.Has("x_quant") && rows <= kGemvMaxRows && rows * width * 9 <= 8 * kNormInConsumerStageBytes;
+    return m.attrs.Has("x_quant") && OneQ8RowBlock(rows, width) && rows * width * 9 <= 8 * kNormInConsumerStageBytes;
   });
 }
 

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "codegen/emitters.h"
+#include "codegen/tuning/gemv.h"
 #include "graph/epilogue.h"
 
 namespace doppler::codegen {
@@ -52,14 +53,15 @@ struct MatMulSpec {
 };
 
 // Whether the kernel of an in_producer node's matmul (graph/op.h) computes it for a plan of
-// `tokens`: the q8 matrix-vector variant does, for at most kGemvMaxRows rows (one block of rows).
+// `tokens`: the q8 matrix-vector variant does, where its config (tuning::ChooseGemvQ8) takes the
+// bucket's rows as one block of rows.
 bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens);
 
 // Whether the kernels of the matmuls reading an in_consumer norm's normalised sum (graph/op.h)
-// compute the norm for a plan of `tokens`: the q8 matrix-vector variant does, for at most
-// kGemvMaxRows rows whose q8 staging takes at most kNormInConsumerStageBytes (every device's shared
-// memory holds them, with the kernel's reductions, in one segment). It takes precedence over the
-// norm's producer (TailInMatMul).
+// compute the norm for a plan of `tokens`: the q8 matrix-vector variant does, where it takes the
+// bucket's rows as one block and their q8 staging takes at most kNormInConsumerStageBytes (every
+// device's shared memory holds them, with the kernel's reductions, in one segment). It takes
+// precedence over the norm's producer (TailInMatMul).
 bool NormInConsumer(const graph::Graph& g, const graph::Node& n, int64_t tokens);
 inline constexpr int64_t kNormInConsumerStageBytes = 12 * 1024;
 
@@ -67,11 +69,11 @@ inline constexpr int64_t kNormInConsumerStageBytes = 12 * 1024;
 // itself, from the last_row's input: every variant does (x_row0() in MatMulSpec::io_glsl).
 bool LastRowInConsumer(const graph::Graph& g, const graph::Node& n);
 
-// Rows of x a matrix-vector workgroup takes; buckets up to kGemvMaxBucket rows use that variant,
-// in blocks of kGemvMaxRows rows (a block's workgroups read the weights again, from cache). On the
-// H100 a 16-token prefill of Llama-3.2-1B took 26.4 ms in the tiled f32 kernel, whose 64-row tiles
-// leave most of their rows and most of the GPU idle for so few, and takes 6.6 ms so.
-inline constexpr int64_t kGemvMaxRows = 4, kGemvMaxBucket = 16;
+// Buckets up to kGemvMaxBucket rows use the matrix-vector variants, whose workgroups take
+// tuning::GemvConfig::rows rows of x each (codegen/tuning/gemv.h). On the H100 a 16-token prefill
+// of Llama-3.2-1B took 26.4 ms in the tiled f32 kernel, whose 64-row tiles leave most of their rows
+// and most of the GPU idle for so few, and takes 6.6 ms so.
+inline constexpr int64_t kGemvMaxBucket = tuning::kGemvRowsLimit;
 // Rows from which the cooperative-matrix variant is used, where the device has it and the weights
 // are not f32 (f32 weights keep f32 products). Its f16 operands cost ~1e-3 of relative error, so
 // short prompts keep the f32 kernels, exact to the fixtures' 1e-4 of max |logit| (from 5 rows

@@ -1,5 +1,6 @@
 // The matrix-vector variant (a few rows of x, as in decode). A workgroup computes RN output
-// columns for TM rows of x (all of them, or block gl_WorkGroupID.z of kGemvMaxRows rows): its
+// columns for TM rows of x (all of them, or block gl_WorkGroupID.z of TM rows, TM from
+// tuning::ChooseGemv: as many as the x values of a part of every row fit in registers): its
 // invocations split K by parts (codegen/weight_parts.h), invocation i taking parts i, i + WG, ...
 // of each of the RN·G weight rows, so the workgroup reads contiguous bytes and each weight row is
 // read once per step (and block). An invocation issues the loads of
@@ -17,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
+#include "codegen/tuning/gemv.h"
 #include "codegen/weight_parts.h"
 
 namespace doppler::codegen {
@@ -101,7 +103,9 @@ void wg_reduce(inout float v[OUTS]) {
 absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, s.w_dtype, s.k);
   if (!parts.ok()) return parts.status();
-  const int64_t tm = std::min(s.m, kGemvMaxRows);
+  absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemv(s.m, parts->values);
+  if (!config.ok()) return config.status();
+  const int64_t tm = config->rows;
   const uint32_t blocks = CeilDiv(s.m, tm);
   const int64_t rows_per_workgroup = GemvRowsPerWorkgroup(s, tm);
   // Loads an iteration ahead (on the H100: Llama-3.1-8B decode 215 -> 222 tok/s against loading
@@ -111,8 +115,12 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   // read ahead; Gemma 3's Q8_0 one 231 µs read as used and 196 µs read ahead.
   const bool load_ahead = !(s.w_dtype == graph::DType::kQ6_K && rows_per_workgroup * s.gates >= 4);
   const uint32_t groups = CeilDiv(s.n, rows_per_workgroup);
-  const uint32_t wg = GemvWorkgroupSize(c.caps, groups, parts->per_row);
   const bool subgroups = c.caps.subgroup_arithmetic;
+  // Narrower where the reduction's sums of many rows (red: OUTS floats an invocation) would not fit
+  // in shared memory.
+  const int64_t outs = tm * rows_per_workgroup * s.gates + (s.norm ? tm : 0);
+  uint32_t wg = GemvWorkgroupSize(c.caps, groups, parts->per_row);
+  while (wg > kMinWorkgroup && 4 * outs * wg > c.caps.max_shared_memory) wg /= 2;
   // x as vec4 where every run of 4 values of a part is 4-aligned in K (all block formats; floats
   // when K is a multiple of 4).
   const std::string x_decl =

@@ -18,10 +18,12 @@
 // by the last workgroup to get to the end; a residual norm whose normalised sum is x
 // (MatMulSpec::restate) is computed by every workgroup as it stages x (XValueGlsl).
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
+#include "codegen/tuning/gemv.h"
 #include "codegen/weight_parts.h"
 #include "graph/activation_quant.h"
 
@@ -74,6 +76,8 @@ constexpr int64_t kDepth = 4;
 // 977; four columns: 959-967. Qwen3-0.6B's (16 Q4_K parts a row) keeps one: two took its gate+up
 // from 148.9 to 153.9 µs a step.
 constexpr int64_t kFlatDepth = 3;
+// A lane's accumulators (TM · RN · G floats) at most where flat doubles RN: more cost occupancy.
+constexpr int64_t kMaxAccumulators = 64;
 // Of the team's lanes, the share that a list of `parts` parts keeps busy.
 double LaneFill(int64_t parts, int64_t team) { return static_cast<double>(parts) / static_cast<double>(CeilDiv(parts, team) * team); }
 int64_t FlatColumns(int64_t rn, int64_t gates, int64_t parts_per_row, int64_t team) {
@@ -122,8 +126,10 @@ constexpr uint32_t kWidestWorkgroup = 1024;
 constexpr int64_t kMinWorkgroups = 128, kMinWorkgroupsWideRows = 64;
 // Steps of x's staging (four values an invocation each) whose loads are issued together, at most.
 constexpr int64_t kStageBatch = 4;
-// Shared memory for the staged x, at most (bytes): within every device's 16 KiB and NVIDIA's 48,
-// and small enough to keep several workgroups on a multiprocessor.
+// Shared memory for the staged x of one row, at most (bytes): within every device's 16 KiB and
+// NVIDIA's 48, and small enough to keep several workgroups on a multiprocessor. Each further row
+// may take as much again, within the device's: several rows staged in one segment
+// (tuning::kOneSegmentBytes) cost the workgroups on a multiprocessor less than staging x again.
 constexpr int64_t kStageBytes = 24 * 1024;
 
 // `vec4 x_value4(uint row, uint t, uint k, uint step)`: x[row, k .. k + 3] (t: the row within
@@ -243,12 +249,16 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
     return absl::InvalidArgumentError(
         absl::StrCat("x_quant needs block-quantized weights with integer quants, not ", graph::Name(s.w_dtype)));
   }
-  const int64_t tm = std::min(s.m, kGemvMaxRows);
+  absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemvQ8(s.m, s.k);
+  if (!config.ok()) return config.status();
+  const int64_t tm = config->rows;
   const uint32_t row_blocks = CeilDiv(s.m, tm);
   const int64_t parts_per_row = s.k / parts->q8_values;
   const bool subgroups = c.caps.subgroup_arithmetic;
   int64_t rn = std::max<int64_t>(1, TeamDots(s, parts_per_row, c.caps.subgroup_size) / (s.gates * tm));
-  if (s.gates > 1 && parts_per_row % c.caps.subgroup_size != 0) rn = FlatColumns(rn, s.gates, parts_per_row, c.caps.subgroup_size);
+  if (s.gates > 1 && parts_per_row % c.caps.subgroup_size != 0 && tm * 2 * rn * s.gates <= kMaxAccumulators) {
+    rn = FlatColumns(rn, s.gates, parts_per_row, c.caps.subgroup_size);
+  }
   uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, kWorkgroup);
   // Teams of subgroups need every subgroup full and of the size the kernel is built for.
   const uint32_t sg = c.caps.subgroup_size;
@@ -268,8 +278,13 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   // Rows: groups of RN output columns, RG_PER_TEAM groups a team (one where x is staged in segments,
   // which are staged again for every group).
   const int64_t row_groups = CeilDiv(s.n, rn);
-  const int64_t max_workgroups =
-      s.w_dtype == graph::DType::kQ8_0 && s.n * s.gates * s.k > kLargeMatrix ? kMaxWorkgroupsQ8_0 : kMaxWorkgroups;
+  // Each workgroup stages its block's TM rows of x, so a block's workgroups stage the bucket's m rows
+  // over all blocks: fewer of them for more rows, while each block's fill the GPU (teams of
+  // subgroups; a team of the whole workgroup takes as many row groups as with one row).
+  const int64_t max_workgroups = std::max<int64_t>(
+      kMinWorkgroups,
+      (s.w_dtype == graph::DType::kQ8_0 && s.n * s.gates * s.k > kLargeMatrix ? kMaxWorkgroupsQ8_0 : kMaxWorkgroups) /
+          (subgroup_teams ? s.m : 1));
   auto groups_per_team = [&](uint32_t teams) {
     return std::max<int64_t>(1, CeilDiv(row_groups, teams * max_workgroups));
   };
@@ -281,28 +296,42 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
     const int64_t min_workgroups = s.k >= kWideRow ? kMinWorkgroupsWideRows : kMinWorkgroups;
     while (wg * 2 <= widest && rows(wg) < kMinStagedRows && workgroups_of(wg * 2) >= min_workgroups) wg *= 2;
   }
-  if (wg % 8 != 0) return absl::InternalError(absl::StrCat("x_quant: workgroups of ", wg, " cannot stage x by blocks of 8 invocations"));
-  const uint32_t subs = subgroup_teams ? team / sg : 1;
-  const uint32_t teams = wg / team;
 
-  // x's staging: SEG values of each of the TM rows, 1 byte each plus a float per 32.
+  // x's staging: SEG values of each of the TM rows, 1 byte each plus a float per 32, in what shared
+  // memory the reductions leave (red, wg_scratch, xam, ...: floats an invocation each).
   const graph::Node* tail = s.tail >= 0 ? &c.g.node(s.tail) : nullptr;
   const bool argmax = tail != nullptr && tail->kind == graph::OpKind::kArgmax;
   const bool norm_tail = tail != nullptr && tail->kind == graph::OpKind::kRmsNorm;
   // A block's 8 invocations share a subgroup where subgroups have at least 8 (of consecutive
   // invocations, as the teams take them).
   const bool shuffle_blocks = c.caps.subgroup_shuffle && c.caps.min_subgroup_size >= 8;
-  const int64_t reduce_bytes = 4 * (tm * rn * s.gates + tm + (shuffle_blocks ? 0 : 2) + (argmax ? 2 : 0)) * wg;  // red, wg_scratch, xam, ...
-  const int64_t stage_budget = std::min<int64_t>(
-      kStageBytes, static_cast<int64_t>(c.caps.max_shared_memory) - reduce_bytes - parts->q8_shared_bytes);
   const int64_t per_value = tm * 9;  // eighths of a byte
-  int64_t seg = s.k;
-  if (seg * per_value > stage_budget * 8) {
-    seg = stage_budget * 8 / per_value / 256 * 256;  // whole superblocks of the K-quants
-    if (seg < 256) {
-      return absl::ResourceExhaustedError(absl::StrCat("x_quant: ", c.caps.max_shared_memory,
-                                                       " bytes of shared memory cannot stage 256 values of x"));
-    }
+  // Values of each row a segment takes for workgroups of w invocations (0: not even 256).
+  auto segment_of = [&](uint32_t w) -> int64_t {
+    const int64_t reduce_bytes = 4 * (tm * rn * s.gates + tm + (shuffle_blocks ? 0 : 2) + (argmax ? 2 : 0)) * int64_t{w};
+    const int64_t stage_budget = std::min<int64_t>(
+        kStageBytes * tm, static_cast<int64_t>(c.caps.max_shared_memory) - reduce_bytes - parts->q8_shared_bytes);
+    if (s.k * per_value <= stage_budget * 8) return s.k;
+    return std::max<int64_t>(0, stage_budget * 8 / per_value / 256 * 256);  // whole superblocks of the K-quants
+  };
+  auto segments_of = [&](uint32_t w) {
+    const int64_t seg = segment_of(w);
+    return seg == 0 ? std::numeric_limits<int64_t>::max() : int64_t{CeilDiv(s.k, seg)};
+  };
+  // Narrower while that stages x in fewer segments (the reductions' shared memory grows with the
+  // rows and the invocations); a team as wide as the workgroup narrows with it, to a subgroup.
+  const uint32_t narrowest = std::max<uint32_t>(subgroup_teams ? sg : 32, 8);
+  while (wg / 2 >= narrowest && segments_of(wg / 2) < segments_of(wg)) {
+    wg /= 2;
+    team = std::min(team, wg);
+  }
+  if (wg % 8 != 0) return absl::InternalError(absl::StrCat("x_quant: workgroups of ", wg, " cannot stage x by blocks of 8 invocations"));
+  const uint32_t subs = subgroup_teams ? team / sg : 1;
+  const uint32_t teams = wg / team;
+  const int64_t seg = segment_of(wg);
+  if (seg == 0) {
+    return absl::ResourceExhaustedError(absl::StrCat("x_quant: ", c.caps.max_shared_memory, " bytes of shared memory cannot stage 256 values of ",
+                                                     tm, tm == 1 ? " row" : " rows", " of x"));
   }
   const int64_t segments = CeilDiv(s.k, seg);
   const int64_t steps = CeilDiv(seg / 4, wg);

@@ -11,6 +11,7 @@
 #include <iterator>
 #include <tuple>
 
+#include "absl/strings/str_cat.h"
 #include "codegen/device_layout.h"
 #include "graph/builder.h"
 #include "graph/verifier.h"
@@ -297,6 +298,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // for rows of 4,096 values or more).
                       Q8MatMulCase{DType::kQ4_K, 1, 1, 8448, 4096, false},
                       Q8MatMulCase{DType::kQ6_K, 2, 2, 6144, 3, false},
+                      // 13 rows of 16 in one block, many row groups a team.
+                      Q8MatMulCase{DType::kQ6_K, 13, 16, 512, 20011, false},
                       Q8MatMulCase{DType::kQ4_0, 1, 1, 96, 37, false}, Q8MatMulCase{DType::kQ4_0, 3, 4, 160, 67, true},
                       Q8MatMulCase{DType::kQ4_1, 1, 1, 96, 37, false}, Q8MatMulCase{DType::kQ4_1, 3, 4, 160, 67, true},
                       Q8MatMulCase{DType::kQ5_1, 1, 1, 96, 37, false}, Q8MatMulCase{DType::kQ5_1, 3, 4, 160, 67, true},
@@ -312,6 +315,79 @@ INSTANTIATE_TEST_SUITE_P(
       const Q8MatMulCase& c = i.param;
       return std::string(graph::Name(c.dtype)) + "_t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) +
              "_n" + std::to_string(c.n) + (c.fused ? "_fused" : "");
+    });
+
+// The matrix-vector kernels at every row count a bucket up to kGemvMaxBucket holds (1, 3, 5, 8, 13
+// and 16 rows, of buckets 1, 4, 8, 8, 16 and 16), the float one and (for integer quants) the q8
+// one, with a norm prologue and a gated chain with a residual add, against the interpreter running
+// the same graph. A bucket's rows are one block where x's q8 staging fits one segment
+// (tuning::kOneSegmentBytes), else blocks of about as many rows each.
+struct GemvRowsCase {
+  DType dtype;
+  int64_t k, n;
+  int64_t q8_rows_of_16;  // the q8 kernel's rows a workgroup for a bucket of 16 (0: no q8 kernel)
+};
+
+void PrintTo(const GemvRowsCase& c, std::ostream* os) { *os << graph::Name(c.dtype) << " k" << c.k << " n" << c.n; }
+
+class GemvRowsTest : public QuantKernelTest, public ::testing::WithParamInterface<GemvRowsCase> {};
+
+TEST_P(GemvRowsTest, EveryRowCountMatchesTheInterpreter) {
+  const GemvRowsCase& c = GetParam();
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(c.k));
+  b.Output("y", b.MatMulWithNorm(x, b.Param("g", Vector(c.k)), 1e-5, 1.0, b.Param("w", Matrix(2 * c.n, c.k, c.dtype)),
+                                 {b.Input("r", Rows(c.n))}, "silu_mul,add"));
+  auto exact = std::move(b).Finish();
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  std::vector<std::pair<graph::Graph, bool>> graphs = {{*exact, false}};  // (graph, x through q8)
+  if (c.q8_rows_of_16 > 0) {
+    graph::Graph rounded = *exact;
+    auto pass = passes::MakePass("q8-activations");
+    ASSERT_TRUE(pass.ok()) << pass.status();
+    auto changed = (*pass)->Run(rounded);
+    ASSERT_TRUE(changed.ok() && *changed);
+    graphs.emplace_back(std::move(rounded), true);
+  }
+  for (const auto& [g, q8] : graphs) {
+    test::RandomParams params(g, 21);
+    for (auto [tokens, bucket] : {std::pair<int64_t, int64_t>{1, 1}, {3, 4}, {5, 8}, {8, 8}, {13, 16}, {16, 16}}) {
+      if (q8 && !ctx().info().int_dot_product) GTEST_FAIL() << "the device has no integer dot products";
+      const std::map<std::string, Tensor> inputs = {{"x", RandomRows(tokens, c.k, static_cast<uint32_t>(tokens))},
+                                                    {"r", RandomRows(tokens, c.n, 40)}};
+      auto want = graph::Interpreter(params).Run(g, inputs, 0);
+      ASSERT_TRUE(want.ok()) << want.status();
+      auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      ASSERT_EQ((*gpu)->plan().dispatches().size(), 1u);
+      const std::string& variant = (*gpu)->plan().dispatches()[0].variant;
+      EXPECT_EQ(variant.rfind(q8 ? "gemv_q8." : "gemv.", 0), 0u) << variant;
+      if (q8 && bucket == 16) {
+        EXPECT_NE(variant.find(absl::StrCat(".t", c.q8_rows_of_16, "x")), std::string::npos) << variant;
+      }
+      auto got = (*gpu)->Run(inputs, 0);
+      ASSERT_TRUE(got.ok()) << got.status();
+      const double err = test::RelativeError(got->at("y").f, want->at("y").f);
+      std::printf("[ %s k%lld n%lld: %lld of %lld rows ] %s: relative error %.3g\n", graph::Name(c.dtype),
+                  static_cast<long long>(c.k), static_cast<long long>(c.n), static_cast<long long>(tokens),
+                  static_cast<long long>(bucket), variant.c_str(), err);
+      // With x through q8 the kernel rounds x·g / d where the interpreter rounds x·g/rms / (d/rms)
+      // (Q8MatMulTest); without, only the order of the sums differs.
+      EXPECT_LE(err, q8 ? 1e-3 : 1e-5) << variant << ", " << tokens << " of " << bucket;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Formats, GemvRowsTest,
+    ::testing::Values(GemvRowsCase{DType::kQ4_K, 768, 37, 16}, GemvRowsCase{DType::kQ6_K, 512, 45, 16},
+                      GemvRowsCase{DType::kQ8_0, 416, 29, 16}, GemvRowsCase{DType::kQ5_0, 160, 67, 16},
+                      GemvRowsCase{DType::kF16, 200, 37, 0}, GemvRowsCase{DType::kF16, 131, 21, 0},
+                      // Rows too long for 16 of them in one segment: blocks of 4 (5 fit).
+                      GemvRowsCase{DType::kQ4_K, 6144, 9, 4}),
+    [](const ::testing::TestParamInfo<GemvRowsCase>& i) {
+      const GemvRowsCase& c = i.param;
+      return std::string(graph::Name(c.dtype)) + "_k" + std::to_string(c.k) + "_n" + std::to_string(c.n);
     });
 
 // The LM head's argmax fused into the q8 matrix-vector kernel (fuse-matmul-tail): every workgroup's
@@ -384,6 +460,8 @@ TEST_F(FusedArgmaxTest, TheMatmulWritesTheFirstMaximum) {
     test::RandomParams params(g, 12);
     ExpectFusedArgmax(g, params, 1, 1, {RandomRows(1, k, 1), RandomRows(1, k, 2), RandomRows(1, k, 3)});
     ExpectFusedArgmax(g, params, 3, 4, {RandomRows(3, k, 4), RandomRows(3, k, 5), RandomRows(3, k, 6)});
+    // 13 rows of a 16-row bucket, one block of rows (each row's maximum kept apart).
+    ExpectFusedArgmax(g, params, 13, 16, {RandomRows(13, k, 7), RandomRows(13, k, 8)});
   }
 }
 
@@ -413,7 +491,8 @@ TEST_F(FusedArgmaxTest, TiesGoToTheLowerColumnAcrossWorkgroups) {
 // dispatch, the sum and the normalised sum as the interpreter's, three runs in a row.
 TEST_F(FusedArgmaxTest, TheLastWorkgroupNormalisesTheRowsOfAMatmul) {
   for (auto [k, n, tokens, bucket] : {std::tuple{int64_t{512}, int64_t{1152}, int64_t{1}, int64_t{1}},
-                                      std::tuple{int64_t{256}, int64_t{300}, int64_t{3}, int64_t{4}}}) {
+                                      std::tuple{int64_t{256}, int64_t{300}, int64_t{3}, int64_t{4}},
+                                      std::tuple{int64_t{256}, int64_t{300}, int64_t{13}, int64_t{16}}}) {
     GraphBuilder b;
     ValueId o = b.MatMul(b.Input("x", Rows(k)), b.Param("w", Matrix(n, k, DType::kQ4_K)));
     ValueId post = b.RmsNorm(o, b.Param("g1", Vector(n)), 1e-6, 1.0);
@@ -440,6 +519,7 @@ TEST_F(FusedArgmaxTest, TheConsumingMatmulComputesAResidualNorm) {
   for (auto [k, n, prologue, tokens, bucket, outputs] :
        {std::tuple{int64_t{512}, int64_t{1152}, true, int64_t{1}, int64_t{1}, int64_t{96}},
         std::tuple{int64_t{256}, int64_t{320}, true, int64_t{3}, int64_t{4}, int64_t{96}},
+        std::tuple{int64_t{256}, int64_t{320}, true, int64_t{13}, int64_t{16}, int64_t{96}},
         std::tuple{int64_t{256}, int64_t{640}, false, int64_t{1}, int64_t{1}, int64_t{96}},
         std::tuple{int64_t{256}, int64_t{2560}, true, int64_t{4}, int64_t{4}, int64_t{2048}}}) {
     GraphBuilder b;

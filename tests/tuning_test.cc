@@ -1,24 +1,29 @@
 // Tuning as data (codegen/tuning/): DOPPLER_TUNE's entries, checked against the keys the families
-// know; the tiled matmul's choice and its overrides, whose kernels still compute what the
-// interpreter does.
+// know; the tiled and matrix-vector matmuls' choices and their overrides, whose kernels still
+// compute what the interpreter does.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "codegen/kernel.h"
 #include "codegen/tuning/coop.h"
 #include "codegen/tuning/gemm.h"
+#include "codegen/tuning/gemv.h"
 #include "codegen/tuning/tuning.h"
 #include "graph/builder.h"
 #include "graph/interpreter.h"
 #include "tests/support/compiled_kernel.h"
+#include "graph/verifier.h"
+#include "passes/pass.h"
 #include "tests/support/gpu_runner.h"
 #include "tests/support/graph_values.h"
 #include "tests/support/vk_test_env.h"
@@ -27,7 +32,10 @@ namespace doppler {
 namespace {
 
 using codegen::tuning::ChooseGemm;
+using codegen::tuning::ChooseGemv;
+using codegen::tuning::ChooseGemvQ8;
 using codegen::tuning::GemmConfig;
+using codegen::tuning::GemvConfig;
 using codegen::tuning::Override;
 
 // Sets DOPPLER_TUNE for one scope and restores the environment after.
@@ -105,7 +113,168 @@ TEST(Tuning, GemmFollowsTheGridAndTheSharedMemory) {
   }
 }
 
+// The matrix-vector kernels' rows of x a workgroup: the float one's as many as a part's x values
+// of every row fit 64 registers, the q8 one's as many as fit one 36 KiB segment of staged x (9/8
+// bytes a value), in blocks of about as many rows each.
+TEST(Tuning, GemvRowsFollowTheRegistersAndTheStaging) {
+  unsetenv("DOPPLER_TUNE");
+  struct Case {
+    int64_t m, k_or_part_values, rows;
+  };
+  for (const Case& c : {Case{16, 16, 4}, Case{16, 8, 8}, Case{16, 4, 16}, Case{3, 16, 3}, Case{1, 8, 1}}) {
+    absl::StatusOr<GemvConfig> got = ChooseGemv(c.m, c.k_or_part_values);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->rows, c.rows) << "float, " << c.m << " rows of parts of " << c.k_or_part_values;
+  }
+  for (const Case& c : {Case{16, 2048, 16}, Case{16, 4096, 8}, Case{8, 4096, 8}, Case{13, 6144, 5}, Case{16, 14336, 2},
+                        Case{5, 14336, 2}, Case{1, 100000, 1}, Case{16, 256, 16}}) {
+    absl::StatusOr<GemvConfig> got = ChooseGemvQ8(c.m, c.k_or_part_values);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->rows, c.rows) << "q8, " << c.m << " rows of " << c.k_or_part_values;
+  }
+}
+
+TEST(Tuning, GemvRowsOverridesAreCheckedAndUsedForAtMostTheBucket) {
+  {
+    ScopedTune tune("gemv.rows=16,gemv_q8.rows=3");
+    absl::StatusOr<GemvConfig> f = ChooseGemv(16, 16), q = ChooseGemvQ8(16, 256), few = ChooseGemvQ8(2, 256);
+    ASSERT_TRUE(f.ok() && q.ok() && few.ok()) << f.status() << q.status() << few.status();
+    EXPECT_EQ(f->rows, 16);
+    EXPECT_EQ(q->rows, 3);
+    EXPECT_EQ(few->rows, 2);
+  }
+  for (const char* tune : {"gemv.rows=0", "gemv_q8.rows=17"}) {
+    ScopedTune scoped(tune);
+    absl::StatusOr<GemvConfig> f = ChooseGemv(4, 8), q = ChooseGemvQ8(4, 256);
+    EXPECT_FALSE(f.ok() && q.ok()) << tune;
+    const absl::Status& bad = f.ok() ? q.status() : f.status();
+    EXPECT_NE(bad.message().find(absl::StrCat("DOPPLER_TUNE: ", tune, " is not between 1 and 16")), std::string::npos) << bad;
+  }
+}
+
+// On an H100-like device (as in tests/process_replay_test.cc) Llama-3.1-8B's matrices stage their
+// rows of x in one segment at 8 and 16 rows: gate+up (K = 4,096) as one block of 8 rows, or two,
+// and the down projection (K = 14,336) in blocks of 2 (bench/RESULTS.md, "Matrix-vector kernels
+// for up to 16 rows"). No device needed.
+TEST(Tuning, GemvQ8StagesXInOneSegmentOnAnH100LikeDevice) {
+  unsetenv("DOPPLER_TUNE");
+  codegen::TargetCaps nvidia;
+  nvidia.subgroup_size = nvidia.min_subgroup_size = 32;
+  nvidia.max_shared_memory = 49152;
+  nvidia.max_workgroup_invocations = 1024;
+  nvidia.subgroup_arithmetic = nvidia.subgroup_shuffle = true;
+  nvidia.integer_dot_product = true;
+  struct Case {
+    int64_t k, w_rows;
+    const char* epilogue;
+    int64_t bucket;
+    const char* rows;  // in the variant
+    uint32_t blocks;
+  };
+  for (const Case& c : {Case{4096, 2 * 14336, "silu_mul", 8, ".t8x", 1}, Case{4096, 2 * 14336, "silu_mul", 16, ".t8x", 2},
+                        Case{4096, 6144, "", 8, ".t8x", 1}, Case{14336, 4096, "add", 8, ".t2x", 4}}) {
+    graph::GraphBuilder b;
+    graph::ValueId x = b.Input("x", test::Rows(c.k));
+    std::vector<graph::ValueId> extras;
+    if (std::string(c.epilogue) == "add") extras.push_back(b.Input("r", test::Rows(c.w_rows)));
+    const graph::ValueId w = b.Param("w", test::Matrix(c.w_rows, c.k, graph::DType::kQ4_K));
+    graph::ValueId y = *c.epilogue ? b.MatMulFused(x, w, extras, c.epilogue) : b.MatMul(x, w);
+    b.Output("y", y);
+    absl::StatusOr<graph::Graph> g = std::move(b).Finish();
+    ASSERT_TRUE(g.ok()) << g.status();
+    graph::Node& node = g->mutable_node(*g->output("y"));
+    node.attrs.Set("x_quant", std::string("q8"));
+    absl::StatusOr<std::vector<codegen::Kernel>> kernels = codegen::EmitKernels(*g, node, nvidia, c.bucket);
+    ASSERT_TRUE(kernels.ok()) << kernels.status();
+    ASSERT_EQ(kernels->size(), 1u);
+    const codegen::Kernel& k = kernels->front();
+    std::printf("[ k%lld n%lld, bucket %lld ] %s, %u x %u x %u workgroups\n", static_cast<long long>(c.k),
+                static_cast<long long>(c.w_rows), static_cast<long long>(c.bucket), k.variant.c_str(), k.groups[0],
+                k.groups[1], k.groups[2]);
+    EXPECT_EQ(k.variant.rfind("gemv_q8.q4_k", 0), 0u) << k.variant;
+    EXPECT_NE(k.variant.find(c.rows), std::string::npos) << k.variant;
+    EXPECT_EQ(k.variant.find(".seg"), std::string::npos) << k.variant;
+    EXPECT_EQ(k.groups[2], c.blocks) << k.variant;
+  }
+}
+
 class TunedKernelTest : public vk::VkTest {};
+
+// Rows a matrix-vector workgroup that DOPPLER_TUNE may pick: 13 rows of a 16-row bucket as one
+// block (x staged in segments, in the q8 kernel), and as blocks of 3, in the float and the q8
+// kernels with a norm prologue and a gated chain with a residual add, against the interpreter.
+TEST_F(TunedKernelTest, EveryGemvRowsOverrideMatchesTheInterpreter) {
+  if (!ctx().info().int_dot_product) GTEST_FAIL() << "the device has no integer dot products";
+  const int64_t k = 6144, n = 11;
+  graph::GraphBuilder b;
+  graph::ValueId x = b.Input("x", test::Rows(k));
+  b.Output("y", b.MatMulWithNorm(x, b.Param("gamma", test::Vector(k)), 1e-5, 1.0,
+                                 b.Param("w", test::Matrix(2 * n, k, graph::DType::kQ4_K)), {b.Input("r", test::Rows(n))},
+                                 "silu_mul,add"));
+  absl::StatusOr<graph::Graph> exact = std::move(b).Finish();
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  graph::Graph rounded = *exact;
+  absl::StatusOr<std::unique_ptr<passes::Pass>> pass = passes::MakePass("q8-activations");
+  ASSERT_TRUE(pass.ok()) << pass.status();
+  ASSERT_TRUE((*pass)->Run(rounded).ok());
+  const std::map<std::string, graph::Tensor> inputs = {{"x", test::RandomRows(13, k, 3)}, {"r", test::RandomRows(13, n, 4)}};
+  for (const auto& [tune, g, variant, tolerance] :
+       {std::tuple<const char*, const graph::Graph*, const char*, double>{"gemv.rows=16", &*exact, "gemv.q4_k.t16x", 1e-5},
+        {"gemv.rows=3", &*exact, "gemv.q4_k.t3x", 1e-5},
+        {"gemv_q8.rows=16", &rounded, "gemv_q8.q4_k.t16x", 1e-3},
+        {"gemv_q8.rows=3", &rounded, "gemv_q8.q4_k.t3x", 1e-3}}) {
+    ScopedTune scoped(tune);
+    test::RandomParams params(*g, 9);
+    absl::StatusOr<std::map<std::string, graph::Tensor>> want = graph::Interpreter(params).Run(*g, inputs, 0);
+    ASSERT_TRUE(want.ok()) << want.status();
+    absl::StatusOr<std::unique_ptr<test::GpuRunner>> gpu = test::GpuRunner::Create(ctx(), *g, 16, params);
+    ASSERT_TRUE(gpu.ok()) << tune << ": " << gpu.status();
+    ASSERT_EQ((*gpu)->plan().dispatches().size(), 1u) << tune;
+    const std::string& got_variant = (*gpu)->plan().dispatches()[0].variant;
+    EXPECT_EQ(got_variant.rfind(variant, 0), 0u) << tune << ": " << got_variant;
+    absl::StatusOr<std::map<std::string, graph::Tensor>> got = (*gpu)->Run(inputs, 0);
+    ASSERT_TRUE(got.ok()) << got.status();
+    // Through q8 the kernel rounds x·g / d where the interpreter rounds x·g/rms / (d/rms)
+    // (tests/quant_kernel_test.cc, Q8MatMulTest).
+    EXPECT_LE(test::RelativeError(got->at("y").f, want->at("y").f), tolerance) << tune << ": " << got_variant;
+  }
+}
+
+// A row-wide op after a q8 matmul is computed by the matmul's kernel only where it takes the
+// bucket as one block of rows: with gemv_q8.rows=4 a 16-row bucket's norm is a dispatch of its own,
+// and both plans compute what the interpreter does.
+TEST_F(TunedKernelTest, TheMatmulTakesTheNormTailOnlyAsOneBlockOfRows) {
+  if (!ctx().info().int_dot_product) GTEST_FAIL() << "the device has no integer dot products";
+  const int64_t k = 256, n = 300;
+  graph::GraphBuilder b;
+  graph::ValueId o = b.MatMul(b.Input("x", test::Rows(k)), b.Param("w", test::Matrix(n, k, graph::DType::kQ4_K)));
+  graph::ValueId sum = b.Add(b.RmsNorm(o, b.Param("g1", test::Vector(n)), 1e-6, 1.0), b.Input("h", test::Rows(n)));
+  b.Output("sum", sum);
+  b.Output("normed", b.RmsNorm(sum, b.Param("g2", test::Vector(n)), 1e-6, 1.0));
+  absl::StatusOr<graph::Graph> built = std::move(b).Finish();
+  ASSERT_TRUE(built.ok()) << built.status();
+  graph::Graph g = *built;
+  for (const char* name : {"fuse-residual-rmsnorm", "q8-activations", "fuse-matmul-tail"}) {
+    absl::StatusOr<std::unique_ptr<passes::Pass>> pass = passes::MakePass(name);
+    ASSERT_TRUE(pass.ok() && (*pass)->Run(g).ok()) << name;
+  }
+  ASSERT_TRUE(graph::Verify(g).ok());
+  test::RandomParams params(g, 8);
+  const std::map<std::string, graph::Tensor> inputs = {{"x", test::RandomRows(13, k, 1)}, {"h", test::RandomRows(13, n, 2)}};
+  absl::StatusOr<std::map<std::string, graph::Tensor>> want = graph::Interpreter(params).Run(g, inputs, 0);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (const auto& [tune, dispatches] : {std::pair<const char*, size_t>{"gemv_q8.rows=16", 1}, {"gemv_q8.rows=4", 2}}) {
+    ScopedTune scoped(tune);
+    absl::StatusOr<std::unique_ptr<test::GpuRunner>> gpu = test::GpuRunner::Create(ctx(), g, 16, params);
+    ASSERT_TRUE(gpu.ok()) << tune << ": " << gpu.status();
+    EXPECT_EQ((*gpu)->plan().dispatches().size(), dispatches) << tune;
+    absl::StatusOr<std::map<std::string, graph::Tensor>> got = (*gpu)->Run(inputs, 0);
+    ASSERT_TRUE(got.ok()) << got.status();
+    for (const char* name : {"sum", "normed"}) {
+      EXPECT_LE(test::RelativeError(got->at(name).f, want->at(name).f), 2e-5) << tune << ": " << name;
+    }
+  }
+}
 
 // Every width and slice DOPPLER_TUNE may pick computes what the interpreter does (rows and columns
 // no multiple of a tile, K of Q8_0 blocks no multiple of 64; a norm prologue and a gated chain).

@@ -1,0 +1,35 @@
+// The matrix-vector matmuls' choices (codegen/matmul_gemv.cc and matmul_gemv_q8.cc render them).
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+
+namespace doppler::codegen::tuning {
+
+// Rows of x a matrix-vector workgroup takes at most: the largest bucket those kernels take
+// (codegen/matmul.h: kGemvMaxBucket), as one block of rows.
+inline constexpr int64_t kGemvRowsLimit = 16;
+
+struct GemvConfig {
+  // Rows of x a workgroup takes (TM): a bucket of m rows is ceil(m / rows) blocks of rows, and each
+  // block's workgroups read the weights again.
+  int64_t rows = 1;
+};
+
+// The float kernel's config for m rows whose weight parts have `part_values` values (PV): all of
+// them where each invocation's x values for them (rows · PV floats) fit the register budget, or
+// DOPPLER_TUNE's gemv.rows (1 .. kGemvRowsLimit; at most m are used).
+absl::StatusOr<GemvConfig> ChooseGemv(int64_t m, int64_t part_values);
+
+// The q8 kernel's config for m rows of k values: all of them where their q8 staging (9/8 bytes a
+// value) fits kOneSegmentBytes of shared memory, else the fewest blocks whose rows do, each of
+// about as many rows; or DOPPLER_TUNE's gemv_q8.rows.
+absl::StatusOr<GemvConfig> ChooseGemvQ8(int64_t m, int64_t k);
+// Staged in one segment, x serves every row group a workgroup takes; staged in segments, it is
+// staged again for every row group, so a workgroup takes one, and the dispatch stages x once per
+// few weight rows (bench/RESULTS.md, "Matrix-vector kernels for up to 16 rows"). 36 KiB: eight rows
+// of 4,096 values, with the reductions' shared memory, in NVIDIA's 48 KiB.
+inline constexpr int64_t kOneSegmentBytes = 36 * 1024;
+
+}  // namespace doppler::codegen::tuning
