@@ -1,7 +1,8 @@
 // A kernel is the GLSL compute shader generated for one node, with how to bind and dispatch it.
 //
-// Binding convention, shared with the scheduler: binding 0 is the step-parameter block
-// (token count and position of the step, written by the host before each submit), bindings
+// Binding convention, shared with the scheduler: binding 0 is the step block (token count and
+// position of the step, and in a paged graph each row's position and the page tables:
+// codegen/step_rows.h; written by the host before each submit), bindings
 // 1..n are the node's values listed in `args`, in order, then the kernel's scratch and its params
 // where it has them.
 #pragma once
@@ -66,7 +67,8 @@ inline uint32_t ParamsBinding(size_t args, bool scratch) {
 absl::StatusOr<std::vector<Kernel>> EmitKernels(const graph::Graph& g, const graph::Node& node, const TargetCaps& caps,
                                                 int64_t tokens);
 
-// The layout of the step-parameter block at binding 0, as the host writes it.
+// The first words of the step block at binding 0, as the host writes them (a paged graph's block
+// goes on: codegen/step_rows.h).
 struct StepParams {
   uint32_t n_tokens;  // tokens in this step (<= the plan's bucket)
   uint32_t pos;       // absolute position of the step's first token

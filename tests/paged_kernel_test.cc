@@ -91,7 +91,8 @@ class PagedRunner {
     for (const graph::Node& n : g_.nodes()) {
       if (n.kind != graph::OpKind::kInput) continue;
       const Tensor& t = step.inputs.at(n.attrs.Str("name"));
-      std::memcpy(inputs_.at(n.id)->mapped(), t.f.data(), static_cast<size_t>(t.numel()) * 4);
+      const void* src = t.dtype == DType::kI32 ? static_cast<const void*>(t.i.data()) : t.f.data();
+      std::memcpy(inputs_.at(n.id)->mapped(), src, static_cast<size_t>(t.numel()) * 4);
     }
     const codegen::StepBlockLayout l = codegen::StepBlockLayoutOf(g_.paging(), bucket_);
     for (size_t s = 0; s < steps.size(); ++s) {
@@ -108,10 +109,19 @@ class PagedRunner {
     for (const auto& [name, id] : g_.outputs()) {
       const graph::Node& n = g_.node(id);
       Tensor t;
+      t.dtype = n.type.dtype;
       t.shape = graph::Resolve(n.type.shape, tokens);
-      t.f.resize(static_cast<size_t>(t.numel()));
+      const size_t count = static_cast<size_t>(t.numel());
+      void* dst;
+      if (t.dtype == DType::kI32) {
+        t.i.resize(count);
+        dst = t.i.data();
+      } else {
+        t.f.resize(count);
+        dst = t.f.data();
+      }
       const vk::Slice& s = plan_->slice(id);
-      if (absl::Status st = ctx_.Download(*s.buffer, s.offset, t.f.data(), t.f.size() * 4); !st.ok()) return st;
+      if (absl::Status st = ctx_.Download(*s.buffer, s.offset, dst, count * 4); !st.ok()) return st;
       out[name] = std::move(t);
     }
     return out;
@@ -513,6 +523,51 @@ TEST_F(PagedPlanTest, EachStepOfAPlanReadsItsOwnBlock) {
     EXPECT_EQ(block[0], static_cast<uint32_t>(bucket));
     EXPECT_EQ(std::vector<int32_t>(block + l.positions, block + l.positions + bucket), steps[static_cast<size_t>(s)].positions);
     EXPECT_EQ(std::vector<int32_t>(block + l.tables, block + l.words), steps[static_cast<size_t>(s)].tables);
+  }
+}
+
+// Sampling in a paged step of one sequence: the token history and the draw at the rows' positions.
+TEST_F(PagedPlanTest, SamplesOneSequenceAtItsPositions) {
+  const int64_t vocab = 3001, ring = 16, bucket = 4;
+  for (const double temperature : {0.0, 0.9}) {
+    SCOPED_TRACE(absl::StrCat("temperature ", temperature));
+    GraphBuilder b;
+    ValueId ids = b.Input("ids", {DType::kI32, {Dim::Tokens()}});
+    ValueId x = b.LastRow(b.Input("x", Rows(vocab)));
+    x = b.RepeatPenalty(x, b.RecordTokens(b.State("history", {DType::kI32, {Dim::Static(ring)}}), ids), 1.3);
+    b.Output("penalized", x);
+    b.Output("token", b.Sample(x, temperature, 40, 0.95, 0.0, 7));
+    absl::StatusOr<graph::Graph> g = std::move(b).Finish();
+    ASSERT_TRUE(g.ok()) << g.status();
+    const Paging paging{16, 4, false};
+    g->set_paging(paging);
+    test::RandomParams params(*g, 1);
+    absl::StatusOr<std::unique_ptr<PagedRunner>> gpu =
+        PagedRunner::Create(ctx(), *g, bucket, params, vk::TargetCapsOf(ctx().info()));
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    graph::Interpreter interp(params);
+    int32_t pos = 37;
+    for (int step = 0; step < 12; ++step) {
+      const int64_t tokens = 1 + step % 3;
+      PagedStep s;
+      std::vector<int32_t> id_values;
+      for (int64_t t = 0; t < tokens; ++t) {
+        id_values.push_back(static_cast<int32_t>((step * 7 + t * 13) % 40));
+        s.positions.push_back(pos + static_cast<int32_t>(t));
+      }
+      s.inputs = {{"ids", Tensor::I32({tokens}, id_values)},
+                  {"x", Tensor::F32({tokens, vocab}, test::RandomFloats(static_cast<size_t>(tokens * vocab), 100 + step, -4.0f, 4.0f))}};
+      s.tables.assign(static_cast<size_t>(paging.table_pages), 0);
+      pos += static_cast<int32_t>(tokens);
+      absl::StatusOr<graph::StepRows> rows = graph::StepRows::Paged(paging, s.positions, s.tables);
+      ASSERT_TRUE(rows.ok()) << rows.status();
+      absl::StatusOr<std::map<std::string, Tensor>> want = interp.Run(*g, s.inputs, *rows);
+      ASSERT_TRUE(want.ok()) << want.status();
+      absl::StatusOr<std::map<std::string, Tensor>> got = (*gpu)->Run(s);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(got->at("penalized").f, want->at("penalized").f) << "step " << step;
+      EXPECT_EQ(got->at("token").i, want->at("token").i) << "step " << step;
+    }
   }
 }
 
