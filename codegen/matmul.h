@@ -90,10 +90,13 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s);
 int64_t GemvRowsPerWorkgroup(const MatMulSpec& s, int64_t tm);
 uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row);
 
-// GLSL declaring a matrix-vector workgroup's rows of x, t0 .. t0 + m - 1 (`uint m`): block
-// gl_WorkGroupID.z of TM rows where there are several blocks (returning where it is past the
-// step's rows), else all `rows_expr` of them.
-std::string GemvRowBlockGlsl(uint32_t blocks, const std::string& rows_expr);
+// GLSL declaring a matrix-vector workgroup's rows of x, t0 .. t0 + m - 1 (`uint m`): a block of
+// TM rows where there are several blocks (returning where it is past the step's rows), else all
+// `rows_expr` of them. The block is gl_WorkGroupID.z or, `interleaved`, wgi % blocks, where wgi
+// (`uint wgi`, the workgroup's index over x and y) then becomes wgi / blocks, skipped from
+// `WORKGROUPS` (a block's) on: neighbouring workgroups take the same weight rows for different
+// blocks, so that those are read together.
+std::string GemvRowBlockGlsl(uint32_t blocks, const std::string& rows_expr, bool interleaved);
 
 // `shared float red[OUTS][WG]` and `void wg_reduce(inout float v[OUTS])`: every invocation of the
 // workgroup gets the workgroup's sums (WG a power of two without subgroup arithmetic). A caller

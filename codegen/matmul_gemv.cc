@@ -57,9 +57,11 @@ int64_t GemvRowsPerWorkgroup(const MatMulSpec& s, int64_t tm) {
   return std::max<int64_t>(1, dots / (s.gates * tm));
 }
 
-std::string GemvRowBlockGlsl(uint32_t blocks, const std::string& rows_expr) {
+std::string GemvRowBlockGlsl(uint32_t blocks, const std::string& rows_expr, bool interleaved) {
   return blocks > 1 ? absl::StrCat("  // This workgroup's block of rows: t0 .. t0 + m - 1.\n  uint rows = ", rows_expr,
-                                   ", t0 = gl_WorkGroupID.z * TM;\n"
+                                   interleaved ? absl::StrCat(", t0 = (wgi % ", blocks, "u) * TM;\n  wgi /= ", blocks,
+                                                              "u;\n  if (wgi >= WORKGROUPS) return;  // past the grid's last\n")
+                                               : ", t0 = gl_WorkGroupID.z * TM;\n",
                                    "  if (t0 >= rows) return;  // uniform across the workgroup\n"
                                    "  uint m = min(rows - t0, TM);\n")
                     : absl::StrCat("  // The rows: t0 .. t0 + m - 1, all of them.\n  const uint t0 = 0u;\n  uint m = ", rows_expr,
@@ -244,7 +246,7 @@ void main() {
   }
 }
 )",
-                                     {{"ROW_BLOCK", GemvRowBlockGlsl(blocks, s.rows_expr)}}));
+                                     {{"ROW_BLOCK", GemvRowBlockGlsl(blocks, s.rows_expr, /*interleaved=*/false)}}));
   k.groups = WideGrid(groups);
   k.groups[2] = blocks;
   return k;

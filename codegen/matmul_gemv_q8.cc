@@ -376,7 +376,9 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
 };
   Kernel k;
   k.variant = absl::StrCat("gemv_q8.", graph::Name(s.w_dtype), ".t", tm, "x", rn, ".wg", wg, ".team", team, ".rg",
-                           rg_per_team, flat ? ".flat" : "", ".d", flat ? flat_depth : depth, segments > 1 ? absl::StrCat(".seg", segments) : "", s.variant_suffix,
+                           rg_per_team, flat ? ".flat" : "", ".d", flat ? flat_depth : depth,
+                           segments > 1 ? absl::StrCat(".seg", segments) : "",
+                           row_blocks > 1 ? absl::StrCat(".blocks", row_blocks) : "", s.variant_suffix,
                            argmax ? "+argmax" : norm_tail ? "+rms_norm_tail" : "", s.restate >= 0 ? "+residual_norm_x" : "");
   k.glsl = absl::StrCat(
       ShaderHeader(wg),
@@ -697,9 +699,10 @@ void main() {
 #endif
 }
 )",
-           {{"ROW_BLOCK", GemvRowBlockGlsl(row_blocks, s.rows_expr)}}));
-  k.groups = WideGrid(workgroups);
-  k.groups[2] = row_blocks;
+           {{"ROW_BLOCK", GemvRowBlockGlsl(row_blocks, s.rows_expr, /*interleaved=*/true)}}));
+  // Blocks of rows interleaved in the grid: the workgroups of every block that read a stretch of
+  // the matrix run side by side, so that the stretch is read from memory about once.
+  k.groups = WideGrid(workgroups * row_blocks);
   if (tail != nullptr) k.scratch_bytes = 16 + (argmax ? 8 * uint64_t{workgroups} * static_cast<uint64_t>(tm) : 0);
   return k;
 }

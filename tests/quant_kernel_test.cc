@@ -300,6 +300,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Q8MatMulCase{DType::kQ6_K, 2, 2, 6144, 3, false},
                       // 13 rows of 16 in one block, many row groups a team.
                       Q8MatMulCase{DType::kQ6_K, 13, 16, 512, 20011, false},
+                      // 13 rows of 16 in 4 blocks of rows, interleaved along the grid.
+                      Q8MatMulCase{DType::kQ4_K, 13, 16, 6144, 1000, false},
                       Q8MatMulCase{DType::kQ4_0, 1, 1, 96, 37, false}, Q8MatMulCase{DType::kQ4_0, 3, 4, 160, 67, true},
                       Q8MatMulCase{DType::kQ4_1, 1, 1, 96, 37, false}, Q8MatMulCase{DType::kQ4_1, 3, 4, 160, 67, true},
                       Q8MatMulCase{DType::kQ5_1, 1, 1, 96, 37, false}, Q8MatMulCase{DType::kQ5_1, 3, 4, 160, 67, true},
