@@ -171,7 +171,11 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
     }
     absl::StrAppend(&s.variant_suffix, "+x_q8");
   }
-  const bool coop = c.caps.coop_matrix_nv && s.m >= kCoopMinRows && s.w_dtype != graph::DType::kF32;
+  // A batched decode step (a row per sequence) takes the cooperative-matrix tiles from past the
+  // matrix-vector kernels' rows: its products are bound by the tiles' K loop, where the f32 tiled
+  // kernel took 2.6 times as long at 32 rows as the coop one at 64 (bench/RESULTS.md, issue 29).
+  const int64_t coop_min_rows = c.g.paging().row_per_sequence ? kGemvMaxBucket + 1 : kCoopMinRows;
+  const bool coop = c.caps.coop_matrix_nv && s.m >= coop_min_rows && s.w_dtype != graph::DType::kF32;
   s.tile_x_glsl = absl::StrCat(
       s.k % 4 == 0 ? FloatQuadBuffer(2, "x", graph::DType::kF32, true) : FloatBuffer(2, "x", graph::DType::kF32, true), R"(
 float staged_x(uint t, uint k, uint m, inout float sum_sq) {

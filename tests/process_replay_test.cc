@@ -81,7 +81,8 @@ std::vector<Model> Models() {
 constexpr int kSyntheticLayers = 6;
 
 // The model's lines: each plan the engine would build (decode with q8 activations where the target
-// multiplies integers; prefill) and a short prefill chunk, on each target.
+// multiplies integers; prefill), a short prefill chunk, and the batched engine's decode plans of 8
+// rows (q8 activations, as its buckets up to 16) and 32, on each target.
 // A model the engine does not build yet (a new architecture, rope type) is one line saying why, with
 // the fixtures' folder left out so that the line is the same on every machine.
 std::string NotBuilt(const Model& m, const absl::Status& s) {
@@ -98,18 +99,28 @@ absl::StatusOr<std::string> ModelLines(Model m) {
   }
   absl::StatusOr<graph::Graph> g = runtime::StepGraph(opened->config, opened->build, runtime::SamplingOptions{}, "default");
   if (!g.ok()) return NotBuilt(m, g.status());
+  // The batched engine's decode plans: a row per sequence over a paged cache (runtime/batch_engine.h).
+  models::BuildOptions paged = opened->build;
+  paged.paging = {16, (paged.context + 15) / 16, true};
+  paged.kv_pages = 2 * paged.paging.table_pages;
+  paged.logits_all_tokens = true;
+  absl::StatusOr<graph::Graph> batched = runtime::StepGraph(opened->config, paged, runtime::SamplingOptions{}, "default");
+  if (!batched.ok()) return NotBuilt(m, batched.status());
   absl::StatusOr<std::unique_ptr<passes::Pass>> q8 = passes::MakePass("q8-activations");
   if (!q8.ok()) return q8.status();
   std::string out;
   for (const Target& t : Targets()) {
-    graph::Graph decode = *g;
+    graph::Graph decode = *g, batched_q8 = *batched;
     if (t.caps.integer_dot_product) {
       if (absl::StatusOr<bool> changed = (*q8)->Run(decode); !changed.ok()) return changed.status();
+      if (absl::StatusOr<bool> changed = (*q8)->Run(batched_q8); !changed.ok()) return changed.status();
     }
     const int64_t chunk = std::min<int64_t>(32, m.options.prefill_chunk);
     for (const auto& [plan, graph, tokens] : {std::tuple<const char*, const graph::Graph*, int64_t>{"decode", &decode, 1},
                                               {"chunk", &*g, chunk},
-                                              {"prefill", &*g, m.options.prefill_chunk}}) {
+                                              {"prefill", &*g, m.options.prefill_chunk},
+                                              {"batch_decode", &batched_q8, 8},
+                                              {"batch_decode", &*batched, 32}}) {
       absl::StatusOr<std::string> lines =
           test::ReplayLines(absl::StrCat(m.name, " ", t.name, " ", plan, ":T=", tokens), *graph, t.caps, tokens);
       if (!lines.ok()) return absl::Status(lines.status().code(), absl::StrCat(m.name, ": ", lines.status().message()));
