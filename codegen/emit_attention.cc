@@ -426,9 +426,6 @@ float new_v(uint d) { return {{UNPACK}}(s_vc[d >> 1])[d & 1u]; }
   return out;
 }
 
-// Lanes a row-per-sequence decode step's attention dispatch aims at (see its subgroups' choice).
-constexpr int64_t kRowLanes = int64_t{1} << 16;
-
 // Whether the kernel itself appends an appending attention's keys and values: the subgroups
 // variant where no row reads another's new key, at one token (the decode step) or with a row per
 // sequence (a batched decode step), for heads it can write in pairs.
@@ -505,14 +502,7 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
   // 415.3 -> 418.1 / 417.9; their attention 172 -> 156, 188 -> 170 and 175 -> 154 µs a step.
   const int64_t min_sg = std::max<int64_t>(1, c.caps.min_subgroup_size);
   const int64_t shared_for_partials = static_cast<int64_t>(c.caps.max_shared_memory) / 2 - 4 * head_dim;
-  // A step with a row per sequence dispatches heads × rows workgroups: its subgroups a workgroup
-  // are as many as keep the dispatch at about kRowLanes lanes (at one row, still 32), since each
-  // row's keys are those of one sequence (bench/RESULTS.md, issue 29: at 64 rows of 32 subgroups,
-  // Llama-3.1-8B's attention took 5.8 ms a step).
-  const int64_t row_cap = c.g.paging().row_per_sequence
-                              ? std::max<int64_t>(1, kRowLanes / (heads * c.tokens * min_sg))
-                              : 32;
-  const int64_t nsg = std::max<int64_t>(1, std::min<int64_t>({32, row_cap, shared_for_partials / (4 * head_dim + 8),
+  const int64_t nsg = std::max<int64_t>(1, std::min<int64_t>({32, shared_for_partials / (4 * head_dim + 8),
                                                               c.caps.max_workgroup_invocations / min_sg}));
   const int64_t dims_per_lane = (head_dim + min_sg - 1) / min_sg;
   const int64_t kpi = std::max<int64_t>(1, std::min<int64_t>(4, 8 / dims_per_lane));
