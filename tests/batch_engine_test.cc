@@ -138,61 +138,60 @@ TEST_P(BatchFixtureTest, PromptsJoiningAtDifferentStepsWithOneLeavingEarly) {
   EXPECT_EQ(e.device().validation_messages(), 0);
 }
 
+
+// Greedy tokens of random prompts: decoded alone, then together with a neighbour whose tokens
+// are replaced by random ones every step (as a high temperature would): the same tokens, in every
+// family.
+TEST_P(BatchFixtureTest, TokensDoNotDependOnTheNeighbours) {
+  auto engine = Engine(GetParam(), 4);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  BatchEngine& e = **engine;
+  std::mt19937 rng(3);
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t length : {3u, 11u, 20u}) {
+    std::vector<int32_t> p(length);
+    for (int32_t& t : p) t = static_cast<int32_t>(rng() % 256);
+    prompts.push_back(p);
+  }
+  auto decode = [&](const std::vector<size_t>& which, bool noisy_neighbour) {
+    std::map<int, size_t> of;
+    for (size_t i : which) of[*e.Add(prompts[i], 10)] = i;
+    int noisy = -1;
+    if (noisy_neighbour) noisy = *e.Add(prompts[0], 30);
+    std::vector<std::vector<int32_t>> out(prompts.size());
+    for (int steps = 0; steps < 100; ++steps) {  // a step may only prefill, producing nothing
+      absl::StatusOr<std::vector<StepToken>> step = e.Step();
+      EXPECT_TRUE(step.ok()) << step.status();
+      if (!step.ok()) break;
+      bool done = true;
+      for (const StepToken& t : *step) {
+        if (t.sequence == noisy) {
+          EXPECT_TRUE(e.SetNext(noisy, static_cast<int32_t>(rng() % 256)).ok());
+        } else {
+          out[of[t.sequence]].push_back(t.token);
+        }
+      }
+      for (const auto& [id, i] : of) done = done && out[i].size() >= 10;
+      if (done) break;
+    }
+    for (const auto& [id, i] : of) e.Remove(id);
+    if (noisy >= 0) e.Remove(noisy);
+    return out;
+  };
+  std::vector<std::vector<int32_t>> alone(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) alone[i] = decode({i}, false)[i];
+  const std::vector<std::vector<int32_t>> together = decode({0, 1, 2}, true);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(together[i], alone[i]) << "prompt " << i;
+    EXPECT_EQ(alone[i].size(), 10u);
+  }
+  EXPECT_EQ(e.device().validation_messages(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, BatchFixtureTest,
                          ::testing::Values("llama", "gemma3", "qwen2", "qwen3", "mistral", "phi3", "qwen3_moe",
                                            "mixtral"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
-
-// Greedy tokens of random prompts: decoded alone, then together with a neighbour whose tokens
-// are replaced by random ones every step (as a high temperature would): the same tokens.
-TEST(BatchEngine, TokensDoNotDependOnTheNeighbours) {
-  for (const std::string model : {"llama", "gemma3", "qwen3_moe"}) {
-    SCOPED_TRACE(model);
-    auto engine = Engine(model, 4);
-    ASSERT_TRUE(engine.ok()) << engine.status();
-    BatchEngine& e = **engine;
-    std::mt19937 rng(3);
-    std::vector<std::vector<int32_t>> prompts;
-    for (size_t length : {3u, 11u, 20u}) {
-      std::vector<int32_t> p(length);
-      for (int32_t& t : p) t = static_cast<int32_t>(rng() % 256);
-      prompts.push_back(p);
-    }
-    auto decode = [&](const std::vector<size_t>& which, bool noisy_neighbour) {
-      std::map<int, size_t> of;
-      for (size_t i : which) of[*e.Add(prompts[i], 10)] = i;
-      int noisy = -1;
-      if (noisy_neighbour) noisy = *e.Add(prompts[0], 30);
-      std::vector<std::vector<int32_t>> out(prompts.size());
-      for (int steps = 0; steps < 100; ++steps) {  // a step may only prefill, producing nothing
-        absl::StatusOr<std::vector<StepToken>> step = e.Step();
-        EXPECT_TRUE(step.ok()) << step.status();
-        if (!step.ok()) break;
-        bool done = true;
-        for (const StepToken& t : *step) {
-          if (t.sequence == noisy) {
-            EXPECT_TRUE(e.SetNext(noisy, static_cast<int32_t>(rng() % 256)).ok());
-          } else {
-            out[of[t.sequence]].push_back(t.token);
-          }
-        }
-        for (const auto& [id, i] : of) done = done && out[i].size() >= 10;
-        if (done) break;
-      }
-      for (const auto& [id, i] : of) e.Remove(id);
-      if (noisy >= 0) e.Remove(noisy);
-      return out;
-    };
-    std::vector<std::vector<int32_t>> alone(prompts.size());
-    for (size_t i = 0; i < prompts.size(); ++i) alone[i] = decode({i}, false)[i];
-    const std::vector<std::vector<int32_t>> together = decode({0, 1, 2}, true);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EXPECT_EQ(together[i], alone[i]) << "prompt " << i;
-      EXPECT_EQ(alone[i].size(), 10u);
-    }
-    EXPECT_EQ(e.device().validation_messages(), 0);
-  }
-}
 
 // A prompt whose first pages another prompt already computed reuses them, and gives the logits
 // it gives in an engine where nothing is shared.
