@@ -34,7 +34,13 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(EngineOptions o
   if (batch.page_rows < 1 || batch.page_rows > 4096) {
     return absl::InvalidArgumentError(absl::StrCat("the KV page size must be 1..4096 rows, not ", batch.page_rows));
   }
-  if (batch.ctx_total < 0) return absl::InvalidArgumentError("--ctx-total must not be negative");
+  // The pool is checked against the device's memory when it is allocated; this bounds its
+  // bookkeeping before then: every sequence at the largest context.
+  constexpr int64_t kMaxCtxTotal = int64_t{1024} << 20;
+  if (batch.ctx_total < 0 || batch.ctx_total > kMaxCtxTotal) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ctx-total ", batch.ctx_total, " is not between 0 and ", kMaxCtxTotal, " tokens"));
+  }
   std::unique_ptr<BatchEngine> e(new BatchEngine());
   e->options_ = std::move(options);
   e->batch_ = batch;
@@ -72,7 +78,6 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(EngineOptions o
     pages = std::max(pages, table_pages);
   }
   build.kv_pages = pages;
-  e->pool_ = std::make_unique<PagePool>(pages);
 
   absl::StatusOr<graph::Graph> prefill = StepGraph(e->config_, build, SamplingOptions{}, e->options_.passes);
   if (!prefill.ok()) return prefill.status();
@@ -87,7 +92,8 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(EngineOptions o
   if (!q8.ok()) return q8.status();
   e->decode_q8_graph_ = *std::move(q8);
   e->build_ = build;
-  if (absl::Status s = e->Load(); !s.ok()) return s;
+  if (absl::Status s = e->Load(); !s.ok()) return s;  // the caches against the device's memory first
+  e->pool_ = std::make_unique<PagePool>(pages);
   return e;
 }
 

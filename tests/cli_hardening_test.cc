@@ -116,6 +116,21 @@ TEST(CliHardening, HugeContextIsRefusedBeforeAllocating) {
   ExpectError(Doppler("run --model " + kLlama + " --prompt-ids 1,2 -c 1000000000"), 1, "is more than the 1048576");
 }
 
+// Several prompts and the batched engine's options: one clear error each.
+TEST(CliHardening, BatchOptionsAndPromptsAreChecked) {
+  ExpectError(Doppler("run " + Stories() + " --prompts-file /nonexistent/prompts.txt"), 1, "/nonexistent/prompts.txt");
+  ExpectError(Doppler("run --model " + kLlama + " --prompt-ids 1,2 --prompt-ids 3 -np 0"), 2, "-np, --parallel must be 1..1024");
+  ExpectError(Doppler("run --model " + kLlama + " --prompt-ids 1,2 --prompt-ids 3 --kv-page 0"), 2, "--kv-page must be 1..4096");
+  ExpectError(Doppler("run --model " + kLlama + " --prompt-ids 1,2 --prompt-ids 3,x"), 2, "'x' is not a token id");
+  ExpectError(Doppler("run --model " + kLlama + " --prompt-ids 1,2 --prompt-ids 3 --ctx-total 4611686018427387904"), 1,
+              "--ctx-total 4611686018427387904 is not between 0 and");
+  // A pool with no room for even one sequence's prompt and tokens: refused, naming the option.
+  ExpectError(Doppler("run --model " + kLlama + " --prompt-ids 1,2,3,4,5,6,7,8 --prompt-ids 3 -n 40 --ctx-total 16"), 1,
+              "--ctx-total");
+  ExpectError(Doppler("bench --synthetic tiny --batch 0"), 2, "--batch: 0 is not a batch size");
+  ExpectError(Doppler("bench --synthetic tiny --batch 1,x"), 2, "--batch");
+}
+
 TEST(CliHardening, ContextBeyondTheTrainedLengthWarns) {
   Result r = Doppler("graph --model " + kLlama + " -c 1024 --stats");
   ASSERT_EQ(r.exit_code, 0) << r.err;
