@@ -281,10 +281,13 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   // Each workgroup stages its block's TM rows of x, so a block's workgroups stage the bucket's m rows
   // over all blocks: fewer of them for more rows, while each block's fill the GPU (teams of
   // subgroups; a team of the whole workgroup takes as many row groups as with one row).
-  const int64_t max_workgroups = std::max<int64_t>(
-      kMinWorkgroups,
-      (s.w_dtype == graph::DType::kQ8_0 && s.n * s.gates * s.k > kLargeMatrix ? kMaxWorkgroupsQ8_0 : kMaxWorkgroups) /
-          (subgroup_teams ? s.m : 1));
+  const int64_t max_workgroups =
+      subgroup_teams && config->workgroups > 0
+          ? config->workgroups
+          : std::max<int64_t>(kMinWorkgroups, (s.w_dtype == graph::DType::kQ8_0 && s.n * s.gates * s.k > kLargeMatrix
+                                                   ? kMaxWorkgroupsQ8_0
+                                                   : kMaxWorkgroups) /
+                                                  (subgroup_teams ? s.m : 1));
   auto groups_per_team = [&](uint32_t teams) {
     return std::max<int64_t>(1, CeilDiv(row_groups, teams * max_workgroups));
   };

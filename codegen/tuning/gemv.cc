@@ -39,7 +39,18 @@ absl::StatusOr<GemvConfig> ChooseGemv(int64_t m, int64_t part_values) {
 absl::StatusOr<GemvConfig> ChooseGemvQ8(int64_t m, int64_t k) {
   const int64_t fit = std::clamp<int64_t>(kOneSegmentBytes * 8 / (9 * std::max<int64_t>(1, k)), 1, kGemvRowsLimit);
   const int64_t blocks = CeilDiv(m, fit);
-  return WithOverride("gemv_q8", m, CeilDiv(m, blocks));
+  absl::StatusOr<GemvConfig> config = WithOverride("gemv_q8", m, CeilDiv(m, blocks));
+  if (!config.ok()) return config;
+  absl::StatusOr<std::optional<int64_t>> workgroups = Override("gemv_q8", "workgroups");
+  if (!workgroups.ok()) return workgroups.status();
+  if (*workgroups) {
+    if (**workgroups < 1 || **workgroups > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DOPPLER_TUNE: gemv_q8.workgroups=", **workgroups, " is not between 1 and 65535"));
+    }
+    config->workgroups = **workgroups;
+  }
+  return config;
 }
 
 }  // namespace doppler::codegen::tuning

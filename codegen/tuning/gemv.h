@@ -15,6 +15,9 @@ struct GemvConfig {
   // Rows of x a workgroup takes (TM): a bucket of m rows is ceil(m / rows) blocks of rows, and each
   // block's workgroups read the weights again.
   int64_t rows = 1;
+  // The q8 kernel with teams of subgroups: the most workgroups a block of rows takes (each stages
+  // x); 0: the kernel's rule. DOPPLER_TUNE's gemv_q8.workgroups (1 .. 65,535).
+  int64_t workgroups = 0;
 };
 
 // The float kernel's config for m rows whose weight parts have `part_values` values (PV): all of

@@ -18,7 +18,8 @@ namespace {
 // Every key a family lets DOPPLER_TUNE set (a new tunable choice adds its key here).
 const std::vector<std::string>& KnownKeys() {
   static const std::vector<std::string> keys = {"gemm.bn", "gemm.bk", "coop.bm", "coop.bn", "coop.bk", "coop.sm",
-                                                "coop.sn", "coop.prefetch", "gemv.rows", "gemv_q8.rows"};
+                                                "coop.sn", "coop.prefetch", "gemv.rows", "gemv_q8.rows",
+                                                "gemv_q8.workgroups"};
   return keys;
 }
 
