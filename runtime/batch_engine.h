@@ -89,6 +89,7 @@ class BatchEngine {
     return 1.0 - static_cast<double>(pool_->available()) / static_cast<double>(pool_->pages());
   }
   int64_t pool_pages() const { return pool_->pages(); }
+  int max_sequences() const { return batch_.max_sequences; }
   int64_t page_rows() const { return batch_.page_rows; }
   const models::ModelConfig& config() const { return config_; }
   const vk::Context& device() const { return *ctx_; }

@@ -27,9 +27,13 @@ BatchScheduler::~BatchScheduler() {
 absl::StatusOr<std::shared_ptr<Sequence>> BatchScheduler::Submit(SequenceRequest request) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!accepting_) return absl::UnavailableError("the server is shutting down");
-  if (load_.waiting + static_cast<int64_t>(submitted_.size()) >= max_waiting_ && load_.running > 0) {
-    return absl::ResourceExhaustedError(absl::StrCat("the server is busy: ", load_.waiting + submitted_.size(),
-                                                     " requests are waiting already; try again later"));
+  // Those not yet running: beyond the engine's free places, at most max_waiting.
+  const int64_t queued = load_.waiting + static_cast<int64_t>(submitted_.size());
+  const int64_t free_places = std::max<int64_t>(0, engine_.max_sequences() - load_.running);
+  if (queued >= max_waiting_ + free_places) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the server is busy: ", std::max<int64_t>(0, queued - free_places),
+                     " requests are waiting already; try again later"));
   }
   auto seq = std::make_shared<Sequence>(next_id_++, std::move(request));
   submitted_.emplace_back(seq, Clock::now());
