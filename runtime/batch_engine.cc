@@ -23,6 +23,20 @@ int Bucket(int rows, int max_rows) {
   return std::min(b, max_rows);
 }
 
+// The window of every attention layer where they all have the same one (Mistral's), else 0: only
+// then can a sequence's pages that fell out of the window go back to the pool (Gemma 3's global
+// layers read all of its positions through the same page table).
+int64_t CommonWindow(const graph::Graph& g) {
+  int64_t window = -1;
+  for (const graph::Node& n : g.nodes()) {
+    if (n.kind != graph::OpKind::kAttention) continue;
+    const int64_t w = n.attrs.Int("window");
+    if (w == 0 || (window >= 0 && w != window)) return 0;
+    window = w;
+  }
+  return std::max<int64_t>(window, 0);
+}
+
 }  // namespace
 
 BatchEngine::~BatchEngine() = default;
@@ -82,6 +96,7 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(EngineOptions o
   absl::StatusOr<graph::Graph> prefill = StepGraph(e->config_, build, SamplingOptions{}, e->options_.passes);
   if (!prefill.ok()) return prefill.status();
   e->prefill_graph_ = *std::move(prefill);
+  e->window_ = CommonWindow(e->prefill_graph_);
   build.paging.row_per_sequence = true;
   build.logits_all_tokens = true;
   absl::StatusOr<graph::Graph> decode = StepGraph(e->config_, build, SamplingOptions{}, e->options_.passes);
@@ -155,6 +170,14 @@ absl::Status BatchEngine::Prepare(int sequences) {
   return absl::OkStatus();
 }
 
+int64_t BatchEngine::PagesHeldAtMost(int64_t positions) const {
+  const int64_t all = CeilDiv(positions, batch_.page_rows);
+  if (window_ == 0) return all;
+  // A step of n <= prefill_chunk tokens at position c holds the pages of positions c + 1 - window
+  // .. c + n - 1 (older ones were released after the step before).
+  return std::min(all, CeilDiv(window_ + options_.prefill_chunk - 1, batch_.page_rows) + 1);
+}
+
 absl::StatusOr<int> BatchEngine::Add(std::span<const int32_t> prompt, int64_t max_new_tokens, bool want_logits) {
   if (prompt.empty()) return absl::InvalidArgumentError("an empty prompt");
   for (int32_t id : prompt) {
@@ -170,7 +193,7 @@ absl::StatusOr<int> BatchEngine::Add(std::span<const int32_t> prompt, int64_t ma
                                               " new ones exceed the context size ", options_.context,
                                               " (raise it with -c, --ctx-size)"));
   }
-  if (CeilDiv(length, batch_.page_rows) > pool_->pages()) {
+  if (PagesHeldAtMost(length) > pool_->pages()) {
     return absl::ResourceExhaustedError(absl::StrCat("a prompt of ", prompt.size(), " tokens and ", max_new_tokens,
                                                      " new ones need more than the KV pool's ",
                                                      pool_->pages() * batch_.page_rows, " rows (--ctx-total)"));
@@ -193,11 +216,11 @@ absl::StatusOr<int> BatchEngine::Add(std::span<const int32_t> prompt, int64_t ma
 void BatchEngine::Admit() {
   while (!queue_.empty() && running() < batch_.max_sequences) {
     Sequence& s = sequences_.at(queue_.front());
-    const int64_t needed = CeilDiv(s.prompt + s.max_new - 1, batch_.page_rows);
+    const int64_t needed = PagesHeldAtMost(s.prompt + s.max_new - 1);
     if (!pool_->Reserve(needed)) return;
     s.reserved = needed;
     uint64_t hash = 0;
-    for (int64_t page = 0; (page + 1) * batch_.page_rows <= s.prompt - 1; ++page) {
+    for (int64_t page = 0; window_ == 0 && (page + 1) * batch_.page_rows <= s.prompt - 1; ++page) {
       const std::span<const int32_t> rows(s.tokens.data() + page * batch_.page_rows, static_cast<size_t>(batch_.page_rows));
       hash = PagePool::ChainHash(hash, rows);
       std::optional<int32_t> shared = pool_->Share(hash);
@@ -222,6 +245,19 @@ void BatchEngine::EnsurePages(Sequence& s, int64_t positions) {
   }
 }
 
+void BatchEngine::RecycleWindowPages(Sequence& s) {
+  if (window_ == 0) return;
+  // The next step's first query is at s.computed; it needs keys from s.computed + 1 - window on.
+  const int64_t oldest = s.computed + 1 - window_;
+  for (size_t page = 0; page < s.pages.size() && static_cast<int64_t>(page + 1) * batch_.page_rows <= oldest; ++page) {
+    if (s.pages[page] < 0) continue;
+    pool_->Release(s.pages[page]);  // held by this sequence alone (nothing is shared with windows)
+    s.pages[page] = -1;
+    pool_->Reserve(1);  // the page just freed: the sequence's next page
+    ++s.reserved;
+  }
+}
+
 void BatchEngine::WriteTable(uint32_t* table, const Sequence& s) const {
   const int64_t entries = build_.paging.table_pages;
   for (int64_t i = 0; i < entries; ++i) {
@@ -229,8 +265,10 @@ void BatchEngine::WriteTable(uint32_t* table, const Sequence& s) const {
   }
 }
 
-// Full pages of the prompt whose keys and values are computed are offered to later prompts.
+// Full pages of the prompt whose keys and values are computed are offered to later prompts (not
+// where the pages of a window are recycled: a page holds its keys only while the window needs them).
 void BatchEngine::PublishPromptPages(Sequence& s) {
+  if (window_ > 0) return;
   const int64_t rows = batch_.page_rows;
   while (static_cast<int64_t>(s.hashes.size() + 1) * rows <= std::min(s.computed, s.prompt)) {
     const size_t page = s.hashes.size();
@@ -252,6 +290,7 @@ absl::Status BatchEngine::PrefillChunk(int id, Sequence& s, std::vector<StepToke
   if (absl::Status st = prefill_->Run(static_cast<uint32_t>(n), static_cast<uint32_t>(s.computed)); !st.ok()) return st;
   s.computed += n;
   PublishPromptPages(s);
+  RecycleWindowPages(s);
   if (s.computed < s.prompt) return absl::OkStatus();
   StepToken t{id, 0, s.computed, {}};
   std::memcpy(&t.token, prefill_token_->mapped(), sizeof(int32_t));
@@ -327,6 +366,7 @@ absl::Status BatchEngine::DecodeStep(std::vector<StepToken>& out) {
     Sequence& s = sequences_.at(id);
     s.tokens.push_back(*s.next);
     ++s.computed;
+    RecycleWindowPages(s);
     StepToken tok{id, chosen[t], s.computed, {}};
     if (s.want_logits) {
       tok.logits.assign(logits.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(t) * vocab),
@@ -376,7 +416,9 @@ void BatchEngine::Remove(int id) {
   auto it = sequences_.find(id);
   if (it == sequences_.end()) return;
   Sequence& s = it->second;
-  for (int32_t page : s.pages) pool_->Release(page);
+  for (int32_t page : s.pages) {
+    if (page >= 0) pool_->Release(page);
+  }
   if (s.admitted) pool_->Unreserve(s.reserved);
   queue_.erase(std::remove(queue_.begin(), queue_.end(), id), queue_.end());
   sequences_.erase(it);

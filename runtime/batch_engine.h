@@ -103,7 +103,7 @@ class BatchEngine {
     int64_t max_new = 0, produced = 0;
     int64_t reserved = 0;         // pages reserved and not yet taken
     int64_t shared = 0;           // prompt tokens in pages shared with other sequences
-    std::vector<int32_t> pages;   // the page table
+    std::vector<int32_t> pages;   // the page table (-1: a page out of the window, released)
     std::vector<uint64_t> hashes; // the chain hash of each full prompt page, as far as known
     std::optional<int32_t> next;  // the token the next decode step feeds
     bool want_logits = false, admitted = false;
@@ -126,6 +126,11 @@ class BatchEngine {
   absl::Status DecodeStep(std::vector<StepToken>& out);
   absl::StatusOr<DecodePlan*> DecodePlanFor(int rows);
   void EnsurePages(Sequence& s, int64_t positions);
+  // Pages a sequence of `positions` positions holds at once: all of them, or with window_ those of
+  // a window and a prefill chunk.
+  int64_t PagesHeldAtMost(int64_t positions) const;
+  // With window_: releases the pages no later query of `s` reads (their table entries become -1).
+  void RecycleWindowPages(Sequence& s);
   void WriteTable(uint32_t* table, const Sequence& s) const;
   void PublishPromptPages(Sequence& s);
 
@@ -149,6 +154,9 @@ class BatchEngine {
   std::deque<int> queue_;  // waiting for admission, in order
   int next_id_ = 0;
   int64_t shared_tokens_ = 0;
+  // The window of every attention layer, where all have the same one (else 0): their pages are a
+  // ring, released as the window leaves them, and prompts are not shared.
+  int64_t window_ = 0;
 };
 
 }  // namespace doppler::runtime

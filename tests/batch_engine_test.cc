@@ -252,5 +252,40 @@ TEST(BatchEngine, FullPoolMakesSequencesWait) {
   e.Remove(second);
 }
 
+// With a window on every layer (Mistral's 12), the pages the window has left go back to the pool:
+// a pool of 5 pages of 5 rows holds a window and a chunk of 8, so the prompt of 33 tokens and its
+// 16 tokens (48 positions, 10 pages) run in it and give the reference; a second such sequence
+// waits for the room.
+TEST(BatchEngine, SlidingWindowPagesAreRecycled) {
+  absl::StatusOr<std::vector<test::BatchReferencePrompt>> refs = test::LoadBatchReference("mistral");
+  ASSERT_TRUE(refs.ok()) << refs.status();
+  runtime::BatchOptions b = Batch(2);
+  b.ctx_total = 25;
+  auto engine = BatchEngine::Create(Options("mistral", 8), b);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  BatchEngine& e = **engine;
+  const test::BatchReferencePrompt& p = (*refs)[3];
+  ASSERT_EQ(p.input_ids.size(), 33u);
+  absl::StatusOr<int> first = e.Add(p.input_ids, static_cast<int64_t>(p.greedy_tokens.size()), true);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<int> second = e.Add(p.input_ids, static_cast<int64_t>(p.greedy_tokens.size()), true);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(e.waiting(), 1);  // the pool holds one window at a time
+  Produced got;
+  for (int step = 0; step < 100 && got.tokens[*first].size() < p.greedy_tokens.size(); ++step) {
+    absl::StatusOr<std::vector<StepToken>> out = e.Step();
+    ASSERT_TRUE(out.ok()) << out.status();
+    got.Add(*out);
+  }
+  double worst = 0;
+  ExpectMatches(got, *first, p, e.config().vocab_size, &worst);
+  EXPECT_EQ(got.tokens[*first].size(), p.greedy_tokens.size());
+  e.Remove(*first);
+  EXPECT_EQ(e.waiting(), 0);
+  e.Remove(*second);
+  EXPECT_EQ(e.pool_usage(), 0.0);
+  EXPECT_EQ(e.device().validation_messages(), 0);
+}
+
 }  // namespace
 }  // namespace doppler
