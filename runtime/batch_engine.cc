@@ -126,10 +126,13 @@ absl::Status BatchEngine::Load() {
     return ctx_->CreateBuffer(std::max<size_t>(16, bytes), vk::BufferKind::kMappedDevice, name);
   };
   const size_t rows = static_cast<size_t>(batch_.max_sequences) * sizeof(int32_t);
+  const size_t align = std::max<size_t>(sizeof(int32_t), ctx_->info().min_storage_buffer_offset_alignment);
+  loop_slot_ = (rows + align - 1) / align * align;
   for (auto [buffer, bytes, name] : {std::tuple{&prompt_ids_, static_cast<size_t>(options_.prefill_chunk) * 4, "prompt"},
                                      std::tuple{&prefill_token_, size_t{4}, "prefill.token"},
                                      std::tuple{&decode_ids_, rows, "decode.ids"},
-                                     std::tuple{&decode_tokens_, rows, "decode.tokens"}}) {
+                                     std::tuple{&decode_tokens_, rows, "decode.tokens"},
+                                     std::tuple{&loop_tokens_, loop_slot_ * static_cast<size_t>(gpu_loop() + 1), "decode.loop"}}) {
     absl::StatusOr<std::unique_ptr<vk::Buffer>> b = mapped(bytes, name);
     if (!b.ok()) return b.status();
     *buffer = *std::move(b);
@@ -308,11 +311,17 @@ absl::Status BatchEngine::PrefillChunk(int id, Sequence& s, std::vector<StepToke
   return absl::OkStatus();
 }
 
-absl::StatusOr<BatchEngine::DecodeRows> BatchEngine::PrepareDecode() {
-  DecodeRows r;
-  for (auto& [id, s] : sequences_) {  // at most max_sequences (Admit)
-    if (s.admitted && s.next && s.produced < s.max_new) r.ids.push_back(id);
+std::vector<int> BatchEngine::DecodingRows() const {
+  std::vector<int> rows;  // at most max_sequences (Admit)
+  for (const auto& [id, s] : sequences_) {
+    if (s.admitted && s.next && s.produced < s.max_new) rows.push_back(id);
   }
+  return rows;
+}
+
+absl::StatusOr<BatchEngine::DecodeRows> BatchEngine::PrepareDecode(std::vector<int> rows) {
+  DecodeRows r;
+  r.ids = std::move(rows);
   if (r.ids.empty()) return r;
   const int n = static_cast<int>(r.ids.size());
   absl::StatusOr<DecodePlan*> d = DecodePlanFor(n);
@@ -333,18 +342,78 @@ absl::StatusOr<BatchEngine::DecodeRows> BatchEngine::PrepareDecode() {
 }
 
 absl::StatusOr<vk::ProfiledStep> BatchEngine::ProfileDecodeStep() {
-  absl::StatusOr<DecodeRows> r = PrepareDecode();
+  absl::StatusOr<DecodeRows> r = PrepareDecode(DecodingRows());
   if (!r.ok()) return r.status();
   if (r->ids.empty()) return absl::FailedPreconditionError("no sequence has a token to decode");
   profiled_ = r->plan;
   return r->plan->plan->RunProfiled(static_cast<uint32_t>(r->ids.size()), 0);
 }
 
+int BatchEngine::LoopSteps(const std::vector<int>& rows) const {
+  const int steps = gpu_loop();
+  for (int id : rows) {
+    const Sequence& s = sequences_.at(id);
+    if (s.want_logits || s.max_new - s.produced < steps) return 1;
+  }
+  return steps;
+}
+
+absl::Status BatchEngine::DecodeLoop(const std::vector<int>& rows, int steps, std::vector<StepToken>& out) {
+  const int n = static_cast<int>(rows.size());
+  absl::StatusOr<DecodePlan*> d = DecodePlanFor(n);
+  if (!d.ok()) return d.status();
+  const int bucket = Bucket(n, batch_.max_sequences);
+  if (!(*d)->loop) {
+    const graph::Graph& g = decode_graph(bucket);
+    const graph::ValueId ids = *g.FindNamed(graph::OpKind::kInput, "ids"), next = *g.output("next_token");
+    const size_t bytes = static_cast<size_t>(bucket) * sizeof(int32_t);
+    const std::vector<vk::SteppedBinding> stepped = {{ids, loop_tokens_.get(), 0, loop_slot_, bytes, 0},
+                                                     {next, loop_tokens_.get(), loop_slot_, loop_slot_, bytes, 0}};
+    const PlanTarget target{*ctx_, *pipelines_, caps_, resources_, options_.progress, options_.verbose};
+    absl::StatusOr<std::unique_ptr<vk::Plan>> plan =
+        CompilePlan(target, g, bucket, {{ids, loop_tokens_.get()}, {next, loop_tokens_.get()}},
+                    absl::StrCat("batch.decode", bucket, ".loop"), steps, stepped);
+    if (!plan.ok()) return plan.status();
+    (*d)->loop = *std::move(plan);
+  }
+  vk::Plan& plan = *(*d)->loop;
+  const codegen::StepBlockLayout layout = codegen::StepBlockLayoutOf(decode_graph_.paging(), bucket);
+  char* slots = static_cast<char*>(loop_tokens_->mapped());
+  for (int t = 0; t < n; ++t) {
+    Sequence& s = sequences_.at(rows[static_cast<size_t>(t)]);
+    EnsurePages(s, s.computed + steps);
+    reinterpret_cast<int32_t*>(slots)[t] = *s.next;
+    for (int st = 0; st < steps; ++st) {
+      uint32_t* block = plan.step_block(st);
+      block[layout.positions + static_cast<size_t>(t)] = static_cast<uint32_t>(s.computed + st);
+      WriteTable(block + layout.tables + static_cast<size_t>(t) * static_cast<size_t>(build_.paging.table_pages), s);
+    }
+  }
+  if (absl::Status st = plan.Run(static_cast<uint32_t>(n), 0); !st.ok()) return st;
+  for (int t = 0; t < n; ++t) {
+    const int id = rows[static_cast<size_t>(t)];
+    Sequence& s = sequences_.at(id);
+    for (int st = 0; st < steps; ++st) {
+      const int32_t fed = reinterpret_cast<const int32_t*>(slots + static_cast<size_t>(st) * loop_slot_)[t];
+      const int32_t chosen = reinterpret_cast<const int32_t*>(slots + static_cast<size_t>(st + 1) * loop_slot_)[t];
+      s.tokens.push_back(fed);
+      ++s.computed;
+      out.push_back(StepToken{id, chosen, s.computed, {}});
+    }
+    s.next = out.back().token;
+    s.produced += steps;
+    RecycleWindowPages(s);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status BatchEngine::DecodeStep(std::vector<StepToken>& out) {
-  absl::StatusOr<DecodeRows> prepared = PrepareDecode();
+  std::vector<int> decoding = DecodingRows();
+  if (decoding.empty()) return absl::OkStatus();
+  if (const int steps = LoopSteps(decoding); steps > 1) return DecodeLoop(decoding, steps, out);
+  absl::StatusOr<DecodeRows> prepared = PrepareDecode(std::move(decoding));
   if (!prepared.ok()) return prepared.status();
   const std::vector<int>& rows = prepared->ids;
-  if (rows.empty()) return absl::OkStatus();
   const int n = static_cast<int>(rows.size());
   DecodePlan* d = prepared->plan;
   vk::Plan& plan = *d->plan;

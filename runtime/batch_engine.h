@@ -6,9 +6,12 @@
 // batch-size bucket (1, 2, 4, ... up to max_sequences) and replayed. Each sequence has a page
 // table; full pages of prompts are shared by prompts that begin alike (runtime/page_pool.h). The
 // next token of every row is chosen on the GPU (argmax); a caller that samples reads the row's
-// logits and says which token to feed instead (SetNext).
+// logits and says which token to feed instead (SetNext). Where no running sequence wants logits,
+// a step runs several decode steps in one submit (the GPU loop), each feeding the next the tokens it
+// chose, and returns several tokens a sequence, in order.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -90,6 +93,9 @@ class BatchEngine {
   }
   int64_t pool_pages() const { return pool_->pages(); }
   int max_sequences() const { return batch_.max_sequences; }
+  // Decode steps recorded back to back in one submit (EngineOptions::gpu_loop, at most the prefill
+  // chunk): a step of sequences that want no logits gives each up to that many tokens.
+  int gpu_loop() const { return static_cast<int>(std::clamp<int64_t>(options_.gpu_loop, 1, options_.prefill_chunk)); }
   int64_t page_rows() const { return batch_.page_rows; }
   const models::ModelConfig& config() const { return config_; }
   const vk::Context& device() const { return *ctx_; }
@@ -110,6 +116,9 @@ class BatchEngine {
   };
   struct DecodePlan {
     std::unique_ptr<vk::Plan> plan;
+    // gpu_loop() steps in one submit (built at first use): step s reads its rows' tokens from
+    // slot s of loop_tokens_ and writes the next ones to slot s + 1.
+    std::unique_ptr<vk::Plan> loop;
     graph::ValueId logits = -1;
   };
 
@@ -122,8 +131,13 @@ class BatchEngine {
     std::vector<int> ids;
     DecodePlan* plan = nullptr;
   };
-  absl::StatusOr<DecodeRows> PrepareDecode();
+  std::vector<int> DecodingRows() const;  // the sequences with a token to feed, in id order
+  absl::StatusOr<DecodeRows> PrepareDecode(std::vector<int> rows);
   absl::Status DecodeStep(std::vector<StepToken>& out);
+  // Decode steps a step runs in one submit for these rows: gpu_loop() where none wants logits and
+  // each has that many tokens left, else 1.
+  int LoopSteps(const std::vector<int>& rows) const;
+  absl::Status DecodeLoop(const std::vector<int>& rows, int steps, std::vector<StepToken>& out);
   absl::StatusOr<DecodePlan*> DecodePlanFor(int rows);
   void EnsurePages(Sequence& s, int64_t positions);
   // Pages a sequence of `positions` positions holds at once: all of them, or with window_ those of
@@ -144,7 +158,8 @@ class BatchEngine {
   codegen::TargetCaps caps_;
   graph::Graph prefill_graph_, decode_graph_, decode_q8_graph_;
   Resources resources_;
-  std::unique_ptr<vk::Buffer> prompt_ids_, prefill_token_, decode_ids_, decode_tokens_;
+  std::unique_ptr<vk::Buffer> prompt_ids_, prefill_token_, decode_ids_, decode_tokens_, loop_tokens_;
+  size_t loop_slot_ = 0;  // bytes between loop_tokens_' slots (max_sequences ids, aligned)
   std::unique_ptr<vk::Plan> prefill_;
   graph::ValueId prefill_logits_ = -1;
   std::map<int, DecodePlan> decode_;  // by bucket

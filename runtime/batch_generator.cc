@@ -100,7 +100,9 @@ absl::StatusOr<std::vector<BatchResult>> GenerateBatch(BatchEngine& engine, cons
       return absl::ResourceExhaustedError("no sequence can run: the KV pool has no room (--ctx-total)");
     }
     for (StepToken& t : *step) {
-      Active& a = active.at(t.sequence);
+      auto it = active.find(t.sequence);
+      if (it == active.end()) continue;  // ended at an earlier token of this step (a GPU loop's)
+      Active& a = it->second;
       BatchResult& r = results[a.index];
       int32_t token = t.token;
       if (sample) {

@@ -188,6 +188,38 @@ TEST_P(BatchFixtureTest, TokensDoNotDependOnTheNeighbours) {
   EXPECT_EQ(e.device().validation_messages(), 0);
 }
 
+// Without logits, a step runs the GPU loop (8 decode steps in a submit, each feeding the next the
+// tokens it chose): the same greedy tokens, several a step.
+TEST_P(BatchFixtureTest, TheGpuLoopGivesTheReferenceTokens) {
+  absl::StatusOr<std::vector<test::BatchReferencePrompt>> refs = test::LoadBatchReference(GetParam());
+  ASSERT_TRUE(refs.ok()) << refs.status();
+  auto engine = Engine(GetParam(), 4);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  BatchEngine& e = **engine;
+  ASSERT_EQ(e.gpu_loop(), 8);
+  std::vector<int> ids;
+  for (const auto& p : *refs) {
+    absl::StatusOr<int> id = e.Add(p.input_ids, static_cast<int64_t>(p.greedy_tokens.size()));
+    ASSERT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+  }
+  Produced got;
+  size_t most_a_step = 0;
+  for (int step = 0; step < 200 && e.running() > 0; ++step) {
+    absl::StatusOr<std::vector<StepToken>> out = e.Step();
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::map<int, size_t> a_step;
+    for (const StepToken& t : *out) most_a_step = std::max(most_a_step, ++a_step[t.sequence]);
+    got.Add(*out);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (got.tokens[ids[i]].size() == (*refs)[i].greedy_tokens.size()) e.Remove(ids[i]);
+    }
+  }
+  EXPECT_EQ(most_a_step, 8u);
+  for (size_t i = 0; i < refs->size(); ++i) EXPECT_EQ(got.tokens[ids[i]], (*refs)[i].greedy_tokens) << "prompt " << i;
+  EXPECT_EQ(e.device().validation_messages(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, BatchFixtureTest,
                          ::testing::Values("llama", "gemma3", "qwen2", "qwen3", "mistral", "phi3", "qwen3_moe",
                                            "mixtral"),

@@ -64,7 +64,7 @@ absl::StatusOr<Row> Round(runtime::BatchEngine& e, int b, const BatchBenchOption
   for (int i = 0; i < b; ++i) {
     std::vector<int32_t> prompt(static_cast<size_t>(o.prompt));
     for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(e.config().vocab_size));
-    absl::StatusOr<int> id = e.Add(prompt, o.generate + 2);  // room for the profiled step
+    absl::StatusOr<int> id = e.Add(prompt, o.generate + 2);  // the prefill's token, -n more, the profiled step
     if (!id.ok()) return id.status();
     ids.push_back(*id);
   }
@@ -81,12 +81,14 @@ absl::StatusOr<Row> Round(runtime::BatchEngine& e, int b, const BatchBenchOption
     prefilled += static_cast<int>(step->size());
   }
   const Clock::time_point t1 = Clock::now();
-  for (int64_t s = 0; s < o.generate; ++s) {
+  // -n tokens a sequence after the prefill's first (a step may give several: the GPU loop).
+  for (int64_t produced = 0; produced < static_cast<int64_t>(b) * o.generate;) {
     absl::StatusOr<std::vector<runtime::StepToken>> step = e.Step();
     if (!step.ok()) {
       leave();
       return step.status();
     }
+    produced += static_cast<int64_t>(step->size());
   }
   row.prefill_s = Seconds(t0, t1);
   row.decode_s = Seconds(t1, Clock::now());
