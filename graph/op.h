@@ -59,7 +59,8 @@ enum class OpKind : uint8_t {
   kConcatRows,  // (w0, w1, ...) -> the weights' rows stacked: a weight transform done once at load
                 // (inputs are params, consts or concat_rows; all of one dtype and row length)
   // Mixture of experts. A stacked expert weight is [E*N, K]: expert e's matrix is rows e*N..e*N+N-1
-  // (per-expert checkpoint tensors stacked by concat_rows; attr experts = E).
+  // (per-expert checkpoint tensors stacked by concat_rows, or a stored stacked tensor such as a
+  // GGUF's ffn_*_exps as a param; attr experts = E).
   kTopK,  // x[T, E] -> i32[T, k]: each row's indices of its k largest values, largest first, ties to the
           // lower index; attr k (1 <= k <= E)
   kRouteWeights,  // (logits[T, E], ids i32[T, k]) -> f32[T, k]: the chosen experts' weights; attr weighting:

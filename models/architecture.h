@@ -29,6 +29,9 @@ struct BuildOptions {
   // default weight_dtype: a GGUF keeps every tensor's own type (Q4_K_M mixes Q4_K and Q6_K), and
   // --quant picks a block format per matrix. Vectors (norms, biases) stay f32 regardless.
   std::function<graph::DType(const std::string& tensor, graph::DType default_dtype)> dtype_of;
+  // The checkpoint stores each mixture-of-experts layer's experts stacked, one tensor per matrix
+  // (a GGUF's ffn_*_exps), rather than one per expert (models/blocks.h, MoeSpec).
+  bool stacked_experts = false;
 };
 
 // Graph of one step of the model: input "ids" i32[T]; output "logits" (f32[T, V], or f32[1, V]

@@ -85,14 +85,18 @@ struct MlpSpec {
 ValueId GatedMlp(GraphBuilder& b, const MlpSpec& spec, ValueId x, int64_t hidden, const BuildOptions& o);
 
 // A mixture-of-experts MLP: a router picks top_k of `experts` gated MLPs for each token and sums
-// their outputs weighted by the route weights. The experts' matrices are stacked at load
-// (concat_rows), expert e's rows after expert e - 1's.
+// their outputs weighted by the route weights. Each of gate, up and down is one weight of the
+// experts' matrices stacked, expert e's rows after expert e - 1's: a checkpoint with a tensor per
+// expert (HF) has them stacked at load (concat_rows); one that stores them stacked (GGUF's
+// ffn_*_exps, BuildOptions::stacked_experts) is read as it is, under the stacked names.
 struct MoeSpec {
   int64_t experts, top_k, intermediate;
   std::string router;     // [experts, hidden] weight: the gating logits
   std::string weighting;  // route_weights' weighting (graph/op.h)
   // The name of expert e's gate, up and down matrices ([intermediate, hidden], [hidden, intermediate]).
   std::function<std::string(int64_t e)> gate, up, down;
+  // The names of the stacked weights ([experts*intermediate, hidden], [experts*hidden, intermediate]).
+  std::string gate_stacked, up_stacked, down_stacked;
   Activation act = Activation::kSilu;
 };
 

@@ -43,8 +43,8 @@ int64_t CheckpointLayers(const WeightStore& store) {
 
 std::string ConfigKeyName(const std::string& hf_key, const ModelConfig& config, CheckpointNaming naming) {
   if (naming == CheckpointNaming::kHf) return hf_key;
-  // The architecture's GGUF prefix is its model_type (llama, qwen2, qwen3, ...).
-  return GgufKeyOfHfKey(hf_key, config.model_type == "gemma3_text" ? "gemma3" : config.model_type);
+  const GgufArch* arch = FindGgufArchOfHfClass(config.architecture);
+  return arch == nullptr ? hf_key : GgufKeyOfHfKey(hf_key, std::string(arch->gguf));
 }
 
 absl::Status CheckConfigAgainstCheckpoint(const ModelConfig& c, const WeightStore& store, CheckpointNaming naming) {

@@ -20,6 +20,9 @@ absl::StatusOr<graph::Graph> BuildMixtral(const ModelConfig& c, const BuildOptio
     s.gate = [p](int64_t e) { return absl::StrCat(p, "experts.", e, ".w1.weight"); };
     s.up = [p](int64_t e) { return absl::StrCat(p, "experts.", e, ".w3.weight"); };
     s.down = [p](int64_t e) { return absl::StrCat(p, "experts.", e, ".w2.weight"); };
+    s.gate_stacked = p + "experts.w1.weight";
+    s.up_stacked = p + "experts.w3.weight";
+    s.down_stacked = p + "experts.w2.weight";
   }
   return BuildDecoder(c, *d, o);
 }

@@ -10,12 +10,15 @@ using graph::Dim;
 using graph::DType;
 using graph::TensorType;
 
-// The experts' matrices named by `name`, each [rows, cols], stacked into [experts*rows, cols].
-ValueId Stacked(GraphBuilder& b, const MoeSpec& s, const std::function<std::string(int64_t)>& name, int64_t rows,
-                int64_t cols, const std::string& stacked_name, const BuildOptions& o) {
+// The experts' matrices, each [rows, cols], stacked into [experts*rows, cols]: the stored stacked
+// weight, or the experts' own matrices (`name`) stacked at load.
+ValueId Stacked(GraphBuilder& b, const MoeSpec& s, const std::function<std::string(int64_t)>& name,
+                const std::string& stacked, int64_t rows, int64_t cols, const BuildOptions& o) {
+  if (o.stacked_experts) return Matrix(b, stacked, s.experts * rows, cols, o);
   std::vector<ValueId> matrices;
   for (int64_t e = 0; e < s.experts; ++e) matrices.push_back(Matrix(b, name(e), rows, cols, o));
-  return b.ConcatRows(matrices, stacked_name, "experts.stack");
+  // Named after expert 0's tensor, which no other stack shares.
+  return b.ConcatRows(matrices, "experts(" + name(0) + ")", "experts.stack");
 }
 
 }  // namespace
@@ -27,10 +30,9 @@ ValueId MoeMlp(GraphBuilder& b, const MoeSpec& s, ValueId x, int64_t hidden, con
   ValueId logits = b.MatMul(x, router, "moe.router");
   ValueId ids = b.TopK(logits, s.top_k, "moe.top_k");
   ValueId weights = b.RouteWeights(logits, ids, s.weighting, "moe.route_weights");
-  // Stacked weights are named after expert 0's tensor, which no other stack shares.
-  ValueId wg = Stacked(b, s, s.gate, s.intermediate, hidden, "experts(" + s.gate(0) + ")", o);
-  ValueId wu = Stacked(b, s, s.up, s.intermediate, hidden, "experts(" + s.up(0) + ")", o);
-  ValueId wd = Stacked(b, s, s.down, hidden, s.intermediate, "experts(" + s.down(0) + ")", o);
+  ValueId wg = Stacked(b, s, s.gate, s.gate_stacked, s.intermediate, hidden, o);
+  ValueId wu = Stacked(b, s, s.up, s.up_stacked, s.intermediate, hidden, o);
+  ValueId wd = Stacked(b, s, s.down, s.down_stacked, hidden, s.intermediate, o);
   ValueId g = b.ExpertMatMul(x, wg, ids, s.experts, "", -1, "moe.gate_proj");
   ValueId u = b.ExpertMatMul(x, wu, ids, s.experts, "", -1, "moe.up_proj");
   g = s.act == Activation::kGeluTanh ? b.GeluTanh(g, "moe.act") : b.Silu(g, "moe.act");

@@ -53,6 +53,9 @@ absl::StatusOr<graph::Graph> BuildQwen3Moe(const ModelConfig& c, const BuildOpti
     s.gate = [p](int64_t e) { return absl::StrCat(p, "experts.", e, ".gate_proj.weight"); };
     s.up = [p](int64_t e) { return absl::StrCat(p, "experts.", e, ".up_proj.weight"); };
     s.down = [p](int64_t e) { return absl::StrCat(p, "experts.", e, ".down_proj.weight"); };
+    s.gate_stacked = p + "experts.gate_proj.weight";
+    s.up_stacked = p + "experts.up_proj.weight";
+    s.down_stacked = p + "experts.down_proj.weight";
   }
   return BuildDecoder(c, *d, o);
 }

@@ -9,8 +9,9 @@
 // row slices of that tensor, so the stacked weight is the stored tensor again.
 //
 // The same holds for a mixture of experts' expert_matmul pair reading the same x and expert ids,
-// whose stacked weights are each a concat_rows of one matrix per expert: the fused weight stacks
-// [gate_e | up_e] expert by expert, as the gated epilogue reads each expert's rows.
+// whose stacked weights are each a concat_rows of one matrix per expert, or a stored stacked param
+// (a GGUF's ffn_gate_exps / ffn_up_exps), read expert by expert as row slices of it: the fused
+// weight stacks [gate_e | up_e] expert by expert, as the gated epilogue reads each expert's rows.
 #include "absl/strings/str_cat.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
@@ -26,23 +27,39 @@ bool PlainProduct(const Graph& g, ValueId id) {
          IsWeight(g, n.inputs[1]);
 }
 
+// Whether the expert weight `w` is stacked per expert: a concat_rows of one matrix per expert, or
+// a stacked param (whose experts are row slices of it).
+bool StackedPerExpert(const Graph& g, ValueId w, size_t experts) {
+  const Node& n = g.node(w);
+  if (n.kind == OpKind::kConcatRows) return n.inputs.size() == experts;
+  return n.kind == OpKind::kParam && n.type.shape.size() == 2 && n.type.shape[0].value % static_cast<int64_t>(experts) == 0;
+}
+
+// Each expert's matrix of a weight StackedPerExpert.
+std::vector<ValueId> ExpertMatrices(Graph& g, UseLists& uses, ValueId w, size_t experts) {
+  if (g.node(w).kind == OpKind::kConcatRows) return g.node(w).inputs;
+  const int64_t rows = g.node(w).type.shape[0].value / static_cast<int64_t>(experts);
+  std::vector<ValueId> matrices;
+  for (size_t e = 0; e < experts; ++e) matrices.push_back(ParamRows(g, uses, w, static_cast<int64_t>(e) * rows, rows));
+  return matrices;
+}
+
 // The stacked [gate | up] weight of two products: for expert products, each expert's gate and up
-// matrices in turn (-1 where the weights are not per-expert concat_rows).
+// matrices in turn (-1 where the weights are not stacked per expert).
 absl::StatusOr<ValueId> GateUpWeight(Graph& g, UseLists& uses, const Node& gn, const Node& un) {
   const std::string label = absl::StrCat(gn.label, "+up");
   if (gn.kind == OpKind::kMatMul) return ConcatWeights(g, uses, {gn.inputs[1], un.inputs[1]}, label);
-  const Node& wg = g.node(gn.inputs[1]);
-  const Node& wu = g.node(un.inputs[1]);
   const size_t experts = static_cast<size_t>(gn.attrs.Int("experts"));
   if (gn.inputs[2] != un.inputs[2] || gn.attrs.Int("experts") != un.attrs.Int("experts") ||
-      wg.kind != OpKind::kConcatRows || wu.kind != OpKind::kConcatRows || wg.inputs.size() != experts ||
-      wu.inputs.size() != experts) {
+      !StackedPerExpert(g, gn.inputs[1], experts) || !StackedPerExpert(g, un.inputs[1], experts)) {
     return ValueId{-1};
   }
+  const std::vector<ValueId> gates = ExpertMatrices(g, uses, gn.inputs[1], experts);
+  const std::vector<ValueId> ups = ExpertMatrices(g, uses, un.inputs[1], experts);
   std::vector<ValueId> interleaved;
   for (size_t e = 0; e < experts; ++e) {
-    interleaved.push_back(wg.inputs[e]);
-    interleaved.push_back(wu.inputs[e]);
+    interleaved.push_back(gates[e]);
+    interleaved.push_back(ups[e]);
   }
   return ConcatWeights(g, uses, interleaved, label);
 }

@@ -83,6 +83,20 @@ absl::StatusOr<ValueId> ConcatWeights(Graph& g, UseLists& uses, const std::vecto
                  label);
 }
 
+ValueId ParamRows(Graph& g, UseLists& uses, ValueId param, int64_t row_offset, int64_t rows) {
+  const Node p = g.node(param);  // a copy: adding a node moves the graph's nodes
+  const bool slice = p.attrs.Has("source");
+  const std::string& source = slice ? p.attrs.Str("source") : p.attrs.Str("name");
+  const int64_t source_rows = slice ? p.attrs.Int("source_rows") : p.type.shape[0].value;
+  const int64_t offset = (slice ? p.attrs.Int("row_offset") : 0) + row_offset;
+  graph::TensorType type = p.type;
+  type.shape[0] = graph::Dim::Static(rows);
+  const std::string name = absl::StrCat(source, "[", offset, ":", offset + rows, "]");
+  return uses.AddSource(g, OpKind::kParam,
+                        graph::Attrs{{"name", name}, {"source", source}, {"source_rows", source_rows}, {"row_offset", offset}},
+                        std::move(type), name);
+}
+
 UseLists::UseLists(const Graph& g) : users_(static_cast<size_t>(g.size())) {
   for (const Node& n : g.nodes()) {
     for (ValueId in : n.inputs) AddUser(in, n.id);
@@ -125,6 +139,12 @@ absl::StatusOr<ValueId> UseLists::AddNode(Graph& g, OpKind kind, std::vector<Val
   const ValueId id = g.AddNode(kind, std::move(inputs), std::move(attrs), *std::move(type), std::move(label));
   users_.emplace_back();
   for (ValueId in : g.node(id).inputs) AddUser(in, id);
+  return id;
+}
+
+ValueId UseLists::AddSource(Graph& g, OpKind kind, graph::Attrs attrs, graph::TensorType type, std::string label) {
+  const ValueId id = g.AddNode(kind, {}, std::move(attrs), std::move(type), std::move(label));
+  users_.emplace_back();
   return id;
 }
 

@@ -43,6 +43,11 @@ Graph WithoutDeadNodes(const Graph& g);
 absl::StatusOr<ValueId> ConcatWeights(Graph& g, UseLists& uses, const std::vector<ValueId>& weights,
                                       const std::string& label);
 
+// Rows [row_offset, row_offset + rows) of the 2-D param `param` as a param of its own, which reads
+// them from the stored tensor `param` reads (its own, or the one it is a slice of). Appended
+// through `uses`.
+ValueId ParamRows(Graph& g, UseLists& uses, ValueId param, int64_t row_offset, int64_t rows);
+
 // Who reads each value (each reader once, however many of its inputs it is, in increasing id), for
 // a pass that rewrites the graph: one scan of the graph, then kept current by the rewrites below,
 // so that asking or redirecting costs the value's readers, not the graph's size. A pass makes
@@ -58,6 +63,8 @@ class UseLists {
   // Appends a node typed by type inference (the caller re-sorts the graph once at the end).
   absl::StatusOr<ValueId> AddNode(Graph& g, OpKind kind, std::vector<ValueId> inputs, graph::Attrs attrs,
                                   std::string label);
+  // Appends a source node (a param, const, ...), which carries its own type.
+  ValueId AddSource(Graph& g, OpKind kind, graph::Attrs attrs, graph::TensorType type, std::string label);
   // Points every reader of `from` but `to` itself (the replacement may read what it replaces), and
   // every output naming `from`, at `to`.
   void ReplaceAllUses(Graph& g, ValueId from, ValueId to);

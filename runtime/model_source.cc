@@ -92,6 +92,7 @@ absl::StatusOr<OpenedModel> OpenModel(EngineOptions& options) {
   m.build.context = options.context;
   m.build.max_step_tokens = options.prefill_chunk;  // sizes the sliding-window ring caches
   m.build.weight_dtype = options.weight_dtype;
+  m.build.stacked_experts = gguf;  // llama.cpp stacks each layer's experts (ffn_*_exps)
   // Each matrix's storage type: a GGUF's own (a missing tensor keeps the default and is reported
   // when the weights load), or --quant's choice for an HF model.
   const models::WeightStore* store = m.store.get();

@@ -13,6 +13,31 @@ constexpr GgufNamePair kGemma3Names[] = {{"post_attention_norm", "post_attention
 // Phi-3's fused projections: attn_qkv rows [q | k | v], ffn_up rows [gate | up].
 constexpr GgufNamePair kPhi3Names[] = {{"attn_qkv", "self_attn.qkv_proj"}, {"ffn_up", "mlp.gate_up_proj"}};
 
+// Mixtral, which llama.cpp writes as llama with experts: the router and the stacked experts (w1
+// gate, w3 up, w2 down).
+constexpr GgufNamePair kLlamaNames[] = {{"ffn_gate_inp", "block_sparse_moe.gate"},
+                                        {"ffn_gate_exps", "block_sparse_moe.experts.w1"},
+                                        {"ffn_up_exps", "block_sparse_moe.experts.w3"},
+                                        {"ffn_down_exps", "block_sparse_moe.experts.w2"}};
+constexpr GgufMoe kMixtral = {.hf_class = "MixtralForCausalLM", .model_type = "mixtral", .experts = "block_sparse_moe.experts"};
+constexpr GgufNamePair kQwen3MoeNames[] = {{"ffn_gate_inp", "mlp.gate"},
+                                           {"ffn_gate_exps", "mlp.experts.gate_proj"},
+                                           {"ffn_up_exps", "mlp.experts.up_proj"},
+                                           {"ffn_down_exps", "mlp.experts.down_proj"}};
+constexpr GgufMoe kQwen3Moe = {.hf_class = "Qwen3MoeForCausalLM",
+                               .model_type = "qwen3_moe",
+                               .experts = "mlp.experts",
+                               .expert_width_key = true,
+                               .always = true};
+
+// Qwen3-MoE as llama.cpp runs it: every layer a mixture, and the chosen experts' weights always
+// renormalised (its qwen3moe graph fixes that; no key says otherwise).
+absl::Status Qwen3MoeConfig(const GgufFile& f, nlohmann::json& j) {
+  (void)f;
+  j["norm_topk_prob"] = true;
+  return absl::OkStatus();
+}
+
 // Gemma 3's keys llama.cpp does not store: the layer pattern and the query scale it assumes.
 absl::Status Gemma3Config(const GgufFile& f, nlohmann::json& j) {
   (void)f;
@@ -27,7 +52,13 @@ absl::Status Gemma3Config(const GgufFile& f, nlohmann::json& j) {
 }
 
 const GgufArch kArchs[] = {
-    {.gguf = "llama", .hf_class = "LlamaForCausalLM", .model_type = "llama", .hidden_act = "silu", .permuted_qk = true},
+    {.gguf = "llama",
+     .hf_class = "LlamaForCausalLM",
+     .model_type = "llama",
+     .hidden_act = "silu",
+     .permuted_qk = true,
+     .layer_names = kLlamaNames,
+     .moe = &kMixtral},
     {.gguf = "qwen2", .hf_class = "Qwen2ForCausalLM", .model_type = "qwen2", .hidden_act = "silu"},
     {.gguf = "qwen3", .hf_class = "Qwen3ForCausalLM", .model_type = "qwen3", .hidden_act = "silu"},
     {.gguf = "gemma3",
@@ -44,6 +75,13 @@ const GgufArch kArchs[] = {
      .hidden_act = "silu",
      .sliding_window = true,
      .layer_names = kPhi3Names},
+    {.gguf = "qwen3moe",
+     .hf_class = "Qwen3MoeForCausalLM",
+     .model_type = "qwen3_moe",
+     .hidden_act = "silu",
+     .layer_names = kQwen3MoeNames,
+     .extra_config = Qwen3MoeConfig,
+     .moe = &kQwen3Moe},
 };
 
 }  // namespace
@@ -61,9 +99,13 @@ const GgufArch* FindGgufArch(std::string_view gguf) {
 
 const GgufArch* FindGgufArchOfHfClass(std::string_view hf_class) {
   for (const GgufArch& a : kArchs) {
-    if (a.hf_class == hf_class) return &a;
+    if (a.hf_class == hf_class || IsGgufMoeClass(a, hf_class)) return &a;
   }
   return nullptr;
+}
+
+bool IsGgufMoeClass(const GgufArch& arch, std::string_view hf_class) {
+  return arch.moe != nullptr && arch.moe->hf_class == hf_class;
 }
 
 std::string GgufArchNames() {

@@ -18,6 +18,22 @@ struct GgufNamePair {
   std::string_view gguf, hf;  // within a layer: "blk.N.<gguf>" <-> "model.layers.N.<hf>"
 };
 
+// A mixture-of-experts family as llama.cpp stores it: each layer's router as blk.N.ffn_gate_inp and
+// its experts' matrices stacked into blk.N.ffn_gate_exps, ffn_up_exps and ffn_down_exps (ggml dims
+// [K, N, E]: the E matrices of [N, K] back to back), which doppler reads as one [E*N, K] weight
+// under the family's stacked name (models/blocks.h, MoeSpec). transformers stores one matrix per
+// expert: "model.layers.N.<experts>.<e>.<part>.weight", stacked under "<experts>.<part>".
+struct GgufMoe {
+  std::string_view hf_class, model_type;  // config.json of a file with experts
+  std::string_view experts;               // the experts' stem within a layer ("block_sparse_moe.experts")
+  // llama.cpp reads the experts' width from {arch}.expert_feed_forward_length (when absent:
+  // feed_forward_length / expert_used_count); otherwise feed_forward_length is their width.
+  bool expert_width_key = false;
+  // Every layer is a mixture (llama.cpp requires {arch}.expert_count > 0); otherwise the file has
+  // experts only when {arch}.expert_count > 0 and is the dense family when not.
+  bool always = false;
+};
+
 struct GgufArch {
   std::string_view gguf;        // general.architecture
   std::string_view hf_class;    // config.json architectures[0]
@@ -37,6 +53,8 @@ struct GgufArch {
   // Keys of this family beyond the common ones, written into the equivalent config.json; null
   // when there are none.
   absl::Status (*extra_config)(const GgufFile& f, nlohmann::json& config) = nullptr;
+  // The mixture-of-experts family stored under this architecture, if any (llama: Mixtral).
+  const GgufMoe* moe = nullptr;
 };
 
 // What llama.cpp assumes of a Gemma 3 file, which has no keys for it: every 6th layer is global,
@@ -45,9 +63,12 @@ struct GgufArch {
 constexpr int kLlamaCppGemma3Pattern = 6;
 int64_t LlamaCppGemma3QueryScalar(int64_t layers, int64_t hidden, int64_t heads, int64_t head_dim);
 
-// The entry for a general.architecture, or for a config.json class; null when there is none.
+// The entry for a general.architecture, or for a config.json class (a dense or a mixture-of-experts
+// one); null when there is none.
 const GgufArch* FindGgufArch(std::string_view gguf);
 const GgufArch* FindGgufArchOfHfClass(std::string_view hf_class);
+// Whether `hf_class` is `arch`'s mixture-of-experts family.
+bool IsGgufMoeClass(const GgufArch& arch, std::string_view hf_class);
 // "llama, qwen2, ..." (for messages).
 std::string GgufArchNames();
 

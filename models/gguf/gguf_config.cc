@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "models/gguf/gguf_arch.h"
+#include "models/gguf/gguf_experts.h"
 #include "models/gguf/gguf_key_names.h"
 #include "models/quant/quant.h"
 #include "models/rope.h"
@@ -251,8 +252,10 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   if (arch->extra_config != nullptr) {
     if (absl::Status st = arch->extra_config(f, j); !st.ok()) return st;
   }
+  if (absl::Status st = AddGgufExpertsConfig(f, *arch, j); !st.ok()) return st;
   absl::StatusOr<ModelConfig> config = ParseHfConfig(j, absl::StrCat(f.path(), " (GGUF metadata)"));
   if (!config.ok()) return InGgufTerms(config.status(), *arch_name);  // told in the file's keys
+  if (absl::Status st = CheckGgufExperts(f, *arch, *config); !st.ok()) return st;
   return config;
 }
 

@@ -8,10 +8,12 @@
 
 namespace doppler::models {
 
-// Supports general.architecture llama, qwen2 and qwen3 (anything else is an error listing
-// these). Reads the `{arch}.*` hyperparameters and the tokenizer's BOS/EOS ids; tied
+// Supports the general.architecture values gguf_arch.h lists (anything else is an error listing
+// them). Reads the `{arch}.*` hyperparameters and the tokenizer's BOS/EOS ids; tied
 // embeddings = no output.weight tensor; Llama 3 RoPE scaling is recovered from the
-// rope_freqs.weight tensor (see gguf_config.cc). `raw` holds the equivalent config.json.
+// rope_freqs.weight tensor (see gguf_config.cc); a file with experts is its architecture's
+// mixture-of-experts family, its router and expert tensors checked (gguf_experts.h). `raw` holds
+// the equivalent config.json.
 absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& file);
 
 }  // namespace doppler::models

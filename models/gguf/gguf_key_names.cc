@@ -20,6 +20,10 @@ constexpr std::pair<const char*, const char*> kKeys[] = {
     {"vocab_size", "vocab_size"},
     {"rms_norm_eps", "attention.layer_norm_rms_epsilon"},
     {"sliding_window", "attention.sliding_window"},
+    {"num_local_experts", "expert_count"},
+    {"num_experts", "expert_count"},
+    {"num_experts_per_tok", "expert_used_count"},
+    {"moe_intermediate_size", "expert_feed_forward_length"},
 };
 
 }  // namespace

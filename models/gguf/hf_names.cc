@@ -126,6 +126,9 @@ class HfNamedGgufStore : public WeightStore {
     }
     absl::StatusOr<TensorView> t = file_->Get(it->second);
     if (!t.ok()) return t.status();
+    // A layer's stacked experts (ggml [K, N, E]: E matrices of [N, K] back to back) are the one
+    // [E*N, K] weight the mixture-of-experts graph reads.
+    if (t->shape.size() == 3) t->shape = {t->shape[0] * t->shape[1], t->shape[2]};
     // t->name stays the file's own (blk.5.attn_norm.weight), the name errors about it use.
     const int64_t heads = PermutedHeads(it->second);
     const bool shifted = arch_.norm_shift != 0.0f && it->second.ends_with("norm.weight");
