@@ -107,6 +107,9 @@ ValueId MoeMlp(GraphBuilder& b, const MoeSpec& spec, ValueId x, int64_t hidden, 
 // num_experts; num_experts_per_tok; moe_intermediate_size, else intermediate_size); missing or
 // out-of-range values are errors naming the key.
 absl::StatusOr<MoeSpec> ConfigMoe(const ModelConfig& c);
+// The number of experts a config gives (num_local_experts or num_experts), 0 for a dense model
+// (or a value ConfigMoe refuses).
+int64_t ConfigExpertCount(const ModelConfig& c);
 
 // Final norm and LM head; sets the "logits" output (the runtime appends how the next token is chosen).
 void LmHead(GraphBuilder& b, ValueId h, ValueId final_norm, double eps, double norm_offset, ValueId lm_head,

@@ -21,6 +21,11 @@ ValueId Stacked(GraphBuilder& b, const MoeSpec& s, const std::function<std::stri
   return b.ConcatRows(matrices, "experts(" + name(0) + ")", "experts.stack");
 }
 
+// The config key of the expert count: Mixtral's name, else Qwen3-MoE's.
+const char* ExpertsKey(const ModelConfig& c) {
+  return c.raw.contains("num_local_experts") ? "num_local_experts" : "num_experts";
+}
+
 }  // namespace
 
 ValueId MoeMlp(GraphBuilder& b, const MoeSpec& s, ValueId x, int64_t hidden, const BuildOptions& o) {
@@ -39,8 +44,15 @@ ValueId MoeMlp(GraphBuilder& b, const MoeSpec& s, ValueId x, int64_t hidden, con
   return b.ExpertMatMul(b.Mul(g, u, "moe.gate_mul"), wd, ids, s.experts, "", weights, "moe.down_proj");
 }
 
+int64_t ConfigExpertCount(const ModelConfig& c) {
+  absl::StatusOr<double> experts = ConfigNumber(c, ExpertsKey(c), 0);
+  return experts.ok() && *experts >= 1 && *experts < (1 << 30) && *experts == static_cast<int64_t>(*experts)
+             ? static_cast<int64_t>(*experts)
+             : 0;
+}
+
 absl::StatusOr<MoeSpec> ConfigMoe(const ModelConfig& c) {
-  const char* experts_key = c.raw.contains("num_local_experts") ? "num_local_experts" : "num_experts";
+  const char* experts_key = ExpertsKey(c);
   absl::StatusOr<double> experts = ConfigNumber(c, experts_key, 0);
   if (!experts.ok()) return experts.status();
   absl::StatusOr<double> top_k = ConfigNumber(c, "num_experts_per_tok", 0);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/half.h"
 #include "models/architecture.h"
+#include "models/blocks.h"
 #include "nlohmann/json.hpp"
 
 namespace doppler::models {
@@ -422,7 +423,8 @@ absl::StatusOr<std::unique_ptr<SyntheticWeightStore>> SyntheticWeightStore::Crea
     if (shape.size() == 2 && n.type.dtype != DType::kF32) {
       dtype = quant == QuantScheme::kNone
                   ? weight_dtype
-                  : QuantizedDType(quant, tensor, shape[1], config.num_layers, config.tie_word_embeddings, weight_dtype);
+                  : QuantizedDType(quant, tensor, shape[1], config.num_layers, config.tie_word_embeddings,
+                                   ConfigExpertCount(config), weight_dtype);
     }
     s->tensors_[tensor] = SyntheticTensor{shape, dtype};
   }

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "models/blocks.h"
 #include "models/checkpoint_check.h"
 #include "models/gguf/gguf_config.h"
 #include "models/gguf/gguf_file.h"
@@ -111,10 +112,11 @@ absl::StatusOr<OpenedModel> OpenModel(EngineOptions& options) {
     const models::QuantScheme quant = options.quant;
     const int layers = m.config.num_layers;
     const bool tied = m.config.tie_word_embeddings;
-    m.build.dtype_of = [store, quant, layers, tied](const std::string& tensor, graph::DType default_dtype) {
+    const int64_t experts = models::ConfigExpertCount(m.config);
+    m.build.dtype_of = [store, quant, layers, tied, experts](const std::string& tensor, graph::DType default_dtype) {
       absl::StatusOr<models::TensorView> t = store->Get(tensor);
       if (!t.ok() || t->shape.size() != 2) return default_dtype;
-      return models::QuantizedDType(quant, tensor, t->shape[1], layers, tied, default_dtype);
+      return models::QuantizedDType(quant, tensor, t->shape[1], layers, tied, experts, default_dtype);
     };
   }
   // An f32 model keeps an f32 cache so that it computes like the reference; otherwise f16.

@@ -86,7 +86,7 @@ absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& a
   }
   if (args.Has("quant")) {
     absl::StatusOr<models::QuantScheme> quant = models::ParseQuantScheme(args.Get("quant"));
-    if (!quant.ok() || *quant == models::QuantScheme::kF16) {
+    if (!quant.ok() || *quant == models::QuantScheme::kF16 || *quant == models::QuantScheme::kF32) {
       return absl::InvalidArgumentError(absl::StrCat("--quant: '", args.Get("quant"), "' is not one of q8_0, q6_k, q5_k_m, q4_k_m, q4_0, iq4_xs"));
     }
     o.quant = *quant;

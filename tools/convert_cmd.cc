@@ -30,7 +30,7 @@ CommandSpec Spec() {
       {
           {"model", "m", "DIR", "HF model directory", ""},
           {"out", "o", "FILE", "the GGUF file to write", ""},
-          {"quant", "", "TYPE", "f16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0 or iq4_xs (vectors such as norms stay f32)", "f16"},
+          {"quant", "", "TYPE", "f32, f16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0 or iq4_xs (vectors such as norms stay f32)", "f16"},
           {"tokenizer", "", "FILE", "tokenizer to store: tokenizer.json or a llama2.c tokenizer.bin "
                                     "(default: MODEL/tokenizer.json if present)", ""},
           {"name", "", "NAME", "general.name (default: the model directory's name)", ""},

@@ -185,6 +185,24 @@ std::optional<std::string> GgufNameFromHf(const GgufArch& arch, std::string_view
   return MapName(arch, hf_name, false);
 }
 
+std::optional<std::pair<std::string, int64_t>> StackedExpertOf(const GgufArch& arch, std::string_view hf_name) {
+  if (arch.moe == nullptr) return std::nullopt;
+  constexpr std::string_view kPrefix = "model.layers.";
+  if (!hf_name.starts_with(kPrefix)) return std::nullopt;
+  const size_t layer_end = hf_name.find('.', kPrefix.size());
+  if (layer_end == std::string_view::npos || !IsIndex(hf_name.substr(kPrefix.size(), layer_end - kPrefix.size()))) {
+    return std::nullopt;
+  }
+  const std::string experts = std::string(arch.moe->experts) + ".";
+  std::string_view rest = hf_name.substr(layer_end + 1);
+  if (!rest.starts_with(experts)) return std::nullopt;
+  rest.remove_prefix(experts.size());
+  const size_t dot = rest.find('.');
+  if (dot == std::string_view::npos || !IsIndex(rest.substr(0, dot))) return std::nullopt;
+  const int64_t e = std::stoll(std::string(rest.substr(0, dot)));  // at most 9 digits (IsIndex)
+  return std::pair{std::string(hf_name.substr(0, layer_end + 1)) + experts + std::string(rest.substr(dot + 1)), e};
+}
+
 absl::StatusOr<std::unique_ptr<WeightStore>> OpenHfNamedGguf(std::unique_ptr<GgufFile> file) {
   absl::StatusOr<std::string> name = file->GetString("general.architecture");
   if (!name.ok()) return name.status();

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "models/gguf/gguf_arch.h"
@@ -19,6 +20,12 @@ namespace doppler::models {
 // counterpart (e.g. rope_freqs.weight, which becomes part of the config).
 std::optional<std::string> HfNameFromGguf(const GgufArch& arch, std::string_view gguf_name);
 std::optional<std::string> GgufNameFromHf(const GgufArch& arch, std::string_view hf_name);
+
+// An expert's own matrix in transformers' naming, "model.layers.N.<experts>.<e>.<part>.weight"
+// (gguf_arch.h, GgufMoe::experts): the name of the layer's stacked weight,
+// "model.layers.N.<experts>.<part>.weight" (which GgufNameFromHf maps to blk.N.ffn_*_exps), and e.
+// nullopt for any other name.
+std::optional<std::pair<std::string, int64_t>> StackedExpertOf(const GgufArch& arch, std::string_view hf_name);
 
 // A WeightStore serving `file`'s tensors under HF names and in HF's form: llama's q/k rows put
 // back in HF's order, Gemma's stored norm weights less their shift (see hf_names.cc), a layer's

@@ -11,6 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "models/blocks.h"
 #include "models/gguf/gguf_arch.h"
 #include "models/gguf/gguf_writer.h"
 #include "models/gguf/hf_names.h"
@@ -83,11 +85,28 @@ void AddTokenizer(GgufWriter& w, const GgufTokenizerData& d) {
 }
 
 // Fails when llama.cpp, reading the file, would not run the model the config describes: what
-// GGUF metadata cannot say must be what llama.cpp assumes (docs/models.md).
-absl::Status CheckExpressible(const ModelConfig& c, const GgufArch& arch, const std::string& where) {
+// GGUF metadata cannot say must be what llama.cpp assumes (docs/models.md). `moe`: the config's
+// mixture of experts, if it is the architecture's mixture-of-experts family.
+absl::Status CheckExpressible(const ModelConfig& c, const GgufArch& arch, const MoeSpec* moe, const std::string& where) {
   auto unexpressible = [&](const std::string& what) {
     return absl::UnimplementedError(absl::StrCat(where, ": ", what, " cannot be written as GGUF ", std::string(arch.gguf)));
   };
+  if (moe != nullptr) {
+    // llama.cpp makes every layer a mixture, of experts as wide as its keys say.
+    absl::StatusOr<double> step = ConfigNumber(c, "decoder_sparse_step", 1);
+    const auto dense = c.raw.find("mlp_only_layers");
+    if (!step.ok() || *step != 1 || (dense != c.raw.end() && dense->is_array() && !dense->empty())) {
+      return unexpressible("dense MLP layers among the mixtures of experts (mlp_only_layers, decoder_sparse_step)");
+    }
+    if (!arch.moe->expert_width_key && moe->intermediate != c.intermediate_size) {
+      return unexpressible("experts of another width than intermediate_size");
+    }
+    // llama.cpp's qwen3moe always renormalises the chosen experts' weights.
+    absl::StatusOr<bool> norm_topk = ConfigBool(c, "norm_topk_prob", false);
+    if (arch.gguf == "qwen3moe" && (!norm_topk.ok() || !*norm_topk)) {
+      return unexpressible("norm_topk_prob false (llama.cpp always renormalises the chosen experts' weights)");
+    }
+  }
   if (c.hidden_act != arch.hidden_act) return unexpressible(absl::StrCat("activation '", c.hidden_act, "'"));
   if (c.sliding_window && !arch.sliding_window) return unexpressible("sliding-window attention");
   const RopeScaling& s = c.rope.scaling;
@@ -167,7 +186,16 @@ absl::Status ConvertHfToGguf(const HfToGgufOptions& o) {
                                                  "' cannot be written as GGUF here (the classes of ", GgufArchNames(),
                                                  ")"));
   }
-  if (absl::Status st = CheckExpressible(c, *arch, o.model_dir.string()); !st.ok()) return st;
+  std::optional<MoeSpec> moe;
+  if (IsGgufMoeClass(*arch, c.architecture)) {
+    absl::StatusOr<MoeSpec> spec = ConfigMoe(c);
+    if (!spec.ok()) {
+      return absl::Status(spec.status().code(), absl::StrCat(o.model_dir.string(), ": ", spec.status().message()));
+    }
+    moe = *std::move(spec);
+  }
+  const int64_t experts = moe ? moe->experts : 0;
+  if (absl::Status st = CheckExpressible(c, *arch, moe ? &*moe : nullptr, o.model_dir.string()); !st.ok()) return st;
   const RopeScaling& scaling = c.rope.scaling;
   absl::StatusOr<std::unique_ptr<WeightStore>> opened = OpenSafetensors(o.model_dir);
   if (!opened.ok()) return opened.status();
@@ -194,6 +222,11 @@ absl::Status ConvertHfToGguf(const HfToGgufOptions& o) {
   w.AddF32(p + "attention.layer_norm_rms_epsilon", c.rms_norm_eps);
   w.AddF32(p + "rope.freq_base", c.rope.theta);
   w.AddU32(p + "vocab_size", static_cast<uint32_t>(c.vocab_size));
+  if (moe) {
+    w.AddU32(p + "expert_count", static_cast<uint32_t>(moe->experts));
+    w.AddU32(p + "expert_used_count", static_cast<uint32_t>(moe->top_k));
+    if (arch->moe->expert_width_key) w.AddU32(p + "expert_feed_forward_length", static_cast<uint32_t>(moe->intermediate));
+  }
   if (arch->sliding_window) w.AddU32(p + "attention.sliding_window", static_cast<uint32_t>(c.sliding_window.value_or(0)));
   if (c.rope_local) w.AddF32(p + "rope.freq_base_swa", c.rope_local->theta);
   std::vector<std::pair<std::string, std::vector<float>>> rope_tensors;  // name, values (F32)
@@ -234,19 +267,51 @@ absl::Status ConvertHfToGguf(const HfToGgufOptions& o) {
     }
   }
 
-  // Tensors.
+  // Tensors: one per HF tensor, except the experts' matrices, each layer's stacked into one.
   struct Item {
-    std::string hf, gguf;
+    std::vector<std::string> hf;  // the tensor, or a layer's experts' matrices in expert order
+    std::string gguf;
+    bool stacked = false;
   };
   std::vector<Item> items;
+  std::map<std::string, std::map<int64_t, std::string>> stacks;  // GGUF name -> expert -> HF name
   for (const std::string& hf : store->Names()) {
-    std::optional<std::string> gguf = GgufNameFromHf(*arch, hf);
+    std::optional<std::pair<std::string, int64_t>> expert = moe ? StackedExpertOf(*arch, hf) : std::nullopt;
+    std::optional<std::string> gguf = GgufNameFromHf(*arch, expert ? expert->first : hf);
     if (!gguf) {
       note(absl::StrCat("tensor '", hf, "' has no GGUF name; left out"));
       continue;
     }
+    if (expert) {
+      if (expert->second >= experts) {
+        return absl::InvalidArgumentError(absl::StrCat(o.model_dir.string(), ": tensor '", hf, "' is expert ", expert->second,
+                                                       " of a model of ", experts, " experts"));
+      }
+      stacks[*gguf][expert->second] = hf;
+      continue;
+    }
     if (c.tie_word_embeddings && hf == "lm_head.weight") continue;
-    items.push_back({hf, *gguf});
+    items.push_back({{hf}, *gguf});
+  }
+  for (int l = 0; moe && l < c.num_layers; ++l) {
+    for (const char* part : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+      const std::string gguf = absl::StrCat("blk.", l, ".", part, ".weight");
+      const std::map<int64_t, std::string>& stack = stacks[gguf];
+      if (static_cast<int64_t>(stack.size()) == experts) {
+        std::vector<std::string> hf;
+        for (const auto& [e, name] : stack) hf.push_back(name);
+        items.push_back({hf, gguf, true});
+        continue;
+      }
+      // The first expert missing, named as the checkpoint would name it.
+      int64_t missing = 0;
+      while (stack.count(missing) != 0) ++missing;
+      const std::string stacked = HfNameFromGguf(*arch, gguf).value_or(gguf);
+      const size_t at = stacked.find(std::string(arch->moe->experts) + ".") + arch->moe->experts.size() + 1;
+      return absl::InvalidArgumentError(absl::StrCat(o.model_dir.string(), ": tensor '", stacked.substr(0, at), missing,
+                                                     ".", stacked.substr(at), "' is missing (the config has ", experts,
+                                                     " experts a layer)"));
+    }
   }
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return OrderOf(a.gguf) < OrderOf(b.gguf); });
   for (const auto& rope_tensor : rope_tensors) {
@@ -257,42 +322,57 @@ absl::Status ConvertHfToGguf(const HfToGgufOptions& o) {
   }
   std::map<std::string, graph::DType> types;
   for (const Item& item : items) {
-    absl::StatusOr<TensorView> t = store->Get(item.hf);
+    absl::StatusOr<TensorView> t = store->Get(item.hf[0]);
     if (!t.ok()) return t.status();
-    if (t->shape.empty() || t->shape.size() > 2) {
-      return absl::InvalidArgumentError(absl::StrCat(t->file, ": tensor '", item.hf, "' has ", t->shape.size(),
+    if (t->shape.empty() || t->shape.size() > 2 || (item.stacked && t->shape.size() != 2)) {
+      return absl::InvalidArgumentError(absl::StrCat(t->file, ": tensor '", item.hf[0], "' has ", t->shape.size(),
                                                      " dimensions; GGUF conversion takes vectors and matrices"));
+    }
+    // A layer's experts, each [rows, cols], stacked as [experts, rows, cols].
+    for (const std::string& hf : item.hf) {
+      absl::StatusOr<TensorView> e = store->Get(hf);
+      if (!e.ok()) return e.status();
+      if (e->shape != t->shape) {
+        return absl::InvalidArgumentError(absl::StrCat(e->file, ": tensor '", hf, "' is [", absl::StrJoin(e->shape, ", "),
+                                                       "] but '", item.hf[0], "' is [", absl::StrJoin(t->shape, ", "), "]"));
+      }
     }
     const bool matrix = t->shape.size() == 2;
     const int64_t cols = t->shape.back(), rows = matrix ? t->shape[0] : 1;
-    const graph::DType dtype =
-        matrix ? QuantizedDType(o.quant, item.hf, cols, c.num_layers, c.tie_word_embeddings, graph::DType::kF16)
-               : graph::DType::kF32;
+    const graph::DType dtype = matrix ? QuantizedDType(o.quant, item.hf[0], cols, c.num_layers, c.tie_word_embeddings,
+                                                       experts, graph::DType::kF16)
+                                      : graph::DType::kF32;
     types[item.gguf] = dtype;
     int64_t heads = 0;
     if (arch->permuted_qk) {
-      if (item.hf.find("self_attn.q_proj.") != std::string::npos) heads = c.num_heads;
-      if (item.hf.find("self_attn.k_proj.") != std::string::npos) heads = c.num_kv_heads;
+      if (item.hf[0].find("self_attn.q_proj.") != std::string::npos) heads = c.num_heads;
+      if (item.hf[0].find("self_attn.k_proj.") != std::string::npos) heads = c.num_kv_heads;
     }
     const int64_t n_rows = t->shape[0];
     if (heads > 0 && (n_rows % heads != 0 || (n_rows / heads) % 2 != 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(t->file, ": tensor '", item.hf, "' has ", n_rows,
+      return absl::InvalidArgumentError(absl::StrCat(t->file, ": tensor '", item.hf[0], "' has ", n_rows,
                                                      " rows, which do not split into ", heads, " heads of even size"));
     }
     // Gemma: norm weights stored as w + shift (gguf_arch.h).
     const float shift = !matrix && item.gguf.ends_with("norm.weight") ? arch->norm_shift : 0.0f;
-    const std::string hf = item.hf;
-    absl::Status s = w.AddTensor(item.gguf, dtype, t->shape, [store, hf, dtype, rows, cols, heads, n_rows, shift]()
-                                                                  -> absl::StatusOr<std::vector<uint8_t>> {
-      absl::StatusOr<TensorView> view = store->Get(hf);
-      if (!view.ok()) return view.status();
-      absl::StatusOr<std::vector<float>> x = ToFloat32(*view);
-      if (!x.ok()) return x.status();
-      for (float& v : *x) v += shift;
-      absl::StatusOr<std::vector<uint8_t>> bytes = QuantizeRows(dtype, x->data(), rows, cols);
-      if (!bytes.ok()) return bytes.status();
-      if (heads > 0) return PermuteRowsForGguf(*bytes, n_rows, heads);
-      return bytes;
+    std::vector<int64_t> shape = t->shape;
+    if (item.stacked) shape.insert(shape.begin(), static_cast<int64_t>(item.hf.size()));
+    const std::vector<std::string> hf = item.hf;
+    absl::Status s = w.AddTensor(item.gguf, dtype, shape, [store, hf, dtype, rows, cols, heads, n_rows, shift]()
+                                                               -> absl::StatusOr<std::vector<uint8_t>> {
+      std::vector<uint8_t> out;
+      for (const std::string& name : hf) {
+        absl::StatusOr<TensorView> view = store->Get(name);
+        if (!view.ok()) return view.status();
+        absl::StatusOr<std::vector<float>> x = ToFloat32(*view);
+        if (!x.ok()) return x.status();
+        for (float& v : *x) v += shift;
+        absl::StatusOr<std::vector<uint8_t>> bytes = QuantizeRows(dtype, x->data(), rows, cols);
+        if (!bytes.ok()) return bytes.status();
+        if (heads > 0) *bytes = PermuteRowsForGguf(*bytes, n_rows, heads);
+        out.insert(out.end(), bytes->begin(), bytes->end());
+      }
+      return out;
     });
     if (!s.ok()) return absl::Status(s.code(), absl::StrCat(o.out.string(), ": ", s.message()));
   }
