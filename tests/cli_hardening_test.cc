@@ -75,8 +75,9 @@ std::string EditHeaderJson(const std::string& header, const std::function<void(j
 }
 
 // A GGUF fixture with one u32 metadata value replaced.
-fs::path PatchedGguf(const std::string& tag, const std::string& key, uint32_t value) {
-  std::string bytes = test::ReadFile(Fixture("gguf/llama_q-Q8_0.gguf"));
+fs::path PatchedGguf(const std::string& tag, const std::string& key, uint32_t value,
+                     const std::string& fixture = "gguf/llama_q-Q8_0.gguf") {
+  std::string bytes = test::ReadFile(Fixture(fixture));
   const size_t at = bytes.find(key);
   EXPECT_NE(at, std::string::npos) << key;
   const size_t type_at = at + key.size();
@@ -295,6 +296,36 @@ TEST(CliHardening, TrainedLengthOfZeroIsAnError) {
 TEST(CliHardening, GgufErrorsUseGgufNames) {
   ExpectError(Doppler("run --model " + PatchedGguf("blocks", "llama.block_count", 7).string() + " --prompt-ids 1,2"), 1,
               "llama.block_count is 7 but ");
+}
+
+// A mixture of experts' keys and tensors (gguf/lcpp/mixtral edited in place), told in GGUF terms.
+TEST(CliHardening, GgufExpertErrorsUseGgufNames) {
+  const std::string mixtral = "gguf/lcpp/mixtral-lcpp-f32.gguf";
+  auto run = [](const fs::path& model) { return Doppler("run --model " + model.string() + " --prompt-ids 1,2"); };
+  ExpectError(run(PatchedGguf("used5", "llama.expert_used_count", 5, mixtral)), 1,
+              "llama.expert_used_count is 5: it must be between 1 and llama.expert_count (4)");
+  ExpectError(run(PatchedGguf("experts0", "llama.expert_count", 0, mixtral)), 1,
+              "llama.expert_used_count is 2 but llama.expert_count is 0");
+  // A tensor's name, and a tensor's dims (ggml's order, innermost first: [128, 96, 4] -> [128, 48, 8]).
+  auto edited = [&](const std::string& tag, const std::string& tensor, const std::function<void(std::string&, size_t)>& edit) {
+    std::string bytes = test::ReadFile(Fixture(mixtral));
+    const size_t at = bytes.find(tensor);
+    EXPECT_NE(at, std::string::npos) << tensor;
+    edit(bytes, at + tensor.size());  // where the tensor's dimension count follows its name
+    const fs::path file = test::MakeTempDir(tag) / "model.gguf";
+    std::ofstream(file, std::ios::binary) << bytes;
+    return file;
+  };
+  ExpectError(run(edited("exps_missing", "blk.1.ffn_down_exps.weight", [](std::string& b, size_t end) { b[end - 8] = 'z'; })), 1,
+              "tensor blk.1.ffn_down_exps.weight is missing: llama.expert_count is 4");
+  ExpectError(run(edited("exps_shape", "blk.0.ffn_up_exps.weight",
+                         [](std::string& b, size_t end) {
+                           b[end + 4 + 8] = 48;   // dims[1]: 96 -> 48 (little-endian u64s after the u32 count)
+                           b[end + 4 + 16] = 8;   // dims[2]: 4 -> 8
+                         })),
+              1,
+              "tensor blk.0.ffn_up_exps.weight is [8, 48, 128] but the metadata gives [4, 96, 128] "
+              "(llama.expert_count x llama.feed_forward_length x llama.embedding_length)");
 }
 
 TEST(CliHardening, UsageErrorsExitTwoWithOnePrefix) {

@@ -571,6 +571,99 @@ TEST(GgufTest, ConfigErrors) {
   EXPECT_FALSE(OpenHfNamedGguf(*OpenBytes(Gguf(0, 0, [](Writer&) {}), "noarch.gguf")).ok());
 }
 
+// A mixture of experts' metadata against itself and against its tensors (gguf/lcpp/mixtral, edited
+// in place; a qwen3moe file written here): each inconsistency is one error naming the GGUF key or
+// tensor and what it should be.
+TEST(GgufTest, ExpertErrors) {
+  const std::string good = ReadBytes(GgufDir() / "lcpp" / "mixtral-lcpp-f32.gguf");
+  const Layout l = Walk(good);
+  auto config_of = [](const std::string& bytes, const std::string& name) {
+    absl::StatusOr<std::unique_ptr<GgufFile>> f = OpenBytes(bytes, name);
+    EXPECT_TRUE(f.ok()) << f.status();
+    return f.ok() ? ConfigFromGguf(**f) : absl::StatusOr<ModelConfig>(f.status());
+  };
+  auto error_of = [&](const std::string& bytes, const std::string& name) {
+    absl::StatusOr<ModelConfig> c = config_of(bytes, name);
+    EXPECT_FALSE(c.ok()) << name;
+    return std::string(c.status().message());
+  };
+  absl::StatusOr<ModelConfig> mixtral = config_of(good, "mixtral.gguf");
+  ASSERT_TRUE(mixtral.ok()) << mixtral.status();
+  EXPECT_EQ(mixtral->architecture, "MixtralForCausalLM");
+
+  const size_t used = l.kv_value.at("llama.expert_used_count"), count = l.kv_value.at("llama.expert_count");
+  EXPECT_THAT(error_of(Patch32(good, used, 5), "used5.gguf"),
+              HasSubstr("llama.expert_used_count is 5: it must be between 1 and llama.expert_count (4)"));
+  EXPECT_THAT(error_of(Patch32(good, used, 0), "used0.gguf"),
+              HasSubstr("llama.expert_used_count is 0: it must be between 1 and llama.expert_count (4)"));
+  EXPECT_THAT(error_of(Patch32(good, count, 0), "count0.gguf"), HasSubstr("llama.expert_used_count is 2 but llama.expert_count is 0"));
+  EXPECT_THAT(error_of(Patch32(Patch32(good, count, 0), used, 0), "count0used0.gguf"),
+              HasSubstr("tensor blk.0.ffn_gate_exps.weight belongs to a mixture of experts, but llama.expert_count is 0"));
+
+  // Tensors, by their place in the file.
+  absl::StatusOr<std::unique_ptr<GgufFile>> file = OpenBytes(good, "mixtral.gguf");
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto index_of = [&](const std::string& name) {
+    const std::vector<GgufTensorInfo>& t = (*file)->Tensors();
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t[i].name == name) return i;
+    }
+    ADD_FAILURE() << name;
+    return size_t{0};
+  };
+  std::string renamed = good;
+  const size_t name_at = l.t_ndims[index_of("blk.1.ffn_up_exps.weight")] - std::string("blk.1.ffn_up_exps.weight").size();
+  renamed[name_at + std::string("blk.1.ffn_up_exp").size()] = 'z';  // blk.1.ffn_up_expz.weight
+  EXPECT_THAT(error_of(renamed, "missing.gguf"),
+              HasSubstr("tensor blk.1.ffn_up_exps.weight is missing: llama.expert_count is 4, so every layer has a router "
+                        "(ffn_gate_inp) and stacked experts (ffn_gate_exps, ffn_up_exps, ffn_down_exps)"));
+  // [128, 96, 4] in ggml's order (innermost first) made [128, 48, 8]: the same bytes, 8 experts of 48.
+  const size_t dims = l.t_dims[index_of("blk.0.ffn_gate_exps.weight")];
+  EXPECT_THAT(error_of(Patch64(Patch64(good, dims + 8, 48), dims + 16, 8), "shape.gguf"),
+              HasSubstr("tensor blk.0.ffn_gate_exps.weight is [8, 48, 128] but the metadata gives [4, 96, 128] "
+                        "(llama.expert_count x llama.feed_forward_length x llama.embedding_length)"));
+  const size_t router = l.t_dims[index_of("blk.1.ffn_gate_inp.weight")];
+  EXPECT_THAT(error_of(Patch64(Patch64(good, router, 64), router + 8, 8), "router.gguf"),
+              HasSubstr("tensor blk.1.ffn_gate_inp.weight is [8, 64] but the metadata gives [4, 128] "
+                        "(llama.expert_count x llama.embedding_length)"));
+
+  // qwen3moe is always a mixture of experts.
+  const fs::path dir = test::MakeTempDir("gguf_experts");
+  auto qwen3moe = [&](const std::string& file, const std::function<void(GgufWriter&)>& extra) {
+    GgufWriter w;
+    w.AddString("general.architecture", "qwen3moe");
+    for (auto [key, v] : {std::pair{"block_count", 2u}, std::pair{"embedding_length", 64u}, std::pair{"feed_forward_length", 96u},
+                          std::pair{"attention.head_count", 4u}, std::pair{"vocab_size", 100u}}) {
+      w.AddU32(std::string("qwen3moe.") + key, v);
+    }
+    w.AddF32("qwen3moe.attention.layer_norm_rms_epsilon", 1e-6f);
+    extra(w);
+    EXPECT_TRUE(w.Write(dir / file).ok());
+    absl::StatusOr<std::unique_ptr<GgufFile>> f = GgufFile::Open(dir / file);
+    EXPECT_TRUE(f.ok()) << f.status();
+    absl::StatusOr<ModelConfig> c = ConfigFromGguf(**f);
+    EXPECT_FALSE(c.ok()) << file;
+    return std::string(c.status().message());
+  };
+  EXPECT_THAT(qwen3moe("none.gguf", [](GgufWriter&) {}),
+              HasSubstr("qwen3moe.expert_count is missing: a qwen3moe model is a mixture of experts"));
+  EXPECT_THAT(qwen3moe("zero.gguf", [](GgufWriter& w) { w.AddU32("qwen3moe.expert_count", 0); }),
+              HasSubstr("qwen3moe.expert_count is 0: a qwen3moe model is a mixture of experts"));
+  EXPECT_THAT(qwen3moe("noused.gguf", [](GgufWriter& w) { w.AddU32("qwen3moe.expert_count", 8); }),
+              HasSubstr("qwen3moe.expert_used_count is missing (qwen3moe.expert_count is 8)"));
+  // Keys right, no tensors: the first layer's router is missing.
+  EXPECT_THAT(qwen3moe("notensors.gguf",
+                       [](GgufWriter& w) {
+                         w.AddU32("qwen3moe.expert_count", 8);
+                         w.AddU32("qwen3moe.expert_used_count", 2);
+                         w.AddU32("qwen3moe.expert_feed_forward_length", 32);
+                         ASSERT_TRUE(w.AddTensor("blk.0.attn_norm.weight", DType::kF32, {64}, [] {
+                                        return EncodeFloats(DType::kF32, std::vector<float>(64, 1.0f));
+                                      }).ok());
+                       }),
+              HasSubstr("tensor blk.0.ffn_gate_inp.weight is missing: qwen3moe.expert_count is 8"));
+}
+
 // Rope scalings as llama.cpp's metadata states them: YaRN's keys (attn_factor multiplies YaRN's own
 // 0.1 ln(factor) + 1), LongRoPE's factor tensors; a bad factor tensor or an unknown type is an error.
 TEST(GgufTest, RopeScalingsFromMetadata) {
