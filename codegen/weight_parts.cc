@@ -451,6 +451,11 @@ uint x_pair_word(uint own, uint other, bool second) {
 // The sums of a word j of a part's quants in x's pair order.
 constexpr const char* kIQ4PairDots =
     "    s += sdot4(lo, xw[j >> 1][(2u * j) & 3u]) + sdot4(hi, xw[j >> 1][(2u * j + 1u) & 3u]);\n";
+// The same for word j of sub-block i of a part of IQ4_XS (kIQ4XSPartsQ8), x in pairs or in its own
+// order.
+constexpr const char* kIQ4XSPairDots =
+    "      s += sdot4(g.x, xw[2u * i + (j >> 1)][(2u * j) & 3u]) + sdot4(g.y, xw[2u * i + (j >> 1)][(2u * j + 1u) & 3u]);\n";
+constexpr const char* kIQ4XSGridDots = "      s += sdot4(g.x, xw[2u * i][j]) + sdot4(g.y, xw[2u * i + 1u][j]);\n";
 
 // Q4_0, Q4_1, Q5_1 and IQ4_NL (32-value blocks; on the device in split rows, codegen/device_layout.h:
 // a block's 16 bytes of nibbles, then Q5_1's fifth bits (a word a block), then its f16 d (Q4_1 and
@@ -609,29 +614,35 @@ float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xru
 }
 )";
 
-// The same through the table of nibble pairs (IQ4PairTable, x in pairs), the header as one 8-byte
-// load (a row's headers start on 8 bytes), and sub-block p % 8's scale made a float through the
-// mantissa of 2^23 (ls − 32 exactly, at the float rate) rather than converted.
-constexpr const char* kIQ4XSPairsQ8 = R"(
+// IQ4_XS's parts in two forms beside kIQ4XSQ8: of one sub-block (32 values) or two (64, half the
+// parts: a header load and address for 64 values, and the two scales from one word each of the
+// header), through the nibble grids (kIQ4SharedGrid, x in its own order) or the table of nibble
+// pairs (IQ4PairTable, x in pairs); the header as one 8-byte load (a row's headers start on 8
+// bytes), each sub-block's scale made a float through the mantissa of 2^23 (ls − 32 exactly, at
+// the float rate) rather than converted.
+constexpr const char* kIQ4XSPartsQ8 = R"(
 layout(std430, set = 0, binding = {{BINDING}}) readonly buffer Buf_w2 { uvec2 w2[]; };
-const uint PV8 = 32u, RUNS8 = 1u;
-struct WPart8 { uvec4 qs; uvec2 head; };
+const uint PV8 = {{PV}}u, RUNS8 = PV8 / 32u;  // a run a sub-block
+struct WPart8 { uvec4 qs[RUNS8]; uvec2 head; };
 WPart8 w_load8(uint row, uint p) {
   uint base = row * ROW_BYTES;
   WPart8 r;
-  r.qs = w4[(base + p * 16u) >> 4];
-  r.head = w2[((base + SC_AT) >> 3) + (p >> 3)];
+  [[unroll]] for (uint i = 0u; i < RUNS8; ++i) r.qs[i] = w4[(base >> 4) + p * RUNS8 + i];
+  r.head = w2[((base + SC_AT) >> 3) + ((p * RUNS8) >> 3)];
   return r;
 }
-uint run_k(uint p, uint r) { return p * 32u; }
-float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
-  int s = 0;
-  [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-    uvec2 g = iq4_word_pairs(w.qs[j]);
-    uint lo = g.x, hi = g.y;
-{{DOTS}}  }
-  uint sb = p & 7u, ls = ((w.head.y >> (4u * sb)) & 15u) | ((w.head.x >> (12u + 2u * sb)) & 0x30u);
-  return unpackHalf2x16(w.head.x).x * (uintBitsToFloat(ls | 0x4B000000u) - 8388640.0) * xd[0] * i2f(s);
+uint run_k(uint p, uint r) { return p * PV8 + r * 32u; }
+{{X_SLOT}}float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
+  float d = unpackHalf2x16(w.head.x).x, total = 0.0;
+  [[unroll]] for (uint i = 0u; i < RUNS8; ++i) {
+    int s = 0;
+    [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+      uvec2 g = {{LOOKUP}}(w.qs[i][j]);
+{{DOTS}}    }
+    uint sb = (p * RUNS8 + i) & 7u, ls = ((w.head.y >> (4u * sb)) & 15u) | ((w.head.x >> (12u + 2u * sb)) & 0x30u);
+    total += d * (uintBitsToFloat(ls | 0x4B000000u) - 8388640.0) * xd[i] * i2f(s);
+  }
+  return total;
 }
 )";
 
@@ -781,11 +792,19 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
       parts.values = 8;
       parts.runs = 1;
       parts.glsl = absl::StrCat(decl, row_size, kIQ4XSScale, kIQ4XS);
-      parts.q8_glsl = q8.iq4_pairs > 0 ? absl::StrCat(IQ4PairTable(q8.iq4_pairs),
-                                                      Fill(kIQ4XSPairsQ8, {{"BINDING", absl::StrCat(binding)},
-                                                                           {"DOTS", kIQ4PairDots}}))
-                                       : absl::StrCat(kIQ4SharedGrid, kIQ4XSQ8);
-      parts.q8_values = 32;
+      if (q8.iq4_pairs == 0 && q8.iq4_xs_part == 32) {
+        parts.q8_glsl = absl::StrCat(kIQ4SharedGrid, kIQ4XSQ8);
+      } else {
+        const bool pairs = q8.iq4_pairs > 0;
+        parts.q8_glsl = absl::StrCat(
+            pairs ? IQ4PairTable(q8.iq4_pairs) : kIQ4SharedGrid,
+            Fill(kIQ4XSPartsQ8, {{"BINDING", absl::StrCat(binding)},
+                                 {"PV", absl::StrCat(q8.iq4_xs_part)},
+                                 {"X_SLOT", pairs ? "" : "uint x_slot(uint k) { return k >> 2; }\n"},
+                                 {"LOOKUP", pairs ? "iq4_word_pairs" : "iq4_word_shared"},
+                                 {"DOTS", pairs ? kIQ4XSPairDots : kIQ4XSGridDots}}));
+      }
+      parts.q8_values = q8.iq4_xs_part;
       parts.q8_shared_bytes = q8.iq4_pairs > 0 ? IQ4PairBytes(q8.iq4_pairs) : kIQ4SharedBytes;
       parts.q8_x_pairs = q8.iq4_pairs > 0;
       break;

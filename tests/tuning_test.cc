@@ -207,25 +207,27 @@ TEST(Tuning, GemvQ8StagesXInOneSegmentOnAnH100LikeDevice) {
 
 // The q8 kernel's decoding of IQ4 and Q4_0 weights: IQ4's table of nibble pairs (16 replicas)
 // where the device shuffles and the table fits one segment beside the rows' staging, else the
-// nibble grids; Q4_0's quants signed; neither for other types. No device needed.
+// nibble grids; IQ4_XS's parts of 64 values; Q4_0's quants signed; none of them for other types.
+// No device needed.
 TEST(Tuning, GemvQ8DecodingFollowsTheTypeAndTheStaging) {
   unsetenv("DOPPLER_TUNE");
   using graph::DType;
   struct Case {
     DType dtype;
     bool shuffles;
-    int64_t m, k, pairs, q4_0_signed;
+    int64_t m, k, pairs, q4_0_signed, iq4_xs_part;
   };
-  for (const Case& c : {Case{DType::kIQ4_XS, true, 1, 4096, 16, 0}, Case{DType::kIQ4_XS, true, 1, 14336, 16, 0},
-                        Case{DType::kIQ4_NL, true, 4, 4096, 16, 0},
+  for (const Case& c : {Case{DType::kIQ4_XS, true, 1, 4096, 16, 0, 64}, Case{DType::kIQ4_XS, true, 1, 14336, 16, 0, 64},
+                        Case{DType::kIQ4_NL, true, 4, 4096, 16, 0, 32},
                         // 8 rows of 4,096 values take 36 KiB of staging: no room for the table.
-                        Case{DType::kIQ4_XS, true, 8, 4096, 0, 0}, Case{DType::kIQ4_XS, false, 1, 4096, 0, 0},
-                        Case{DType::kQ4_0, true, 1, 4096, 0, 1}, Case{DType::kQ4_0, false, 16, 4096, 0, 1},
-                        Case{DType::kQ4_K, true, 1, 4096, 0, 0}}) {
+                        Case{DType::kIQ4_XS, true, 8, 4096, 0, 0, 64}, Case{DType::kIQ4_XS, false, 1, 4096, 0, 0, 64},
+                        Case{DType::kQ4_0, true, 1, 4096, 0, 1, 32}, Case{DType::kQ4_0, false, 16, 4096, 0, 1, 32},
+                        Case{DType::kQ4_K, true, 1, 4096, 0, 0, 32}}) {
     absl::StatusOr<GemvConfig> got = ChooseGemvQ8(c.m, c.k, {c.dtype, c.shuffles});
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->iq4_pairs, c.pairs) << graph::Name(c.dtype) << " " << c.m << " rows of " << c.k;
     EXPECT_EQ(got->q4_0_signed, c.q4_0_signed) << graph::Name(c.dtype);
+    EXPECT_EQ(got->iq4_xs_part, c.iq4_xs_part) << graph::Name(c.dtype);
   }
 }
 
@@ -234,6 +236,7 @@ TEST(Tuning, BadGemvQ8DecodingEntriesAreErrorsNamingThem) {
            {"gemv_q8.iq4_pairs=3", "gemv_q8.iq4_pairs=3 is not one of 0, 1, 2, 4, 8, 16, 32"},
            {"gemv_q8.iq4_pairs=64", "gemv_q8.iq4_pairs=64 is not one of 0, 1, 2, 4, 8, 16, 32"},
            {"gemv_q8.q4_0_signed=2", "gemv_q8.q4_0_signed=2 is not one of 0, 1"},
+           {"gemv_q8.iq4_xs_part=128", "gemv_q8.iq4_xs_part=128 is not one of 32, 64"},
            {"gemv_q8.iq4_pairs=16", "gemv_q8.iq4_pairs=16 stages x in pairs through subgroup shuffles"}}) {
     ScopedTune scoped(tune.c_str());
     absl::StatusOr<GemvConfig> c = ChooseGemvQ8(1, 4096, {graph::DType::kIQ4_XS, false});
@@ -263,15 +266,22 @@ TEST_F(TunedKernelTest, EveryGemvQ8DecodingMatchesTheInterpreter) {
     DType dtype;
     int64_t tokens, bucket, k, n;
     bool fused;
-    std::vector<const char*> tunes;  // the first the reference of the others' bits (IQ4)
+    std::vector<std::string> tunes;
   };
-  const std::vector<const char*> iq4 = {"gemv_q8.iq4_pairs=0", "gemv_q8.iq4_pairs=1", "gemv_q8.iq4_pairs=2",
+  const std::vector<std::string> iq4 = {"gemv_q8.iq4_pairs=0", "gemv_q8.iq4_pairs=1", "gemv_q8.iq4_pairs=2",
                                         "gemv_q8.iq4_pairs=4", "gemv_q8.iq4_pairs=8", "gemv_q8.iq4_pairs=16",
                                         "gemv_q8.iq4_pairs=32"};
-  const std::vector<const char*> q4_0 = {"gemv_q8.q4_0_signed=0", "gemv_q8.q4_0_signed=1"};
-  for (const Case& c : {Case{DType::kIQ4_XS, 1, 1, 768, 37, false, iq4}, Case{DType::kIQ4_XS, 3, 4, 1280, 13, true, iq4},
+  // IQ4_XS's tables in parts of one sub-block and of two.
+  std::vector<std::string> iq4_xs;
+  for (const char* part : {"gemv_q8.iq4_xs_part=32,", "gemv_q8.iq4_xs_part=64,"}) {
+    for (const std::string& tune : iq4) iq4_xs.push_back(absl::StrCat(part, tune));
+  }
+  const std::vector<std::string> q4_0 = {"gemv_q8.q4_0_signed=0", "gemv_q8.q4_0_signed=1"};
+  for (const Case& c : {Case{DType::kIQ4_XS, 1, 1, 768, 37, false, iq4_xs}, Case{DType::kIQ4_XS, 3, 4, 1280, 13, true, iq4_xs},
                         Case{DType::kIQ4_NL, 1, 1, 96, 37, false, iq4}, Case{DType::kIQ4_NL, 3, 4, 160, 67, true, iq4},
-                        Case{DType::kIQ4_XS, 1, 1, 23296, 5, false, {"gemv_q8.iq4_pairs=0", "gemv_q8.iq4_pairs=16"}},
+                        Case{DType::kIQ4_XS, 1, 1, 23296, 5, false,
+                             {"gemv_q8.iq4_xs_part=32,gemv_q8.iq4_pairs=0", "gemv_q8.iq4_xs_part=32,gemv_q8.iq4_pairs=16",
+                              "gemv_q8.iq4_xs_part=64,gemv_q8.iq4_pairs=0", "gemv_q8.iq4_xs_part=64,gemv_q8.iq4_pairs=16"}},
                         Case{DType::kQ4_0, 1, 1, 160, 67, false, q4_0}, Case{DType::kQ4_0, 3, 4, 4160, 21, true, q4_0}}) {
     graph::GraphBuilder b;
     graph::ValueId x = b.Input("x", test::Rows(c.k));
@@ -289,12 +299,13 @@ TEST_F(TunedKernelTest, EveryGemvQ8DecodingMatchesTheInterpreter) {
     if (c.fused) inputs["r"] = test::RandomRows(c.tokens, c.n, 4);
     absl::StatusOr<std::map<std::string, graph::Tensor>> want = graph::Interpreter(params).Run(*g, inputs, 0);
     ASSERT_TRUE(want.ok()) << want.status();
-    std::vector<float> first;
-    std::string first_shape;
-    for (const char* tune : c.tunes) {
+    std::map<std::string, std::pair<std::string, std::vector<float>>> firsts;
+    for (const std::string& tune_text : c.tunes) {
+      const char* tune = tune_text.c_str();
       ScopedTune scoped(tune);
       absl::StatusOr<std::unique_ptr<test::GpuRunner>> gpu = test::GpuRunner::Create(ctx(), *g, c.bucket, params);
-      const std::string value = std::string(tune).substr(std::string(tune).find('=') + 1);
+      const std::string value = std::string(tune).substr(std::string(tune).rfind('=') + 1);
+      const bool part64 = std::string(tune).find("iq4_xs_part=64") != std::string::npos;
       const int64_t table_bytes = c.dtype == DType::kQ4_0 ? 0 : 1024 * std::stoll(value);
       if (table_bytes + 4096 > int64_t{ctx().info().max_shared_memory}) {
         ASSERT_FALSE(gpu.ok()) << tune;
@@ -306,10 +317,9 @@ TEST_F(TunedKernelTest, EveryGemvQ8DecodingMatchesTheInterpreter) {
       ASSERT_TRUE(gpu.ok()) << tune << ": " << gpu.status();
       ASSERT_EQ((*gpu)->plan().dispatches().size(), 1u) << tune;
       const std::string& variant = (*gpu)->plan().dispatches()[0].variant;
-      const std::string decoding = c.dtype == DType::kQ4_0 ? (value == "1" ? ".signed." : "")
-                                                            : (value == "0" ? "" : ".pairs" + value + ".");
-      EXPECT_EQ(variant.rfind(absl::StrCat("gemv_q8.", graph::Name(c.dtype), decoding.empty() ? ".t" : decoding), 0), 0u)
-          << tune << ": " << variant;
+      const std::string decoding = c.dtype == DType::kQ4_0 ? (value == "1" ? ".signed" : "")
+                                                            : absl::StrCat(value == "0" ? "" : ".pairs" + value, part64 ? ".part64" : "");
+      EXPECT_EQ(variant.rfind(absl::StrCat("gemv_q8.", graph::Name(c.dtype), decoding, ".t"), 0), 0u) << tune << ": " << variant;
       if (c.k > 20000) EXPECT_NE(variant.find(".seg"), std::string::npos) << tune << ": " << variant;
       absl::StatusOr<std::map<std::string, graph::Tensor>> got = (*gpu)->Run(inputs, 0);
       ASSERT_TRUE(got.ok()) << got.status();
@@ -319,13 +329,13 @@ TEST_F(TunedKernelTest, EveryGemvQ8DecodingMatchesTheInterpreter) {
       // As tests/quant_kernel_test.cc's Q8MatMulTest: with a norm prologue the kernel rounds x·g / d.
       EXPECT_LE(err, c.fused ? 1e-3 : 2e-5) << tune << ": " << variant;
       if (c.dtype == DType::kQ4_0) continue;
-      // The kernel's shape: its variant without the table.
-      const std::string shape = variant.substr(variant.find(".t"));
-      if (first.empty()) {
-        first = got->at("y").f;
-        first_shape = shape;
-      } else if (shape == first_shape && shape.find(".seg") == std::string::npos) {
-        EXPECT_EQ(got->at("y").f, first) << tune << ": " << variant << " differs from " << c.tunes[0];
+      // The kernel's shape: its variant without the table (with IQ4_XS's parts).
+      const std::string shape = absl::StrCat(part64 ? "part64" : "", variant.substr(variant.find(".t")));
+      // The first run of each shape is the reference of the others'.
+      if (!firsts.count(shape)) {
+        firsts[shape] = {tune, got->at("y").f};
+      } else if (shape.find(".seg") == std::string::npos) {
+        EXPECT_EQ(got->at("y").f, firsts[shape].second) << tune << ": " << variant << " differs from " << firsts[shape].first;
       }
     }
   }
@@ -407,9 +417,10 @@ TEST_F(TunedKernelTest, TheMatmulTakesTheNormTailOnlyAsOneBlockOfRows) {
   }
 }
 
-// On an H100-like device (as in tests/process_replay_test.cc) every IQ4 table compiles for
-// Llama-3.1-8B's decode matrices, and the choice (16 replicas) stages x in one segment: the output
-// projection, gate+up with its norm, and the down projection (K = 14,336). No device needed.
+// On an H100-like device (as in tests/process_replay_test.cc) every IQ4 table and IQ4_XS part
+// compiles for Llama-3.1-8B's decode matrices, and the choice (16 replicas, parts of 64 values)
+// stages x in one segment: the output projection, gate+up with its norm, and the down projection
+// (K = 14,336). No device needed.
 TEST(Tuning, EveryIQ4TableCompilesForLlama8BOnAnH100LikeDevice) {
   codegen::TargetCaps nvidia;
   nvidia.subgroup_size = nvidia.min_subgroup_size = 32;
@@ -421,7 +432,8 @@ TEST(Tuning, EveryIQ4TableCompilesForLlama8BOnAnH100LikeDevice) {
     int64_t n, k;
     bool gated;
   };
-  for (const char* tune : {"", "gemv_q8.iq4_pairs=0", "gemv_q8.iq4_pairs=1", "gemv_q8.iq4_pairs=32"}) {
+  for (const char* tune : {"", "gemv_q8.iq4_pairs=0", "gemv_q8.iq4_pairs=1", "gemv_q8.iq4_pairs=32",
+                           "gemv_q8.iq4_xs_part=32,gemv_q8.iq4_pairs=0", "gemv_q8.iq4_xs_part=32,gemv_q8.iq4_pairs=16"}) {
     ScopedTune scoped(tune);
     for (const Case& c : {Case{4096, 4096, false}, Case{14336, 4096, true}, Case{4096, 14336, false}}) {
       graph::GraphBuilder b;
@@ -438,8 +450,11 @@ TEST(Tuning, EveryIQ4TableCompilesForLlama8BOnAnH100LikeDevice) {
       const std::string& variant = k->kernel.variant;
       std::printf("[ %s k%lld n%lld ] %s\n", *tune ? tune : "(the choice)", static_cast<long long>(c.k),
                   static_cast<long long>(c.n), variant.c_str());
-      const char* pairs = *tune ? std::strchr(tune, '=') + 1 : "16";
-      EXPECT_EQ(variant.rfind(std::string(pairs) == "0" ? "gemv_q8.iq4_xs.t" : absl::StrCat("gemv_q8.iq4_xs.pairs", pairs, ".t"), 0), 0u)
+      const char* pairs = *tune ? std::strrchr(tune, '=') + 1 : "16";
+      EXPECT_EQ(variant.rfind(absl::StrCat("gemv_q8.iq4_xs", std::string(pairs) == "0" ? "" : absl::StrCat(".pairs", pairs),
+                                           std::strstr(tune, "part=32") ? ".t" : ".part64.t"),
+                              0),
+                0u)
           << variant;
       if (!*tune) EXPECT_EQ(variant.find(".seg"), std::string::npos) << variant;
     }

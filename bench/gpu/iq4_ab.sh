@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The A/B of the q8 matrix-vector kernel's decodings of IQ4_XS and Q4_0 weights
-# (codegen/tuning/gemv.h: gemv_q8.iq4_pairs, gemv_q8.q4_0_signed) in one binary: decode (and a short
-# prefill) of a synthetic model per variant through DOPPLER_TUNE, the variants alternating round
-# after round so that drift of the device's clocks falls on all alike. One line a run; every run's
+# The A/B of the q8 matrix-vector kernel's decodings of IQ4_XS and Q4_0 weights (codegen/tuning/
+# gemv.h: gemv_q8.iq4_pairs, gemv_q8.iq4_xs_part, gemv_q8.q4_0_signed) in one binary: decode (and
+# a short prefill, which does not use that kernel) of a synthetic model per variant through
+# DOPPLER_TUNE, the variants alternating round after round so that drift of the device's clocks
+# falls on all alike. One line a run; every run's
 # whole output (with --profile where PROFILE=1: µs a kernel) is kept in LOG_DIR.
 #
 #   bench/gpu/iq4_ab.sh [ROUNDS]     from the repository root, with build/doppler (or DOPPLER_BINARY)
@@ -19,13 +20,16 @@ model=${MODEL:-llama-3.1-8b}
 p=${P:-64} n=${N:-128} r=${R:-2}
 log_dir=${LOG_DIR:-${OUT:-$(mktemp -d)}}
 mkdir -p "$log_dir"
-# IQ4: the nibble grids (the old kernel), the table of nibble pairs in 16 replicas (the choice), in
-# 32 (no bank conflicts; 32 KiB, which stages the down projections' x in segments) and in one (3-way
-# conflicts). Q4_0: unsigned quants with the sum of x (the old kernel), signed quants (the choice).
-variants=${VARIANTS:-"iq4_xs gemv_q8.iq4_pairs=0
-iq4_xs gemv_q8.iq4_pairs=16
-iq4_xs gemv_q8.iq4_pairs=32
-iq4_xs gemv_q8.iq4_pairs=1
+# IQ4_XS: the nibble grids in parts of 32 values (the old kernel); the choice (the table of nibble
+# pairs in 16 replicas, parts of 64 values); the table in parts of 32; the table in 32 replicas (no
+# bank conflicts; 32 KiB, which stages the down projections' x in two segments); the nibble grids
+# in parts of 64. Q4_0: unsigned quants with the sum of x (the old kernel), signed quants (the
+# choice).
+variants=${VARIANTS:-"iq4_xs gemv_q8.iq4_pairs=0,gemv_q8.iq4_xs_part=32
+iq4_xs gemv_q8.iq4_pairs=16,gemv_q8.iq4_xs_part=64
+iq4_xs gemv_q8.iq4_pairs=16,gemv_q8.iq4_xs_part=32
+iq4_xs gemv_q8.iq4_pairs=32,gemv_q8.iq4_xs_part=64
+iq4_xs gemv_q8.iq4_pairs=0,gemv_q8.iq4_xs_part=64
 q4_0 gemv_q8.q4_0_signed=0
 q4_0 gemv_q8.q4_0_signed=1"}
 profile=()
@@ -43,7 +47,7 @@ for round in $(seq 1 "$rounds"); do
     tg=$(sed -n "s/^tg$n: \([^(]*\) tok\/s.*/\1/p" "$log")
     pp=$(sed -n "s/^pp$p: \(.*\) tok\/s.*/\1/p" "$log")
     floor=$(sed -n 's/^bandwidth floor: .*tg = \(.*\) of the floor/\1/p' "$log")
-    printf 'round %s  %-7s %-24s tg%s %-16s tok/s = %-7s of the floor   pp%s %s tok/s\n' \
+    printf 'round %s  %-7s %-44s tg%s %-16s tok/s = %-7s of the floor   pp%s %s tok/s\n' \
       "$round" "$quant" "$tune" "$n" "$tg" "$floor" "$p" "$pp"
   done <<< "$variants"
 done

@@ -27,6 +27,9 @@ struct GemvConfig {
   // The q8 kernel's Q4_0 quants: 1, as the signed bytes 16·(q − 8) (no sum of x a part); 0, as
   // unsigned bytes q, less 8 · the sum of x. DOPPLER_TUNE's gemv_q8.q4_0_signed.
   int64_t q4_0_signed = 0;
+  // The q8 kernel's IQ4_XS parts: 32 values (a sub-block) or 64 (two, under one header load and
+  // address). DOPPLER_TUNE's gemv_q8.iq4_xs_part.
+  int64_t iq4_xs_part = 32;
 };
 
 // What the q8 kernel's decoding choices depend on beside the shape: the weights' type, and whether
@@ -46,8 +49,9 @@ absl::StatusOr<GemvConfig> ChooseGemv(int64_t m, int64_t part_values);
 // value) fits kOneSegmentBytes of shared memory, else the fewest blocks whose rows do, each of
 // about as many rows; or DOPPLER_TUNE's gemv_q8.rows. For `weights`' type its decoding: IQ4's
 // table of nibble pairs in 16 replicas where the device shuffles and the table fits kOneSegmentBytes
-// beside the rows' staging, else the nibble grids; Q4_0's quants signed. An override of
-// gemv_q8.iq4_pairs above 0 for IQ4 weights on a device that does not shuffle is an error.
+// beside the rows' staging, else the nibble grids; IQ4_XS's parts of 64 values; Q4_0's quants
+// signed. An override of gemv_q8.iq4_pairs above 0 for IQ4 weights on a device that does not
+// shuffle is an error.
 absl::StatusOr<GemvConfig> ChooseGemvQ8(int64_t m, int64_t k, const GemvQ8Weights& weights = {});
 // Staged in one segment, x serves every row group a workgroup takes; staged in segments, it is
 // staged again for every row group, so a workgroup takes one, and the dispatch stages x once per
