@@ -21,15 +21,15 @@ p=${P:-64} n=${N:-128} r=${R:-2}
 log_dir=${LOG_DIR:-${OUT:-$(mktemp -d)}}
 mkdir -p "$log_dir"
 # IQ4_XS: the nibble grids in parts of 32 values (the old kernel); the choice (the table of nibble
-# pairs in 16 replicas, parts of 64 values); the table in parts of 32; the table in 32 replicas (no
-# bank conflicts; 32 KiB, which stages the down projections' x in two segments); the nibble grids
-# in parts of 64. Q4_0: unsigned quants with the sum of x (the old kernel), signed quants (the
-# choice).
+# pairs in 16 replicas, parts of 64 values); the same in parts of 32; the table in 32 replicas (no
+# bank conflicts; 32 KiB, which stages the down projections' x in two segments); the table in one
+# (3-way conflicts, an address with no replica to or in). Q4_0: unsigned quants with the sum of x
+# (the old kernel), signed quants (the choice).
 variants=${VARIANTS:-"iq4_xs gemv_q8.iq4_pairs=0,gemv_q8.iq4_xs_part=32
 iq4_xs gemv_q8.iq4_pairs=16,gemv_q8.iq4_xs_part=64
 iq4_xs gemv_q8.iq4_pairs=16,gemv_q8.iq4_xs_part=32
 iq4_xs gemv_q8.iq4_pairs=32,gemv_q8.iq4_xs_part=64
-iq4_xs gemv_q8.iq4_pairs=0,gemv_q8.iq4_xs_part=64
+iq4_xs gemv_q8.iq4_pairs=1,gemv_q8.iq4_xs_part=64
 q4_0 gemv_q8.q4_0_signed=0
 q4_0 gemv_q8.q4_0_signed=1"}
 profile=()
