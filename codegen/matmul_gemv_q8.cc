@@ -274,7 +274,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemvQ8(s.m, s.k, {s.w_dtype, shuffle_blocks});
   if (!config.ok()) return config.status();
   absl::StatusOr<WeightParts> parts =
-      WeightPartDecoder(3, s.w_dtype, s.k, {config->iq4_pairs, config->q4_0_signed != 0, config->iq4_xs_part});
+      WeightPartDecoder(3, s.w_dtype, s.k, {config->iq4_pairs, config->q4_0_signed != 0, config->iq4_xs_part, config->q4_0_part});
   if (!parts.ok()) return parts.status();
   if (parts->q8_glsl.empty()) {
     return absl::InvalidArgumentError(
@@ -406,12 +406,13 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
 };
   Kernel k;
   // The decoding choices that apply to the type: IQ4's pair table and IQ4_XS's parts of 64 values,
-  // Q4_0's signed quants.
+  // Q4_0's signed quants and parts of 64 values.
   const bool iq4 = s.w_dtype == graph::DType::kIQ4_NL || s.w_dtype == graph::DType::kIQ4_XS;
   const std::string decoding =
       absl::StrCat(iq4 && config->iq4_pairs > 0 ? absl::StrCat(".pairs", config->iq4_pairs) : "",
                    s.w_dtype == graph::DType::kIQ4_XS && config->iq4_xs_part != 32 ? absl::StrCat(".part", config->iq4_xs_part) : "",
-                   s.w_dtype == graph::DType::kQ4_0 && config->q4_0_signed != 0 ? ".signed" : "");
+                   s.w_dtype == graph::DType::kQ4_0 && config->q4_0_signed != 0 ? ".signed" : "",
+                   s.w_dtype == graph::DType::kQ4_0 && config->q4_0_part != 32 ? absl::StrCat(".part", config->q4_0_part) : "");
   k.variant = absl::StrCat("gemv_q8.", graph::Name(s.w_dtype), decoding, ".t", tm, "x", rn, ".wg", wg, ".team", team, ".rg",
                            rg_per_team, flat ? ".flat" : "", ".d", flat ? flat_depth : depth,
                            segments > 1 ? absl::StrCat(".seg", segments) : "",

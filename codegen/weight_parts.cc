@@ -531,6 +531,33 @@ std::string SmallBlockPartsQ8(graph::DType dtype, const Q8PartForm& q8) {
   const SmallBlockForm f = SmallBlockFormOf(dtype);
   const bool pairs = f.grid && q8.iq4_pairs > 0;
   const bool signed_q4 = dtype == graph::DType::kQ4_0 && q8.q4_0_signed;
+  if (dtype == graph::DType::kQ4_0 && q8.q4_0_part == 64) {
+    // Two blocks a part: their d's are one word (a row's d's start on a word, and a part's first
+    // block is even), read once for 64 values with the part's address.
+    return absl::StrCat(R"(
+const uint PV8 = 64u, RUNS8 = 2u;  // a run a block
+struct WPart8 { uvec4 qs[2]; vec2 d; };
+WPart8 w_load8(uint row, uint p) {
+  uint base = row * ROW_BYTES;
+  WPart8 r;
+  r.qs[0] = w4[(base >> 4) + 2u * p];
+  r.qs[1] = w4[(base >> 4) + 2u * p + 1u];
+  r.d = unpackHalf2x16(w_word(((base + D_AT) >> 2) + p));
+  return r;
+}
+uint run_k(uint p, uint r) { return p * 64u + r * 32u; }
+uint x_slot(uint k) { return k >> 2; }
+float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
+  float total = 0.0;
+  [[unroll]] for (uint i = 0u; i < 2u; ++i) {
+    int s = 0;
+    [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+)", SmallBlockBytes(f, "w.qs[i][j]", "0u", "4u * j", "", signed_q4), R"(    s += sdot4(lo, xw[2u * i][j]) + sdot4(hi, xw[2u * i + 1u][j]);
+    }
+)", signed_q4 ? "    total += w.d[i] * xd[i] * (0.0625 * i2f(s));  // the bytes are 16·(q − 8)\n"
+              : "    total += w.d[i] * (xd[i] * i2f(s) - 8.0 * xrun[i]);  // Σ (q − 8)·x\n",
+                        "  }\n  return total;\n}\n");
+  }
   const char* result = f.grid ? "  return w.d.x * xd[0] * i2f(s);\n"
                        : f.min ? "  return w.d.x * xd[0] * i2f(s) + w.d.y * xrun[0];\n"
                        : signed_q4 ? "  return w.d.x * xd[0] * (0.0625 * i2f(s));  // the bytes are 16·(q − 8)\n"
@@ -782,7 +809,7 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
       parts.runs = 1;
       parts.glsl = absl::StrCat(decl, row_size, kByteUnit, kQ5_0Bits, SmallBlockParts(dtype));
       parts.q8_glsl = SmallBlockPartsQ8(dtype, q8);
-      parts.q8_values = 32;
+      parts.q8_values = dtype == graph::DType::kQ4_0 ? q8.q4_0_part : 32;
       if (dtype == graph::DType::kIQ4_NL) {
         parts.q8_shared_bytes = q8.iq4_pairs > 0 ? IQ4PairBytes(q8.iq4_pairs) : kIQ4SharedBytes;
         parts.q8_x_pairs = q8.iq4_pairs > 0;

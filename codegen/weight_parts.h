@@ -62,12 +62,13 @@ struct WeightParts {
   bool q8_x_pairs = false;
 };
 
-// How the q8 decoders decode (codegen/tuning/gemv.h: GemvConfig's iq4_pairs, q4_0_signed and
-// iq4_xs_part).
+// How the q8 decoders decode (codegen/tuning/gemv.h: GemvConfig's iq4_pairs, q4_0_signed,
+// iq4_xs_part and q4_0_part).
 struct Q8PartForm {
   int64_t iq4_pairs = 0;     // IQ4: 0, the nibble grids; R, the table of nibble pairs in R replicas
   bool q4_0_signed = false;  // Q4_0: quants as signed bytes 16·(q − 8)
   int64_t iq4_xs_part = 32;  // IQ4_XS: values a part, one sub-block (32) or two (64)
+  int64_t q4_0_part = 32;    // Q4_0: values a part, one block (32) or two (64; K a multiple of 64)
 };
 
 // The part decoder of a [rows, k] weight matrix stored as `dtype`.

@@ -228,6 +228,7 @@ TEST(Tuning, GemvQ8DecodingFollowsTheTypeAndTheStaging) {
     EXPECT_EQ(got->iq4_pairs, c.pairs) << graph::Name(c.dtype) << " " << c.m << " rows of " << c.k;
     EXPECT_EQ(got->q4_0_signed, c.q4_0_signed) << graph::Name(c.dtype);
     EXPECT_EQ(got->iq4_xs_part, c.iq4_xs_part) << graph::Name(c.dtype);
+    EXPECT_EQ(got->q4_0_part, 32) << graph::Name(c.dtype);
   }
 }
 
@@ -237,6 +238,7 @@ TEST(Tuning, BadGemvQ8DecodingEntriesAreErrorsNamingThem) {
            {"gemv_q8.iq4_pairs=64", "gemv_q8.iq4_pairs=64 is not one of 0, 1, 2, 4, 8, 16, 32"},
            {"gemv_q8.q4_0_signed=2", "gemv_q8.q4_0_signed=2 is not one of 0, 1"},
            {"gemv_q8.iq4_xs_part=128", "gemv_q8.iq4_xs_part=128 is not one of 32, 64"},
+           {"gemv_q8.q4_0_part=48", "gemv_q8.q4_0_part=48 is not one of 32, 64"},
            {"gemv_q8.iq4_pairs=16", "gemv_q8.iq4_pairs=16 stages x in pairs through subgroup shuffles"}}) {
     ScopedTune scoped(tune.c_str());
     absl::StatusOr<GemvConfig> c = ChooseGemvQ8(1, 4096, {graph::DType::kIQ4_XS, false});
@@ -244,10 +246,16 @@ TEST(Tuning, BadGemvQ8DecodingEntriesAreErrorsNamingThem) {
     EXPECT_NE(c.status().message().find(says), std::string::npos) << c.status();
     EXPECT_EQ(c.status().message().rfind("DOPPLER_TUNE: ", 0), 0u) << c.status();
   }
-  // Where the table does not apply, the override is only checked.
-  ScopedTune scoped("gemv_q8.iq4_pairs=32");
+  // Where the table does not apply, the override is only checked; Q4_0's parts of 64 values apply
+  // to rows of a multiple of 64.
+  ScopedTune scoped("gemv_q8.iq4_pairs=32,gemv_q8.q4_0_part=64");
   absl::StatusOr<GemvConfig> q4_k = ChooseGemvQ8(1, 4096, {graph::DType::kQ4_K, false});
   ASSERT_TRUE(q4_k.ok()) << q4_k.status();
+  absl::StatusOr<GemvConfig> wide = ChooseGemvQ8(1, 4096, {graph::DType::kQ4_0, true});
+  absl::StatusOr<GemvConfig> odd = ChooseGemvQ8(1, 4128, {graph::DType::kQ4_0, true});
+  ASSERT_TRUE(wide.ok() && odd.ok()) << wide.status() << odd.status();
+  EXPECT_EQ(wide->q4_0_part, 64);
+  EXPECT_EQ(odd->q4_0_part, 32);
 }
 
 class TunedKernelTest : public vk::VkTest {};
@@ -276,13 +284,18 @@ TEST_F(TunedKernelTest, EveryGemvQ8DecodingMatchesTheInterpreter) {
   for (const char* part : {"gemv_q8.iq4_xs_part=32,", "gemv_q8.iq4_xs_part=64,"}) {
     for (const std::string& tune : iq4) iq4_xs.push_back(absl::StrCat(part, tune));
   }
-  const std::vector<std::string> q4_0 = {"gemv_q8.q4_0_signed=0", "gemv_q8.q4_0_signed=1"};
+  // Q4_0's quants unsigned and signed, in parts of one block and of two (rows of 160 values keep one).
+  std::vector<std::string> q4_0;
+  for (const char* part : {"gemv_q8.q4_0_part=32,", "gemv_q8.q4_0_part=64,"}) {
+    for (const char* tune : {"gemv_q8.q4_0_signed=0", "gemv_q8.q4_0_signed=1"}) q4_0.push_back(absl::StrCat(part, tune));
+  }
   for (const Case& c : {Case{DType::kIQ4_XS, 1, 1, 768, 37, false, iq4_xs}, Case{DType::kIQ4_XS, 3, 4, 1280, 13, true, iq4_xs},
                         Case{DType::kIQ4_NL, 1, 1, 96, 37, false, iq4}, Case{DType::kIQ4_NL, 3, 4, 160, 67, true, iq4},
                         Case{DType::kIQ4_XS, 1, 1, 23296, 5, false,
                              {"gemv_q8.iq4_xs_part=32,gemv_q8.iq4_pairs=0", "gemv_q8.iq4_xs_part=32,gemv_q8.iq4_pairs=16",
                               "gemv_q8.iq4_xs_part=64,gemv_q8.iq4_pairs=0", "gemv_q8.iq4_xs_part=64,gemv_q8.iq4_pairs=16"}},
-                        Case{DType::kQ4_0, 1, 1, 160, 67, false, q4_0}, Case{DType::kQ4_0, 3, 4, 4160, 21, true, q4_0}}) {
+                        Case{DType::kQ4_0, 1, 1, 160, 67, false, q4_0}, Case{DType::kQ4_0, 1, 1, 1088, 67, false, q4_0},
+                        Case{DType::kQ4_0, 3, 4, 4160, 21, true, q4_0}}) {
     graph::GraphBuilder b;
     graph::ValueId x = b.Input("x", test::Rows(c.k));
     graph::ValueId w = b.Param("w", test::Matrix(c.fused ? 2 * c.n : c.n, c.k, c.dtype));
@@ -305,7 +318,7 @@ TEST_F(TunedKernelTest, EveryGemvQ8DecodingMatchesTheInterpreter) {
       ScopedTune scoped(tune);
       absl::StatusOr<std::unique_ptr<test::GpuRunner>> gpu = test::GpuRunner::Create(ctx(), *g, c.bucket, params);
       const std::string value = std::string(tune).substr(std::string(tune).rfind('=') + 1);
-      const bool part64 = std::string(tune).find("iq4_xs_part=64") != std::string::npos;
+      const bool part64 = std::string(tune).find("part=64") != std::string::npos && c.k % 64 == 0;
       const int64_t table_bytes = c.dtype == DType::kQ4_0 ? 0 : 1024 * std::stoll(value);
       if (table_bytes + 4096 > int64_t{ctx().info().max_shared_memory}) {
         ASSERT_FALSE(gpu.ok()) << tune;
@@ -317,8 +330,9 @@ TEST_F(TunedKernelTest, EveryGemvQ8DecodingMatchesTheInterpreter) {
       ASSERT_TRUE(gpu.ok()) << tune << ": " << gpu.status();
       ASSERT_EQ((*gpu)->plan().dispatches().size(), 1u) << tune;
       const std::string& variant = (*gpu)->plan().dispatches()[0].variant;
-      const std::string decoding = c.dtype == DType::kQ4_0 ? (value == "1" ? ".signed" : "")
-                                                            : absl::StrCat(value == "0" ? "" : ".pairs" + value, part64 ? ".part64" : "");
+      const std::string decoding = c.dtype == DType::kQ4_0
+                                       ? absl::StrCat(value == "1" ? ".signed" : "", part64 ? ".part64" : "")
+                                       : absl::StrCat(value == "0" ? "" : ".pairs" + value, part64 ? ".part64" : "");
       EXPECT_EQ(variant.rfind(absl::StrCat("gemv_q8.", graph::Name(c.dtype), decoding, ".t"), 0), 0u) << tune << ": " << variant;
       if (c.k > 20000) EXPECT_NE(variant.find(".seg"), std::string::npos) << tune << ": " << variant;
       absl::StatusOr<std::map<std::string, graph::Tensor>> got = (*gpu)->Run(inputs, 0);

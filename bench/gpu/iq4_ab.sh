@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The A/B of the q8 matrix-vector kernel's decodings of IQ4_XS and Q4_0 weights (codegen/tuning/
-# gemv.h: gemv_q8.iq4_pairs, gemv_q8.iq4_xs_part, gemv_q8.q4_0_signed) in one binary: decode (and
+# gemv.h: gemv_q8.iq4_pairs, gemv_q8.iq4_xs_part, gemv_q8.q4_0_signed, gemv_q8.q4_0_part) in one
+# binary: decode (and
 # a short prefill, which does not use that kernel) of a synthetic model per variant through
 # DOPPLER_TUNE, the variants alternating round after round so that drift of the device's clocks
 # falls on all alike. One line a run; every run's
@@ -24,14 +25,15 @@ mkdir -p "$log_dir"
 # pairs in 16 replicas, parts of 64 values); the same in parts of 32; the table in 32 replicas (no
 # bank conflicts; 32 KiB, which stages the down projections' x in two segments); the table in one
 # (3-way conflicts, an address with no replica to or in). Q4_0: unsigned quants with the sum of x
-# (the old kernel), signed quants (the choice).
+# (the old kernel), signed quants (the choice), signed in parts of two blocks.
 variants=${VARIANTS:-"iq4_xs gemv_q8.iq4_pairs=0,gemv_q8.iq4_xs_part=32
 iq4_xs gemv_q8.iq4_pairs=16,gemv_q8.iq4_xs_part=64
 iq4_xs gemv_q8.iq4_pairs=16,gemv_q8.iq4_xs_part=32
 iq4_xs gemv_q8.iq4_pairs=32,gemv_q8.iq4_xs_part=64
 iq4_xs gemv_q8.iq4_pairs=1,gemv_q8.iq4_xs_part=64
-q4_0 gemv_q8.q4_0_signed=0
-q4_0 gemv_q8.q4_0_signed=1"}
+q4_0 gemv_q8.q4_0_signed=0,gemv_q8.q4_0_part=32
+q4_0 gemv_q8.q4_0_signed=1,gemv_q8.q4_0_part=32
+q4_0 gemv_q8.q4_0_signed=1,gemv_q8.q4_0_part=64"}
 profile=()
 [ "${PROFILE:-0}" = 1 ] && profile=(--profile)
 

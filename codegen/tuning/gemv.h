@@ -30,6 +30,9 @@ struct GemvConfig {
   // The q8 kernel's IQ4_XS parts: 32 values (a sub-block) or 64 (two, under one header load and
   // address). DOPPLER_TUNE's gemv_q8.iq4_xs_part.
   int64_t iq4_xs_part = 32;
+  // The q8 kernel's Q4_0 parts: 32 values (a block) or 64 (two, their d's one word), the latter only
+  // for rows of a multiple of 64 values (others keep 32). DOPPLER_TUNE's gemv_q8.q4_0_part.
+  int64_t q4_0_part = 32;
 };
 
 // What the q8 kernel's decoding choices depend on beside the shape: the weights' type, and whether
