@@ -24,7 +24,7 @@ constexpr int64_t kXRegisters = 64;
 // pairs": counts of the kernels' instructions, awaiting the GPU's A/B).
 constexpr int64_t kIQ4PairReplicas = 16;
 
-// `config`'s value of family.key from DOPPLER_TUNE, if any, which must be one of `allowed`.
+// DOPPLER_TUNE's value of family.key, if any, into `field`; it must be one of `allowed`.
 absl::Status OverrideOneOf(absl::string_view family, absl::string_view key, std::initializer_list<int64_t> allowed,
                            int64_t& field) {
   absl::StatusOr<std::optional<int64_t>> tuned = Override(family, key);
