@@ -207,7 +207,7 @@ TEST(Tuning, GemvQ8StagesXInOneSegmentOnAnH100LikeDevice) {
 
 // The q8 kernel's decoding of IQ4 and Q4_0 weights: IQ4's table of nibble pairs (16 replicas)
 // where the device shuffles and the table fits one segment beside the rows' staging, else the
-// nibble grids; IQ4_XS's parts of 64 values; Q4_0's quants signed; none of them for other types.
+// nibble grids; Q4_0's quants signed; none of them for other types.
 // No device needed.
 TEST(Tuning, GemvQ8DecodingFollowsTheTypeAndTheStaging) {
   unsetenv("DOPPLER_TUNE");
@@ -217,10 +217,10 @@ TEST(Tuning, GemvQ8DecodingFollowsTheTypeAndTheStaging) {
     bool shuffles;
     int64_t m, k, pairs, q4_0_signed, iq4_xs_part;
   };
-  for (const Case& c : {Case{DType::kIQ4_XS, true, 1, 4096, 16, 0, 64}, Case{DType::kIQ4_XS, true, 1, 14336, 16, 0, 64},
+  for (const Case& c : {Case{DType::kIQ4_XS, true, 1, 4096, 16, 0, 32}, Case{DType::kIQ4_XS, true, 1, 14336, 16, 0, 32},
                         Case{DType::kIQ4_NL, true, 4, 4096, 16, 0, 32},
                         // 8 rows of 4,096 values take 36 KiB of staging: no room for the table.
-                        Case{DType::kIQ4_XS, true, 8, 4096, 0, 0, 64}, Case{DType::kIQ4_XS, false, 1, 4096, 0, 0, 64},
+                        Case{DType::kIQ4_XS, true, 8, 4096, 0, 0, 32}, Case{DType::kIQ4_XS, false, 1, 4096, 0, 0, 32},
                         Case{DType::kQ4_0, true, 1, 4096, 0, 1, 32}, Case{DType::kQ4_0, false, 16, 4096, 0, 1, 32},
                         Case{DType::kQ4_K, true, 1, 4096, 0, 0, 32}}) {
     absl::StatusOr<GemvConfig> got = ChooseGemvQ8(c.m, c.k, {c.dtype, c.shuffles});
@@ -447,7 +447,7 @@ TEST(Tuning, EveryIQ4TableCompilesForLlama8BOnAnH100LikeDevice) {
     bool gated;
   };
   for (const char* tune : {"", "gemv_q8.iq4_pairs=0", "gemv_q8.iq4_pairs=1", "gemv_q8.iq4_pairs=32",
-                           "gemv_q8.iq4_xs_part=32,gemv_q8.iq4_pairs=0", "gemv_q8.iq4_xs_part=32,gemv_q8.iq4_pairs=16"}) {
+                           "gemv_q8.iq4_xs_part=64,gemv_q8.iq4_pairs=0", "gemv_q8.iq4_xs_part=64,gemv_q8.iq4_pairs=16"}) {
     ScopedTune scoped(tune);
     for (const Case& c : {Case{4096, 4096, false}, Case{14336, 4096, true}, Case{4096, 14336, false}}) {
       graph::GraphBuilder b;
@@ -466,7 +466,7 @@ TEST(Tuning, EveryIQ4TableCompilesForLlama8BOnAnH100LikeDevice) {
                   static_cast<long long>(c.n), variant.c_str());
       const char* pairs = *tune ? std::strrchr(tune, '=') + 1 : "16";
       EXPECT_EQ(variant.rfind(absl::StrCat("gemv_q8.iq4_xs", std::string(pairs) == "0" ? "" : absl::StrCat(".pairs", pairs),
-                                           std::strstr(tune, "part=32") ? ".t" : ".part64.t"),
+                                           std::strstr(tune, "part=64") ? ".part64.t" : ".t"),
                               0),
                 0u)
           << variant;

@@ -79,9 +79,8 @@ absl::StatusOr<GemvConfig> ChooseGemvQ8(int64_t m, int64_t k, const GemvQ8Weight
   // Q4_0's quants as signed bytes take as many operations as unsigned ones and no sum of x
   // (bench/RESULTS.md, "IQ4's grid as a table of nibble pairs").
   config->q4_0_signed = weights.dtype == graph::DType::kQ4_0 ? 1 : 0;
-  // IQ4_XS in parts of two sub-blocks: a header load, its address and the scales' shifts for 64
-  // values, like Q4_K's parts (bench/RESULTS.md, "IQ4's grid as a table of nibble pairs").
-  config->iq4_xs_part = weights.dtype == graph::DType::kIQ4_XS ? 64 : 32;
+  // IQ4_XS keeps parts of one sub-block (32 values): parts of two were slower on the H200 with either
+  // lookup (bench/RESULTS.md, "IQ4's grid as a table of nibble pairs").
   if (absl::Status s = OverrideOneOf("gemv_q8", "iq4_pairs", {0, 1, 2, 4, 8, 16, 32}, config->iq4_pairs); !s.ok()) return s;
   if (absl::Status s = OverrideOneOf("gemv_q8", "q4_0_signed", {0, 1}, config->q4_0_signed); !s.ok()) return s;
   if (absl::Status s = OverrideOneOf("gemv_q8", "iq4_xs_part", {32, 64}, config->iq4_xs_part); !s.ok()) return s;
