@@ -432,7 +432,7 @@ TEST_F(TunedKernelTest, TheMatmulTakesTheNormTailOnlyAsOneBlockOfRows) {
 }
 
 // On an H100-like device (as in tests/process_replay_test.cc) every IQ4 table and IQ4_XS part
-// compiles for Llama-3.1-8B's decode matrices, and the choice (16 replicas, parts of 64 values)
+// compiles for Llama-3.1-8B's decode matrices, and the choice (16 replicas, parts of 32 values)
 // stages x in one segment: the output projection, gate+up with its norm, and the down projection
 // (K = 14,336). No device needed.
 TEST(Tuning, EveryIQ4TableCompilesForLlama8BOnAnH100LikeDevice) {

@@ -52,7 +52,7 @@ absl::StatusOr<GemvConfig> ChooseGemv(int64_t m, int64_t part_values);
 // value) fits kOneSegmentBytes of shared memory, else the fewest blocks whose rows do, each of
 // about as many rows; or DOPPLER_TUNE's gemv_q8.rows. For `weights`' type its decoding: IQ4's
 // table of nibble pairs in 16 replicas where the device shuffles and the table fits kOneSegmentBytes
-// beside the rows' staging, else the nibble grids; IQ4_XS's parts of 64 values; Q4_0's quants
+// beside the rows' staging, else the nibble grids; IQ4_XS's parts of 32 values; Q4_0's quants
 // signed. An override of gemv_q8.iq4_pairs above 0 for IQ4 weights on a device that does not
 // shuffle is an error.
 absl::StatusOr<GemvConfig> ChooseGemvQ8(int64_t m, int64_t k, const GemvQ8Weights& weights = {});
