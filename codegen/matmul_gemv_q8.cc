@@ -240,17 +240,47 @@ float x_scale(float sum_sq) { return inversesqrt(sum_sq / float(K) + {{EPS}}); }
             {"EPS", FloatLiteral(norm.attrs.Float("eps"))}}));
 }
 
+// stage_x's store of an invocation's four quants (its block's scale by the first of the eight).
+constexpr const char* kStoreQuads = R"(        if (live) {
+          float d = amax * uintBitsToFloat(0x3C010204u);  // 1/127 in f32
+          // 1 / d, then a Newton step: within an ulp of the correctly rounded quotient that
+          // graph::RoundThroughQ8 divides (a GPU's division may be a few ulps off).
+          float id = d > 0.0 ? 1.0 / d : 0.0;
+          id = fma(fma(-d, id, 1.0), id, id);
+          if ((q & 7u) == 0u) xd[t * SEG_BLOCKS + q / 8u] = d;
+          uint slot = x_slot(4u * q);
+          xq[(t * SEG_PARTS + slot / XW) * XV + (slot % XW) / 4u][slot % 4u] = pack_q8(v, id);
+        }
+)";
+// The same for x staged in pairs (WeightParts::q8_x_pairs): every invocation packs its quants (a
+// block past the rows has no values: 0) and exchanges them with the one 16 values away.
+constexpr const char* kStorePairs = R"(        float d = amax * uintBitsToFloat(0x3C010204u);  // 1/127 in f32
+        float id = d > 0.0 ? 1.0 / d : 0.0;
+        id = fma(fma(-d, id, 1.0), id, id);
+        uint own = pack_q8(v, id), other = subgroupShuffleXor(own, 4u);
+        if (live) {
+          if ((q & 7u) == 0u) xd[t * SEG_BLOCKS + q / 8u] = d;
+          uint slot = x_slot(4u * q);
+          xq[(t * SEG_PARTS + slot / XW) * XV + (slot % XW) / 4u][slot % 4u] = x_pair_word(own, other, (q & 4u) != 0u);
+        }
+)";
+
 }  // namespace
 
 absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
-  absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, s.w_dtype, s.k);
+  // A block's 8 invocations share a subgroup where subgroups have at least 8 (of consecutive
+  // invocations, as the teams take them).
+  const bool shuffle_blocks = c.caps.subgroup_shuffle && c.caps.min_subgroup_size >= 8;
+  absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemvQ8(s.m, s.k, {s.w_dtype, shuffle_blocks});
+  if (!config.ok()) return config.status();
+  absl::StatusOr<WeightParts> parts =
+      WeightPartDecoder(3, s.w_dtype, s.k, {config->iq4_pairs, config->q4_0_signed != 0, config->iq4_xs_part, config->q4_0_part});
   if (!parts.ok()) return parts.status();
   if (parts->q8_glsl.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("x_quant needs block-quantized weights with integer quants, not ", graph::Name(s.w_dtype)));
   }
-  absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemvQ8(s.m, s.k);
-  if (!config.ok()) return config.status();
+  if (parts->q8_x_pairs && !shuffle_blocks) return absl::InternalError("x_quant: x staged in pairs needs subgroup shuffles");
   const int64_t tm = config->rows;
   const uint32_t row_blocks = CeilDiv(s.m, tm);
   const int64_t parts_per_row = s.k / parts->q8_values;
@@ -305,9 +335,6 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   const graph::Node* tail = s.tail >= 0 ? &c.g.node(s.tail) : nullptr;
   const bool argmax = tail != nullptr && tail->kind == graph::OpKind::kArgmax;
   const bool norm_tail = tail != nullptr && tail->kind == graph::OpKind::kRmsNorm;
-  // A block's 8 invocations share a subgroup where subgroups have at least 8 (of consecutive
-  // invocations, as the teams take them).
-  const bool shuffle_blocks = c.caps.subgroup_shuffle && c.caps.min_subgroup_size >= 8;
   const int64_t per_value = tm * 9;  // eighths of a byte
   // Values of each row a segment takes for workgroups of w invocations (0: not even 256).
   auto segment_of = [&](uint32_t w) -> int64_t {
@@ -378,7 +405,15 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
       {"RG_PER_TEAM", absl::StrCat(rg_per_team)},
 };
   Kernel k;
-  k.variant = absl::StrCat("gemv_q8.", graph::Name(s.w_dtype), ".t", tm, "x", rn, ".wg", wg, ".team", team, ".rg",
+  // The decoding choices that apply to the type: IQ4's pair table and IQ4_XS's parts of 64 values,
+  // Q4_0's signed quants and parts of 64 values.
+  const bool iq4 = s.w_dtype == graph::DType::kIQ4_NL || s.w_dtype == graph::DType::kIQ4_XS;
+  const std::string decoding =
+      absl::StrCat(iq4 && config->iq4_pairs > 0 ? absl::StrCat(".pairs", config->iq4_pairs) : "",
+                   s.w_dtype == graph::DType::kIQ4_XS && config->iq4_xs_part != 32 ? absl::StrCat(".part", config->iq4_xs_part) : "",
+                   s.w_dtype == graph::DType::kQ4_0 && config->q4_0_signed != 0 ? ".signed" : "",
+                   s.w_dtype == graph::DType::kQ4_0 && config->q4_0_part != 32 ? absl::StrCat(".part", config->q4_0_part) : "");
+  k.variant = absl::StrCat("gemv_q8.", graph::Name(s.w_dtype), decoding, ".t", tm, "x", rn, ".wg", wg, ".team", team, ".rg",
                            rg_per_team, flat ? ".flat" : "", ".d", flat ? flat_depth : depth,
                            segments > 1 ? absl::StrCat(".seg", segments) : "",
                            row_blocks > 1 ? absl::StrCat(".blocks", row_blocks) : "", s.variant_suffix,
@@ -507,17 +542,7 @@ void stage_x(uint seg, uint t0, uint m, inout float sum_sq[TM]) {
 #endif
         vec4 a = abs(v);
         float amax = block_max(max(max(a.x, a.y), max(a.z, a.w)), (t * STEPS + step) & 1u);
-        if (live) {
-          float d = amax * uintBitsToFloat(0x3C010204u);  // 1/127 in f32
-          // 1 / d, then a Newton step: within an ulp of the correctly rounded quotient that
-          // graph::RoundThroughQ8 divides (a GPU's division may be a few ulps off).
-          float id = d > 0.0 ? 1.0 / d : 0.0;
-          id = fma(fma(-d, id, 1.0), id, id);
-          if ((q & 7u) == 0u) xd[t * SEG_BLOCKS + q / 8u] = d;
-          uint slot = x_slot(4u * q);
-          xq[(t * SEG_PARTS + slot / XW) * XV + (slot % XW) / 4u][slot % 4u] = pack_q8(v, id);
-        }
-      }
+{{STORE_X}}      }
     }
   }
 }
@@ -702,7 +727,8 @@ void main() {
 #endif
 }
 )",
-           {{"ROW_BLOCK", GemvRowBlockGlsl(row_blocks, s.rows_expr, /*interleaved=*/true)}}));
+           {{"ROW_BLOCK", GemvRowBlockGlsl(row_blocks, s.rows_expr, /*interleaved=*/true)},
+            {"STORE_X", parts->q8_x_pairs ? kStorePairs : kStoreQuads}}));
   // Blocks of rows interleaved in the grid: the workgroups of every block that read a stretch of
   // the matrix run side by side, so that the stretch is read from memory about once.
   k.groups = WideGrid(workgroups * row_blocks);

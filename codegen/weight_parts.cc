@@ -396,6 +396,67 @@ uint iq4_bytes_shared(uint nibbles) {
 uvec2 iq4_word_shared(uint q) { return uvec2(iq4_bytes_shared(q & 0x0F0F0F0Fu), iq4_bytes_shared((q >> 4) & 0x0F0F0F0Fu)); }
 )";
 
+// The IQ4 grid as a table of nibble pairs, for the q8 kernel (Q8PartForm::iq4_pairs = R): entry e
+// (a byte of quants, nibbles lo and hi) holds grid[lo] | grid[hi] << 8 in both halves of a word, so
+// that a byte's two values take one shared-memory load (against two from the nibble grids) and two
+// bytes' entries make a word of a dot product in one and-or. Those values are x's j and j + 16 of
+// its block, so x is staged in pairs (WeightParts::q8_x_pairs): word 2i of a part is values 2i,
+// 16 + 2i, 2i + 1, 17 + 2i. A subgroup's loads of random entries of one table conflict about 3-way
+// over 32 banks; in R replicas (entry e of replica r at word e·R + r, invocation i reading replica
+// i % R) about 2-way for R = 16 and not at all for R = 32 (1 KiB a replica). Invocations fill the
+// table four consecutive words at a time (one entry's replicas where R >= 4).
+int64_t IQ4PairBytes(int64_t replicas) { return 1024 * replicas; }
+std::string IQ4PairTable(int64_t replicas) {
+  int shift = 0;
+  while ((int64_t{1} << shift) < replicas) ++shift;
+  return Fill(R"(
+#define W_SHARED_INIT 1
+const uint IQ4_R = {{R}}u, IQ4_RS = {{RS}}u;
+shared uint iq4_pairs[256u * IQ4_R];
+uint iq4_pair_value(uint e) {
+  return ((uint(IQ4NL_VALUES[e & 15u]) & 255u) | ((uint(IQ4NL_VALUES[e >> 4]) & 255u) << 8)) * 0x10001u;
+}
+void w_shared_init() {
+  for (uint i = 4u * gl_LocalInvocationID.x; i < 256u * IQ4_R; i += 4u * gl_WorkGroupSize.x) {
+{{FILL}}  }
+}
+// The word of byte b of q's entry in this invocation's replica.
+uint iq4_pair_at(uint q, uint b) {
+  uint e = b == 0u ? q << IQ4_RS : q >> (8u * b - IQ4_RS);
+  return (e & (255u << IQ4_RS)) | (gl_LocalInvocationID.x & (IQ4_R - 1u));
+}
+// The grid values of a word of quants in x's pair order: (lo 0, hi 0, lo 1, hi 1), (lo 2, hi 2, lo 3, hi 3).
+uvec2 iq4_word_pairs(uint q) {
+  uint a = iq4_pairs[iq4_pair_at(q, 0u)], b = iq4_pairs[iq4_pair_at(q, 1u)];
+  uint c = iq4_pairs[iq4_pair_at(q, 2u)], d = iq4_pairs[iq4_pair_at(q, 3u)];
+  return uvec2((a & 0xFFFFu) | (b & 0xFFFF0000u), (c & 0xFFFFu) | (d & 0xFFFF0000u));
+}
+// x in pairs: quad j (0..7) of a block is written by its invocation as word 2(j % 4) + j / 4 of
+// the block's part, from its own values and the quad's 16 values away.
+uint x_slot(uint k) {
+  uint j = (k >> 2) & 7u;
+  return (k >> 5) * 8u + 2u * (j & 3u) + (j >> 2);
+}
+uint x_pair_word(uint own, uint other, bool second) {
+  uint a = second ? other >> 16 : own, b = second ? own >> 16 : other;
+  return (a & 0xFFu) | ((b & 0xFFu) << 8) | ((a & 0xFF00u) << 8) | ((b & 0xFF00u) << 16);
+}
+)",
+              {{"R", absl::StrCat(replicas)},
+               {"RS", absl::StrCat(shift)},
+               {"FILL", replicas >= 4 ? "    uint v = iq4_pair_value(i >> IQ4_RS);\n"
+                                        "    [[unroll]] for (uint c = 0u; c < 4u; ++c) iq4_pairs[i + c] = v;\n"
+                                      : "    [[unroll]] for (uint c = 0u; c < 4u; ++c) iq4_pairs[i + c] = iq4_pair_value((i + c) >> IQ4_RS);\n"}});
+}
+// The sums of a word j of a part's quants in x's pair order.
+constexpr const char* kIQ4PairDots =
+    "    s += sdot4(lo, xw[j >> 1][(2u * j) & 3u]) + sdot4(hi, xw[j >> 1][(2u * j + 1u) & 3u]);\n";
+// The same for word j of sub-block i of a part of IQ4_XS (kIQ4XSPartsQ8), x in pairs or in its own
+// order.
+constexpr const char* kIQ4XSPairDots =
+    "      s += sdot4(g.x, xw[2u * i + (j >> 1)][(2u * j) & 3u]) + sdot4(g.y, xw[2u * i + (j >> 1)][(2u * j + 1u) & 3u]);\n";
+constexpr const char* kIQ4XSGridDots = "      s += sdot4(g.x, xw[2u * i][j]) + sdot4(g.y, xw[2u * i + 1u][j]);\n";
+
 // Q4_0, Q4_1, Q5_1 and IQ4_NL (32-value blocks; on the device in split rows, codegen/device_layout.h:
 // a block's 16 bytes of nibbles, then Q5_1's fifth bits (a word a block), then its f16 d (Q4_1 and
 // Q5_1: d and the min m, a word)). Value j < 16 of a block is the low nibble of byte j, value j + 16
@@ -416,7 +477,12 @@ SmallBlockForm SmallBlockFormOf(graph::DType dtype) {
 // `lookup`: the function making a word of IQ4_NL's nibbles grid values (iq4_word, or
 // iq4_word_shared in the q8 kernel).
 std::string SmallBlockBytes(const SmallBlockForm& f, const std::string& q, const std::string& h, const std::string& at,
-                            const std::string& lookup) {
+                            const std::string& lookup, bool signed_q4 = false) {
+  if (signed_q4) {
+    // A nibble q with its top bit flipped, at the top of its byte: the signed byte 16·(q − 8).
+    return absl::StrCat("    uint lo = ((", q, " << 4) & 0xF0F0F0F0u) ^ 0x80808080u, hi = (", q,
+                        " & 0xF0F0F0F0u) ^ 0x80808080u;\n");
+  }
   std::string lo = absl::StrCat("(", q, " & 0x0F0F0F0Fu)"), hi = absl::StrCat("((", q, " >> 4) & 0x0F0F0F0Fu)");
   if (f.fifth) {
     lo = absl::StrCat("(", lo, " | q5_fifth(", h, ", ", at, "))");
@@ -458,13 +524,45 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 }
 
 // Against x in q8 blocks: a part is a whole block (32 values, x's block): its nibbles in one 16-byte
-// load, its fifth bits and d (and m); one dot product of bytes a word of quants.
-std::string SmallBlockPartsQ8(graph::DType dtype) {
+// load, its fifth bits and d (and m); one dot product of bytes a word of quants. IQ4_NL's grid
+// through the nibble grids or the table of nibble pairs (q8.iq4_pairs), Q4_0's quants unsigned or
+// signed (q8.q4_0_signed: no sum of x).
+std::string SmallBlockPartsQ8(graph::DType dtype, const Q8PartForm& q8) {
   const SmallBlockForm f = SmallBlockFormOf(dtype);
+  const bool pairs = f.grid && q8.iq4_pairs > 0;
+  const bool signed_q4 = dtype == graph::DType::kQ4_0 && q8.q4_0_signed;
+  if (dtype == graph::DType::kQ4_0 && q8.q4_0_part == 64) {
+    // Two blocks a part: their d's are one word (a row's d's start on a word, and a part's first
+    // block is even), read once for 64 values with the part's address.
+    return absl::StrCat(R"(
+const uint PV8 = 64u, RUNS8 = 2u;  // a run a block
+struct WPart8 { uvec4 qs[2]; vec2 d; };
+WPart8 w_load8(uint row, uint p) {
+  uint base = row * ROW_BYTES;
+  WPart8 r;
+  r.qs[0] = w4[(base >> 4) + 2u * p];
+  r.qs[1] = w4[(base >> 4) + 2u * p + 1u];
+  r.d = unpackHalf2x16(w_word(((base + D_AT) >> 2) + p));
+  return r;
+}
+uint run_k(uint p, uint r) { return p * 64u + r * 32u; }
+uint x_slot(uint k) { return k >> 2; }
+float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
+  float total = 0.0;
+  [[unroll]] for (uint i = 0u; i < 2u; ++i) {
+    int s = 0;
+    [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+)", SmallBlockBytes(f, "w.qs[i][j]", "0u", "4u * j", "", signed_q4), R"(    s += sdot4(lo, xw[2u * i][j]) + sdot4(hi, xw[2u * i + 1u][j]);
+    }
+)", signed_q4 ? "    total += w.d[i] * xd[i] * (0.0625 * i2f(s));  // the bytes are 16·(q − 8)\n"
+              : "    total += w.d[i] * (xd[i] * i2f(s) - 8.0 * xrun[i]);  // Σ (q − 8)·x\n",
+                        "  }\n  return total;\n}\n");
+  }
   const char* result = f.grid ? "  return w.d.x * xd[0] * i2f(s);\n"
                        : f.min ? "  return w.d.x * xd[0] * i2f(s) + w.d.y * xrun[0];\n"
-                               : "  return w.d.x * (xd[0] * i2f(s) - 8.0 * xrun[0]);  // Σ (q − 8)·x\n";
-  return absl::StrCat(f.grid ? kIQ4SharedGrid : "", R"(
+                       : signed_q4 ? "  return w.d.x * xd[0] * (0.0625 * i2f(s));  // the bytes are 16·(q − 8)\n"
+                                   : "  return w.d.x * (xd[0] * i2f(s) - 8.0 * xrun[0]);  // Σ (q − 8)·x\n";
+  return absl::StrCat(pairs ? IQ4PairTable(q8.iq4_pairs) : f.grid ? kIQ4SharedGrid : "", R"(
 const uint PV8 = 32u, RUNS8 = 1u;
 struct WPart8 { uvec4 qs; uint h; vec2 d; };
 WPart8 w_load8(uint row, uint p) {
@@ -476,13 +574,11 @@ WPart8 w_load8(uint row, uint p) {
   return r;
 }
 uint run_k(uint p, uint r) { return p * 32u; }
-uint x_slot(uint k) { return k >> 2; }
-float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
+)", pairs ? "" : "uint x_slot(uint k) { return k >> 2; }\n", R"(float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
   int s = 0;
   [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-)", SmallBlockBytes(f, "w.qs[j]", "w.h", "4u * j", "iq4_word_shared"), R"(    s += sdot4(lo, xw[0][j]) + sdot4(hi, xw[1][j]);
-  }
-)", result, "}\n");
+)", SmallBlockBytes(f, "w.qs[j]", "w.h", "4u * j", pairs ? "iq4_word_pairs" : "iq4_word_shared", signed_q4),
+                      pairs ? kIQ4PairDots : "    s += sdot4(lo, xw[0][j]) + sdot4(hi, xw[1][j]);\n", "  }\n", result, "}\n");
 }
 
 // IQ4_XS (136-byte blocks: f16 d, u16 scales_h, scales_l[4], qs[128]; on the device in split rows:
@@ -542,6 +638,38 @@ float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xru
     s += sdot4(g.x, xw[0][j]) + sdot4(g.y, xw[1][j]);
   }
   return iq4xs_scale(w.h0, w.hl, p & 7u) * xd[0] * i2f(s);
+}
+)";
+
+// IQ4_XS's parts in two forms beside kIQ4XSQ8: of one sub-block (32 values) or two (64, half the
+// parts: a header load and address for 64 values, and the two scales from one word each of the
+// header), through the nibble grids (kIQ4SharedGrid, x in its own order) or the table of nibble
+// pairs (IQ4PairTable, x in pairs); the header as one 8-byte load (a row's headers start on 8
+// bytes), each sub-block's scale made a float through the mantissa of 2^23 (ls − 32 exactly, at
+// the float rate) rather than converted.
+constexpr const char* kIQ4XSPartsQ8 = R"(
+layout(std430, set = 0, binding = {{BINDING}}) readonly buffer Buf_w2 { uvec2 w2[]; };
+const uint PV8 = {{PV}}u, RUNS8 = PV8 / 32u;  // a run a sub-block
+struct WPart8 { uvec4 qs[RUNS8]; uvec2 head; };
+WPart8 w_load8(uint row, uint p) {
+  uint base = row * ROW_BYTES;
+  WPart8 r;
+  [[unroll]] for (uint i = 0u; i < RUNS8; ++i) r.qs[i] = w4[(base >> 4) + p * RUNS8 + i];
+  r.head = w2[((base + SC_AT) >> 3) + ((p * RUNS8) >> 3)];
+  return r;
+}
+uint run_k(uint p, uint r) { return p * PV8 + r * 32u; }
+{{X_SLOT}}float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
+  float d = unpackHalf2x16(w.head.x).x, total = 0.0;
+  [[unroll]] for (uint i = 0u; i < RUNS8; ++i) {
+    int s = 0;
+    [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+      uvec2 g = {{LOOKUP}}(w.qs[i][j]);
+{{DOTS}}    }
+    uint sb = (p * RUNS8 + i) & 7u, ls = ((w.head.y >> (4u * sb)) & 15u) | ((w.head.x >> (12u + 2u * sb)) & 0x30u);
+    total += d * (uintBitsToFloat(ls | 0x4B000000u) - 8388640.0) * xd[i] * i2f(s);
+  }
+  return total;
 }
 )";
 
@@ -629,7 +757,7 @@ std::string RowConstants(const std::string& prefix, graph::DType dtype, int64_t 
 
 }  // namespace
 
-absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dtype, int64_t k) {
+absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dtype, int64_t k, const Q8PartForm& q8) {
   WeightParts parts;
   const std::string row_size = RowConstants("", dtype, k);
   if (graph::IsFloat(dtype)) {
@@ -680,17 +808,32 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
       parts.values = 8;
       parts.runs = 1;
       parts.glsl = absl::StrCat(decl, row_size, kByteUnit, kQ5_0Bits, SmallBlockParts(dtype));
-      parts.q8_glsl = SmallBlockPartsQ8(dtype);
-      parts.q8_values = 32;
-      parts.q8_shared_bytes = dtype == graph::DType::kIQ4_NL ? kIQ4SharedBytes : 0;
+      parts.q8_glsl = SmallBlockPartsQ8(dtype, q8);
+      parts.q8_values = dtype == graph::DType::kQ4_0 ? q8.q4_0_part : 32;
+      if (dtype == graph::DType::kIQ4_NL) {
+        parts.q8_shared_bytes = q8.iq4_pairs > 0 ? IQ4PairBytes(q8.iq4_pairs) : kIQ4SharedBytes;
+        parts.q8_x_pairs = q8.iq4_pairs > 0;
+      }
       break;
     case graph::DType::kIQ4_XS:
       parts.values = 8;
       parts.runs = 1;
       parts.glsl = absl::StrCat(decl, row_size, kIQ4XSScale, kIQ4XS);
-      parts.q8_glsl = absl::StrCat(kIQ4SharedGrid, kIQ4XSQ8);
-      parts.q8_values = 32;
-      parts.q8_shared_bytes = kIQ4SharedBytes;
+      if (q8.iq4_pairs == 0 && q8.iq4_xs_part == 32) {
+        parts.q8_glsl = absl::StrCat(kIQ4SharedGrid, kIQ4XSQ8);
+      } else {
+        const bool pairs = q8.iq4_pairs > 0;
+        parts.q8_glsl = absl::StrCat(
+            pairs ? IQ4PairTable(q8.iq4_pairs) : kIQ4SharedGrid,
+            Fill(kIQ4XSPartsQ8, {{"BINDING", absl::StrCat(binding)},
+                                 {"PV", absl::StrCat(q8.iq4_xs_part)},
+                                 {"X_SLOT", pairs ? "" : "uint x_slot(uint k) { return k >> 2; }\n"},
+                                 {"LOOKUP", pairs ? "iq4_word_pairs" : "iq4_word_shared"},
+                                 {"DOTS", pairs ? kIQ4XSPairDots : kIQ4XSGridDots}}));
+      }
+      parts.q8_values = q8.iq4_xs_part;
+      parts.q8_shared_bytes = q8.iq4_pairs > 0 ? IQ4PairBytes(q8.iq4_pairs) : kIQ4SharedBytes;
+      parts.q8_x_pairs = q8.iq4_pairs > 0;
       break;
     case graph::DType::kQ2_K:
     case graph::DType::kQ3_K:

@@ -50,13 +50,30 @@ struct WeightParts {
   //     over the part, given its x quants, each run's block scale and each run's Σ x
   //   optionally `#define W_SHARED_INIT` and void w_shared_init(): fills the decoder's tables in
   //     shared memory; every invocation calls it once, before a barrier and any w_dot_q8 (IQ4's grid)
+  //   where q8_x_pairs, `uint x_pair_word(uint own, uint other, bool second)`: x's staging in pairs
+  //     (below) from the quants of the four values k..k+3 an invocation packed (own, k a multiple
+  //     of 4 in the first half of a 32-value block, or second) and its partner's 16 values away
   int64_t q8_values = 0;
   std::string q8_glsl;
   int64_t q8_shared_bytes = 0;  // the shared memory w_shared_init's tables take
+  // x's quants staged in pairs: each invocation of a block's eight exchanges its four with the one
+  // 16 values away (a subgroup shuffle) and stores x_pair_word's word at x_slot, so that values j
+  // and j + 16 of a block lie side by side (IQ4's table of nibble pairs).
+  bool q8_x_pairs = false;
+};
+
+// How the q8 decoders decode (codegen/tuning/gemv.h: GemvConfig's iq4_pairs, q4_0_signed,
+// iq4_xs_part and q4_0_part).
+struct Q8PartForm {
+  int64_t iq4_pairs = 0;     // IQ4: 0, the nibble grids; R, the table of nibble pairs in R replicas
+  bool q4_0_signed = false;  // Q4_0: quants as signed bytes 16·(q − 8)
+  int64_t iq4_xs_part = 32;  // IQ4_XS: values a part, one sub-block (32) or two (64)
+  int64_t q4_0_part = 32;    // Q4_0: values a part, one block (32) or two (64; K a multiple of 64)
 };
 
 // The part decoder of a [rows, k] weight matrix stored as `dtype`.
-absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dtype, int64_t k);
+absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dtype, int64_t k,
+                                              const Q8PartForm& q8 = {});
 
 }  // namespace doppler::codegen
 

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -204,7 +205,155 @@ TEST(Tuning, GemvQ8StagesXInOneSegmentOnAnH100LikeDevice) {
   }
 }
 
+// The q8 kernel's decoding of IQ4 and Q4_0 weights: IQ4's table of nibble pairs (16 replicas)
+// where the device shuffles and the table fits one segment beside the rows' staging, else the
+// nibble grids; Q4_0's quants signed; none of them for other types.
+// No device needed.
+TEST(Tuning, GemvQ8DecodingFollowsTheTypeAndTheStaging) {
+  unsetenv("DOPPLER_TUNE");
+  using graph::DType;
+  struct Case {
+    DType dtype;
+    bool shuffles;
+    int64_t m, k, pairs, q4_0_signed, iq4_xs_part;
+  };
+  for (const Case& c : {Case{DType::kIQ4_XS, true, 1, 4096, 16, 0, 32}, Case{DType::kIQ4_XS, true, 1, 14336, 16, 0, 32},
+                        Case{DType::kIQ4_NL, true, 4, 4096, 16, 0, 32},
+                        // 8 rows of 4,096 values take 36 KiB of staging: no room for the table.
+                        Case{DType::kIQ4_XS, true, 8, 4096, 0, 0, 32}, Case{DType::kIQ4_XS, false, 1, 4096, 0, 0, 32},
+                        Case{DType::kQ4_0, true, 1, 4096, 0, 1, 32}, Case{DType::kQ4_0, false, 16, 4096, 0, 1, 32},
+                        Case{DType::kQ4_K, true, 1, 4096, 0, 0, 32}}) {
+    absl::StatusOr<GemvConfig> got = ChooseGemvQ8(c.m, c.k, {c.dtype, c.shuffles});
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->iq4_pairs, c.pairs) << graph::Name(c.dtype) << " " << c.m << " rows of " << c.k;
+    EXPECT_EQ(got->q4_0_signed, c.q4_0_signed) << graph::Name(c.dtype);
+    EXPECT_EQ(got->iq4_xs_part, c.iq4_xs_part) << graph::Name(c.dtype);
+    EXPECT_EQ(got->q4_0_part, 32) << graph::Name(c.dtype);
+  }
+}
+
+TEST(Tuning, BadGemvQ8DecodingEntriesAreErrorsNamingThem) {
+  for (const auto& [tune, says] : std::map<std::string, std::string>{
+           {"gemv_q8.iq4_pairs=3", "gemv_q8.iq4_pairs=3 is not one of 0, 1, 2, 4, 8, 16, 32"},
+           {"gemv_q8.iq4_pairs=64", "gemv_q8.iq4_pairs=64 is not one of 0, 1, 2, 4, 8, 16, 32"},
+           {"gemv_q8.q4_0_signed=2", "gemv_q8.q4_0_signed=2 is not one of 0, 1"},
+           {"gemv_q8.iq4_xs_part=128", "gemv_q8.iq4_xs_part=128 is not one of 32, 64"},
+           {"gemv_q8.q4_0_part=48", "gemv_q8.q4_0_part=48 is not one of 32, 64"},
+           {"gemv_q8.iq4_pairs=16", "gemv_q8.iq4_pairs=16 stages x in pairs through subgroup shuffles"}}) {
+    ScopedTune scoped(tune.c_str());
+    absl::StatusOr<GemvConfig> c = ChooseGemvQ8(1, 4096, {graph::DType::kIQ4_XS, false});
+    ASSERT_FALSE(c.ok()) << tune;
+    EXPECT_NE(c.status().message().find(says), std::string::npos) << c.status();
+    EXPECT_EQ(c.status().message().rfind("DOPPLER_TUNE: ", 0), 0u) << c.status();
+  }
+  // Where the table does not apply, the override is only checked; Q4_0's parts of 64 values apply
+  // to rows of a multiple of 64.
+  ScopedTune scoped("gemv_q8.iq4_pairs=32,gemv_q8.q4_0_part=64");
+  absl::StatusOr<GemvConfig> q4_k = ChooseGemvQ8(1, 4096, {graph::DType::kQ4_K, false});
+  ASSERT_TRUE(q4_k.ok()) << q4_k.status();
+  absl::StatusOr<GemvConfig> wide = ChooseGemvQ8(1, 4096, {graph::DType::kQ4_0, true});
+  absl::StatusOr<GemvConfig> odd = ChooseGemvQ8(1, 4128, {graph::DType::kQ4_0, true});
+  ASSERT_TRUE(wide.ok() && odd.ok()) << wide.status() << odd.status();
+  EXPECT_EQ(wide->q4_0_part, 64);
+  EXPECT_EQ(odd->q4_0_part, 32);
+}
+
 class TunedKernelTest : public vk::VkTest {};
+
+// Every decoding of IQ4_XS, IQ4_NL and Q4_0 weights DOPPLER_TUNE may pick computes what the
+// interpreter does, in rows of parts no multiple of a subgroup and columns no multiple of a
+// team's, plain and with a norm prologue and a gated chain with a residual add, over several rows
+// of x, and (IQ4_XS) with x staged in segments. IQ4's lookups give the same grid values whichever
+// way, so where a table leaves the kernel's shape as it was (x in one segment: segments are shorter
+// beside a table), its result is the nibble grids' to the bit. A table that leaves no room for x in the device's shared memory (32 replicas, 32 KiB, on a
+// device of 32 KiB) is an error saying so.
+TEST_F(TunedKernelTest, EveryGemvQ8DecodingMatchesTheInterpreter) {
+  if (!ctx().info().int_dot_product) GTEST_FAIL() << "the device has no integer dot products";
+  using graph::DType;
+  struct Case {
+    DType dtype;
+    int64_t tokens, bucket, k, n;
+    bool fused;
+    std::vector<std::string> tunes;
+  };
+  const std::vector<std::string> iq4 = {"gemv_q8.iq4_pairs=0", "gemv_q8.iq4_pairs=1", "gemv_q8.iq4_pairs=2",
+                                        "gemv_q8.iq4_pairs=4", "gemv_q8.iq4_pairs=8", "gemv_q8.iq4_pairs=16",
+                                        "gemv_q8.iq4_pairs=32"};
+  // IQ4_XS's tables in parts of one sub-block and of two.
+  std::vector<std::string> iq4_xs;
+  for (const char* part : {"gemv_q8.iq4_xs_part=32,", "gemv_q8.iq4_xs_part=64,"}) {
+    for (const std::string& tune : iq4) iq4_xs.push_back(absl::StrCat(part, tune));
+  }
+  // Q4_0's quants unsigned and signed, in parts of one block and of two (rows of 160 values keep one).
+  std::vector<std::string> q4_0;
+  for (const char* part : {"gemv_q8.q4_0_part=32,", "gemv_q8.q4_0_part=64,"}) {
+    for (const char* tune : {"gemv_q8.q4_0_signed=0", "gemv_q8.q4_0_signed=1"}) q4_0.push_back(absl::StrCat(part, tune));
+  }
+  for (const Case& c : {Case{DType::kIQ4_XS, 1, 1, 768, 37, false, iq4_xs}, Case{DType::kIQ4_XS, 3, 4, 1280, 13, true, iq4_xs},
+                        Case{DType::kIQ4_NL, 1, 1, 96, 37, false, iq4}, Case{DType::kIQ4_NL, 3, 4, 160, 67, true, iq4},
+                        Case{DType::kIQ4_XS, 1, 1, 23296, 5, false,
+                             {"gemv_q8.iq4_xs_part=32,gemv_q8.iq4_pairs=0", "gemv_q8.iq4_xs_part=32,gemv_q8.iq4_pairs=16",
+                              "gemv_q8.iq4_xs_part=64,gemv_q8.iq4_pairs=0", "gemv_q8.iq4_xs_part=64,gemv_q8.iq4_pairs=16"}},
+                        Case{DType::kQ4_0, 1, 1, 160, 67, false, q4_0}, Case{DType::kQ4_0, 1, 1, 1088, 67, false, q4_0},
+                        Case{DType::kQ4_0, 3, 4, 4160, 21, true, q4_0}}) {
+    graph::GraphBuilder b;
+    graph::ValueId x = b.Input("x", test::Rows(c.k));
+    graph::ValueId w = b.Param("w", test::Matrix(c.fused ? 2 * c.n : c.n, c.k, c.dtype));
+    b.Output("y", c.fused ? b.MatMulWithNorm(x, b.Param("gamma", test::Vector(c.k)), 1e-5, 1.0, w,
+                                             {b.Input("r", test::Rows(c.n))}, "silu_mul,add")
+                          : b.MatMul(x, w));
+    absl::StatusOr<graph::Graph> g = std::move(b).Finish();
+    ASSERT_TRUE(g.ok()) << g.status();
+    absl::StatusOr<std::unique_ptr<passes::Pass>> pass = passes::MakePass("q8-activations");
+    ASSERT_TRUE(pass.ok()) << pass.status();
+    ASSERT_TRUE((*pass)->Run(*g).ok());
+    test::RandomParams params(*g, 5);
+    std::map<std::string, graph::Tensor> inputs = {{"x", test::RandomRows(c.tokens, c.k, 3)}};
+    if (c.fused) inputs["r"] = test::RandomRows(c.tokens, c.n, 4);
+    absl::StatusOr<std::map<std::string, graph::Tensor>> want = graph::Interpreter(params).Run(*g, inputs, 0);
+    ASSERT_TRUE(want.ok()) << want.status();
+    std::map<std::string, std::pair<std::string, std::vector<float>>> firsts;
+    for (const std::string& tune_text : c.tunes) {
+      const char* tune = tune_text.c_str();
+      ScopedTune scoped(tune);
+      absl::StatusOr<std::unique_ptr<test::GpuRunner>> gpu = test::GpuRunner::Create(ctx(), *g, c.bucket, params);
+      const std::string value = std::string(tune).substr(std::string(tune).rfind('=') + 1);
+      const bool part64 = std::string(tune).find("part=64") != std::string::npos && c.k % 64 == 0;
+      const int64_t table_bytes = c.dtype == DType::kQ4_0 ? 0 : 1024 * std::stoll(value);
+      if (table_bytes + 4096 > int64_t{ctx().info().max_shared_memory}) {
+        ASSERT_FALSE(gpu.ok()) << tune;
+        EXPECT_NE(gpu.status().message().find("bytes of shared memory cannot stage"), std::string::npos)
+            << tune << ": " << gpu.status();
+        std::printf("[ %s ] %s: %s\n", graph::Name(c.dtype), tune, std::string(gpu.status().message()).c_str());
+        continue;
+      }
+      ASSERT_TRUE(gpu.ok()) << tune << ": " << gpu.status();
+      ASSERT_EQ((*gpu)->plan().dispatches().size(), 1u) << tune;
+      const std::string& variant = (*gpu)->plan().dispatches()[0].variant;
+      const std::string decoding = c.dtype == DType::kQ4_0
+                                       ? absl::StrCat(value == "1" ? ".signed" : "", part64 ? ".part64" : "")
+                                       : absl::StrCat(value == "0" ? "" : ".pairs" + value, part64 ? ".part64" : "");
+      EXPECT_EQ(variant.rfind(absl::StrCat("gemv_q8.", graph::Name(c.dtype), decoding, ".t"), 0), 0u) << tune << ": " << variant;
+      if (c.k > 20000) EXPECT_NE(variant.find(".seg"), std::string::npos) << tune << ": " << variant;
+      absl::StatusOr<std::map<std::string, graph::Tensor>> got = (*gpu)->Run(inputs, 0);
+      ASSERT_TRUE(got.ok()) << got.status();
+      const double err = test::RelativeError(got->at("y").f, want->at("y").f);
+      std::printf("[ %s k%lld n%lld%s ] %s: relative error %.3g\n", graph::Name(c.dtype), static_cast<long long>(c.k),
+                  static_cast<long long>(c.n), c.fused ? " fused" : "", variant.c_str(), err);
+      // As tests/quant_kernel_test.cc's Q8MatMulTest: with a norm prologue the kernel rounds x·g / d.
+      EXPECT_LE(err, c.fused ? 1e-3 : 2e-5) << tune << ": " << variant;
+      if (c.dtype == DType::kQ4_0) continue;
+      // The kernel's shape: its variant without the table (with IQ4_XS's parts).
+      const std::string shape = absl::StrCat(part64 ? "part64" : "", variant.substr(variant.find(".t")));
+      // The first run of each shape is the reference of the others'.
+      if (!firsts.count(shape)) {
+        firsts[shape] = {tune, got->at("y").f};
+      } else if (shape.find(".seg") == std::string::npos) {
+        EXPECT_EQ(got->at("y").f, firsts[shape].second) << tune << ": " << variant << " differs from " << firsts[shape].first;
+      }
+    }
+  }
+}
 
 // Rows a matrix-vector workgroup that DOPPLER_TUNE may pick: 13 rows of a 16-row bucket as one
 // block (x staged in segments, in the q8 kernel), and as blocks of 3, in the float and the q8
@@ -278,6 +427,50 @@ TEST_F(TunedKernelTest, TheMatmulTakesTheNormTailOnlyAsOneBlockOfRows) {
     ASSERT_TRUE(got.ok()) << got.status();
     for (const char* name : {"sum", "normed"}) {
       EXPECT_LE(test::RelativeError(got->at(name).f, want->at(name).f), 2e-5) << tune << ": " << name;
+    }
+  }
+}
+
+// On an H100-like device (as in tests/process_replay_test.cc) every IQ4 table and IQ4_XS part
+// compiles for Llama-3.1-8B's decode matrices, and the choice (16 replicas, parts of 32 values)
+// stages x in one segment: the output projection, gate+up with its norm, and the down projection
+// (K = 14,336). No device needed.
+TEST(Tuning, EveryIQ4TableCompilesForLlama8BOnAnH100LikeDevice) {
+  codegen::TargetCaps nvidia;
+  nvidia.subgroup_size = nvidia.min_subgroup_size = 32;
+  nvidia.max_shared_memory = 49152;
+  nvidia.max_workgroup_invocations = 1024;
+  nvidia.subgroup_arithmetic = nvidia.subgroup_shuffle = true;
+  nvidia.integer_dot_product = true;
+  struct Case {
+    int64_t n, k;
+    bool gated;
+  };
+  for (const char* tune : {"", "gemv_q8.iq4_pairs=0", "gemv_q8.iq4_pairs=1", "gemv_q8.iq4_pairs=32",
+                           "gemv_q8.iq4_xs_part=64,gemv_q8.iq4_pairs=0", "gemv_q8.iq4_xs_part=64,gemv_q8.iq4_pairs=16"}) {
+    ScopedTune scoped(tune);
+    for (const Case& c : {Case{4096, 4096, false}, Case{14336, 4096, true}, Case{4096, 14336, false}}) {
+      graph::GraphBuilder b;
+      graph::ValueId x = b.Input("x", test::Rows(c.k));
+      graph::ValueId w = b.Param("w", test::Matrix(c.gated ? 2 * c.n : c.n, c.k, graph::DType::kIQ4_XS));
+      b.Output("y", c.gated ? b.MatMulWithNorm(x, b.Param("gamma", test::Vector(c.k)), 1e-5, 0.0, w, {}, "silu_mul")
+                            : b.MatMul(x, w));
+      absl::StatusOr<graph::Graph> g = std::move(b).Finish();
+      ASSERT_TRUE(g.ok()) << g.status();
+      graph::Node& node = g->mutable_node(*g->output("y"));
+      node.attrs.Set("x_quant", std::string("q8"));
+      absl::StatusOr<test::CompiledKernel> k = test::EmitAndCompile(*g, node, nvidia, 1);
+      ASSERT_TRUE(k.ok()) << tune << ": " << k.status();
+      const std::string& variant = k->kernel.variant;
+      std::printf("[ %s k%lld n%lld ] %s\n", *tune ? tune : "(the choice)", static_cast<long long>(c.k),
+                  static_cast<long long>(c.n), variant.c_str());
+      const char* pairs = *tune ? std::strrchr(tune, '=') + 1 : "16";
+      EXPECT_EQ(variant.rfind(absl::StrCat("gemv_q8.iq4_xs", std::string(pairs) == "0" ? "" : absl::StrCat(".pairs", pairs),
+                                           std::strstr(tune, "part=64") ? ".part64.t" : ".t"),
+                              0),
+                0u)
+          << variant;
+      if (!*tune) EXPECT_EQ(variant.find(".seg"), std::string::npos) << variant;
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "graph/dtype.h"
 
 namespace doppler::codegen::tuning {
 
@@ -18,6 +19,28 @@ struct GemvConfig {
   // The q8 kernel with teams of subgroups: the most workgroups a block of rows takes (each stages
   // x); 0: the kernel's rule. DOPPLER_TUNE's gemv_q8.workgroups (1 .. 65,535).
   int64_t workgroups = 0;
+  // The q8 kernel's lookup of IQ4_NL's and IQ4_XS's grid values: 0, the grid in shared memory once
+  // for each byte of a word (a load a value); R (1, 2, 4, 8, 16 or 32), a table of nibble pairs (a
+  // load for the two values of a byte of quants, x staged to match), in R replicas that spread a
+  // subgroup's loads over the banks (R KiB of shared memory). DOPPLER_TUNE's gemv_q8.iq4_pairs.
+  int64_t iq4_pairs = 0;
+  // The q8 kernel's Q4_0 quants: 1, as the signed bytes 16·(q − 8) (no sum of x a part); 0, as
+  // unsigned bytes q, less 8 · the sum of x. DOPPLER_TUNE's gemv_q8.q4_0_signed.
+  int64_t q4_0_signed = 0;
+  // The q8 kernel's IQ4_XS parts: 32 values (a sub-block) or 64 (two, under one header load and
+  // address). DOPPLER_TUNE's gemv_q8.iq4_xs_part.
+  int64_t iq4_xs_part = 32;
+  // The q8 kernel's Q4_0 parts: 32 values (a block) or 64 (two, their d's one word), the latter only
+  // for rows of a multiple of 64 values (others keep 32). DOPPLER_TUNE's gemv_q8.q4_0_part.
+  int64_t q4_0_part = 32;
+};
+
+// What the q8 kernel's decoding choices depend on beside the shape: the weights' type, and whether
+// a block's eight staging invocations exchange values through subgroup shuffles (x staged in pairs
+// needs them).
+struct GemvQ8Weights {
+  graph::DType dtype = graph::DType::kF32;
+  bool shuffles = false;
 };
 
 // The float kernel's config for m rows whose weight parts have `part_values` values (PV): all of
@@ -27,8 +50,12 @@ absl::StatusOr<GemvConfig> ChooseGemv(int64_t m, int64_t part_values);
 
 // The q8 kernel's config for m rows of k values: all of them where their q8 staging (9/8 bytes a
 // value) fits kOneSegmentBytes of shared memory, else the fewest blocks whose rows do, each of
-// about as many rows; or DOPPLER_TUNE's gemv_q8.rows.
-absl::StatusOr<GemvConfig> ChooseGemvQ8(int64_t m, int64_t k);
+// about as many rows; or DOPPLER_TUNE's gemv_q8.rows. For `weights`' type its decoding: IQ4's
+// table of nibble pairs in 16 replicas where the device shuffles and the table fits kOneSegmentBytes
+// beside the rows' staging, else the nibble grids; IQ4_XS's parts of 32 values; Q4_0's quants
+// signed. An override of gemv_q8.iq4_pairs above 0 for IQ4 weights on a device that does not
+// shuffle is an error.
+absl::StatusOr<GemvConfig> ChooseGemvQ8(int64_t m, int64_t k, const GemvQ8Weights& weights = {});
 // Staged in one segment, x serves every row group a workgroup takes; staged in segments, it is
 // staged again for every row group, so a workgroup takes one, and the dispatch stages x once per
 // few weight rows (bench/RESULTS.md, "Matrix-vector kernels for up to 16 rows"). 36 KiB: eight rows

@@ -19,7 +19,8 @@ namespace {
 const std::vector<std::string>& KnownKeys() {
   static const std::vector<std::string> keys = {"gemm.bn", "gemm.bk", "coop.bm", "coop.bn", "coop.bk", "coop.sm",
                                                 "coop.sn", "coop.prefetch", "gemv.rows", "gemv_q8.rows",
-                                                "gemv_q8.workgroups"};
+                                                "gemv_q8.workgroups", "gemv_q8.iq4_pairs", "gemv_q8.q4_0_signed",
+                                                "gemv_q8.iq4_xs_part", "gemv_q8.q4_0_part"};
   return keys;
 }
 
