@@ -185,16 +185,25 @@ int BatchEngine::MixedRowsAtMost() const {
   return Bucket(batch_.max_sequences + static_cast<int>(options_.prefill_chunk), 512);
 }
 
-absl::Status BatchEngine::Prepare(int sequences, bool mixed) {
+absl::Status BatchEngine::Prepare(int sequences, bool serving) {
+  const bool warm = serving && idle();
   for (int rows = 1; rows <= std::min(sequences, batch_.max_sequences); rows *= 2) {
-    if (absl::StatusOr<DecodePlan*> d = DecodePlanFor(rows); !d.ok()) return d.status();
-  }
-  for (int rows = 2; mixed && rows <= MixedRowsAtMost(); rows *= 2) {
-    if (absl::StatusOr<DecodePlan*> d = StepPlanFor(mixed_, mixed_graph_, rows, "batch.mixed"); !d.ok()) {
-      return d.status();
+    absl::StatusOr<DecodePlan*> d = DecodePlanFor(rows);
+    if (!d.ok()) return d.status();
+    if (!serving) continue;
+    const int bucket = Bucket(rows, batch_.max_sequences);
+    if (gpu_loop() > 1) {
+      if (absl::Status s = BuildLoop(**d, bucket); !s.ok()) return s;
+      if (absl::Status s = warm ? WarmPlan(*(*d)->loop, decode_graph(bucket)) : absl::OkStatus(); !s.ok()) return s;
     }
+    if (absl::Status s = warm ? WarmPlan(*(*d)->plan, decode_graph(bucket)) : absl::OkStatus(); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  for (int rows = 2; serving && rows <= MixedRowsAtMost(); rows *= 2) {
+    absl::StatusOr<DecodePlan*> d = StepPlanFor(mixed_, mixed_graph_, rows, "batch.mixed");
+    if (!d.ok()) return d.status();
+    if (absl::Status s = warm ? WarmPlan(*(*d)->plan, mixed_graph_) : absl::OkStatus(); !s.ok()) return s;
+  }
+  return warm ? WarmPlan(*prefill_, prefill_graph_) : absl::OkStatus();
 }
 
 int64_t BatchEngine::PagesHeldAtMost(int64_t positions) const {
@@ -390,24 +399,44 @@ int BatchEngine::LoopSteps(const std::vector<int>& rows) const {
   return steps;
 }
 
+absl::Status BatchEngine::BuildLoop(DecodePlan& d, int bucket) {
+  if (d.loop) return absl::OkStatus();
+  const graph::Graph& g = decode_graph(bucket);
+  const graph::ValueId ids = *g.FindNamed(graph::OpKind::kInput, "ids"), next = *g.output("next_token");
+  const size_t bytes = static_cast<size_t>(bucket) * sizeof(int32_t);
+  const std::vector<vk::SteppedBinding> stepped = {{ids, loop_tokens_.get(), 0, loop_slot_, bytes, 0},
+                                                   {next, loop_tokens_.get(), loop_slot_, loop_slot_, bytes, 0}};
+  const PlanTarget target{*ctx_, *pipelines_, caps_, resources_, options_.progress, options_.verbose};
+  absl::StatusOr<std::unique_ptr<vk::Plan>> plan =
+      CompilePlan(target, g, bucket, {{ids, loop_tokens_.get()}, {next, loop_tokens_.get()}},
+                  absl::StrCat("batch.decode", bucket, ".loop"), gpu_loop(), stepped);
+  if (!plan.ok()) return plan.status();
+  d.loop = *std::move(plan);
+  return absl::OkStatus();
+}
+
+absl::Status BatchEngine::WarmPlan(vk::Plan& plan, const graph::Graph& g) {
+  // One row at position 0 through page 0 of the pool (no sequence holds a page yet): drivers finish
+  // compiling a pipeline at its first dispatch, which stays out of the first request's time.
+  const codegen::StepBlockLayout layout = codegen::StepBlockLayoutOf(g.paging(), plan.tokens());
+  for (int st = 0; st < plan.steps(); ++st) {
+    uint32_t* block = plan.step_block(st);
+    block[layout.positions] = 0;
+    std::fill_n(block + layout.tables, static_cast<size_t>(build_.paging.table_pages), 0u);
+  }
+  const int32_t first_id = 0;
+  for (vk::Buffer* ids : {prompt_ids_.get(), decode_ids_.get(), loop_tokens_.get()}) {
+    std::memcpy(ids->mapped(), &first_id, sizeof(first_id));
+  }
+  return plan.Run(1, 0);
+}
+
 absl::Status BatchEngine::DecodeLoop(const std::vector<int>& rows, int steps, std::vector<StepToken>& out) {
   const int n = static_cast<int>(rows.size());
   absl::StatusOr<DecodePlan*> d = DecodePlanFor(n);
   if (!d.ok()) return d.status();
   const int bucket = Bucket(n, batch_.max_sequences);
-  if (!(*d)->loop) {
-    const graph::Graph& g = decode_graph(bucket);
-    const graph::ValueId ids = *g.FindNamed(graph::OpKind::kInput, "ids"), next = *g.output("next_token");
-    const size_t bytes = static_cast<size_t>(bucket) * sizeof(int32_t);
-    const std::vector<vk::SteppedBinding> stepped = {{ids, loop_tokens_.get(), 0, loop_slot_, bytes, 0},
-                                                     {next, loop_tokens_.get(), loop_slot_, loop_slot_, bytes, 0}};
-    const PlanTarget target{*ctx_, *pipelines_, caps_, resources_, options_.progress, options_.verbose};
-    absl::StatusOr<std::unique_ptr<vk::Plan>> plan =
-        CompilePlan(target, g, bucket, {{ids, loop_tokens_.get()}, {next, loop_tokens_.get()}},
-                    absl::StrCat("batch.decode", bucket, ".loop"), steps, stepped);
-    if (!plan.ok()) return plan.status();
-    (*d)->loop = *std::move(plan);
-  }
+  if (absl::Status st = BuildLoop(**d, bucket); !st.ok()) return st;
   vk::Plan& plan = *(*d)->loop;
   const codegen::StepBlockLayout layout = codegen::StepBlockLayoutOf(decode_graph_.paging(), bucket);
   char* slots = static_cast<char*>(loop_tokens_->mapped());
@@ -477,21 +506,23 @@ absl::Status BatchEngine::TakeDecodeRows(const std::vector<int>& rows, const Dec
   return absl::OkStatus();
 }
 
-bool BatchEngine::PromptWaiting() const {
-  return std::any_of(sequences_.begin(), sequences_.end(),
-                     [](const auto& e) { return e.second.admitted && e.second.computed < e.second.prompt; });
+int BatchEngine::PromptsWaiting() const {
+  return static_cast<int>(std::count_if(sequences_.begin(), sequences_.end(), [](const auto& e) {
+    return e.second.admitted && e.second.computed < e.second.prompt;
+  }));
 }
 
 absl::StatusOr<int64_t> BatchEngine::MixedStep(std::vector<int> rows, int64_t budget, std::vector<StepToken>& out) {
   const int n = static_cast<int>(rows.size());
-  // The prompt rows that ride along: oldest prompts first, at most a chunk and the budget.
-  const int64_t room = std::min<int64_t>({budget, options_.prefill_chunk, MixedRowsAtMost() - n});
+  // The prompt rows: oldest prompts first, at most a chunk of each (a sliding window's pages are
+  // reserved for that), within the budget and the plan's rows.
+  const int64_t room = std::min<int64_t>(budget, MixedRowsAtMost() - n);
   std::vector<std::pair<int, int64_t>> parts;  // (sequence, prompt rows)
   int64_t prompt_rows = 0;
   for (auto& [id, s] : sequences_) {
     if (prompt_rows >= room) break;
     if (!s.admitted || s.computed >= s.prompt) continue;
-    parts.emplace_back(id, std::min(room - prompt_rows, s.prompt - s.computed));
+    parts.emplace_back(id, std::min({room - prompt_rows, s.prompt - s.computed, options_.prefill_chunk}));
     prompt_rows += parts.back().second;
   }
   const int total = n + static_cast<int>(prompt_rows);
@@ -549,14 +580,15 @@ absl::StatusOr<int64_t> BatchEngine::MixedStep(std::vector<int> rows, int64_t bu
 
 absl::StatusOr<std::vector<StepToken>> BatchEngine::Step(bool decode) {
   std::vector<StepToken> out;
-  // Decode first, from the tokens the last step chose, with the first chunk of the waiting prompts
-  // riding along in the same step where there are any (a mixed step: the weights are read once for
-  // both); then the rest of the prompts in chunks of their own, up to the budget. A sequence that
-  // joins delays the others by at most that budget's prefill.
+  // Decode first, from the tokens the last step chose, with rows of the waiting prompts riding
+  // along in the same step where there are any (a mixed step: the weights are read once for both);
+  // then the rest of the prompts up to the budget: several packed into the rows of one mixed plan,
+  // one alone in chunks of the prefill plan (whose attention stages keys for blocks of queries). A
+  // sequence that joins delays the others by at most that budget's prefill.
   int64_t budget = batch_.prefill_budget;
   if (decode) {
     std::vector<int> rows = DecodingRows();
-    if (!rows.empty() && static_cast<int>(rows.size()) < MixedRowsAtMost() && PromptWaiting()) {
+    if (!rows.empty() && static_cast<int>(rows.size()) < MixedRowsAtMost() && PromptsWaiting() > 0) {
       absl::StatusOr<int64_t> used = MixedStep(std::move(rows), budget, out);
       if (!used.ok()) return used.status();
       budget -= *used;
@@ -564,11 +596,20 @@ absl::StatusOr<std::vector<StepToken>> BatchEngine::Step(bool decode) {
       return s;
     }
   }
-  for (auto& [id, s] : sequences_) {
-    if (budget <= 0) break;
-    while (s.admitted && s.computed < s.prompt && budget > 0) {
+  while (budget > 0) {
+    const int waiting = PromptsWaiting();
+    if (waiting == 0) break;
+    if (waiting > 1) {
+      absl::StatusOr<int64_t> used = MixedStep({}, budget, out);
+      if (!used.ok()) return used.status();
+      budget -= *used;
+      continue;
+    }
+    for (auto& [id, s] : sequences_) {
+      if (!s.admitted || s.computed >= s.prompt) continue;
       budget -= std::min(options_.prefill_chunk, s.prompt - s.computed);
       if (absl::Status st = PrefillChunk(id, s, out); !st.ok()) return st;
+      break;
     }
   }
   return out;

@@ -1,9 +1,10 @@
 // The batched engine: many sequences at once over a paged KV cache (graph/paging.h).
 //
 // Sequences join (Add) and leave (Remove) between any two steps. A step (Step) runs one decode step
-// of every sequence that has a token to feed, all of them through one replayed plan, with a chunk
-// of the prompts still waiting for their prefill as further rows of the same plan (a mixed step),
-// then more prefill chunks of those prompts, oldest first, up to a budget of prompt tokens: decode plans are compiled once for each
+// of every sequence that has a token to feed, all of them through one replayed plan, with rows of
+// the prompts still waiting for their prefill as further rows of the same plan (a mixed step),
+// then more of those prompts, oldest first, up to a budget of prompt tokens (several packed into
+// one mixed plan's rows, one alone in chunks of the prefill plan): decode plans are compiled once for each
 // batch-size bucket (1, 2, 4, ... up to max_sequences) and replayed. Each sequence has a page
 // table; full pages of prompts are shared by prompts that begin alike (runtime/page_pool.h). The
 // next token of every row is chosen on the GPU (argmax); a caller that samples reads the row's
@@ -77,9 +78,11 @@ class BatchEngine {
   // The sequence leaves (its pages return to the pool; full prompt pages stay cached for others).
   void Remove(int id);
 
-  // Compiles the decode plans of every bucket up to `sequences`, and with `mixed` those of the
-  // mixed steps (otherwise each is built at first use).
-  absl::Status Prepare(int sequences, bool mixed = false);
+  // Compiles the decode plans of every bucket up to `sequences` (otherwise each is built at first
+  // use); `serving` also those of the GPU loops and the mixed steps, and runs every plan once while
+  // no sequence holds a page (the driver's compilation at a pipeline's first dispatch is then
+  // out of the first requests' time).
+  absl::Status Prepare(int sequences, bool serving = false);
   // Runs the next decode step of the running sequences through its plan's profiling recordings
   // (vk::Plan::RunProfiled), without taking its tokens: the sequences stay where they were, and
   // the next step overwrites what it wrote. profiled_plan() and decode_graph() describe it.
@@ -145,6 +148,10 @@ class BatchEngine {
   // has that many tokens left and no admitted sequence waits for its prompt's prefill, else 1.
   int LoopSteps(const std::vector<int>& rows) const;
   absl::Status DecodeLoop(const std::vector<int>& rows, int steps, std::vector<StepToken>& out);
+  // d's loop plan (gpu_loop() steps of bucket rows), built once.
+  absl::Status BuildLoop(DecodePlan& d, int bucket);
+  // Runs `plan` (of graph g) once on one row at position 0 of page 0.
+  absl::Status WarmPlan(vk::Plan& plan, const graph::Graph& g);
   absl::StatusOr<DecodePlan*> DecodePlanFor(int rows);
   // The plan of graph `g` at `bucket` rows in `plans` (compiled at first use).
   absl::StatusOr<DecodePlan*> StepPlanFor(std::map<int, DecodePlan>& plans, const graph::Graph& g, int bucket,
@@ -152,10 +159,11 @@ class BatchEngine {
   // The rows of a mixed step at most: the largest batch and a prompt chunk, as a power of two, at
   // most 512.
   int MixedRowsAtMost() const;
-  // Whether an admitted sequence is still reading its prompt.
-  bool PromptWaiting() const;
-  // One decode step of `rows` with prompt rows of the waiting sequences after them (at most a chunk
-  // and `budget`) in one plan of mixed_graph_. Returns the prompt rows it took.
+  // Admitted sequences still reading their prompts.
+  int PromptsWaiting() const;
+  // One decode step of `rows` (maybe none) with prompt rows of the waiting sequences after them (at
+  // most a chunk of each, and `budget` in all) in one plan of mixed_graph_. Returns the prompt rows
+  // it took.
   absl::StatusOr<int64_t> MixedStep(std::vector<int> rows, int64_t budget, std::vector<StepToken>& out);
   // The decode rows' chosen tokens (and logits, where wanted) after a step of plan `d` ran them as its
   // first rows.
