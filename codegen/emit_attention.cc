@@ -428,9 +428,10 @@ float new_v(uint d) { return {{UNPACK}}(s_vc[d >> 1])[d & 1u]; }
 
 // Whether the kernel itself appends an appending attention's keys and values: the subgroups
 // variant where no row reads another's new key, at one token (the decode step) or with a row per
-// sequence (a batched decode step), for heads it can write in pairs.
+// sequence (a batched decode step, unless rows share sequences), for heads it can write in pairs.
 bool KernelAppends(const EmitContext& c) {
-  return (c.tokens == 1 || c.g.paging().row_per_sequence) && c.caps.subgroup_arithmetic &&
+  const graph::Paging& p = c.g.paging();
+  return (c.tokens == 1 || (p.row_per_sequence && !p.rows_share_sequences)) && c.caps.subgroup_arithmetic &&
          c.node.attrs.Int("head_dim") % 2 == 0;
 }
 

@@ -7,7 +7,8 @@ namespace doppler::graph {
 std::string ToString(const Paging& p) {
   if (!p.paged()) return "";
   return absl::StrCat("paging page_rows=", p.page_rows, " table_pages=", p.table_pages,
-                      " row_per_sequence=", p.row_per_sequence ? 1 : 0);
+                      " row_per_sequence=", p.row_per_sequence ? 1 : 0,
+                      p.rows_share_sequences ? " rows_share_sequences=1" : "");
 }
 
 StepRows StepRows::Contiguous(int64_t pos, int64_t tokens) {

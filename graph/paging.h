@@ -6,7 +6,10 @@
 // of page_rows rows each, and a sequence's page table lists its pages in order: position p of the
 // sequence lives in row table[p / page_rows] * page_rows + p % page_rows. A paged step is either one
 // sequence (rows at pos + t, page table 0: a prefill chunk) or a row per sequence (row t at its own
-// position, with page table t: a batched decode step). The host writes the positions and page
+// position, with page table t: a batched decode step). A step with a row per sequence may also let
+// rows share a sequence (rows_share_sequences): then some rows are one sequence's consecutive
+// positions, each with a copy of its table (a prompt's chunk beside the decode rows: a mixed step),
+// and a row's attention reads keys that other rows of the step wrote. The host writes the positions and page
 // tables before each step (runtime/page_pool.h decides them); kernels read them from the step
 // block (codegen/step_rows.h), the interpreter from a StepRows.
 #pragma once
@@ -25,6 +28,8 @@ struct Paging {
   // Each row is its own sequence (its own position and page table); else the rows are one
   // sequence's consecutive positions.
   bool row_per_sequence = false;
+  // With row_per_sequence: rows may be consecutive positions of one sequence (see above).
+  bool rows_share_sequences = false;
 
   bool paged() const { return page_rows > 0; }
   bool operator==(const Paging&) const = default;

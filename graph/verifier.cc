@@ -35,6 +35,9 @@ absl::Status CheckPaging(const Graph& g) {
   const Paging& p = g.paging();
   if (!p.paged()) return absl::OkStatus();
   if (p.table_pages <= 0) return absl::FailedPreconditionError("a paged graph needs table_pages > 0");
+  if (p.rows_share_sequences && !p.row_per_sequence) {
+    return absl::FailedPreconditionError("rows share sequences only in a step with a row per sequence");
+  }
   for (const Node& n : g.nodes()) {
     const bool cache = n.kind == OpKind::kCacheWrite || n.kind == OpKind::kAttention;
     if (cache && g.node(n.inputs[n.kind == OpKind::kAttention ? 1 : 0]).type.shape[0].value % p.page_rows != 0) {

@@ -48,6 +48,10 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(EngineOptions o
   if (batch.page_rows < 1 || batch.page_rows > 4096) {
     return absl::InvalidArgumentError(absl::StrCat("the KV page size must be 1..4096 rows, not ", batch.page_rows));
   }
+  if (batch.prefill_budget < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("-b, --batch-size must be at least 1 prompt token a step, not ", batch.prefill_budget));
+  }
   // The pool is checked against the device's memory when it is allocated; this bounds its
   // bookkeeping before then: every sequence at the largest context.
   constexpr int64_t kMaxCtxTotal = int64_t{1024} << 20;
@@ -106,6 +110,11 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(EngineOptions o
       WithDecodeActivations(e->decode_graph_, e->options_.decode_activations, e->caps_, e->ctx_->info().name);
   if (!q8.ok()) return q8.status();
   e->decode_q8_graph_ = *std::move(q8);
+  build.paging.rows_share_sequences = true;
+  absl::StatusOr<graph::Graph> mixed = StepGraph(e->config_, build, SamplingOptions{}, e->options_.passes);
+  if (!mixed.ok()) return mixed.status();
+  e->mixed_graph_ = *std::move(mixed);
+  build.paging.rows_share_sequences = false;
   e->build_ = build;
   if (absl::Status s = e->Load(); !s.ok()) return s;  // the caches against the device's memory first
   e->pool_ = std::make_unique<PagePool>(pages);
@@ -128,10 +137,12 @@ absl::Status BatchEngine::Load() {
   const size_t rows = static_cast<size_t>(batch_.max_sequences) * sizeof(int32_t);
   const size_t align = std::max<size_t>(sizeof(int32_t), ctx_->info().min_storage_buffer_offset_alignment);
   loop_slot_ = (rows + align - 1) / align * align;
+  // Decode and mixed steps (one at a time) share the rows' token ids and chosen tokens.
+  const size_t step_rows = static_cast<size_t>(std::max(batch_.max_sequences, MixedRowsAtMost())) * sizeof(int32_t);
   for (auto [buffer, bytes, name] : {std::tuple{&prompt_ids_, static_cast<size_t>(options_.prefill_chunk) * 4, "prompt"},
                                      std::tuple{&prefill_token_, size_t{4}, "prefill.token"},
-                                     std::tuple{&decode_ids_, rows, "decode.ids"},
-                                     std::tuple{&decode_tokens_, rows, "decode.tokens"},
+                                     std::tuple{&decode_ids_, step_rows, "decode.ids"},
+                                     std::tuple{&decode_tokens_, step_rows, "decode.tokens"},
                                      std::tuple{&loop_tokens_, loop_slot_ * static_cast<size_t>(gpu_loop() + 1), "decode.loop"}}) {
     absl::StatusOr<std::unique_ptr<vk::Buffer>> b = mapped(bytes, name);
     if (!b.ok()) return b.status();
@@ -149,28 +160,50 @@ absl::Status BatchEngine::Load() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<BatchEngine::DecodePlan*> BatchEngine::DecodePlanFor(int rows) {
-  const int bucket = Bucket(rows, batch_.max_sequences);
-  auto it = decode_.find(bucket);
-  if (it != decode_.end()) return &it->second;
-  const graph::Graph& g = decode_graph(bucket);
+absl::StatusOr<BatchEngine::DecodePlan*> BatchEngine::StepPlanFor(std::map<int, DecodePlan>& plans, const graph::Graph& g,
+                                                                  int bucket, const std::string& name) {
+  auto it = plans.find(bucket);
+  if (it != plans.end()) return &it->second;
   const PlanTarget target{*ctx_, *pipelines_, caps_, resources_, options_.progress, options_.verbose};
   std::map<graph::ValueId, vk::Buffer*> external = {{*g.FindNamed(graph::OpKind::kInput, "ids"), decode_ids_.get()},
                                                     {*g.output("next_token"), decode_tokens_.get()}};
-  absl::StatusOr<std::unique_ptr<vk::Plan>> plan =
-      CompilePlan(target, g, bucket, external, absl::StrCat("batch.decode", bucket));
+  absl::StatusOr<std::unique_ptr<vk::Plan>> plan = CompilePlan(target, g, bucket, external, absl::StrCat(name, bucket));
   if (!plan.ok()) return plan.status();
-  DecodePlan& d = decode_[bucket];
+  DecodePlan& d = plans[bucket];
   d.plan = *std::move(plan);
   d.logits = *g.output("logits");
   return &d;
 }
 
-absl::Status BatchEngine::Prepare(int sequences) {
+absl::StatusOr<BatchEngine::DecodePlan*> BatchEngine::DecodePlanFor(int rows) {
+  const int bucket = Bucket(rows, batch_.max_sequences);
+  return StepPlanFor(decode_, decode_graph(bucket), bucket, "batch.decode");
+}
+
+int BatchEngine::MixedRowsAtMost() const {
+  // At most 512: the plan's logits take a row of the vocabulary each (256 MiB at 512 rows of 128k).
+  return Bucket(batch_.max_sequences + static_cast<int>(options_.prefill_chunk), 512);
+}
+
+absl::Status BatchEngine::Prepare(int sequences, bool serving) {
+  const bool warm = serving && idle();
   for (int rows = 1; rows <= std::min(sequences, batch_.max_sequences); rows *= 2) {
-    if (absl::StatusOr<DecodePlan*> d = DecodePlanFor(rows); !d.ok()) return d.status();
+    absl::StatusOr<DecodePlan*> d = DecodePlanFor(rows);
+    if (!d.ok()) return d.status();
+    if (!serving) continue;
+    const int bucket = Bucket(rows, batch_.max_sequences);
+    if (gpu_loop() > 1) {
+      if (absl::Status s = BuildLoop(**d, bucket); !s.ok()) return s;
+      if (absl::Status s = warm ? WarmPlan(*(*d)->loop, decode_graph(bucket)) : absl::OkStatus(); !s.ok()) return s;
+    }
+    if (absl::Status s = warm ? WarmPlan(*(*d)->plan, decode_graph(bucket)) : absl::OkStatus(); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  for (int rows = 2; serving && rows <= MixedRowsAtMost(); rows *= 2) {
+    absl::StatusOr<DecodePlan*> d = StepPlanFor(mixed_, mixed_graph_, rows, "batch.mixed");
+    if (!d.ok()) return d.status();
+    if (absl::Status s = warm ? WarmPlan(*(*d)->plan, mixed_graph_) : absl::OkStatus(); !s.ok()) return s;
+  }
+  return warm ? WarmPlan(*prefill_, prefill_graph_) : absl::OkStatus();
 }
 
 int64_t BatchEngine::PagesHeldAtMost(int64_t positions) const {
@@ -268,6 +301,12 @@ void BatchEngine::WriteTable(uint32_t* table, const Sequence& s) const {
   }
 }
 
+void BatchEngine::WriteRow(uint32_t* block, const codegen::StepBlockLayout& layout, int t, const Sequence& s,
+                           int64_t position) const {
+  block[layout.positions + static_cast<size_t>(t)] = static_cast<uint32_t>(position);
+  WriteTable(block + layout.tables + static_cast<size_t>(t) * static_cast<size_t>(build_.paging.table_pages), s);
+}
+
 // Full pages of the prompt whose keys and values are computed are offered to later prompts (not
 // where the pages of a window are recycled: a page holds its keys only while the window needs them).
 void BatchEngine::PublishPromptPages(Sequence& s) {
@@ -335,8 +374,7 @@ absl::StatusOr<BatchEngine::DecodeRows> BatchEngine::PrepareDecode(std::vector<i
     Sequence& s = sequences_.at(r.ids[static_cast<size_t>(t)]);
     EnsurePages(s, s.computed + 1);
     ids[t] = *s.next;
-    block[layout.positions + static_cast<size_t>(t)] = static_cast<uint32_t>(s.computed);
-    WriteTable(block + layout.tables + static_cast<size_t>(t) * static_cast<size_t>(build_.paging.table_pages), s);
+    WriteRow(block, layout, t, s, s.computed);
   }
   return r;
 }
@@ -351,6 +389,9 @@ absl::StatusOr<vk::ProfiledStep> BatchEngine::ProfileDecodeStep() {
 
 int BatchEngine::LoopSteps(const std::vector<int>& rows) const {
   const int steps = gpu_loop();
+  for (const auto& [id, s] : sequences_) {
+    if (s.admitted && s.computed < s.prompt) return 1;  // its prefill would wait for the whole loop
+  }
   for (int id : rows) {
     const Sequence& s = sequences_.at(id);
     if (s.want_logits || s.max_new - s.produced < steps) return 1;
@@ -358,24 +399,44 @@ int BatchEngine::LoopSteps(const std::vector<int>& rows) const {
   return steps;
 }
 
+absl::Status BatchEngine::BuildLoop(DecodePlan& d, int bucket) {
+  if (d.loop) return absl::OkStatus();
+  const graph::Graph& g = decode_graph(bucket);
+  const graph::ValueId ids = *g.FindNamed(graph::OpKind::kInput, "ids"), next = *g.output("next_token");
+  const size_t bytes = static_cast<size_t>(bucket) * sizeof(int32_t);
+  const std::vector<vk::SteppedBinding> stepped = {{ids, loop_tokens_.get(), 0, loop_slot_, bytes, 0},
+                                                   {next, loop_tokens_.get(), loop_slot_, loop_slot_, bytes, 0}};
+  const PlanTarget target{*ctx_, *pipelines_, caps_, resources_, options_.progress, options_.verbose};
+  absl::StatusOr<std::unique_ptr<vk::Plan>> plan =
+      CompilePlan(target, g, bucket, {{ids, loop_tokens_.get()}, {next, loop_tokens_.get()}},
+                  absl::StrCat("batch.decode", bucket, ".loop"), gpu_loop(), stepped);
+  if (!plan.ok()) return plan.status();
+  d.loop = *std::move(plan);
+  return absl::OkStatus();
+}
+
+absl::Status BatchEngine::WarmPlan(vk::Plan& plan, const graph::Graph& g) {
+  // One row at position 0 through page 0 of the pool (no sequence holds a page yet): drivers finish
+  // compiling a pipeline at its first dispatch, which stays out of the first request's time.
+  const codegen::StepBlockLayout layout = codegen::StepBlockLayoutOf(g.paging(), plan.tokens());
+  for (int st = 0; st < plan.steps(); ++st) {
+    uint32_t* block = plan.step_block(st);
+    block[layout.positions] = 0;
+    std::fill_n(block + layout.tables, static_cast<size_t>(build_.paging.table_pages), 0u);
+  }
+  const int32_t first_id = 0;
+  for (vk::Buffer* ids : {prompt_ids_.get(), decode_ids_.get(), loop_tokens_.get()}) {
+    std::memcpy(ids->mapped(), &first_id, sizeof(first_id));
+  }
+  return plan.Run(1, 0);
+}
+
 absl::Status BatchEngine::DecodeLoop(const std::vector<int>& rows, int steps, std::vector<StepToken>& out) {
   const int n = static_cast<int>(rows.size());
   absl::StatusOr<DecodePlan*> d = DecodePlanFor(n);
   if (!d.ok()) return d.status();
   const int bucket = Bucket(n, batch_.max_sequences);
-  if (!(*d)->loop) {
-    const graph::Graph& g = decode_graph(bucket);
-    const graph::ValueId ids = *g.FindNamed(graph::OpKind::kInput, "ids"), next = *g.output("next_token");
-    const size_t bytes = static_cast<size_t>(bucket) * sizeof(int32_t);
-    const std::vector<vk::SteppedBinding> stepped = {{ids, loop_tokens_.get(), 0, loop_slot_, bytes, 0},
-                                                     {next, loop_tokens_.get(), loop_slot_, loop_slot_, bytes, 0}};
-    const PlanTarget target{*ctx_, *pipelines_, caps_, resources_, options_.progress, options_.verbose};
-    absl::StatusOr<std::unique_ptr<vk::Plan>> plan =
-        CompilePlan(target, g, bucket, {{ids, loop_tokens_.get()}, {next, loop_tokens_.get()}},
-                    absl::StrCat("batch.decode", bucket, ".loop"), steps, stepped);
-    if (!plan.ok()) return plan.status();
-    (*d)->loop = *std::move(plan);
-  }
+  if (absl::Status st = BuildLoop(**d, bucket); !st.ok()) return st;
   vk::Plan& plan = *(*d)->loop;
   const codegen::StepBlockLayout layout = codegen::StepBlockLayoutOf(decode_graph_.paging(), bucket);
   char* slots = static_cast<char*>(loop_tokens_->mapped());
@@ -383,11 +444,7 @@ absl::Status BatchEngine::DecodeLoop(const std::vector<int>& rows, int steps, st
     Sequence& s = sequences_.at(rows[static_cast<size_t>(t)]);
     EnsurePages(s, s.computed + steps);
     reinterpret_cast<int32_t*>(slots)[t] = *s.next;
-    for (int st = 0; st < steps; ++st) {
-      uint32_t* block = plan.step_block(st);
-      block[layout.positions + static_cast<size_t>(t)] = static_cast<uint32_t>(s.computed + st);
-      WriteTable(block + layout.tables + static_cast<size_t>(t) * static_cast<size_t>(build_.paging.table_pages), s);
-    }
+    for (int st = 0; st < steps; ++st) WriteRow(plan.step_block(st), layout, t, s, s.computed + st);
   }
   if (absl::Status st = plan.Run(static_cast<uint32_t>(n), 0); !st.ok()) return st;
   for (int t = 0; t < n; ++t) {
@@ -413,18 +470,19 @@ absl::Status BatchEngine::DecodeStep(std::vector<StepToken>& out) {
   if (const int steps = LoopSteps(decoding); steps > 1) return DecodeLoop(decoding, steps, out);
   absl::StatusOr<DecodeRows> prepared = PrepareDecode(std::move(decoding));
   if (!prepared.ok()) return prepared.status();
-  const std::vector<int>& rows = prepared->ids;
+  if (absl::Status st = prepared->plan->plan->Run(static_cast<uint32_t>(prepared->ids.size()), 0); !st.ok()) return st;
+  return TakeDecodeRows(prepared->ids, *prepared->plan, out);
+}
+
+absl::Status BatchEngine::TakeDecodeRows(const std::vector<int>& rows, const DecodePlan& d, std::vector<StepToken>& out) {
   const int n = static_cast<int>(rows.size());
-  DecodePlan* d = prepared->plan;
-  vk::Plan& plan = *d->plan;
-  if (absl::Status st = plan.Run(static_cast<uint32_t>(n), 0); !st.ok()) return st;
   const int32_t* chosen = static_cast<const int32_t*>(decode_tokens_->mapped());
   // The rows' logits in one download, where any row asks for them.
   const size_t vocab = static_cast<size_t>(config_.vocab_size);
   std::vector<float> logits;
   if (std::any_of(rows.begin(), rows.end(), [&](int id) { return sequences_.at(id).want_logits; })) {
     logits.resize(static_cast<size_t>(n) * vocab);
-    const vk::Slice& slice = plan.slice(d->logits);
+    const vk::Slice& slice = d.plan->slice(d.logits);
     if (absl::Status st = ctx_->Download(*slice.buffer, slice.offset, logits.data(), logits.size() * sizeof(float));
         !st.ok()) {
       return st;
@@ -448,15 +506,108 @@ absl::Status BatchEngine::DecodeStep(std::vector<StepToken>& out) {
   return absl::OkStatus();
 }
 
+int BatchEngine::PromptsWaiting() const {
+  return static_cast<int>(std::count_if(sequences_.begin(), sequences_.end(), [](const auto& e) {
+    return e.second.admitted && e.second.computed < e.second.prompt;
+  }));
+}
+
+absl::StatusOr<int64_t> BatchEngine::MixedStep(std::vector<int> rows, int64_t budget, std::vector<StepToken>& out) {
+  const int n = static_cast<int>(rows.size());
+  // The prompt rows: oldest prompts first, at most a chunk of each (a sliding window's pages are
+  // reserved for that), within the budget and the plan's rows.
+  const int64_t room = std::min<int64_t>(budget, MixedRowsAtMost() - n);
+  std::vector<std::pair<int, int64_t>> parts;  // (sequence, prompt rows)
+  int64_t prompt_rows = 0;
+  for (auto& [id, s] : sequences_) {
+    if (prompt_rows >= room) break;
+    if (!s.admitted || s.computed >= s.prompt) continue;
+    parts.emplace_back(id, std::min({room - prompt_rows, s.prompt - s.computed, options_.prefill_chunk}));
+    prompt_rows += parts.back().second;
+  }
+  const int total = n + static_cast<int>(prompt_rows);
+  const int bucket = Bucket(total, MixedRowsAtMost());
+  absl::StatusOr<DecodePlan*> d = StepPlanFor(mixed_, mixed_graph_, bucket, "batch.mixed");
+  if (!d.ok()) return d.status();
+  vk::Plan& plan = *(*d)->plan;
+  const codegen::StepBlockLayout layout = codegen::StepBlockLayoutOf(mixed_graph_.paging(), bucket);
+  uint32_t* block = plan.step_block();
+  int32_t* ids = static_cast<int32_t*>(decode_ids_->mapped());
+  for (int t = 0; t < n; ++t) {
+    Sequence& s = sequences_.at(rows[static_cast<size_t>(t)]);
+    EnsurePages(s, s.computed + 1);
+    ids[t] = *s.next;
+    WriteRow(block, layout, t, s, s.computed);
+  }
+  int t = n;
+  for (const auto& [id, k] : parts) {
+    Sequence& s = sequences_.at(id);
+    EnsurePages(s, s.computed + k);
+    for (int64_t j = 0; j < k; ++j, ++t) {
+      ids[t] = s.tokens[static_cast<size_t>(s.computed + j)];
+      WriteRow(block, layout, t, s, s.computed + j);
+    }
+  }
+  if (absl::Status st = plan.Run(static_cast<uint32_t>(total), 0); !st.ok()) return st;
+  // The prompts' rows, then the decode rows.
+  const int32_t* chosen = static_cast<const int32_t*>(decode_tokens_->mapped());
+  const vk::Slice& logits = plan.slice((*d)->logits);
+  const size_t vocab = static_cast<size_t>(config_.vocab_size);
+  t = n;
+  for (const auto& [id, k] : parts) {
+    Sequence& s = sequences_.at(id);
+    t += static_cast<int>(k);
+    s.computed += k;
+    PublishPromptPages(s);
+    RecycleWindowPages(s);
+    if (s.computed < s.prompt) continue;
+    StepToken tok{id, chosen[t - 1], s.computed, {}};
+    if (s.want_logits) {
+      tok.logits.resize(vocab);
+      if (absl::Status st = ctx_->Download(*logits.buffer, logits.offset + static_cast<size_t>(t - 1) * vocab * sizeof(float),
+                                           tok.logits.data(), vocab * sizeof(float));
+          !st.ok()) {
+        return st;
+      }
+    }
+    s.next = tok.token;
+    ++s.produced;
+    out.push_back(std::move(tok));
+  }
+  if (absl::Status st = TakeDecodeRows(rows, **d, out); !st.ok()) return st;
+  return prompt_rows;
+}
+
 absl::StatusOr<std::vector<StepToken>> BatchEngine::Step(bool decode) {
   std::vector<StepToken> out;
-  // Decode first, from the tokens the last step chose, then one prefill chunk: a sequence that
-  // joins delays the others by at most one chunk a step.
+  // Decode first, from the tokens the last step chose, with rows of the waiting prompts riding
+  // along in the same step where there are any (a mixed step: the weights are read once for both);
+  // then the rest of the prompts up to the budget: several packed into the rows of one mixed plan,
+  // one alone in chunks of the prefill plan (whose attention stages keys for blocks of queries). A
+  // sequence that joins delays the others by at most that budget's prefill.
+  int64_t budget = batch_.prefill_budget;
   if (decode) {
-    if (absl::Status s = DecodeStep(out); !s.ok()) return s;
+    std::vector<int> rows = DecodingRows();
+    if (!rows.empty() && static_cast<int>(rows.size()) < MixedRowsAtMost() && PromptsWaiting() > 0) {
+      absl::StatusOr<int64_t> used = MixedStep(std::move(rows), budget, out);
+      if (!used.ok()) return used.status();
+      budget -= *used;
+    } else if (absl::Status s = DecodeStep(out); !s.ok()) {
+      return s;
+    }
   }
-  for (auto& [id, s] : sequences_) {
-    if (s.admitted && s.computed < s.prompt) {
+  while (budget > 0) {
+    const int waiting = PromptsWaiting();
+    if (waiting == 0) break;
+    if (waiting > 1) {
+      absl::StatusOr<int64_t> used = MixedStep({}, budget, out);
+      if (!used.ok()) return used.status();
+      budget -= *used;
+      continue;
+    }
+    for (auto& [id, s] : sequences_) {
+      if (!s.admitted || s.computed >= s.prompt) continue;
+      budget -= std::min(options_.prefill_chunk, s.prompt - s.computed);
       if (absl::Status st = PrefillChunk(id, s, out); !st.ok()) return st;
       break;
     }

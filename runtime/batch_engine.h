@@ -1,8 +1,10 @@
 // The batched engine: many sequences at once over a paged KV cache (graph/paging.h).
 //
-// Sequences join (Add) and leave (Remove) between any two steps. A step (Step) runs a prefill chunk
-// of the oldest sequence still reading its prompt, then one decode step of every sequence that has
-// a token to feed, all of them through one replayed plan: decode plans are compiled once for each
+// Sequences join (Add) and leave (Remove) between any two steps. A step (Step) runs one decode step
+// of every sequence that has a token to feed, all of them through one replayed plan, with rows of
+// the prompts still waiting for their prefill as further rows of the same plan (a mixed step),
+// then more of those prompts, oldest first, up to a budget of prompt tokens (several packed into
+// one mixed plan's rows, one alone in chunks of the prefill plan): decode plans are compiled once for each
 // batch-size bucket (1, 2, 4, ... up to max_sequences) and replayed. Each sequence has a page
 // table; full pages of prompts are shared by prompts that begin alike (runtime/page_pool.h). The
 // next token of every row is chosen on the GPU (argmax); a caller that samples reads the row's
@@ -24,6 +26,7 @@
 #include "backend_vk/context.h"
 #include "backend_vk/pipeline_cache.h"
 #include "backend_vk/plan.h"
+#include "codegen/step_rows.h"
 #include "graph/graph.h"
 #include "models/architecture.h"
 #include "models/weight_store.h"
@@ -43,6 +46,10 @@ struct BatchOptions {
   // Tokens the KV pool holds across all sequences; 0: max_sequences full contexts, as far as the
   // device's memory (less the weights) allows, and at least one context.
   int64_t ctx_total = 0;
+  // Prompt tokens a step prefills at most (in chunks of EngineOptions::prefill_chunk, at least one
+  // chunk), across the sequences still reading their prompts: more lets a burst of requests start
+  // sooner, at the cost of a longer pause for the running ones.
+  int64_t prefill_budget = 2048;
 };
 
 // What a step produced for one sequence: its next token (the greedy choice), with the logits it was
@@ -63,7 +70,7 @@ class BatchEngine {
   // when fewer than max_sequences run and the pool can reserve the pages for all of them. Returns
   // its id. A prompt and generation longer than the context or the whole pool is an error.
   absl::StatusOr<int> Add(std::span<const int32_t> prompt, int64_t max_new_tokens, bool want_logits = false);
-  // One step (see above). Returns the tokens produced, one per sequence at most. With decode false,
+  // One step (see above). Returns the tokens produced, in order (several a sequence after a GPU loop). With decode false,
   // only the prefill chunk (a benchmark's prefill phase).
   absl::StatusOr<std::vector<StepToken>> Step(bool decode = true);
   // The token sequence `id` feeds next, instead of the one its last step chose.
@@ -71,8 +78,11 @@ class BatchEngine {
   // The sequence leaves (its pages return to the pool; full prompt pages stay cached for others).
   void Remove(int id);
 
-  // Compiles the decode plans of every bucket up to `sequences` (otherwise built at first use).
-  absl::Status Prepare(int sequences);
+  // Compiles the decode plans of every bucket up to `sequences` (otherwise each is built at first
+  // use); `serving` also those of the GPU loops and the mixed steps, and runs every plan once while
+  // no sequence holds a page (the driver's compilation at a pipeline's first dispatch is then
+  // out of the first requests' time).
+  absl::Status Prepare(int sequences, bool serving = false);
   // Runs the next decode step of the running sequences through its plan's profiling recordings
   // (vk::Plan::RunProfiled), without taking its tokens: the sequences stay where they were, and
   // the next step overwrites what it wrote. profiled_plan() and decode_graph() describe it.
@@ -134,11 +144,30 @@ class BatchEngine {
   std::vector<int> DecodingRows() const;  // the sequences with a token to feed, in id order
   absl::StatusOr<DecodeRows> PrepareDecode(std::vector<int> rows);
   absl::Status DecodeStep(std::vector<StepToken>& out);
-  // Decode steps a step runs in one submit for these rows: gpu_loop() where none wants logits and
-  // each has that many tokens left, else 1.
+  // Decode steps a step runs in one submit for these rows: gpu_loop() where none wants logits, each
+  // has that many tokens left and no admitted sequence waits for its prompt's prefill, else 1.
   int LoopSteps(const std::vector<int>& rows) const;
   absl::Status DecodeLoop(const std::vector<int>& rows, int steps, std::vector<StepToken>& out);
+  // d's loop plan (gpu_loop() steps of bucket rows), built once.
+  absl::Status BuildLoop(DecodePlan& d, int bucket);
+  // Runs `plan` (of graph g) once on one row at position 0 of page 0.
+  absl::Status WarmPlan(vk::Plan& plan, const graph::Graph& g);
   absl::StatusOr<DecodePlan*> DecodePlanFor(int rows);
+  // The plan of graph `g` at `bucket` rows in `plans` (compiled at first use).
+  absl::StatusOr<DecodePlan*> StepPlanFor(std::map<int, DecodePlan>& plans, const graph::Graph& g, int bucket,
+                                          const std::string& name);
+  // The rows of a mixed step at most: the largest batch and a prompt chunk, as a power of two, at
+  // most 512.
+  int MixedRowsAtMost() const;
+  // Admitted sequences still reading their prompts.
+  int PromptsWaiting() const;
+  // One decode step of `rows` (maybe none) with prompt rows of the waiting sequences after them (at
+  // most a chunk of each, and `budget` in all) in one plan of mixed_graph_. Returns the prompt rows
+  // it took.
+  absl::StatusOr<int64_t> MixedStep(std::vector<int> rows, int64_t budget, std::vector<StepToken>& out);
+  // The decode rows' chosen tokens (and logits, where wanted) after a step of plan `d` ran them as its
+  // first rows.
+  absl::Status TakeDecodeRows(const std::vector<int>& rows, const DecodePlan& d, std::vector<StepToken>& out);
   void EnsurePages(Sequence& s, int64_t positions);
   // Pages a sequence of `positions` positions holds at once: all of them, or with window_ those of
   // a window and a prefill chunk.
@@ -146,6 +175,9 @@ class BatchEngine {
   // With window_: releases the pages no later query of `s` reads (their table entries become -1).
   void RecycleWindowPages(Sequence& s);
   void WriteTable(uint32_t* table, const Sequence& s) const;
+  // Row t of a step block: its position and its sequence's page table.
+  void WriteRow(uint32_t* block, const codegen::StepBlockLayout& layout, int t, const Sequence& s,
+                int64_t position) const;
   void PublishPromptPages(Sequence& s);
 
   EngineOptions options_;
@@ -156,13 +188,14 @@ class BatchEngine {
   std::unique_ptr<vk::Context> ctx_;
   std::unique_ptr<vk::PipelineCache> pipelines_;
   codegen::TargetCaps caps_;
-  graph::Graph prefill_graph_, decode_graph_, decode_q8_graph_;
+  // mixed_graph_: decode_graph_'s step whose rows may share sequences (graph/paging.h), for mixed steps.
+  graph::Graph prefill_graph_, decode_graph_, decode_q8_graph_, mixed_graph_;
   Resources resources_;
   std::unique_ptr<vk::Buffer> prompt_ids_, prefill_token_, decode_ids_, decode_tokens_, loop_tokens_;
   size_t loop_slot_ = 0;  // bytes between loop_tokens_' slots (max_sequences ids, aligned)
   std::unique_ptr<vk::Plan> prefill_;
   graph::ValueId prefill_logits_ = -1;
-  std::map<int, DecodePlan> decode_;  // by bucket
+  std::map<int, DecodePlan> decode_, mixed_;  // by bucket
   DecodePlan* profiled_ = nullptr;
   std::unique_ptr<PagePool> pool_;
   std::map<int, Sequence> sequences_;

@@ -261,6 +261,48 @@ TEST(BatchEngine, SharedPrefixGivesTheUnsharedLogits) {
   }
 }
 
+// A step prefills the joining prompts, oldest first, at most a chunk of each a plan, up to the
+// budget of prompt tokens: with chunks of 8 and a budget of 16, the prompts of 1, 7, 19 and 33
+// tokens that join together start in steps 1, 1, 3 and 4 — step 1 packs 1 + 7 + 8 rows into one
+// mixed plan; step 2 decodes 2 rows beside 8 + 6 prompt rows, then packs 2 more; step 3 decodes 2
+// beside 1 + 8, then prefills 8 of the last prompt alone; step 4 decodes 3 beside 8, then prefills
+// its last 3 — and each still gives its reference.
+TEST(BatchEngine, PrefillBudgetSpreadsABurstOverSteps) {
+  absl::StatusOr<std::vector<test::BatchReferencePrompt>> refs = test::LoadBatchReference("llama");
+  ASSERT_TRUE(refs.ok()) << refs.status();
+  ASSERT_EQ(refs->size(), 4u);
+  runtime::BatchOptions b = Batch(4);
+  b.prefill_budget = 16;
+  auto engine = BatchEngine::Create(Options("llama", 8), b);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  BatchEngine& e = **engine;
+  std::vector<int> ids;
+  for (const auto& p : *refs) {
+    ASSERT_EQ(p.input_ids.size(), std::vector<size_t>({1, 7, 19, 33})[ids.size()]);
+    absl::StatusOr<int> id = e.Add(p.input_ids, static_cast<int64_t>(p.greedy_tokens.size()), /*want_logits=*/true);
+    ASSERT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+  }
+  Produced got;
+  std::map<int, int> first_step;
+  for (int step = 1; step <= 40 && !e.idle(); ++step) {
+    absl::StatusOr<std::vector<StepToken>> out = e.Step();
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (const StepToken& t : *out) first_step.emplace(t.sequence, step);
+    got.Add(*out);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (got.tokens[ids[i]].size() == (*refs)[i].greedy_tokens.size()) e.Remove(ids[i]);  // (again: a no-op)
+    }
+  }
+  EXPECT_EQ(first_step, (std::map<int, int>{{ids[0], 1}, {ids[1], 1}, {ids[2], 3}, {ids[3], 4}}));
+  double worst = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ExpectMatches(got, ids[i], (*refs)[i], e.config().vocab_size, &worst);
+    EXPECT_EQ(got.tokens[ids[i]].size(), (*refs)[i].greedy_tokens.size());
+  }
+  EXPECT_EQ(e.device().validation_messages(), 0);
+}
+
 // A prompt and generation that cannot fit the context or the pool is refused, naming it; a pool
 // with room for one sequence at a time admits the second when the first leaves.
 TEST(BatchEngine, FullPoolMakesSequencesWait) {

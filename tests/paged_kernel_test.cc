@@ -189,6 +189,9 @@ struct PagedCase {
   bool per_row;  // a row per sequence, else one sequence a step
   std::vector<int64_t> buckets;
   bool without_subgroups = false;  // also the kernels for devices without subgroup arithmetic
+  // With per_row: rows share sequences (a mixed step): each step's first half of the rows is a
+  // chunk of sequence 0's consecutive positions, the rest a row each of the others.
+  bool shared_rows = false;
 };
 
 void PrintTo(const PagedCase& c, std::ostream* os) {
@@ -203,7 +206,7 @@ std::string CaseName(const PagedCase& c) {
                       "_", graph::Name(c.cache), "_", c.style.empty() ? "norope" : c.style,
                       c.head_norm ? "_head_norm" : "",
                       c.form == Form::kPlain ? "_plain" : c.form == Form::kPrologues ? "_prologues" : "_append", "_page",
-                      c.page_rows, buckets, c.without_subgroups ? "_nosubgroups" : "");
+                      c.page_rows, buckets, c.without_subgroups ? "_nosubgroups" : "", c.shared_rows ? "_mixed" : "");
 }
 
 // The graph of the case over pools of `pool_pages` pages.
@@ -261,11 +264,11 @@ class PagedAttentionTest : public vk::VkTest, public ::testing::WithParamInterfa
       starts = {bucket > 16 ? 5 : 40};
       chunk = {std::max<int64_t>(1, bucket - 1), 1, bucket};
     }
-    int64_t span = 0;  // positions each sequence advances over the steps
-    for (int64_t s = 0; s < kSteps; ++s) span += c.per_row ? 1 : chunk[static_cast<size_t>(s)];
+    int64_t span = 0;  // positions each sequence advances over the steps (at most)
+    for (int64_t s = 0; s < kSteps; ++s) span += c.shared_rows ? bucket : c.per_row ? 1 : chunk[static_cast<size_t>(s)];
     int64_t last = 0;
     for (int32_t p : starts) last = std::max<int64_t>(last, p + span);
-    Paging paging{c.page_rows, last / c.page_rows + 2, c.per_row};
+    Paging paging{c.page_rows, last / c.page_rows + 2, c.per_row, c.shared_rows};
     const int64_t pool_pages = PoolPages(starts, span, c.page_rows), rows = pool_pages * c.page_rows;
     Sequences seqs = AllocateSequences(starts, span, c.window, paging, pool_pages, 77 + static_cast<uint32_t>(bucket));
     absl::StatusOr<graph::Graph> g = BuildPagedAttention(c, paging, pool_pages, last + 1);
@@ -297,13 +300,15 @@ class PagedAttentionTest : public vk::VkTest, public ::testing::WithParamInterfa
       step.inputs = {{"q", RandomRows(tokens, q_width, seed)},
                      {"k", RandomRows(tokens, kv_width, seed + 1)},
                      {"v", RandomRows(tokens, kv_width, seed + 2)}};
+      const int64_t chunk_rows = c.shared_rows ? (tokens + 1) / 2 : c.per_row ? 1 : tokens;  // sequence 0's
       for (int64_t t = 0; t < tokens; ++t) {
-        const size_t sq = c.per_row ? static_cast<size_t>(t) : 0;
-        step.positions.push_back(seqs.next[sq] + static_cast<int32_t>(c.per_row ? 0 : t));
+        const size_t sq = c.per_row ? static_cast<size_t>(std::max<int64_t>(0, t - chunk_rows + 1)) : 0;
+        step.positions.push_back(seqs.next[sq] + static_cast<int32_t>(t < chunk_rows ? t : 0));
         if (c.per_row || t == 0) step.tables.insert(step.tables.end(), seqs.pages[sq].begin(), seqs.pages[sq].end());
       }
       for (size_t sq = 0; sq < seqs.next.size(); ++sq) {
-        seqs.next[sq] += static_cast<int32_t>(c.per_row ? (static_cast<int64_t>(sq) < tokens ? 1 : 0) : tokens);
+        const int64_t rows_of_sq = sq == 0 ? chunk_rows : static_cast<int64_t>(sq) < tokens - chunk_rows + 1 ? 1 : 0;
+        seqs.next[sq] += static_cast<int32_t>(rows_of_sq);
       }
       absl::StatusOr<graph::StepRows> step_rows = graph::StepRows::Paged(paging, step.positions, step.tables);
       ASSERT_TRUE(step_rows.ok()) << step_rows.status();
@@ -371,7 +376,8 @@ class PagedAttentionTest : public vk::VkTest, public ::testing::WithParamInterfa
       } else if (bucket >= 8 && c.head_dim <= 128) {
         EXPECT_TRUE(d.variant.rfind("block.", 0) == 0 || d.variant.rfind("coop.", 0) == 0) << d.variant;
       }
-      const bool appends = c.form == Form::kAppend && caps.subgroup_arithmetic && (c.per_row || bucket == 1);
+      const bool appends =
+          c.form == Form::kAppend && caps.subgroup_arithmetic && ((c.per_row && !c.shared_rows) || bucket == 1);
       EXPECT_EQ(d.variant.find("+append") != std::string::npos, appends) << d.variant;
     }
     EXPECT_EQ(attentions, 1);
@@ -395,6 +401,9 @@ INSTANTIATE_TEST_SUITE_P(
         PagedCase{6, 2, 128, 0, DType::kF16, "neox", false, Form::kAppend, 16, true, {1, 8}},
         PagedCase{6, 2, 64, 20, DType::kF32, "interleaved", true, Form::kAppend, 7, true, {3, 13}},
         PagedCase{6, 2, 80, 30, DType::kF16, "neox", false, Form::kPlain, 7, true, {8}, true},
+        // Rows sharing sequences: a prompt's chunk beside decode rows (mixed steps).
+        PagedCase{6, 2, 64, 0, DType::kF16, "neox", false, Form::kAppend, 16, true, {1, 8, 13}, false, true},
+        PagedCase{6, 2, 80, 20, DType::kF32, "interleaved", true, Form::kAppend, 7, true, {3, 13}, true, true},
         // One sequence a step: prefill chunks (the block variant, and coop where the device has it).
         PagedCase{6, 2, 64, 0, DType::kF16, "", false, Form::kPlain, 16, false, {9, 70}},
         PagedCase{6, 2, 128, 0, DType::kF32, "neox", true, Form::kPrologues, 7, false, {9, 70}},

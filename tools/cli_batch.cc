@@ -21,6 +21,10 @@ std::vector<OptionSpec> BatchOptionSpecs() {
        "allows, at least one context)",
        "0"},
       {"kv-page", "", "N", "rows of a KV cache page (prefix sharing is by whole pages)", "16"},
+      {"batch-size", "b", "N",
+       "prompt tokens prefilled a step at most, across the sequences reading their prompts (at least one chunk); "
+       "more starts a burst of requests sooner and pauses the running ones longer",
+       absl::StrCat(runtime::BatchOptions{}.prefill_budget)},
   };
 }
 
@@ -38,6 +42,10 @@ absl::StatusOr<runtime::BatchOptions> BatchOptionsFromArgs(const ParsedArgs& arg
   if (!page.ok()) return page.status();
   if (*page < 1 || *page > 4096) return UsageError("--kv-page must be 1..4096");
   o.page_rows = *page;
+  absl::StatusOr<int64_t> budget = args.GetInt("batch-size");
+  if (!budget.ok()) return budget.status();
+  if (*budget < 1 || *budget > (int64_t{1} << 30)) return UsageError("-b, --batch-size must be 1..2^30 tokens");
+  o.prefill_budget = *budget;
   return o;
 }
 

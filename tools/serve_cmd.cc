@@ -149,6 +149,8 @@ absl::StatusOr<int> ServeCommand(const std::vector<std::string>& argv) {
   if (!chat.ok()) return chat.status();
   absl::StatusOr<std::unique_ptr<runtime::BatchEngine>> engine = runtime::BatchEngine::Create(*options, *batch);
   if (!engine.ok()) return engine.status();
+  // Every plan a request may need, compiled and run once before the first one arrives.
+  if (absl::Status s = (*engine)->Prepare(batch->max_sequences, /*serving=*/true); !s.ok()) return s;
 
   serve::ModelInfo model;
   model.id = args.Has("alias")       ? args.Get("alias")
