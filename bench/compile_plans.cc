@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "backend_vk/schedule.h"
 #include "codegen/kernel.h"
+#include "codegen/known_targets.h"
 #include "codegen/shader_compiler.h"
 #include "codegen/spirv_cache.h"
 #include "passes/memory_plan.h"
@@ -40,17 +41,6 @@ class Stages {
  private:
   double last_ = Now(), total_ = 0;
 };
-
-codegen::TargetCaps NvidiaLike() {
-  codegen::TargetCaps caps;
-  caps.subgroup_size = caps.min_subgroup_size = 32;
-  caps.max_shared_memory = 49152;
-  caps.max_workgroup_invocations = 1024;
-  caps.subgroup_arithmetic = caps.subgroup_shuffle = true;
-  caps.coop_matrix_nv = true;
-  caps.integer_dot_product = true;
-  return caps;
-}
 
 absl::Status Run(const std::string& name, int64_t tokens, int layers) {
   Stages stages;
@@ -82,7 +72,7 @@ absl::Status Run(const std::string& name, int64_t tokens, int layers) {
   if (absl::StatusOr<bool> changed = (*q8)->Run(decode); !changed.ok()) return changed.status();
   stages.End("q8-activations (decode)");
 
-  const codegen::TargetCaps caps = NvidiaLike();
+  const codegen::TargetCaps caps = codegen::H100LikeCaps();
   std::set<std::string> sources;
   int dispatches = 0;
   for (const auto& [plan, t] : {std::pair<const graph::Graph*, int64_t>{&decode, 1}, {&*g, options.prefill_chunk}}) {

@@ -474,7 +474,9 @@ TEST_P(ConvertMoeTest, F32RoundTripComputesAsTheHfDirectory) {
   EXPECT_EQ(*(*file)->GetString("general.architecture"), arch);
   EXPECT_EQ(*(*file)->GetInt(arch + ".expert_count"), experts);
   EXPECT_EQ(*(*file)->GetInt(arch + ".expert_used_count"), 2);
-  if (model == "qwen3_moe") EXPECT_EQ(*(*file)->GetInt("qwen3moe.expert_feed_forward_length"), width);
+  if (model == "qwen3_moe") {
+    EXPECT_EQ(*(*file)->GetInt("qwen3moe.expert_feed_forward_length"), width);
+  }
   for (int l = 0; l < 2; ++l) {
     const std::string b = absl::StrCat("blk.", l, ".");
     EXPECT_EQ((*(*file)->Get(b + "ffn_gate_inp.weight")).shape, (std::vector<int64_t>{experts, 128}));
@@ -544,7 +546,9 @@ TEST_P(ConvertMoeTest, QuantizedFilesRunAsTheDirectoryQuantizedAtLoad) {
     // 0.46, qwen3_moe 0.38; the dense hf/qwen3 0.27 above): the check that the file is right is the
     // equality with the directory quantized at load, whose Q8_0 form is the one near transformers.
     EXPECT_LE(gguf.prefill_err, scheme == QuantScheme::kQ8_0 ? 0.05 : 0.6);
-    if (scheme == QuantScheme::kQ8_0) EXPECT_EQ(gguf.greedy, ref->greedy_tokens);
+    if (scheme == QuantScheme::kQ8_0) {
+      EXPECT_EQ(gguf.greedy, ref->greedy_tokens);
+    }
   }
 }
 

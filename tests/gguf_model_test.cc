@@ -112,7 +112,9 @@ TEST_P(GgufModelTest, LogitsAndGreedyTokensMatchDequantizedReference) {
   // The fixture's tolerance for an engine dequantizing exactly and computing in f32 (prefill always;
   // decode unless it rounds x through q8 blocks).
   EXPECT_LE(prefill_err, 1e-4);
-  if (!c.decode_q8) EXPECT_LE(decode_err, 1e-4);
+  if (!c.decode_q8) {
+    EXPECT_LE(decode_err, 1e-4);
+  }
   // llama.cpp quantizes activations too: the README's loose bound (rms <= 0.5, max <= 5% of max |logit|).
   double max_logit = 0;
   for (float v : ref->llamacpp_prefill.data) max_logit = std::max(max_logit, std::abs(static_cast<double>(v)));

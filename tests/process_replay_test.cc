@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "codegen/known_targets.h"
 #include "passes/pass.h"
 #include "runtime/model_source.h"
 #include "tests/support/fixtures.h"
@@ -33,20 +34,7 @@ struct Target {
 };
 
 std::vector<Target> Targets() {
-  codegen::TargetCaps nvidia;  // an H100-like device
-  nvidia.subgroup_size = nvidia.min_subgroup_size = 32;
-  nvidia.max_shared_memory = 49152;
-  nvidia.max_workgroup_invocations = 1024;
-  nvidia.subgroup_arithmetic = nvidia.subgroup_shuffle = true;
-  nvidia.coop_matrix_nv = true;
-  nvidia.integer_dot_product = true;
-  codegen::TargetCaps lavapipe;  // Mesa's CPU driver on x86 with AVX2
-  lavapipe.subgroup_size = lavapipe.min_subgroup_size = 8;
-  lavapipe.max_shared_memory = 65536;
-  lavapipe.max_workgroup_invocations = 1024;
-  lavapipe.subgroup_arithmetic = lavapipe.subgroup_shuffle = true;
-  lavapipe.integer_dot_product = true;
-  return {{"nvidia", nvidia}, {"lavapipe", lavapipe}};
+  return {{"nvidia", codegen::H100LikeCaps()}, {"lavapipe", codegen::LavapipeCaps()}};
 }
 
 struct Model {

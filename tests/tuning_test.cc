@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codegen/kernel.h"
+#include "codegen/known_targets.h"
 #include "codegen/tuning/coop.h"
 #include "codegen/tuning/gemm.h"
 #include "codegen/tuning/gemv.h"
@@ -159,12 +160,7 @@ TEST(Tuning, GemvRowsOverridesAreCheckedAndUsedForAtMostTheBucket) {
 // for up to 16 rows"). No device needed.
 TEST(Tuning, GemvQ8StagesXInOneSegmentOnAnH100LikeDevice) {
   unsetenv("DOPPLER_TUNE");
-  codegen::TargetCaps nvidia;
-  nvidia.subgroup_size = nvidia.min_subgroup_size = 32;
-  nvidia.max_shared_memory = 49152;
-  nvidia.max_workgroup_invocations = 1024;
-  nvidia.subgroup_arithmetic = nvidia.subgroup_shuffle = true;
-  nvidia.integer_dot_product = true;
+  const codegen::TargetCaps nvidia = codegen::H100LikeCaps();
   struct Case {
     int64_t k, w_rows;
     const char* epilogue;
@@ -334,7 +330,9 @@ TEST_F(TunedKernelTest, EveryGemvQ8DecodingMatchesTheInterpreter) {
                                        ? absl::StrCat(value == "1" ? ".signed" : "", part64 ? ".part64" : "")
                                        : absl::StrCat(value == "0" ? "" : ".pairs" + value, part64 ? ".part64" : "");
       EXPECT_EQ(variant.rfind(absl::StrCat("gemv_q8.", graph::Name(c.dtype), decoding, ".t"), 0), 0u) << tune << ": " << variant;
-      if (c.k > 20000) EXPECT_NE(variant.find(".seg"), std::string::npos) << tune << ": " << variant;
+      if (c.k > 20000) {
+        EXPECT_NE(variant.find(".seg"), std::string::npos) << tune << ": " << variant;
+      }
       absl::StatusOr<std::map<std::string, graph::Tensor>> got = (*gpu)->Run(inputs, 0);
       ASSERT_TRUE(got.ok()) << got.status();
       const double err = test::RelativeError(got->at("y").f, want->at("y").f);
@@ -436,12 +434,7 @@ TEST_F(TunedKernelTest, TheMatmulTakesTheNormTailOnlyAsOneBlockOfRows) {
 // stages x in one segment: the output projection, gate+up with its norm, and the down projection
 // (K = 14,336). No device needed.
 TEST(Tuning, EveryIQ4TableCompilesForLlama8BOnAnH100LikeDevice) {
-  codegen::TargetCaps nvidia;
-  nvidia.subgroup_size = nvidia.min_subgroup_size = 32;
-  nvidia.max_shared_memory = 49152;
-  nvidia.max_workgroup_invocations = 1024;
-  nvidia.subgroup_arithmetic = nvidia.subgroup_shuffle = true;
-  nvidia.integer_dot_product = true;
+  const codegen::TargetCaps nvidia = codegen::H100LikeCaps();
   struct Case {
     int64_t n, k;
     bool gated;
@@ -470,7 +463,9 @@ TEST(Tuning, EveryIQ4TableCompilesForLlama8BOnAnH100LikeDevice) {
                               0),
                 0u)
           << variant;
-      if (!*tune) EXPECT_EQ(variant.find(".seg"), std::string::npos) << variant;
+      if (!*tune) {
+        EXPECT_EQ(variant.find(".seg"), std::string::npos) << variant;
+      }
     }
   }
 }

@@ -29,14 +29,6 @@ absl::Status Bad(const GgufFile& f, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(f.path(), ": ", what));
 }
 
-// An optional key: absent -> nullopt; present with another type -> error.
-absl::StatusOr<std::optional<int64_t>> OptInt(const GgufFile& f, const std::string& key) {
-  if (f.Find(key) == nullptr) return std::optional<int64_t>();
-  absl::StatusOr<int64_t> v = f.GetInt(key);
-  if (!v.ok()) return v.status();
-  return std::optional<int64_t>(*v);
-}
-
 absl::StatusOr<std::optional<double>> OptFloat(const GgufFile& f, const std::string& key) {
   if (f.Find(key) == nullptr) return std::optional<double>();
   absl::StatusOr<double> v = f.GetFloat(key);
@@ -73,7 +65,7 @@ absl::StatusOr<json> RecoverLlama3Rope(const GgufFile& f, float theta, int rotar
     orig = std::round(w * (kLlama3LowFreqFactor + s * (kLlama3HighFreqFactor - kLlama3LowFreqFactor)));
   }
   if (!orig) {  // no divisor in the transition band: only the metadata can say
-    absl::StatusOr<std::optional<int64_t>> ctx = OptInt(f, absl::StrCat(arch, ".rope.scaling.original_context_length"));
+    absl::StatusOr<std::optional<int64_t>> ctx = f.GetOptionalInt(absl::StrCat(arch, ".rope.scaling.original_context_length"));
     if (!ctx.ok()) return ctx.status();
     if (*ctx) orig = static_cast<double>(**ctx);
   }
@@ -120,7 +112,7 @@ absl::StatusOr<json> YarnParameters(const GgufFile& f, const std::string& p, flo
     if (!v.ok()) return v.status();
     if (*v) r[hf_key] = **v;
   }
-  absl::StatusOr<std::optional<int64_t>> orig = OptInt(f, p + "rope.scaling.original_context_length");
+  absl::StatusOr<std::optional<int64_t>> orig = f.GetOptionalInt(p + "rope.scaling.original_context_length");
   if (!orig.ok()) return orig.status();
   if (*orig) r["original_max_position_embeddings"] = **orig;
   absl::StatusOr<std::optional<double>> attn = OptFloat(f, p + "rope.scaling.attn_factor");
@@ -139,7 +131,7 @@ absl::StatusOr<json> LongRopeParameters(const GgufFile& f, const std::string& p,
     if (!v.ok()) return v.status();
     r[hf_key] = *std::move(v);
   }
-  absl::StatusOr<std::optional<int64_t>> orig = OptInt(f, p + "rope.scaling.original_context_length");
+  absl::StatusOr<std::optional<int64_t>> orig = f.GetOptionalInt(p + "rope.scaling.original_context_length");
   if (!orig.ok()) return orig.status();
   if (*orig) r["original_max_position_embeddings"] = **orig;
   absl::StatusOr<std::optional<double>> attn = OptFloat(f, p + "rope.scaling.attn_factor");
@@ -155,7 +147,7 @@ absl::StatusOr<json> RopeParameters(const GgufFile& f, const std::string& arch, 
   absl::StatusOr<std::optional<double>> base = OptFloat(f, p + "rope.freq_base");
   if (!base.ok()) return base.status();
   const float theta = static_cast<float>(base->value_or(10000.0));
-  absl::StatusOr<std::optional<int64_t>> dims = OptInt(f, p + "rope.dimension_count");
+  absl::StatusOr<std::optional<int64_t>> dims = f.GetOptionalInt(p + "rope.dimension_count");
   if (!dims.ok()) return dims.status();
   if (*dims && **dims != head_dim) {
     return Bad(f, absl::StrCat(p, "rope.dimension_count is ", **dims, " but the head size is ", head_dim,
@@ -206,7 +198,7 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   for (auto [gguf_key, hf_key] : {std::pair{"attention.head_count_kv", "num_key_value_heads"},
                                   std::pair{"attention.key_length", "head_dim"},
                                   std::pair{"context_length", "max_position_embeddings"}, std::pair{"vocab_size", "vocab_size"}}) {
-    absl::StatusOr<std::optional<int64_t>> v = OptInt(f, p + gguf_key);
+    absl::StatusOr<std::optional<int64_t>> v = f.GetOptionalInt(p + gguf_key);
     if (!v.ok()) return v.status();
     if (*v) j[hf_key] = **v;
   }
@@ -220,7 +212,7 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   j["rms_norm_eps"] = *eps;
   for (auto [gguf_key, hf_key] : {std::pair{"tokenizer.ggml.bos_token_id", "bos_token_id"},
                                   std::pair{"tokenizer.ggml.eos_token_id", "eos_token_id"}}) {
-    absl::StatusOr<std::optional<int64_t>> v = OptInt(f, gguf_key);
+    absl::StatusOr<std::optional<int64_t>> v = f.GetOptionalInt(gguf_key);
     if (!v.ok()) return v.status();
     if (*v) j[hf_key] = **v;
   }
@@ -240,7 +232,7 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   // Sliding-window layers: llama.cpp writes the window (0: none) and, for Gemma 3, the local
   // layers' rope base; which layers slide is the family's default (Gemma 3: all but every 6th,
   // as llama.cpp assumes; Phi-3: all).
-  absl::StatusOr<std::optional<int64_t>> window = OptInt(f, p + "attention.sliding_window");
+  absl::StatusOr<std::optional<int64_t>> window = f.GetOptionalInt(p + "attention.sliding_window");
   if (!window.ok()) return window.status();
   if (*window && **window > 0) j["sliding_window"] = **window;
   absl::StatusOr<std::optional<double>> swa_base = OptFloat(f, p + "rope.freq_base_swa");

@@ -18,13 +18,6 @@ absl::Status Bad(const GgufFile& f, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(f.path(), ": ", what));
 }
 
-absl::StatusOr<std::optional<int64_t>> OptInt(const GgufFile& f, const std::string& key) {
-  if (f.Find(key) == nullptr) return std::optional<int64_t>();
-  absl::StatusOr<int64_t> v = f.GetInt(key);
-  if (!v.ok()) return v.status();
-  return std::optional<int64_t>(*v);
-}
-
 // One more than the highest N of the file's blk.N.* tensors.
 int64_t FileLayers(const GgufFile& f) {
   int64_t layers = 0;
@@ -53,9 +46,9 @@ absl::Status AddGgufExpertsConfig(const GgufFile& f, const GgufArch& arch, json&
   if (arch.moe == nullptr) return absl::OkStatus();
   const std::string p = absl::StrCat(std::string(arch.gguf), ".");
   const std::string count_key = p + "expert_count", used_key = p + "expert_used_count";
-  absl::StatusOr<std::optional<int64_t>> count = OptInt(f, count_key);
+  absl::StatusOr<std::optional<int64_t>> count = f.GetOptionalInt(count_key);
   if (!count.ok()) return count.status();
-  absl::StatusOr<std::optional<int64_t>> used = OptInt(f, used_key);
+  absl::StatusOr<std::optional<int64_t>> used = f.GetOptionalInt(used_key);
   if (!used.ok()) return used.status();
   const int64_t experts = count->value_or(0);
   if (experts < 0) return Bad(f, absl::StrCat(count_key, " is ", experts));
@@ -85,7 +78,7 @@ absl::Status AddGgufExpertsConfig(const GgufFile& f, const GgufArch& arch, json&
   j["num_experts_per_tok"] = **used;
   if (arch.moe->expert_width_key) {
     const std::string width_key = p + "expert_feed_forward_length";
-    absl::StatusOr<std::optional<int64_t>> width = OptInt(f, width_key);
+    absl::StatusOr<std::optional<int64_t>> width = f.GetOptionalInt(width_key);
     if (!width.ok()) return width.status();
     // llama.cpp's default without the key.
     const int64_t w = width->has_value() ? **width : j["intermediate_size"].get<int64_t>() / **used;

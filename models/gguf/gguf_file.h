@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -66,6 +67,8 @@ class GgufFile : public WeightStore {
   const GgufValue* Find(std::string_view key) const;
   absl::StatusOr<std::string> GetString(std::string_view key) const;
   absl::StatusOr<int64_t> GetInt(std::string_view key) const;  // any integer type that fits int64
+  // An optional integer: nullopt where the key is missing.
+  absl::StatusOr<std::optional<int64_t>> GetOptionalInt(std::string_view key) const;
   absl::StatusOr<double> GetFloat(std::string_view key) const;  // f32, f64 or any integer type
   absl::StatusOr<bool> GetBool(std::string_view key) const;
   absl::StatusOr<uint64_t> GetArrayLength(std::string_view key) const;

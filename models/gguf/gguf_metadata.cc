@@ -61,6 +61,13 @@ absl::StatusOr<std::string> GgufFile::GetString(std::string_view key) const {
   return WrongType(path(), key, **v, "a string");
 }
 
+absl::StatusOr<std::optional<int64_t>> GgufFile::GetOptionalInt(std::string_view key) const {
+  if (Find(key) == nullptr) return std::optional<int64_t>();
+  absl::StatusOr<int64_t> v = GetInt(key);
+  if (!v.ok()) return v.status();
+  return std::optional<int64_t>(*v);
+}
+
 absl::StatusOr<int64_t> GgufFile::GetInt(std::string_view key) const {
   absl::StatusOr<const GgufValue*> v = Lookup(key);
   if (!v.ok()) return v.status();
