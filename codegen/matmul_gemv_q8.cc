@@ -348,10 +348,11 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
     const int64_t seg = segment_of(w);
     return seg == 0 ? std::numeric_limits<int64_t>::max() : int64_t{CeilDiv(s.k, seg)};
   };
-  // Narrower while that stages x in fewer segments (the reductions' shared memory grows with the
-  // rows and the invocations); a team as wide as the workgroup narrows with it, to a subgroup.
+  // Narrower while that stages x in fewer segments, or while no segment fits at all (the
+  // reductions' shared memory grows with the rows and the invocations); a team as wide as the
+  // workgroup narrows with it, to a subgroup.
   const uint32_t narrowest = std::max<uint32_t>(subgroup_teams ? sg : 32, 8);
-  while (wg / 2 >= narrowest && segments_of(wg / 2) < segments_of(wg)) {
+  while (wg / 2 >= narrowest && (segment_of(wg) == 0 || segments_of(wg / 2) < segments_of(wg))) {
     wg /= 2;
     team = std::min(team, wg);
   }

@@ -429,6 +429,24 @@ TEST_F(TunedKernelTest, TheMatmulTakesTheNormTailOnlyAsOneBlockOfRows) {
   }
 }
 
+// On an H100-like device (48 KiB of shared memory) a gated, normed IQ4_XS matrix of 16 rows of x
+// narrows its workgroups until the reductions leave room for the table of nibble pairs and x (a
+// batched decode step's bucket). No device needed.
+TEST(Tuning, IQ4TableAtSixteenRowsFitsAnH100LikeDevice) {
+  unsetenv("DOPPLER_TUNE");
+  graph::GraphBuilder b;
+  graph::ValueId x = b.Input("x", test::Rows(256));
+  graph::ValueId w = b.Param("w", test::Matrix(2 * 9, 256, graph::DType::kIQ4_XS));
+  b.Output("y", b.MatMulWithNorm(x, b.Param("gamma", test::Vector(256)), 1e-5, 0.0, w, {}, "silu_mul"));
+  absl::StatusOr<graph::Graph> g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  graph::Node& node = g->mutable_node(*g->output("y"));
+  node.attrs.Set("x_quant", std::string("q8"));
+  absl::StatusOr<test::CompiledKernel> k = test::EmitAndCompile(*g, node, codegen::H100LikeCaps(), 16);
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->kernel.variant.rfind("gemv_q8.iq4_xs.pairs16.t16", 0), 0u) << k->kernel.variant;
+}
+
 // On an H100-like device (as in tests/process_replay_test.cc) every IQ4 table and IQ4_XS part
 // compiles for Llama-3.1-8B's decode matrices, and the choice (16 replicas, parts of 32 values)
 // stages x in one segment: the output projection, gate+up with its norm, and the down projection
