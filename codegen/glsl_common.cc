@@ -382,6 +382,17 @@ float act_gelu_tanh(float v) {
 }
 )";
 }
+
+std::string ClampedSwigluGlsl(double alpha, double limit) {
+  return Fill(R"(
+float act_clamped_swiglu(float gate, float up) {
+  float g = min(gate, {{LIMIT}});
+  float u = clamp(up, -{{LIMIT}}, {{LIMIT}});
+  return (u + 1.0) * (g / (1.0 + exp(-(g * {{ALPHA}}))));
+}
+)",
+              {{"ALPHA", FloatLiteral(alpha)}, {"LIMIT", FloatLiteral(limit)}});
+}
 }  // namespace doppler::codegen
 
 namespace doppler::codegen {

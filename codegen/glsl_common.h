@@ -74,6 +74,8 @@ std::string FloatLiteral(double v);
 // `float act_silu(float)` and `float act_gelu_tanh(float)`: graph::Activate's formulas, the one
 // GLSL copy every kernel uses (elementwise ops, matmul epilogues).
 std::string ActivationGlsl();
+// `float act_clamped_swiglu(float gate, float up)`: graph::ClampedSwiglu with these constants.
+std::string ClampedSwigluGlsl(double alpha, double limit);
 }  // namespace doppler::codegen
 
 namespace doppler::codegen {

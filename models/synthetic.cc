@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/half.h"
+#include "graph/param_slice.h"
 #include "models/architecture.h"
 #include "nlohmann/json.hpp"
 
@@ -412,9 +413,9 @@ absl::StatusOr<std::unique_ptr<SyntheticWeightStore>> SyntheticWeightStore::Crea
     std::string tensor = n.attrs.Str("name");
     std::vector<int64_t> shape;
     for (const graph::Dim& d : n.type.shape) shape.push_back(d.value);
-    if (n.attrs.Has("source")) {  // rows of a fused tensor
-      tensor = n.attrs.Str("source");
-      shape[0] = n.attrs.Int("source_rows");
+    if (const std::optional<graph::ParamSlice> slice = graph::ParamSliceOf(n)) {  // inside a larger tensor
+      tensor = slice->source;
+      shape = graph::StoredShape(*slice, shape);
     }
     DType dtype = DType::kF32;
     // Matrices take the model's type, except those the graph keeps f32 whatever it is (a mixture

@@ -139,16 +139,20 @@ TEST(ModelFamilies, Phi3ConfigThatContradictsTheFusedTensorNamesIt) {
 
 TEST(ModelFamilies, ParamSlicesAreChecked) {
   graph::GraphBuilder b;
-  b.ParamRows("w[8:16]", {graph::DType::kF32, {graph::Dim::Static(8), graph::Dim::Static(4)}}, "w", 12, 8);
-  EXPECT_THAT(std::string(b.status().message()), HasSubstr("does not fit in the 12 rows of w"));
+  b.ParamFrom("w[8:16]", {graph::DType::kF32, {graph::Dim::Static(8), graph::Dim::Static(4)}}, {"w", 12, 8});
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("do not lie inside the source's 12"));
+  graph::GraphBuilder strided;
+  strided.ParamFrom("w[1::2]", {graph::DType::kF32, {graph::Dim::Static(6), graph::Dim::Static(4)}},
+                    {.source = "w", .source_rows = 12, .row_offset = 1, .row_stride = 2, .source_experts = 3, .expert = 3});
+  EXPECT_THAT(std::string(strided.status().message()), HasSubstr("expert 3 of 3"));
 
   graph::GraphBuilder ok;
   ok.Input("x", {graph::DType::kF32, {graph::Dim::Tokens(), graph::Dim::Static(4)}});
-  ok.ParamRows("w[4:8]", {graph::DType::kF32, {graph::Dim::Static(4), graph::Dim::Static(4)}}, "w", 12, 4);
+  ok.ParamFrom("w[4:8]", {graph::DType::kF32, {graph::Dim::Static(4), graph::Dim::Static(4)}}, {"w", 12, 4});
   absl::StatusOr<graph::Graph> g = std::move(ok).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
   g->mutable_node(1).attrs.Set("row_offset", int64_t{10});
-  EXPECT_THAT(std::string(graph::Verify(*g).message()), HasSubstr("a param slice needs"));
+  EXPECT_THAT(std::string(graph::Verify(*g).message()), HasSubstr("do not lie inside the source's 12"));
 }
 
 TEST(ModelFamilies, UnsupportedConfigsAreErrors) {
