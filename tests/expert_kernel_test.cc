@@ -150,7 +150,8 @@ INSTANTIATE_TEST_SUITE_P(Types, ExpertMatMulKernelTest,
                                            ExpertCase{DType::kQ4_K, 3, 2, 256, 256, 1e-5},
                                            ExpertCase{DType::kQ5_K, 3, 2, 256, 256, 1e-5},
                                            ExpertCase{DType::kQ6_K, 4, 3, 256, 256, 1e-5},
-                                           ExpertCase{DType::kQ5_0, 5, 2, 96, 64, 1e-5}),
+                                           ExpertCase{DType::kQ5_0, 5, 2, 96, 64, 1e-5},
+                                           ExpertCase{DType::kMXFP4, 4, 2, 160, 96, 1e-5}),
                          [](const ::testing::TestParamInfo<ExpertCase>& i) { return graph::Name(i.param.dtype); });
 
 }  // namespace
