@@ -106,13 +106,18 @@ absl::StatusOr<OpenedModel> OpenModel(EngineOptions& options) {
       absl::StatusOr<models::TensorView> t = store->Get(tensor);
       return t.ok() ? t->dtype : default_dtype;
     };
-  } else if (options.quant != models::QuantScheme::kNone) {
+  } else {
+    // An HF checkpoint's matrices take --quant's choice (or the default type), but a tensor stored
+    // in a block format (GPT-OSS's MXFP4 experts) keeps it: quantizing it again would round twice.
     const models::QuantScheme quant = options.quant;
     const int layers = m.config.num_layers;
     const bool tied = m.config.tie_word_embeddings;
     m.build.dtype_of = [store, quant, layers, tied](const std::string& tensor, int64_t cols,
                                                     graph::DType default_dtype) {
       if (!store->Has(tensor)) return default_dtype;
+      if (absl::StatusOr<models::TensorView> t = store->Get(tensor); t.ok() && graph::IsBlockFormat(t->dtype)) {
+        return t->dtype;
+      }
       return models::QuantizedDType(quant, tensor, cols, layers, tied, default_dtype);
     };
   }
