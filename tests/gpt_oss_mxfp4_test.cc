@@ -167,5 +167,22 @@ TEST(GptOssMxfp4, PublishedExpertsComputeAsTheirDequantizedValues) {
   fs::remove_all(b);
 }
 
+// A pair whose scales do not match its blocks is an error naming both tensors.
+TEST(GptOssMxfp4, MismatchedBlocksAndScalesAreAnError) {
+  const fs::path dir = test::MakeTempDir("mxfp4_pair");
+  WriteSafetensors(dir / "model.safetensors",
+                   {{"w_blocks", {"U8", {2, 3, 16}, std::vector<uint8_t>(96)}},
+                    {"w_scales", {"U8", {2, 4}, std::vector<uint8_t>(8)}}});
+  absl::StatusOr<std::unique_ptr<models::WeightStore>> store = models::OpenSafetensors(dir);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_TRUE((*store)->Has("w"));
+  absl::Status s = (*store)->Get("w").status();
+  EXPECT_NE(std::string(s.message()).find("tensors 'w_blocks' (U8 [2, 3, 16]) and 'w_scales' (U8 [2, 4]) do not make "
+                                          "an MXFP4 tensor"),
+            std::string::npos)
+      << s;
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace doppler
