@@ -15,8 +15,9 @@ enum class OpKind : uint8_t {
   // Sources.
   kInput,  // runtime input, attr name: token ids i32[T]
   kParam,  // weight tensor, attr name (tensor name in the weight store); optional attrs source,
-           // source_rows, row_offset: the param is rows row_offset.. of the stored [source_rows, cols]
-           // tensor `source` (a fused checkpoint tensor), `name` then only identifies it
+           // source_rows, row_offset (and row_stride, source_experts, expert, in_out): the param lies
+           // inside the stored tensor `source` (graph/param_slice.h: rows of a fused checkpoint tensor,
+           // one expert's of a stacked one), `name` then only identifies it
   kConst,  // constant computed when the graph is built (e.g. rope cos/sin tables), attr name
   kState,  // persistent buffer that outlives a step (KV cache), attr name
   // Compute.
