@@ -5,8 +5,9 @@
 //
 // Two passes over the keys, so that the output stays in accumulator fragments (whose layout across
 // lanes is opaque, so they cannot be rescaled row by row as an online softmax would need): the
-// first finds each query's maximum score, the second adds exp(score − max) · V into the
-// accumulators and the weights into each query's sum. Scores pass through shared memory, where
+// first finds each query's maximum score (and the head's sink logit, where it has one), the second
+// adds exp(score − max) · V into the accumulators and the weights into each query's sum (and
+// exp(sink − max) once). Scores pass through shared memory, where
 // each lane takes half a row of the fragment (the causal and window masks, the max, the exp);
 // the weights go back as f16 for the P · V product. Products are of f16-rounded q, weights and
 // cached keys and values, summed in f32. Each chunk is read into registers while the previous one's
@@ -36,7 +37,7 @@ int64_t CoopAttentionSubgroups(const TargetCaps& caps, int64_t head_dim) {
   return 0;
 }
 
-std::string CoopAttentionMain(int64_t subgroups) {
+std::string CoopAttentionMain(int64_t subgroups, bool sinks) {
   return Fill(R"(
 const uint NSG = {{NSG}}u, BQ = 16u * NSG, HDP = HD + 8u, PS = 24u;
 shared float16_t sq[BQ * HDP];   // the block's queries, scaled (and normalised, rotated)
@@ -144,7 +145,7 @@ void main() {
     }
   }
   m = pair_reduce(sg, lane, m, true);
-
+{{SINK_MAX}}
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[HD / 16u];
   [[unroll]] for (uint i = 0u; i < HD / 16u; ++i) acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
   float l = 0.0;
@@ -172,7 +173,7 @@ void main() {
     }
   }
   l = pair_reduce(sg, lane, l, false);
-
+{{SINK_SUM}}
   uint t = q0 + sg * 16u + r;
   [[unroll]] for (uint i = 0u; i < HD / 16u; ++i) {
     coopMatStoreNV(acc[i], sf, sg * 256u, 16u, false);
@@ -189,7 +190,10 @@ void main() {
   }
 }
 )",
-              {{"NSG", absl::StrCat(subgroups)}});
+              {{"NSG", absl::StrCat(subgroups)},
+               // A sink joins each query's maximum and sum once, after the lane pairs merged theirs.
+               {"SINK_MAX", sinks ? "  m = max(m, sink_logit(h));\n" : ""},
+               {"SINK_SUM", sinks ? "  l += exp(sink_logit(h) - m);\n" : ""}});
 }
 
 }  // namespace doppler::codegen

@@ -20,7 +20,7 @@ int64_t CoopAttentionSubgroups(const TargetCaps& caps, int64_t head_dim);
 
 // main() and its shared arrays, for NSG subgroups; it needs the attention prelude (q_value,
 // q_square, q_scale, first_key, the f16 caches kc and vc as words, o, and the constants HD, GROUP, KVW, WINDOW,
-// CAP, QW).
-std::string CoopAttentionMain(int64_t subgroups);
+// CAP, QW; with sinks, sink_logit).
+std::string CoopAttentionMain(int64_t subgroups, bool sinks);
 
 }  // namespace doppler::codegen

@@ -39,6 +39,9 @@ bool SplitFieldsOf(graph::DType dtype, SplitFields& f) {
     case graph::DType::kIQ4_XS:  // f16 d, u16 scales_h, scales_l[4] (an 8-byte header: the scales), qs[128]
       f = {8, 128, 0, 8, 0, 0};
       return true;
+    case graph::DType::kMXFP4:  // E8M0 e (the scales), qs[16]
+      f = {1, 16, 0, 1, 0, 0};
+      return true;
     default:
       return false;
   }

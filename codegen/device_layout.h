@@ -20,8 +20,9 @@
 // d, 16 bytes of nibbles), Q4_1 (20: f16 d and m, one word on the device), Q5_1 (24: d and m, the
 // fifth bits in the scales' place, the nibbles), Q2_K (84: 16 scale bytes, 64 bytes of 2-bit quants,
 // f16 d and dmin as one word), Q3_K (110: 32 bytes of high bits and 64 of low bits as its quants,
-// 12 scale bytes, f16 d) and IQ4_XS (136: its 8-byte header, f16 d and the 6-bit scales, as its
-// scales, no d of its own; 128 bytes of nibbles).
+// 12 scale bytes, f16 d), IQ4_XS (136: its 8-byte header, f16 d and the 6-bit scales, as its
+// scales, no d of its own; 128 bytes of nibbles) and MXFP4 (17: its E8M0 scale byte as its scales,
+// no d; 16 bytes of nibbles).
 //
 // Q8_0 blocks (34 bytes) get 2 bytes of padding after their f16 scale (36 bytes: d, padding, the
 // 32 quants), so that every field starts on a word: Llama-3.2-1B in Q8_0 928 -> 987 tok/s. Split
@@ -46,7 +47,7 @@ inline constexpr int64_t kQ8_0DeviceBlock = 36, kQ8_0DeviceQuantOffset = 4;
 struct DeviceRow {
   int64_t bytes = 0;      // the row's bytes (a multiple of 16 for split rows)
   bool split = false;     // split by field (every block format but Q8_0, Q4_K and Q5_K)
-  int64_t scales_at = 0;  // split rows: the first block's scales (Q5_0, Q5_1: fifth bits), from the row's start
+  int64_t scales_at = 0;  // split rows: the first block's scales (Q5_0, Q5_1: fifth bits; MXFP4: E8M0 bytes), from the row's start
   int64_t d_at = 0;       // split rows: the first block's f16 d (Q4_1, Q5_1, Q2_K: f16 d and min, a word)
 };
 DeviceRow DeviceRowOf(graph::DType dtype, int64_t k);

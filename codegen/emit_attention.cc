@@ -27,6 +27,11 @@
 // units): blocks of 16 queries per subgroup against chunks of 16 keys as f16 fragments, in two
 // passes over the keys (codegen/attention_coop.cc).
 //
+// Attention sinks (attr sinks: a logit per head joining each softmax as a key of value 0) start
+// each running softmax as if that key had been seen: max = sink, sum = 1, no output. Where
+// partial softmaxes are merged (the subgroups variant's, the coop variant's lane pairs) the sink
+// joins the merge instead, so that it counts once.
+//
 // A row's position and its keys' cache rows come from codegen/step_rows.h (paged or not). The
 // block and coop variants stage one range of keys for a block of queries, so they take one
 // sequence's rows only; a step with a row per sequence takes subgroups or token at every bucket.
@@ -81,8 +86,8 @@ void main() {
   for (uint d = lid; d < HD; d += WG) s_q[d] *= qs;
   barrier();
 
-  float run_max = -3.0e38;
-  float run_sum = 0.0;
+  float run_max = {{M0}};
+  float run_sum = {{L0}};
   float acc[DIMS_PER_INVOCATION];
   [[unroll]] for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) acc[i] = 0.0;
 
@@ -269,12 +274,12 @@ void main() {
   barrier();
   // A subgroup that had no key holds m = -3e38 and weighs nothing. The loops over the subgroups
   // are unrolled to the most there can be, so that their shared-memory reads are issued together.
-  float mg = -3.0e38;
+  float mg = {{M0}};
   [[unroll]] for (uint g = 0u; g < MAX_NSG; ++g) {
     if (g < nsg) mg = max(mg, s_m[g]);
   }
   for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) {
-    float lg = 0.0, o_d = 0.0;
+    float lg = {{MERGED_L0}}, o_d = 0.0;
     [[unroll]] for (uint g = 0u; g < MAX_NSG; ++g) {
       if (g < nsg) {
         float w = exp(s_m[g] - mg);
@@ -326,7 +331,7 @@ void main() {
   for (uint i = 0u; i < TPQ; ++i) ss += s_part[qi][i];
   float qs = q_scale(ss);
   [[unroll]] for (uint d = 0u; d < DPT; ++d) s_q[qi][sub * DPT + d] *= qs;
-  float run_max = -3.0e38, run_sum = 0.0;
+  float run_max = {{M0}}, run_sum = {{L0}};
   float acc[DPT];
   [[unroll]] for (uint i = 0u; i < DPT; ++i) acc[i] = 0.0;
 
@@ -555,6 +560,13 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
                             ".0 + ", FloatLiteral(c.node.attrs.Float("norm_eps")), "); }\n");
     }
   }
+  // Sinks: `sink_logit(h)` from their buffer (input i is binding i + 2).
+  std::string sinks_glsl;
+  if (a.sinks) {
+    absl::StrAppend(&k.variant, "+sinks");
+    sinks_glsl = absl::StrCat(FloatBuffer(static_cast<uint32_t>(c.node.inputs.size() + 1), "sinks", graph::DType::kF32, true),
+                              "float sink_logit(uint h) { return sinks[h]; }\n");
+  }
   k.args = {{c.node.id, true}};
   for (graph::ValueId in : c.node.inputs) k.args.push_back({in, append && (in == a.k_cache || in == a.v_cache)});
   k.glsl = absl::StrCat(ShaderHeader(wg),
@@ -584,13 +596,20 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
                                                                                 {"KVW", absl::StrCat(kv_heads * head_dim)},
                                                                                 {"RING", RingGlsl(c, k)},
                                                                                 {"PAGED", c.g.paging().paged() ? "1" : "0"}}),
-                        q_norm, append ? AppendGlsl(c, a, cache_dtype) : "#define APPEND 0\n",
-                        Fill(coop ? CoopAttentionMain(coop_subgroups) : block ? kBlockMain : subgroups ? kSubgroupsMain : kTokenMain,
+                        q_norm, append ? AppendGlsl(c, a, cache_dtype) : "#define APPEND 0\n", sinks_glsl,
+                        Fill(coop ? CoopAttentionMain(coop_subgroups, a.sinks.has_value())
+                             : block ? kBlockMain
+                             : subgroups ? kSubgroupsMain
+                                         : kTokenMain,
                              {{"TPQ", absl::StrCat(tpq)},
                               {"KC", absl::StrCat(kc)},
                               {"MIN_SG", absl::StrCat(min_sg)},
                               {"KPI", absl::StrCat(kpi)},
-                              {"CONSEC", consec ? "1" : "0"}}));
+                              {"CONSEC", consec ? "1" : "0"},
+                              // The softmax's start: no key yet, or the sink.
+                              {"M0", a.sinks ? "sink_logit(h)" : "-3.0e38"},
+                              {"L0", a.sinks ? "1.0" : "0.0"},
+                              {"MERGED_L0", a.sinks ? "exp(sink_logit(h) - mg)" : "0.0"}}));
   if (append) absl::StrAppend(&k.variant, "+append");
   k.groups = {static_cast<uint32_t>(heads),
               coop    ? CeilDiv(c.tokens, kCoopAttentionTile * coop_subgroups)
@@ -618,7 +637,9 @@ absl::StatusOr<std::vector<Kernel>> EmitAttention(const EmitContext& c) {
     out.push_back(*std::move(k));
   }
   graph::Node plain = c.node;
-  plain.inputs.resize(3 + (a.rope ? 1 : 0) + (a.q_norm ? 1 : 0));
+  graph::AttentionInputs plain_inputs = a;
+  plain_inputs.k_new = plain_inputs.v_new = plain_inputs.k_norm = std::nullopt;
+  plain.inputs = graph::AttentionInputList(plain_inputs);
   plain.attrs.Set("append", int64_t{0});
   absl::StatusOr<Kernel> k = EmitAttentionKernel(EmitContext{c.g, plain, c.caps, c.tokens});
   if (!k.ok()) return k.status();

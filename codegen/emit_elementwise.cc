@@ -1,5 +1,6 @@
 // Elementwise ops on [rows, cols] f32 values: add, mul (b of the same shape, or a [cols] vector
-// broadcast over the rows), silu, gelu_tanh, scale. One invocation per element.
+// broadcast over the rows), silu, gelu_tanh, scale, clamped_swiglu (of gate a and up b). One
+// invocation per element.
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
@@ -22,6 +23,8 @@ std::string Expression(const graph::Node& n, const std::string& bi) {
       return "act_gelu_tanh(a[i])";
     case graph::OpKind::kScale:
       return absl::StrCat("a[i] * ", FloatLiteral(n.attrs.Float("factor")));
+    case graph::OpKind::kClampedSwiglu:
+      return "act_clamped_swiglu(a[i], b[i])";  // ClampedSwigluGlsl()
     default:
       return "";
   }
@@ -41,7 +44,11 @@ absl::StatusOr<Kernel> EmitElementwise(const EmitContext& c) {
   k.variant = absl::StrCat(graph::OpName(c.node.kind), broadcast ? ".row_broadcast" : "");
   k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), FloatBuffer(1, "y", graph::DType::kF32, false),
                         FloatBuffer(2, "a", graph::DType::kF32, true),
-                        binary ? FloatBuffer(3, "b", graph::DType::kF32, true) : "", ActivationGlsl(), Fill(R"(
+                        binary ? FloatBuffer(3, "b", graph::DType::kF32, true) : "", ActivationGlsl(),
+                        c.node.kind == graph::OpKind::kClampedSwiglu
+                            ? ClampedSwigluGlsl(c.node.attrs.Float("alpha"), c.node.attrs.Float("limit"))
+                            : "",
+                        Fill(R"(
 void main() {
   uint col = gl_GlobalInvocationID.x;
   uint row = gl_WorkGroupID.y;

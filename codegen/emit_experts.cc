@@ -5,7 +5,8 @@
 // only the chosen experts' rows: a workgroup computes kCols output columns of one token's slot
 // (or, summing, of one token over all its slots), its invocations taking the rows' parts
 // (codegen/weight_parts.h: a few values under one block scale, in whole-word loads) in turn and
-// reducing the column sums over the workgroup.
+// reducing the column sums over the workgroup. Its epilogue's bias steps read the chosen
+// expert's row of the biases.
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
@@ -119,14 +120,19 @@ absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
   const int64_t experts = c.node.attrs.Int("experts");
   const int64_t slots = c.input(2).type.shape[1].value;
   const int64_t rows = w.type.shape[0].value / experts, kdim = w.type.shape[1].value;
-  const bool weighted = c.node.inputs.size() == 4;
+  const bool weighted = c.node.attrs.Int("weighted_sum") == 1;
   const bool per_slot_x = x.type.shape[1].value != kdim;
   absl::StatusOr<std::vector<graph::EpilogueStep>> steps = graph::ParseEpilogue(c.node.attrs.Str("epilogue"));
   if (!steps.ok()) return steps.status();
   const bool gated = graph::IsGated(*steps);
   const int64_t cols = gated ? rows / 2 : rows;
-  // The epilogue on one column's value v (and u, its up value, where gated).
-  std::string epilogue = gated ? "" : "float v = g;\n";
+  // The epilogue on one column's value v (and u, its up value, where gated): g and u (bias steps
+  // before the gated one adding to both halves), then v. A bias step reads its expert's row of
+  // the biases, input i at binding i + 2 (after x, w, ids and the route weights).
+  const size_t first_extra = weighted ? 4 : 3;
+  std::string epilogue = gated ? "" : "float v = g;\n", buffers, variant;
+  bool gated_yet = !gated;
+  size_t biases = 0;
   for (graph::EpilogueStep s : *steps) {
     switch (s) {
       case graph::EpilogueStep::kSiluMul:
@@ -135,15 +141,35 @@ absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
       case graph::EpilogueStep::kGeluTanhMul:
         absl::StrAppend(&epilogue, "float v = act_gelu_tanh(g) * u;\n");
         break;
+      case graph::EpilogueStep::kClampedSwiglu:
+        absl::StrAppend(&epilogue, "float v = act_clamped_swiglu(g, u);\n");
+        absl::StrAppend(&buffers, ClampedSwigluGlsl(c.node.attrs.Float("alpha"), c.node.attrs.Float("limit")));
+        break;
       case graph::EpilogueStep::kSilu:
         absl::StrAppend(&epilogue, "v = act_silu(v);\n");
         break;
       case graph::EpilogueStep::kGeluTanh:
         absl::StrAppend(&epilogue, "v = act_gelu_tanh(v);\n");
         break;
+      case graph::EpilogueStep::kBias: {
+        const size_t input = first_extra + biases++;
+        const std::string name = absl::StrCat("b", input);
+        absl::StrAppend(&buffers, FloatBuffer(static_cast<uint32_t>(input + 2), name, c.input(static_cast<int>(input)).type.dtype, true));
+        if (!gated_yet) {
+          absl::StrAppend(&epilogue, "g += load_", name, "(e * 2u * COLS + bcol);\nu += load_", name,
+                          "(e * 2u * COLS + COLS + bcol);\n");
+        } else {
+          absl::StrAppend(&epilogue, "v += load_", name, "(e * COLS + bcol);\n");
+        }
+        break;
+      }
       default:
         return absl::InvalidArgumentError(absl::StrCat("expert_matmul '", c.node.label, "': no kernel for epilogue step ",
                                                        graph::EpilogueStepName(s)));
+    }
+    gated_yet = gated_yet || graph::IsGatedStep(s);
+    if (s == graph::EpilogueStep::kBias || s == graph::EpilogueStep::kClampedSwiglu) {
+      absl::StrAppend(&variant, "+", graph::EpilogueStepName(s));
     }
   }
   absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, w.type.dtype, kdim);
@@ -157,11 +183,11 @@ absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
   Kernel k;
   k.family = "expert_matmul";
   k.variant = absl::StrCat("gemv.", graph::Name(w.type.dtype), gated ? ".gated" : "", weighted ? ".sum" : "",
-                           per_slot_x ? ".slot_x" : "");
+                           per_slot_x ? ".slot_x" : "", variant);
   k.glsl = absl::StrCat(
       ShaderHeader(wg), FloatBuffer(1, "y", graph::DType::kF32, false), FloatBuffer(2, "x", graph::DType::kF32, true),
       parts->glsl, IntBuffer(4, "ids", true),
-      weighted ? FloatBuffer(5, "rw", graph::DType::kF32, true) : "", ActivationGlsl(),
+      weighted ? FloatBuffer(5, "rw", graph::DType::kF32, true) : "", ActivationGlsl(), buffers,
       WorkgroupReductions(wg, c.caps.subgroup_arithmetic),
       Fill(R"(
 const uint WG = {{WG}}u, E = {{E}}u, S = {{S}}u, N = {{N}}u, KD = {{KD}}u, COLS = {{COLS}}u, C = {{C}}u;
@@ -231,11 +257,11 @@ void main() {
             {"GATED", gated ? "true" : "false"},
             {"WEIGHTED", weighted ? "true" : "false"},
             {"SLOT_X", per_slot_x ? "true" : "false"},
-            {"EPILOGUE", epilogue},
+            {"EPILOGUE", biases > 0 ? absl::StrCat("uint bcol = min(blk * C + c, COLS - 1u);\n", epilogue) : epilogue},
             {"SLOT_WEIGHT", weighted ? "rw[t * S + j]" : "1.0"},
             {"ROWS", RowsExpr(x.type.shape[0].tokens, bucket_rows)}}));
-  k.args = {{c.node.id, true}, {c.node.inputs[0], false}, {c.node.inputs[1], false}, {c.node.inputs[2], false}};
-  if (weighted) k.args.push_back({c.node.inputs[3], false});
+  k.args = {{c.node.id, true}};
+  for (graph::ValueId in : c.node.inputs) k.args.push_back({in, false});
   k.groups = WideGrid(static_cast<uint32_t>(bucket_rows * groups_per_token * blocks));
   return k;
 }

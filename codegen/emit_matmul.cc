@@ -83,6 +83,14 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   absl::StatusOr<std::vector<EpilogueStep>> steps = graph::ParseEpilogue(c.node.attrs.Str("epilogue"));
   if (!steps.ok()) return absl::InvalidArgumentError(absl::StrCat("matmul '", c.node.label, "': ", steps.status().message()));
   s.gates = graph::IsGated(*steps) ? 2 : 1;
+  // The matmul kernels take a gated step first, of act(gate) * up (clamped_swiglu and biases before
+  // the gate are the expert kernels').
+  for (size_t i = 0; i < steps->size(); ++i) {
+    if ((*steps)[i] == EpilogueStep::kClampedSwiglu || (graph::IsGatedStep((*steps)[i]) && i > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("matmul '", c.node.label, "': no kernel for epilogue '",
+                                                     c.node.attrs.Str("epilogue"), "'"));
+    }
+  }
   s.n = w_rows / s.gates;
   // With a norm prologue, input 2 is the norm's weight and the epilogue's inputs follow it.
   s.norm = c.node.attrs.Has("norm_eps");
@@ -110,6 +118,8 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
       case EpilogueStep::kSiluMul:
       case EpilogueStep::kGeluTanhMul:
         absl::StrAppend(&chain, "  v = ", ActivationFunction(step), "(v) * up;\n");
+        break;
+      case EpilogueStep::kClampedSwiglu:  // refused above
         break;
       case EpilogueStep::kSilu:
       case EpilogueStep::kGeluTanh:

@@ -148,6 +148,15 @@ std::string BlockDecoder(const std::string& name, graph::DType dtype, int64_t k)
   return y;
 )";
       break;
+    case graph::DType::kMXFP4:  // qs[16] (a row's quants first), E8M0 e (in the scales' place)
+      body = R"(
+  uint row = i / {{K}}u, e = i - row * {{K}}u, base = row * {{ROW_BYTES}}u;
+  uint b = e >> 5, v = e & 31u;
+  uint nib = ({{N}}_byte(base + b * 16u + (v & 15u)) >> ((v >> 4) * 4u)) & 15u;
+  precise float y = float(MXFP4_VALUES[nib]) * e8m0_half({{N}}_byte(base + {{SC_AT}}u + b));
+  return y;
+)";
+      break;
     default:
       return absl::StrCat("#error ", graph::Name(dtype), " is not a block format\n");
   }
@@ -155,40 +164,56 @@ std::string BlockDecoder(const std::string& name, graph::DType dtype, int64_t k)
   values.emplace_back("N", name);
   values.emplace_back("K", absl::StrCat(k));
   const bool iq4 = dtype == graph::DType::kIQ4_NL || dtype == graph::DType::kIQ4_XS;
-  return Fill(absl::StrCat(iq4 ? Iq4NlValuesGlsl() : "", R"(uint {{N}}_byte(uint b) { return ({{N}}_word(b >> 2) >> ((b & 3u) << 3)) & 255u; }
+  const std::string grid = iq4 ? Iq4NlValuesGlsl() : dtype == graph::DType::kMXFP4 ? Mxfp4ValuesGlsl() : "";
+  return Fill(absl::StrCat(grid, R"(uint {{N}}_byte(uint b) { return ({{N}}_word(b >> 2) >> ((b & 3u) << 3)) & 255u; }
 float {{N}}_half(uint b) { return unpackHalf2x16(({{N}}_word(b >> 2) >> ((b & 2u) << 3)) & 65535u).x; }
 float load_{{N}}(uint i) {)",
                            body, "}\n"),
               values);
 }
 
-}  // namespace
-
-std::string Iq4NlValuesGlsl() {
+// A 16-value grid of signed bytes that a format's nibbles index, as `const int <P>_VALUES[16]`,
+// `const uvec4 <P>_BYTES`, `uint <p>_bytes(uint)` and `uvec2 <p>_word(uint)`, and `extra`,
+// declared once.
+std::string NibbleGridGlsl(const std::string& upper, const std::string& lower, const int8_t (&grid)[16],
+                           const std::string& extra) {
   std::string values;
   uint32_t words[4] = {};
   for (int i = 0; i < 16; ++i) {
-    absl::StrAppend(&values, i == 0 ? "" : ", ", graph::kIQ4NLValues[i]);
-    words[i / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(graph::kIQ4NLValues[i])) << (8 * (i % 4));
+    absl::StrAppend(&values, i == 0 ? "" : ", ", grid[i]);
+    words[i / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(grid[i])) << (8 * (i % 4));
   }
-  // Guarded: a shader may declare more than one IQ4 weight.
-  return absl::StrCat("#ifndef IQ4NL_DECLARED\n#define IQ4NL_DECLARED\nconst int IQ4NL_VALUES[16] = int[16](", values,
-                      ");\nconst uvec4 IQ4NL_BYTES = uvec4(", words[0], "u, ", words[1], "u, ", words[2], "u, ", words[3],
-                      R"(u);
+  // Guarded: a shader may declare more than one weight of the format.
+  return Fill(absl::StrCat("#ifndef {{P}}_DECLARED\n#define {{P}}_DECLARED\nconst int {{P}}_VALUES[16] = int[16](", values,
+                           ");\nconst uvec4 {{P}}_BYTES = uvec4(", words[0], "u, ", words[1], "u, ", words[2], "u, ",
+                           words[3],
+                           R"(u);
 // Four nibbles, one a byte, as their grid values, one a signed byte.
-uint iq4_bytes(uint nibbles) {
+uint {{p}}_bytes(uint nibbles) {
   uint r = 0u;
   [[unroll]] for (uint i = 0u; i < 4u; ++i) {
     uint n = (nibbles >> (8u * i)) & 15u;
-    r |= ((IQ4NL_BYTES[n >> 2] >> ((n & 3u) << 3)) & 255u) << (8u * i);
+    r |= (({{P}}_BYTES[n >> 2] >> ((n & 3u) << 3)) & 255u) << (8u * i);
   }
   return r;
 }
 // A word of a block's nibbles (byte j: a low and a high nibble) as the grid values of its low
 // nibbles (x) and of its high nibbles (y), four signed bytes each.
-uvec2 iq4_word(uint q) { return uvec2(iq4_bytes(q & 0x0F0F0F0Fu), iq4_bytes((q >> 4) & 0x0F0F0F0Fu)); }
-#endif
-)");
+uvec2 {{p}}_word(uint q) { return uvec2({{p}}_bytes(q & 0x0F0F0F0Fu), {{p}}_bytes((q >> 4) & 0x0F0F0F0Fu)); }
+)",
+                           "{{EXTRA}}#endif\n"),
+              {{"P", upper}, {"p", lower}, {"EXTRA", extra}});
+}
+
+}  // namespace
+
+std::string Iq4NlValuesGlsl() { return NibbleGridGlsl("IQ4NL", "iq4", graph::kIQ4NLValues, ""); }
+
+std::string Mxfp4ValuesGlsl() {
+  // ggml's E8M0-to-float scale halved (the grid's values are doubled): 2^(e - 128), written as
+  // float bits, subnormal for e < 2.
+  return NibbleGridGlsl("MXFP4", "mxfp4", graph::kMXFP4Values,
+                        "float e8m0_half(uint e) { return uintBitsToFloat(e < 2u ? 0x00200000u << e : (e - 1u) << 23); }\n");
 }
 
 std::string ShaderHeader(uint32_t workgroup_size) {
@@ -381,6 +406,17 @@ float act_gelu_tanh(float v) {
   return 0.5 * v * (1.0 + tanh(clamp(0.7978845608 * (v + 0.044715 * v * v * v), -15.0, 15.0)));
 }
 )";
+}
+
+std::string ClampedSwigluGlsl(double alpha, double limit) {
+  return Fill(R"(
+float act_clamped_swiglu(float gate, float up) {
+  float g = min(gate, {{LIMIT}});
+  float u = clamp(up, -{{LIMIT}}, {{LIMIT}});
+  return (u + 1.0) * (g / (1.0 + exp(-(g * {{ALPHA}}))));
+}
+)",
+              {{"ALPHA", FloatLiteral(alpha)}, {"LIMIT", FloatLiteral(limit)}});
 }
 }  // namespace doppler::codegen
 

@@ -35,6 +35,9 @@ std::string WeightRowsBuffer(uint32_t binding, const std::string& name, graph::D
 // integer dot products, and `uvec2 iq4_word(uint)`: a word of nibbles as the values of its low and
 // of its high nibbles (declared once however often included).
 std::string Iq4NlValuesGlsl();
+// The same for MXFP4's grid (graph::kMXFP4Values: MXFP4_VALUES, mxfp4_bytes, mxfp4_word), with
+// `float e8m0_half(uint e)`: a block's scale byte as the grid's multiplier, 2^(e - 128).
+std::string Mxfp4ValuesGlsl();
 
 // FloatBuffer for a float buffer whose length is a multiple of 4, declared in 4-element vectors
 // (vec4, or uvec2 for f16/bf16) so that it also has `vec4 load4_<name>(uint i)`: elements i..i+3
@@ -74,6 +77,8 @@ std::string FloatLiteral(double v);
 // `float act_silu(float)` and `float act_gelu_tanh(float)`: graph::Activate's formulas, the one
 // GLSL copy every kernel uses (elementwise ops, matmul epilogues).
 std::string ActivationGlsl();
+// `float act_clamped_swiglu(float gate, float up)`: graph::ClampedSwiglu with these constants.
+std::string ClampedSwigluGlsl(double alpha, double limit);
 }  // namespace doppler::codegen
 
 namespace doppler::codegen {

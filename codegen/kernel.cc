@@ -22,6 +22,7 @@ absl::StatusOr<Kernel> EmitOne(const EmitContext& c) {
     case OpKind::kSilu:
     case OpKind::kGeluTanh:
     case OpKind::kScale:
+    case OpKind::kClampedSwiglu:
       return EmitElementwise(c);
     case OpKind::kRmsNorm:
       return EmitRmsNorm(c);

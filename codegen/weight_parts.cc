@@ -457,24 +457,34 @@ constexpr const char* kIQ4XSPairDots =
     "      s += sdot4(g.x, xw[2u * i + (j >> 1)][(2u * j) & 3u]) + sdot4(g.y, xw[2u * i + (j >> 1)][(2u * j + 1u) & 3u]);\n";
 constexpr const char* kIQ4XSGridDots = "      s += sdot4(g.x, xw[2u * i][j]) + sdot4(g.y, xw[2u * i + 1u][j]);\n";
 
-// Q4_0, Q4_1, Q5_1 and IQ4_NL (32-value blocks; on the device in split rows, codegen/device_layout.h:
-// a block's 16 bytes of nibbles, then Q5_1's fifth bits (a word a block), then its f16 d (Q4_1 and
-// Q5_1: d and the min m, a word)). Value j < 16 of a block is the low nibble of byte j, value j + 16
-// its high nibble, Q5_1's with bit j of the fifth bits' word on top. A value is Q4_0's d·(q − 8),
-// Q4_1's and Q5_1's d·q + m, IQ4_NL's d·kIQ4NLValues[q].
+// Q4_0, Q4_1, Q5_1, IQ4_NL and MXFP4 (32-value blocks; on the device in split rows,
+// codegen/device_layout.h: a block's 16 bytes of nibbles, then Q5_1's fifth bits (a word a block)
+// or MXFP4's E8M0 scale (a byte a block), then its f16 d (Q4_1 and Q5_1: d and the min m, a word)).
+// Value j < 16 of a block is the low nibble of byte j, value j + 16 its high nibble, Q5_1's with bit
+// j of the fifth bits' word on top. A value is Q4_0's d·(q − 8), Q4_1's and Q5_1's d·q + m, IQ4_NL's
+// d·kIQ4NLValues[q], MXFP4's 2^(e − 128)·kMXFP4Values[q].
 struct SmallBlockForm {
-  bool fifth;  // Q5_1
-  bool min;    // Q4_1, Q5_1: d and m, a word
-  bool grid;   // IQ4_NL
+  bool fifth;        // Q5_1
+  bool min;          // Q4_1, Q5_1: d and m, a word
+  const char* grid;  // IQ4_NL, MXFP4: the prefix of their grid's functions (iq4, mxfp4), else null
+  bool e8m0;         // MXFP4: the scale is an E8M0 byte, not an f16 d
 };
 SmallBlockForm SmallBlockFormOf(graph::DType dtype) {
-  return {dtype == graph::DType::kQ5_1, dtype == graph::DType::kQ4_1 || dtype == graph::DType::kQ5_1,
-          dtype == graph::DType::kIQ4_NL};
+  const char* grid = dtype == graph::DType::kIQ4_NL ? "iq4" : dtype == graph::DType::kMXFP4 ? "mxfp4" : nullptr;
+  return {dtype == graph::DType::kQ5_1, dtype == graph::DType::kQ4_1 || dtype == graph::DType::kQ5_1, grid,
+          dtype == graph::DType::kMXFP4};
+}
+
+// The block's scale as `vec2 d`'s x (and Q4_1's and Q5_1's m as its y), block b of the row at `base`.
+std::string SmallBlockScale(const SmallBlockForm& f, const std::string& b) {
+  if (f.e8m0) return absl::StrCat("vec2(e8m0_half(w_byte(base + SC_AT + ", b, ")), 0.0)");
+  if (f.min) return absl::StrCat("unpackHalf2x16(w_word((base + D_AT + ", b, " * 4u) >> 2))");
+  return absl::StrCat("vec2(w_half(base + D_AT + ", b, " * 2u), 0.0)");
 }
 
 // The eight quants of word `q` at byte `at` of the block (lo: values at..at + 3, hi: 16 + at..) as
-// bytes: unsigned q, or IQ4_NL's grid values as signed bytes.
-// `lookup`: the function making a word of IQ4_NL's nibbles grid values (iq4_word, or
+// bytes: unsigned q, or the grid's values as signed bytes.
+// `lookup`: the function making a word of nibbles the grid's values (<grid>_word, or
 // iq4_word_shared in the q8 kernel).
 std::string SmallBlockBytes(const SmallBlockForm& f, const std::string& q, const std::string& h, const std::string& at,
                             const std::string& lookup, bool signed_q4 = false) {
@@ -509,14 +519,14 @@ WPart w_load(uint row, uint p) {
   WPart r;
   r.q = w_word(((base + b * 16u) >> 2) + (p & 3u));
   r.h = )", f.fifth ? "w_word((base + SC_AT + b * 4u) >> 2)" : "0u", R"(;
-  r.d = )", f.min ? "unpackHalf2x16(w_word((base + D_AT + b * 4u) >> 2))" : "vec2(w_half(base + D_AT + b * 2u), 0.0)", R"(;
+  r.d = )", SmallBlockScale(f, "b"), R"(;
   return r;
 }
 float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
   uint at = 4u * (p & 3u);
   float s = 0.0;
   {
-)", SmallBlockBytes(f, "w.q", "w.h", "at", "iq4_word"),
+)", SmallBlockBytes(f, "w.q", "w.h", "at", f.grid ? absl::StrCat(f.grid, "_word") : ""),
                       f.grid ? "    [[unroll]] for (uint i = 0u; i < 4u; ++i) s += float(bitfieldExtract(int(lo), int(8u * i), 8)) * xv[i] + "
                                "float(bitfieldExtract(int(hi), int(8u * i), 8)) * xv[i + 4u];\n"
                              : "    [[unroll]] for (uint i = 0u; i < 4u; ++i) s += byte_unit(lo, int(8u * i)) * xv[i] + byte_unit(hi, int(8u * i)) * xv[i + 4u];\n",
@@ -529,7 +539,8 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
 // signed (q8.q4_0_signed: no sum of x).
 std::string SmallBlockPartsQ8(graph::DType dtype, const Q8PartForm& q8) {
   const SmallBlockForm f = SmallBlockFormOf(dtype);
-  const bool pairs = f.grid && q8.iq4_pairs > 0;
+  const bool iq4 = dtype == graph::DType::kIQ4_NL;
+  const bool pairs = iq4 && q8.iq4_pairs > 0;
   const bool signed_q4 = dtype == graph::DType::kQ4_0 && q8.q4_0_signed;
   if (dtype == graph::DType::kQ4_0 && q8.q4_0_part == 64) {
     // Two blocks a part: their d's are one word (a row's d's start on a word, and a part's first
@@ -562,7 +573,9 @@ float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xru
                        : f.min ? "  return w.d.x * xd[0] * i2f(s) + w.d.y * xrun[0];\n"
                        : signed_q4 ? "  return w.d.x * xd[0] * (0.0625 * i2f(s));  // the bytes are 16·(q − 8)\n"
                                    : "  return w.d.x * (xd[0] * i2f(s) - 8.0 * xrun[0]);  // Σ (q − 8)·x\n";
-  return absl::StrCat(pairs ? IQ4PairTable(q8.iq4_pairs) : f.grid ? kIQ4SharedGrid : "", R"(
+  // IQ4_NL's grid in shared memory (nibble grids or the table of pairs); MXFP4's, whose values need
+  // fewer bits, from registers.
+  return absl::StrCat(pairs ? IQ4PairTable(q8.iq4_pairs) : iq4 ? kIQ4SharedGrid : "", R"(
 const uint PV8 = 32u, RUNS8 = 1u;
 struct WPart8 { uvec4 qs; uint h; vec2 d; };
 WPart8 w_load8(uint row, uint p) {
@@ -570,14 +583,16 @@ WPart8 w_load8(uint row, uint p) {
   WPart8 r;
   r.qs = w4[(base + p * 16u) >> 4];
   r.h = )", f.fifth ? "w_word((base + SC_AT + p * 4u) >> 2)" : "0u", R"(;
-  r.d = )", f.min ? "unpackHalf2x16(w_word((base + D_AT + p * 4u) >> 2))" : "vec2(w_half(base + D_AT + p * 2u), 0.0)", R"(;
+  r.d = )", SmallBlockScale(f, "p"), R"(;
   return r;
 }
 uint run_k(uint p, uint r) { return p * 32u; }
 )", pairs ? "" : "uint x_slot(uint k) { return k >> 2; }\n", R"(float w_dot_q8(WPart8 w, uint p, uvec4 xw[PV8 / 16u], float xd[RUNS8], float xrun[RUNS8]) {
   int s = 0;
   [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-)", SmallBlockBytes(f, "w.qs[j]", "w.h", "4u * j", pairs ? "iq4_word_pairs" : "iq4_word_shared", signed_q4),
+)", SmallBlockBytes(f, "w.qs[j]", "w.h", "4u * j",
+                      pairs ? "iq4_word_pairs" : iq4 ? "iq4_word_shared" : f.grid ? absl::StrCat(f.grid, "_word") : "",
+                      signed_q4),
                       pairs ? kIQ4PairDots : "    s += sdot4(lo, xw[0][j]) + sdot4(hi, xw[1][j]);\n", "  }\n", result, "}\n");
 }
 
@@ -805,6 +820,7 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
     case graph::DType::kQ4_1:
     case graph::DType::kQ5_1:
     case graph::DType::kIQ4_NL:
+    case graph::DType::kMXFP4:
       parts.values = 8;
       parts.runs = 1;
       parts.glsl = absl::StrCat(decl, row_size, kByteUnit, kQ5_0Bits, SmallBlockParts(dtype));
@@ -933,27 +949,33 @@ void w_slice8(uint row, uint k, out float v[8]) {
     case graph::DType::kQ4_1:
     case graph::DType::kQ5_1:
     case graph::DType::kIQ4_NL:
-    case graph::DType::kIQ4_XS: {
+    case graph::DType::kIQ4_XS:
+    case graph::DType::kMXFP4: {
       // Split rows: the slice's 8 nibbles are the low (values 0-15 of a 32-value group) or high
-      // nibbles of two words; the group's d (and m), Q5_1's fifth bits, IQ4_XS's header.
+      // nibbles of two words; the group's d (and m), Q5_1's fifth bits, IQ4_XS's header, MXFP4's
+      // scale byte.
       const SmallBlockForm f = SmallBlockFormOf(dtype);
       const bool xs = dtype == graph::DType::kIQ4_XS;
+      const char* grid = xs ? "iq4" : f.grid;
       std::string head;
       if (xs) {
         head = "  uint head = (base + SLICE_SC_AT + (k >> 8) * 8u) >> 2;\n  float d = iq4xs_scale(w_word(head), w_word(head + 1u), g & 7u);\n";
+      } else if (f.e8m0) {
+        head = "  float d = e8m0_half(w_byte(base + SLICE_SC_AT + g));\n";
       } else if (f.min) {
         head = "  vec2 dm = unpackHalf2x16(w_word((base + SLICE_D_AT + g * 4u) >> 2));\n";
       } else {
         head = "  float d = w_half(base + SLICE_D_AT + g * 2u);\n";
       }
       if (f.fifth) absl::StrAppend(&head, "  uint qh = w_word((base + SLICE_SC_AT + g * 4u) >> 2);\n");
-      // The grid's values four at a time from registers (iq4_bytes), not by indexing an array.
-      if (f.grid || xs) {
-        absl::StrAppend(&head, "  uint gv[2] = uint[2](iq4_bytes((q[0] >> shift) & 0x0F0F0F0Fu), iq4_bytes((q[1] >> shift) & 0x0F0F0F0Fu));\n");
+      // The grid's values four at a time from registers (<grid>_bytes), not by indexing an array.
+      if (grid != nullptr) {
+        absl::StrAppend(&head, "  uint gv[2] = uint[2](", grid, "_bytes((q[0] >> shift) & 0x0F0F0F0Fu), ", grid,
+                        "_bytes((q[1] >> shift) & 0x0F0F0F0Fu));\n");
       }
       const char* nib = "    uint nib = (q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;\n";
       std::string value;
-      if (f.grid || xs) {
+      if (grid != nullptr) {
         value = "    v[i] = d * float(bitfieldExtract(int(gv[i >> 2]), int(8u * (i & 3u)), 8));\n";
       } else if (f.min) {
         value = absl::StrCat(nib, f.fifth ? "    nib |= ((qh >> (r + i)) & 1u) << 4;\n" : "",

@@ -10,7 +10,8 @@ AttentionInputs AttentionInputsOf(const Node& n) {
   AttentionInputs a;
   const size_t trailing = AppendedInputCount(n.attrs);
   const bool append = trailing > 0;
-  const size_t base = n.inputs.size() >= trailing ? n.inputs.size() - trailing : 0;
+  const size_t sinks = n.attrs.Int("sinks") == 1 ? 1 : 0;
+  const size_t base = n.inputs.size() >= trailing + sinks ? n.inputs.size() - trailing - sinks : 0;
   auto at = [&](size_t i) { return i < n.inputs.size() ? n.inputs[i] : ValueId{-1}; };
   a.q = at(0);
   a.k_cache = at(1);
@@ -22,7 +23,16 @@ AttentionInputs AttentionInputsOf(const Node& n) {
     a.v_new = at(base + 1);
     if (trailing == 3) a.k_norm = at(base + 2);
   }
+  if (sinks == 1 && !n.inputs.empty()) a.sinks = n.inputs.back();
   return a;
+}
+
+std::vector<ValueId> AttentionInputList(const AttentionInputs& a) {
+  std::vector<ValueId> in = {a.q, a.k_cache, a.v_cache};
+  for (const std::optional<ValueId>& v : {a.rope, a.q_norm, a.k_new, a.v_new, a.k_norm, a.sinks}) {
+    if (v) in.push_back(*v);
+  }
+  return in;
 }
 
 std::array<Node, 2> AppendedCacheWrites(const Graph& g, const Node& attention) {

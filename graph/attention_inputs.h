@@ -2,11 +2,13 @@
 // is rotated as it is loaded) and then a head norm's weight (each head of q is normalised first).
 // With attr append = 1 (fuse-kv-append), the step's new keys and values follow, and after them,
 // with attr k_norm_eps, a head norm's weight for the keys: the op first writes them to the caches,
-// as the k and v cache_write nodes it absorbed did (AppendedCacheWrites), then attends.
+// as the k and v cache_write nodes it absorbed did (AppendedCacheWrites), then attends. With attr
+// sinks = 1 the last input of all is the heads' sink logits, f32[heads].
 #pragma once
 
 #include <array>
 #include <optional>
+#include <vector>
 
 #include "graph/graph.h"
 
@@ -16,9 +18,13 @@ struct AttentionInputs {
   ValueId q = -1, k_cache = -1, v_cache = -1;
   std::optional<ValueId> rope, q_norm;
   std::optional<ValueId> k_new, v_new, k_norm;  // with append
+  std::optional<ValueId> sinks;                  // with sinks
 };
 
 AttentionInputs AttentionInputsOf(const Node& attention);
+// The inputs in the order above (a pass changes the roles, then rebuilds the list); the attrs
+// append and sinks must say which are present.
+std::vector<ValueId> AttentionInputList(const AttentionInputs& a);
 // How many inputs follow the plain ones for these attrs: 0, or 2 or 3 with append.
 size_t AppendedInputCount(const Attrs& attrs);
 

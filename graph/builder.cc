@@ -37,19 +37,16 @@ ValueId GraphBuilder::Input(const std::string& name, TensorType type) {
 ValueId GraphBuilder::Param(const std::string& name, TensorType type) {
   return Source(OpKind::kParam, name, std::move(type));
 }
-ValueId GraphBuilder::ParamRows(const std::string& name, TensorType type, const std::string& source,
-                                int64_t source_rows, int64_t row_offset) {
+ValueId GraphBuilder::ParamFrom(const std::string& name, TensorType type, const ParamSlice& slice) {
   ValueId id = Source(OpKind::kParam, name, std::move(type));
   if (id < 0) return id;
   Node& n = graph_.mutable_node(id);
-  if (n.type.shape.size() != 2 || row_offset < 0 || row_offset + n.type.shape[0].value > source_rows) {
-    status_ = absl::InvalidArgumentError(absl::StrCat("param ", name, ": ", ToString(n.type), " at row ", row_offset,
-                                                      " does not fit in the ", source_rows, " rows of ", source));
+  SetParamSlice(slice, n.attrs);
+  if (absl::Status s = CheckParamSlice(n); !s.ok()) {
+    status_ = absl::InvalidArgumentError(absl::StrCat("param ", name, " (", ToString(n.type), " from ", slice.source,
+                                                      "): ", s.message()));
     return -1;
   }
-  n.attrs.Set("source", source);
-  n.attrs.Set("source_rows", source_rows);
-  n.attrs.Set("row_offset", row_offset);
   return id;
 }
 ValueId GraphBuilder::State(const std::string& name, TensorType type) {
@@ -79,6 +76,9 @@ ValueId GraphBuilder::Mul(ValueId a, ValueId b, std::string_view label) {
 }
 ValueId GraphBuilder::Silu(ValueId x, std::string_view label) { return Compute(OpKind::kSilu, {x}, {}, label); }
 ValueId GraphBuilder::GeluTanh(ValueId x, std::string_view label) { return Compute(OpKind::kGeluTanh, {x}, {}, label); }
+ValueId GraphBuilder::ClampedSwiglu(ValueId gate, ValueId up, double alpha, double limit, std::string_view label) {
+  return Compute(OpKind::kClampedSwiglu, {gate, up}, {{"alpha", alpha}, {"limit", limit}}, label);
+}
 ValueId GraphBuilder::Scale(ValueId x, double factor, std::string_view label) {
   return Compute(OpKind::kScale, {x}, {{"factor", factor}}, label);
 }
@@ -97,10 +97,14 @@ ValueId GraphBuilder::CacheWrite(ValueId state, ValueId x, std::string_view labe
   return Compute(OpKind::kCacheWrite, {state, x}, {}, label);
 }
 ValueId GraphBuilder::Attention(ValueId q, ValueId k_cache, ValueId v_cache, int64_t heads, int64_t kv_heads,
-                                int64_t head_dim, double scale, int64_t window, std::string_view label) {
-  return Compute(OpKind::kAttention, {q, k_cache, v_cache},
-                 {{"heads", heads}, {"kv_heads", kv_heads}, {"head_dim", head_dim}, {"scale", scale}, {"window", window}},
-                 label);
+                                int64_t head_dim, double scale, int64_t window, std::string_view label, ValueId sinks) {
+  std::vector<ValueId> inputs = {q, k_cache, v_cache};
+  Attrs attrs{{"heads", heads}, {"kv_heads", kv_heads}, {"head_dim", head_dim}, {"scale", scale}, {"window", window}};
+  if (sinks >= 0) {
+    inputs.push_back(sinks);
+    attrs.Set("sinks", int64_t{1});
+  }
+  return Compute(OpKind::kAttention, std::move(inputs), std::move(attrs), label);
 }
 ValueId GraphBuilder::LastRow(ValueId x, std::string_view label) { return Compute(OpKind::kLastRow, {x}, {}, label); }
 ValueId GraphBuilder::Argmax(ValueId x, std::string_view label) { return Compute(OpKind::kArgmax, {x}, {}, label); }
@@ -166,14 +170,17 @@ ValueId GraphBuilder::RouteWeights(ValueId logits, ValueId ids, const std::strin
   return Compute(OpKind::kRouteWeights, {logits, ids}, {{"weighting", weighting}}, label);
 }
 ValueId GraphBuilder::ExpertMatMul(ValueId x, ValueId w, ValueId ids, int64_t experts, const std::string& epilogue,
-                                   ValueId weights, std::string_view label) {
+                                   ValueId weights, std::string_view label, const std::vector<ValueId>& biases,
+                                   const Attrs& more) {
   std::vector<ValueId> inputs = {x, w, ids};
-  Attrs attrs{{"experts", experts}};
+  Attrs attrs = more;
+  attrs.Set("experts", experts);
   if (!epilogue.empty()) attrs.Set("epilogue", epilogue);
   if (weights >= 0) {
     inputs.push_back(weights);
     attrs.Set("weighted_sum", int64_t{1});
   }
+  inputs.insert(inputs.end(), biases.begin(), biases.end());
   return Compute(OpKind::kExpertMatMul, std::move(inputs), std::move(attrs), label);
 }
 

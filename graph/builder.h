@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
+#include "graph/param_slice.h"
 
 namespace doppler::graph {
 
@@ -25,10 +26,9 @@ class GraphBuilder {
 
   ValueId Input(const std::string& name, TensorType type);
   ValueId Param(const std::string& name, TensorType type);
-  // A [rows, cols] param whose values are rows row_offset.. of the stored tensor `source`, which
-  // is [source_rows, cols] (a fused checkpoint tensor); `name` must still be unique.
-  ValueId ParamRows(const std::string& name, TensorType type, const std::string& source, int64_t source_rows,
-                    int64_t row_offset);
+  // A param whose values lie inside a larger stored tensor (graph/param_slice.h); `name` must still
+  // be unique.
+  ValueId ParamFrom(const std::string& name, TensorType type, const ParamSlice& slice);
   ValueId Const(const std::string& name, TensorType type, std::shared_ptr<const std::vector<float>> data);
   ValueId State(const std::string& name, TensorType type);
 
@@ -38,6 +38,7 @@ class GraphBuilder {
   ValueId Mul(ValueId a, ValueId b, std::string_view label = "mul");
   ValueId Silu(ValueId x, std::string_view label = "silu");
   ValueId GeluTanh(ValueId x, std::string_view label = "gelu_tanh");
+  ValueId ClampedSwiglu(ValueId gate, ValueId up, double alpha, double limit, std::string_view label = "clamped_swiglu");
   ValueId Scale(ValueId x, double factor, std::string_view label = "scale");
   ValueId RmsNorm(ValueId x, ValueId w, double eps, double weight_offset, std::string_view label = "rms_norm");
   // RMSNorm of each group of `group` consecutive values (e.g. each head), with a weight [group].
@@ -46,8 +47,9 @@ class GraphBuilder {
   ValueId Rope(ValueId x, ValueId table, int64_t heads, int64_t head_dim, const std::string& style,
                std::string_view label = "rope");
   ValueId CacheWrite(ValueId state, ValueId x, std::string_view label = "cache_write");
+  // With sinks >= 0 (f32[heads]), each head's sink logit joins its softmaxes (attr sinks).
   ValueId Attention(ValueId q, ValueId k_cache, ValueId v_cache, int64_t heads, int64_t kv_heads, int64_t head_dim,
-                    double scale, int64_t window, std::string_view label = "attention");
+                    double scale, int64_t window, std::string_view label = "attention", ValueId sinks = -1);
   ValueId LastRow(ValueId x, std::string_view label = "last_row");
   ValueId Argmax(ValueId x, std::string_view label = "argmax");
   ValueId RecordTokens(ValueId history, ValueId ids, std::string_view label = "record_tokens");
@@ -78,9 +80,11 @@ class GraphBuilder {
   ValueId RouteWeights(ValueId logits, ValueId ids, const std::string& weighting,
                        std::string_view label = "route_weights");
   // The chosen experts of the stacked weight w[experts*N, K] applied to each token; with
-  // weights >= 0 (f32[T, k]) the slots' results are weighted and summed.
+  // weights >= 0 (f32[T, k]) the slots' results are weighted and summed. `biases` are the bias
+  // steps' inputs, `attrs` more attributes (a clamped_swiglu step's alpha and limit).
   ValueId ExpertMatMul(ValueId x, ValueId w, ValueId ids, int64_t experts, const std::string& epilogue = "",
-                       ValueId weights = -1, std::string_view label = "expert_matmul");
+                       ValueId weights = -1, std::string_view label = "expert_matmul",
+                       const std::vector<ValueId>& biases = {}, const Attrs& attrs = {});
 
   void Output(const std::string& name, ValueId id);
 

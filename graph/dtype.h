@@ -44,6 +44,9 @@ std::optional<DType> ParseDType(std::string_view name);  // accepts "f32", "F32"
 // The 16 values IQ4_NL's and IQ4_XS's 4-bit quants index (ggml's kvalues_iq4nl): a non-linear grid,
 // denser near zero, that each block scales by its d.
 inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// MXFP4's E2M1 codes (sign bit 3; magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6) doubled to integers (ggml's
+// kvalues_mxfp4); a block's value is code value * 2^(e - 128) for its E8M0 scale byte e.
+inline constexpr int8_t kMXFP4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 // Bytes taken by n values (n must be a multiple of the block size for block formats).
 size_t ByteSize(DType t, int64_t n);

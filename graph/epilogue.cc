@@ -1,5 +1,6 @@
 #include "graph/epilogue.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/status/status.h"
@@ -9,13 +10,20 @@
 namespace doppler::graph {
 namespace {
 constexpr EpilogueStep kAll[] = {EpilogueStep::kSiluMul, EpilogueStep::kGeluTanhMul, EpilogueStep::kBias,
-                                 EpilogueStep::kSilu,    EpilogueStep::kGeluTanh,    EpilogueStep::kAdd};
+                                 EpilogueStep::kSilu,    EpilogueStep::kGeluTanh,    EpilogueStep::kAdd,
+                                 EpilogueStep::kClampedSwiglu};
 }
 
 float Activate(Activation a, float x) {
   if (a == Activation::kSilu) return x / (1.0f + std::exp(-x));
   const float k = static_cast<float>(std::sqrt(2.0 / M_PI));
   return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+}
+
+float ClampedSwiglu(float gate, float up, float alpha, float limit) {
+  const float g = std::min(gate, limit);
+  const float u = std::clamp(up, -limit, limit);
+  return (u + 1.0f) * (g * (1.0f / (1.0f + std::exp(-(g * alpha)))));
 }
 
 const char* EpilogueStepName(EpilogueStep s) {
@@ -32,6 +40,8 @@ const char* EpilogueStepName(EpilogueStep s) {
       return "gelu_tanh";
     case EpilogueStep::kAdd:
       return "add";
+    case EpilogueStep::kClampedSwiglu:
+      return "clamped_swiglu";
   }
   return "?";
 }
@@ -48,16 +58,22 @@ absl::StatusOr<std::vector<EpilogueStep>> ParseEpilogue(const std::string& text)
     }
     if (!found) return absl::InvalidArgumentError(absl::StrCat("unknown epilogue step '", std::string(part), "'"));
   }
-  for (size_t i = 1; i < steps.size(); ++i) {
-    if (steps[i] == EpilogueStep::kSiluMul || steps[i] == EpilogueStep::kGeluTanhMul) {
-      return absl::InvalidArgumentError("a gated step must come first in an epilogue");
+  bool only_biases = true;  // so far
+  for (EpilogueStep s : steps) {
+    if (IsGatedStep(s) && !only_biases) {
+      return absl::InvalidArgumentError("a gated step must come first in an epilogue, or after bias steps only");
     }
+    only_biases = only_biases && s == EpilogueStep::kBias;
   }
   return steps;
 }
 
+bool IsGatedStep(EpilogueStep s) {
+  return s == EpilogueStep::kSiluMul || s == EpilogueStep::kGeluTanhMul || s == EpilogueStep::kClampedSwiglu;
+}
+
 bool IsGated(const std::vector<EpilogueStep>& steps) {
-  return !steps.empty() && (steps[0] == EpilogueStep::kSiluMul || steps[0] == EpilogueStep::kGeluTanhMul);
+  return std::any_of(steps.begin(), steps.end(), IsGatedStep);
 }
 
 Activation GateActivation(EpilogueStep gated_step) {

@@ -2,11 +2,15 @@
 // functions it shares with the standalone activation ops.
 //
 // Meaning, applied to y = x · wᵀ in order:
-//   silu_mul / gelu_tanh_mul  (first step only) w holds 2N rows [gate | up]: y = act(y[:, :N]) * y[:, N:]
-//   bias                      y += b, the next extra input, a vector [N]
+//   silu_mul / gelu_tanh_mul  (gated) w holds 2N rows [gate | up]: y = act(y[:, :N]) * y[:, N:]
+//   clamped_swiglu            (gated) y = ClampedSwiglu(y[:, :N], y[:, N:]) with the node's attrs alpha
+//                             and limit (GPT-OSS's experts)
+//   bias                      y += b, the next extra input, a vector of y's width (2N before a gated
+//                             step, N after it)
 //   silu / gelu_tanh          y = act(y)
 //   add                       y += r, the next extra input, [rows, N] (a residual)
-// Extra inputs follow x and w in the order their steps appear.
+// A gated step comes first, or after bias steps only. Extra inputs follow x and w in the order
+// their steps appear.
 #pragma once
 
 #include <string>
@@ -19,13 +23,20 @@ namespace doppler::graph {
 enum class Activation { kSilu, kGeluTanh };
 float Activate(Activation a, float x);
 
-enum class EpilogueStep { kSiluMul, kGeluTanhMul, kBias, kSilu, kGeluTanh, kAdd };
+// GPT-OSS's gated activation, in float32 as transformers computes it: g = min(gate, limit),
+// (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha * g).
+float ClampedSwiglu(float gate, float up, float alpha, float limit);
+
+enum class EpilogueStep { kSiluMul, kGeluTanhMul, kBias, kSilu, kGeluTanh, kAdd, kClampedSwiglu };
 
 absl::StatusOr<std::vector<EpilogueStep>> ParseEpilogue(const std::string& text);
 const char* EpilogueStepName(EpilogueStep s);
 
-// Whether the chain starts with a gated product (the weight then has twice the output rows).
+// Whether a step combines [gate | up] halves (silu_mul, gelu_tanh_mul, clamped_swiglu).
+bool IsGatedStep(EpilogueStep s);
+// Whether the chain has a gated product (the weight then has twice the output rows).
 bool IsGated(const std::vector<EpilogueStep>& steps);
+// The activation of silu_mul or gelu_tanh_mul.
 Activation GateActivation(EpilogueStep gated_step);
 // Extra inputs the chain consumes (bias and add steps).
 int ExtraInputs(const std::vector<EpilogueStep>& steps);

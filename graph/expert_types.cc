@@ -1,8 +1,11 @@
 #include "graph/expert_types.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "graph/epilogue.h"
+#include "graph/type_inference.h"
 
 namespace doppler::graph {
 namespace {
@@ -27,8 +30,15 @@ absl::StatusOr<int64_t> ExpertIds(OpKind kind, const TensorType& ids) {
 absl::StatusOr<TensorType> ExpertMatMulType(const std::vector<TensorType>& in, const Attrs& attrs) {
   constexpr OpKind kind = OpKind::kExpertMatMul;
   const bool weighted = attrs.Int("weighted_sum") == 1;
-  if (in.size() != (weighted ? 4u : 3u)) {
-    return Error(kind, "takes (x, w, ids), and the route weights after them with weighted_sum = 1");
+  absl::StatusOr<std::vector<EpilogueStep>> steps = ParseEpilogue(attrs.Str("epilogue"));
+  if (!steps.ok()) return Error(kind, std::string(steps.status().message()));
+  if (std::find(steps->begin(), steps->end(), EpilogueStep::kAdd) != steps->end()) {
+    return Error(kind, "an expert product's epilogue takes no add steps");
+  }
+  const size_t first_extra = weighted ? 4u : 3u;
+  if (in.size() != first_extra + static_cast<size_t>(ExtraInputs(*steps))) {
+    return Error(kind, "takes (x, w, ids), the route weights after them with weighted_sum = 1, then a bias for each "
+                       "bias step of its epilogue");
   }
   absl::StatusOr<int64_t> k = ExpertIds(kind, in[2]);
   if (!k.ok()) return k.status();
@@ -47,13 +57,21 @@ absl::StatusOr<TensorType> ExpertMatMulType(const std::vector<TensorType>& in, c
     return Error(kind, absl::StrCat("x must be f32[T, K] or f32[T, k*K] with K ", kdim, " and k ", *k, ", got ",
                                     ToString(x)));
   }
-  absl::StatusOr<std::vector<EpilogueStep>> steps = ParseEpilogue(attrs.Str("epilogue"));
-  if (!steps.ok()) return Error(kind, std::string(steps.status().message()));
-  if (ExtraInputs(*steps) != 0) return Error(kind, "an expert product's epilogue takes no bias or add steps");
+  if (absl::Status st = CheckGatedActivationAttrs(kind, *steps, attrs); !st.ok()) return st;
   int64_t n = w.shape[0].value / experts;
-  if (IsGated(*steps)) {
-    if (n % 2 != 0) return Error(kind, "a gated epilogue needs an even number of rows per expert [gate | up]");
-    n /= 2;
+  if (IsGated(*steps) && n % 2 != 0) {
+    return Error(kind, "a gated epilogue needs an even number of rows per expert [gate | up]");
+  }
+  // Each bias step's input: every expert's bias of y's width at that step, expert after expert.
+  size_t next = first_extra;
+  for (EpilogueStep s : *steps) {
+    if (IsGatedStep(s)) n /= 2;
+    if (s != EpilogueStep::kBias) continue;
+    if (in[next].shape != Shape{Dim::Static(experts * n)} || !IsFloat(in[next].dtype)) {
+      return Error(kind, absl::StrCat("a bias step takes every expert's bias, a float vector [", experts, "*", n,
+                                      "], got ", ToString(in[next])));
+    }
+    ++next;
   }
   if (!weighted) return TensorType{DType::kF32, {x.shape[0], Dim::Static(*k * n)}};
   if (in[3] != TensorType{DType::kF32, {x.shape[0], Dim::Static(*k)}}) {

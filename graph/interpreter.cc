@@ -148,8 +148,10 @@ absl::StatusOr<TensorPtr> CacheWrite(const Node& n, TensorPtr state, const Tenso
 // key the step needs that the ring has already overwritten (j <= pos + T - 1 - C) is an error, as
 // is, for a cache of the whole context, a position past its end; with pages, a position without a
 // page.
+// With sinks (f32[heads]), head h's sink joins each of its softmaxes as a key of value 0: the
+// maximum is taken over the scores and the sink, which adds exp(sink - max) to the denominator.
 absl::StatusOr<TensorPtr> Attention(const Node& n, const Tensor& q, const Tensor& k, const Tensor& v,
-                                    const StepRows& rows) {
+                                    const Tensor* sinks, const StepRows& rows) {
   const int64_t tokens = q.shape[0];
   const int64_t heads = n.attrs.Int("heads"), kv_heads = n.attrs.Int("kv_heads"), d = n.attrs.Int("head_dim");
   const int64_t window = n.attrs.Int("window"), group = heads / kv_heads;
@@ -172,7 +174,8 @@ absl::StatusOr<TensorPtr> Attention(const Node& n, const Tensor& q, const Tensor
       const float* qh = &q.f[static_cast<size_t>(t * heads * d + h * d)];
       const int64_t kvh = h / group;
       scores.assign(static_cast<size_t>(p - first + 1), 0.0);
-      double mx = -std::numeric_limits<double>::infinity();
+      const double sink = sinks ? static_cast<double>(sinks->f[static_cast<size_t>(h)]) : 0.0;
+      double mx = sinks ? sink : -std::numeric_limits<double>::infinity();
       for (int64_t j = first; j <= p; ++j) {
         const int64_t row = rows.cache_row(t, j, capacity);
         if (row < 0) return OpError(n, absl::StrCat("row ", t, "'s key ", j, " has no page in the cache"));
@@ -182,7 +185,7 @@ absl::StatusOr<TensorPtr> Attention(const Node& n, const Tensor& q, const Tensor
         scores[static_cast<size_t>(j - first)] = dot * scale;
         mx = std::max(mx, dot * scale);
       }
-      double sum = 0.0;
+      double sum = sinks ? std::exp(sink - mx) : 0.0;
       for (double& s : scores) sum += (s = std::exp(s - mx));
       float* oh = &out->f[static_cast<size_t>(t * heads * d + h * d)];
       for (int64_t i = 0; i < d; ++i) {
@@ -198,16 +201,21 @@ absl::StatusOr<TensorPtr> Attention(const Node& n, const Tensor& q, const Tensor
   return out;
 }
 
-// One step of a matmul epilogue (graph/epilogue.h); `extra` is the step's input, if it takes one.
-TensorPtr ApplyEpilogueStep(EpilogueStep s, const Tensor& y, const Tensor* extra) {
+// One step of node n's matmul epilogue (graph/epilogue.h); `extra` is the step's input, if it
+// takes one (a bias of y's width).
+TensorPtr ApplyEpilogueStep(const Node& n, EpilogueStep s, const Tensor& y, const Tensor* extra) {
   const int64_t rows = y.shape[0], cols = y.shape[1];
-  if (s == EpilogueStep::kSiluMul || s == EpilogueStep::kGeluTanhMul) {
-    const int64_t n = cols / 2;
-    TensorPtr out = NewF32({rows, n});
+  if (IsGatedStep(s)) {
+    const int64_t half = cols / 2;
+    const float alpha = static_cast<float>(n.attrs.Float("alpha")), limit = static_cast<float>(n.attrs.Float("limit"));
+    TensorPtr out = NewF32({rows, half});
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < n; ++c) {
+      for (int64_t c = 0; c < half; ++c) {
         const size_t i = static_cast<size_t>(r * cols + c);
-        out->f[static_cast<size_t>(r * n + c)] = Activate(GateActivation(s), y.f[i]) * y.f[i + static_cast<size_t>(n)];
+        const float gate = y.f[i], up = y.f[i + static_cast<size_t>(half)];
+        out->f[static_cast<size_t>(r * half + c)] = s == EpilogueStep::kClampedSwiglu
+                                                        ? ClampedSwiglu(gate, up, alpha, limit)
+                                                        : Activate(GateActivation(s), gate) * up;
       }
     }
     return out;
@@ -272,10 +280,10 @@ TensorPtr RouteWeights(const Tensor& logits, const Tensor& ids, const std::strin
 }
 
 // Slot j of token t: y = x_j · W[ids[t, j]]ᵀ (x_j the row, or its j-th K-wide part when x holds
-// one input per slot), then the epilogue per slot; with route weights, the slots weighted and
-// summed.
+// one input per slot), then the epilogue per slot, a bias step adding its expert's bias; with
+// route weights, the slots weighted and summed. `extras` are the bias steps' inputs.
 absl::StatusOr<TensorPtr> ExpertMatMul(const Node& n, const Tensor& x, const Tensor& w, const Tensor& ids,
-                                       const Tensor* route_weights) {
+                                       const Tensor* route_weights, const std::vector<const Tensor*>& extras) {
   const int64_t tokens = x.shape[0], k = ids.shape[1], experts = n.attrs.Int("experts");
   const int64_t rows = w.shape[0] / experts, kdim = w.shape[1];
   const bool per_slot = x.shape[1] != kdim;
@@ -292,7 +300,16 @@ absl::StatusOr<TensorPtr> ExpertMatMul(const Node& n, const Tensor& x, const Ten
       const Tensor xj = Tensor::F32({1, kdim}, std::vector<float>(x_begin, x_begin + kdim));
       const Tensor we = Tensor::F32({rows, kdim}, std::vector<float>(w_begin, w_begin + rows * kdim));
       TensorPtr y = MatMul(xj, we);
-      for (EpilogueStep s : *steps) y = ApplyEpilogueStep(s, *y, nullptr);
+      size_t next = 0;
+      for (EpilogueStep s : *steps) {
+        Tensor bias;
+        if (s == EpilogueStep::kBias) {  // expert e's: values e*W.. of every expert's
+          const Tensor& all = *extras[next++];
+          const int64_t bw = y->shape[1];
+          bias = Tensor::F32({bw}, std::vector<float>(all.f.begin() + e * bw, all.f.begin() + (e + 1) * bw));
+        }
+        y = ApplyEpilogueStep(n, s, *y, s == EpilogueStep::kBias ? &bias : nullptr);
+      }
       for (int64_t c = 0; c < width; ++c) {
         const float v = y->f[static_cast<size_t>(c)];
         if (route_weights) {
@@ -409,7 +426,7 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
       if (!steps.ok()) return OpError(n, std::string(steps.status().message()));
       int next = norm ? 3 : 2;
       for (EpilogueStep s : *steps) {
-        y = ApplyEpilogueStep(s, *y, s == EpilogueStep::kBias || s == EpilogueStep::kAdd ? &in(next++) : nullptr);
+        y = ApplyEpilogueStep(n, s, *y, s == EpilogueStep::kBias || s == EpilogueStep::kAdd ? &in(next++) : nullptr);
       }
       return y;
     }
@@ -494,19 +511,30 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
       // prologue (its weight) normalises each head.
       const Tensor& k = *values_[static_cast<size_t>(a.k_cache)];
       const Tensor& v = *values_[static_cast<size_t>(a.v_cache)];
-      if (!a.rope) return Attention(n, in(0), k, v, rows);
+      const Tensor* sinks = a.sinks ? values_[static_cast<size_t>(*a.sinks)].get() : nullptr;
+      if (!a.rope) return Attention(n, in(0), k, v, sinks, rows);
       const Tensor& table = *values_[static_cast<size_t>(*a.rope)];
       absl::StatusOr<TensorPtr> roped =
           Rope(n, a.q_norm ? *HeadNorm(n, in(0), *values_[static_cast<size_t>(*a.q_norm)]) : in(0), table, rows);
       if (!roped.ok()) return roped.status();
-      return Attention(n, **roped, k, v, rows);
+      return Attention(n, **roped, k, v, sinks, rows);
     }
     case OpKind::kTopK:
       return TopK(in(0), n.attrs.Int("k"));
     case OpKind::kRouteWeights:
       return RouteWeights(in(0), in(1), n.attrs.Str("weighting"));
-    case OpKind::kExpertMatMul:
-      return ExpertMatMul(n, in(0), in(1), in(2), n.inputs.size() == 4 ? &in(3) : nullptr);
+    case OpKind::kExpertMatMul: {
+      const bool weighted = n.attrs.Int("weighted_sum") == 1;
+      std::vector<const Tensor*> extras;
+      for (size_t i = weighted ? 4 : 3; i < n.inputs.size(); ++i) extras.push_back(&in(static_cast<int>(i)));
+      return ExpertMatMul(n, in(0), in(1), in(2), weighted ? &in(3) : nullptr, extras);
+    }
+    case OpKind::kClampedSwiglu: {
+      TensorPtr out = NewF32(in(0).shape);
+      const float alpha = static_cast<float>(n.attrs.Float("alpha")), limit = static_cast<float>(n.attrs.Float("limit"));
+      for (size_t i = 0; i < out->f.size(); ++i) out->f[i] = ClampedSwiglu(in(0).f[i], in(1).f[i], alpha, limit);
+      return out;
+    }
     case OpKind::kLastRow: {
       const Tensor& x = in(0);
       const int64_t d = x.shape[1];

@@ -42,6 +42,7 @@ const std::vector<OpDef>& Defs() {
       {OpKind::kTopK, "top_k", 1, {{"k", A::kInt}}},
       {OpKind::kRouteWeights, "route_weights", 2, {{"weighting", A::kString}}},
       {OpKind::kExpertMatMul, "expert_matmul", 3, {{"experts", A::kInt}}, false, /*variadic=*/true},
+      {OpKind::kClampedSwiglu, "clamped_swiglu", 2, {{"alpha", A::kFloat}, {"limit", A::kFloat}}},
   };
   return defs;
 }

@@ -15,8 +15,9 @@ enum class OpKind : uint8_t {
   // Sources.
   kInput,  // runtime input, attr name: token ids i32[T]
   kParam,  // weight tensor, attr name (tensor name in the weight store); optional attrs source,
-           // source_rows, row_offset: the param is rows row_offset.. of the stored [source_rows, cols]
-           // tensor `source` (a fused checkpoint tensor), `name` then only identifies it
+           // source_rows, row_offset (and row_stride, source_experts, expert, in_out): the param lies
+           // inside the stored tensor `source` (graph/param_slice.h: rows of a fused checkpoint tensor,
+           // one expert's of a stacked one), `name` then only identifies it
   kConst,  // constant computed when the graph is built (e.g. rope cos/sin tables), attr name
   kState,  // persistent buffer that outlives a step (KV cache), attr name
   // Compute.
@@ -40,7 +41,10 @@ enum class OpKind : uint8_t {
   kCacheWrite,  // (state[C, W], x[T, W]) -> state with x[t] in row (pos + t) % C: a cache of C rows
                 // is a ring holding the last C positions (a cache of the whole context never wraps)
   kAttention,   // (q[T, H*d], k[C, Hkv*d], v[C, Hkv*d]) -> f32[T, H*d]: causal softmax(q·kᵀ·scale)·v,
-                // key j read from row j % C; attrs heads, kv_heads, head_dim, scale, window (0 = unlimited)
+                // key j read from row j % C; attrs heads, kv_heads, head_dim, scale, window (0 = unlimited).
+                // With attr sinks = 1 the last input is f32[H], a logit per head that joins each of the
+                // head's softmaxes as a key of value 0 (GPT-OSS's attention sinks): it adds exp(sink - max)
+                // to the denominator and nothing to the sum of values (graph/attention_inputs.h)
   kLastRow,     // x[T, D] -> x[T-1 : T, D] for the step's actual T. Attr in_consumer = 1 (one matmul alone
                 // reads it, as x): that matmul's kernel may read the row from x itself (codegen/matmul.h:
                 // LastRowInConsumer)
@@ -74,7 +78,11 @@ enum class OpKind : uint8_t {
                   // gated steps take each expert's rows as [gate | up], silu, gelu_tanh). The value is
                   // [T, k*N'] (slot j in columns j*N'.., N' = N, or N/2 gated); with attr weighted_sum = 1
                   // the weights are input 3 and the value is [T, N'] = sum_j weights[t, j] * y_j.
-                  // Attr experts = E
+                  // The epilogue's bias steps take per-expert biases: each the next input after those, a
+                  // vector [E*W] (W the width at that step: expert e's bias is values e*W..), slot j
+                  // adding its expert's. Attr experts = E
+  kClampedSwiglu,  // (gate[R, C], up[R, C]) -> (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha * g) with
+                   // g = min(gate, limit) (GPT-OSS's experts; graph::ClampedSwiglu); attrs alpha, limit
 };
 
 const char* OpName(OpKind kind);

@@ -1,5 +1,6 @@
 #include "graph/type_inference.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/status/status.h"
@@ -48,6 +49,16 @@ absl::Status CheckSplit(OpKind kind, const Attrs& attrs, int64_t columns) {
 }
 
 }  // namespace
+
+absl::Status CheckGatedActivationAttrs(OpKind kind, const std::vector<EpilogueStep>& steps, const Attrs& attrs) {
+  if (std::find(steps.begin(), steps.end(), EpilogueStep::kClampedSwiglu) == steps.end()) return absl::OkStatus();
+  const double alpha = attrs.Float("alpha"), limit = attrs.Float("limit");
+  if (!attrs.Has("alpha") || !attrs.Has("limit") || !std::isfinite(static_cast<float>(alpha)) ||
+      !std::isfinite(static_cast<float>(limit)) || !(limit > 0)) {
+    return Error(kind, "clamped_swiglu needs attrs alpha (a finite float32) and limit (positive)");
+  }
+  return absl::OkStatus();
+}
 
 // Rope of x [T, heads*head_dim] (attrs heads, head_dim, style) with table [positions, head_dim/2, 2].
 absl::Status CheckRope(OpKind kind, const Attrs& attrs, const TensorType& x, const TensorType& table) {
@@ -124,11 +135,14 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
         return Error(kind, absl::StrCat("the norm weight must be a float vector [", in[0].shape[1].value, "], got ",
                                         ToString(in[2])));
       }
+      if (absl::Status st = CheckGatedActivationAttrs(kind, *steps, attrs); !st.ok()) return st;
       const TensorType out{DType::kF32, {in[0].shape[0], Dim::Static(n)}};
       size_t next = first_extra;
+      int64_t width = in[1].shape[0].value;  // y's width at each step: 2N before a gated step
       for (EpilogueStep s : *steps) {
-        if (s == EpilogueStep::kBias && (in[next].shape != Shape{Dim::Static(n)} || !IsFloat(in[next].dtype))) {
-          return Error(kind, absl::StrCat("bias must be a float vector [", n, "], got ", ToString(in[next])));
+        if (IsGatedStep(s)) width /= 2;
+        if (s == EpilogueStep::kBias && (in[next].shape != Shape{Dim::Static(width)} || !IsFloat(in[next].dtype))) {
+          return Error(kind, absl::StrCat("bias must be a float vector [", width, "], got ", ToString(in[next])));
         }
         if (s == EpilogueStep::kAdd && in[next] != out) {
           return Error(kind, absl::StrCat("the added input must be ", ToString(out), ", got ", ToString(in[next])));
@@ -159,6 +173,13 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
     case OpKind::kSilu:
     case OpKind::kGeluTanh:
       if (!IsF32(in[0])) return Error(kind, "x must be f32");
+      return in[0];
+    case OpKind::kClampedSwiglu:
+      if (!IsF32(in[0]) || in[0] != in[1] || in[0].shape.size() != 2) {
+        return Error(kind, absl::StrCat("gate and up must be f32 [rows, cols] of one shape, got ", ToString(in[0]),
+                                        " and ", ToString(in[1])));
+      }
+      if (absl::Status st = CheckGatedActivationAttrs(kind, {EpilogueStep::kClampedSwiglu}, attrs); !st.ok()) return st;
       return in[0];
     case OpKind::kScale:
       if (!IsF32(in[0])) return Error(kind, "x must be f32");
@@ -259,11 +280,17 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
       }
       // Appending (attr append, graph/attention_inputs.h): the step's keys and values, then with
       // attr k_norm_eps the keys' head norm weight, after the other inputs.
-      const size_t trailing = AppendedInputCount(attrs);
-      const bool append = trailing > 0, k_norm = trailing == 3;
+      const bool append = AppendedInputCount(attrs) > 0, k_norm = AppendedInputCount(attrs) == 3;
+      // With attr sinks = 1, the heads' sink logits after all the others.
+      const size_t sinks = attrs.Int("sinks") == 1 ? 1 : 0;
+      const size_t trailing = AppendedInputCount(attrs) + sinks;
       if (in.size() < 3 + trailing || in.size() > 5 + trailing) {
-        return Error(kind, "takes q, the k and v caches, optionally a rope table and then a head norm's weight, and "
-                           "when appending the new keys and values and optionally the keys' head norm weight");
+        return Error(kind, "takes q, the k and v caches, optionally a rope table and then a head norm's weight, "
+                           "when appending the new keys and values and optionally the keys' head norm weight, and "
+                           "with sinks the heads' sink logits");
+      }
+      if (sinks == 1 && (in.back().shape != Shape{Dim::Static(heads)} || !IsF32(in.back()))) {
+        return Error(kind, absl::StrCat("the sinks must be f32[", heads, "], got ", ToString(in.back())));
       }
       const size_t base = in.size() - trailing;
       // A rope prologue for q: the table as a fourth input, and attr style; after it, a per-head

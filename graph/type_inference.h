@@ -5,11 +5,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "graph/epilogue.h"
 #include "graph/graph.h"
 
 namespace doppler::graph {
 
 absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vector<ValueId>& inputs,
                                      const Attrs& attrs);
+
+// A chain with clamped_swiglu needs the node's attrs alpha (finite) and limit (positive).
+absl::Status CheckGatedActivationAttrs(OpKind kind, const std::vector<EpilogueStep>& steps, const Attrs& attrs);
 
 }  // namespace doppler::graph

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/layout.h"
+#include "graph/param_slice.h"
 #include "graph/type_inference.h"
 
 namespace doppler::graph {
@@ -84,17 +85,8 @@ absl::Status Verify(const Graph& g) {
       if (!names.insert({n.kind, n.attrs.Str("name")}).second) {
         return NodeError(n, absl::StrCat("duplicate ", OpName(n.kind), " name '", n.attrs.Str("name"), "'"));
       }
-      if (n.kind == OpKind::kParam && n.attrs.Has("source")) {  // rows of a fused stored tensor
-        const auto& v = n.attrs.values();
-        const bool typed = std::holds_alternative<std::string>(v.at("source")) && v.count("source_rows") &&
-                           std::holds_alternative<int64_t>(v.at("source_rows")) && v.count("row_offset") &&
-                           std::holds_alternative<int64_t>(v.at("row_offset"));
-        if (!typed || n.attrs.Str("source").empty() || n.type.shape.size() != 2 || n.type.shape[0].tokens ||
-            n.attrs.Int("row_offset") < 0 ||
-            n.attrs.Int("row_offset") + n.type.shape[0].value > n.attrs.Int("source_rows")) {
-          return NodeError(n, "a param slice needs a string source and int source_rows, row_offset with its rows "
-                              "inside the source");
-        }
+      if (n.kind == OpKind::kParam && n.attrs.Has("source")) {  // part of a larger stored tensor
+        if (absl::Status s = CheckParamSlice(n); !s.ok()) return NodeError(n, std::string(s.message()));
       }
       if (n.kind == OpKind::kConst) {
         const std::vector<float>* data = g.const_data(n.attrs.Str("name"));

@@ -10,7 +10,7 @@ const std::vector<Architecture>& Architectures() {
   static const std::vector<Architecture> archs = {
       {"LlamaForCausalLM", BuildLlama},   {"MistralForCausalLM", BuildMistral}, {"Qwen2ForCausalLM", BuildQwen2},
       {"Qwen3ForCausalLM", BuildQwen3},   {"Phi3ForCausalLM", BuildPhi3},       {"Gemma3ForCausalLM", BuildGemma3},
-      {"Qwen3MoeForCausalLM", BuildQwen3Moe}, {"MixtralForCausalLM", BuildMixtral},
+      {"Qwen3MoeForCausalLM", BuildQwen3Moe}, {"MixtralForCausalLM", BuildMixtral}, {"GptOssForCausalLM", BuildGptOss},
   };
   return archs;
 }

@@ -25,10 +25,11 @@ struct BuildOptions {
   // windows do not wrap (the host frees the pages that fall out of a window).
   graph::Paging paging;
   int64_t kv_pages = 0;
-  // When set, the storage type of each matrix (and embedding) by its tensor name, given the
-  // default weight_dtype: a GGUF keeps every tensor's own type (Q4_K_M mixes Q4_K and Q6_K), and
-  // --quant picks a block format per matrix. Vectors (norms, biases) stay f32 regardless.
-  std::function<graph::DType(const std::string& tensor, graph::DType default_dtype)> dtype_of;
+  // When set, the storage type of each matrix (and embedding) by its tensor name and row length
+  // (a matrix of a stacked tensor has its expert's), given the default weight_dtype: a GGUF keeps
+  // every tensor's own type (Q4_K_M mixes Q4_K and Q6_K), and --quant picks a block format per
+  // matrix. Vectors (norms, biases) stay f32 regardless.
+  std::function<graph::DType(const std::string& tensor, int64_t cols, graph::DType default_dtype)> dtype_of;
   // The checkpoint stores each mixture-of-experts layer's experts stacked, one tensor per matrix
   // (a GGUF's ffn_*_exps), rather than one per expert (models/blocks.h, MoeSpec).
   bool stacked_experts = false;
@@ -58,5 +59,6 @@ absl::StatusOr<graph::Graph> BuildPhi3(const ModelConfig& config, const BuildOpt
 absl::StatusOr<graph::Graph> BuildGemma3(const ModelConfig& config, const BuildOptions& options);
 absl::StatusOr<graph::Graph> BuildQwen3Moe(const ModelConfig& config, const BuildOptions& options);
 absl::StatusOr<graph::Graph> BuildMixtral(const ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildGptOss(const ModelConfig& config, const BuildOptions& options);
 
 }  // namespace doppler::models

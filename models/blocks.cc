@@ -32,13 +32,13 @@ ValueId RopeTable(GraphBuilder& b, const std::string& name, const RopeConfig& ro
 }
 
 namespace {
-DType MatrixDType(const std::string& tensor, const BuildOptions& o) {
-  return o.dtype_of ? o.dtype_of(tensor, o.weight_dtype) : o.weight_dtype;
+DType MatrixDType(const std::string& tensor, int64_t cols, const BuildOptions& o) {
+  return o.dtype_of ? o.dtype_of(tensor, cols, o.weight_dtype) : o.weight_dtype;
 }
 }  // namespace
 
 ValueId Matrix(GraphBuilder& b, const std::string& name, int64_t rows, int64_t cols, const BuildOptions& o) {
-  return b.Param(name, TensorType{MatrixDType(name, o), {Dim::Static(rows), Dim::Static(cols)}});
+  return b.Param(name, TensorType{MatrixDType(name, cols, o), {Dim::Static(rows), Dim::Static(cols)}});
 }
 
 ValueId Vector(GraphBuilder& b, const std::string& name, int64_t n) {
@@ -47,9 +47,13 @@ ValueId Vector(GraphBuilder& b, const std::string& name, int64_t n) {
 
 ValueId MatrixRows(GraphBuilder& b, const std::string& source, int64_t source_rows, int64_t row_offset, int64_t rows,
                    int64_t cols, const BuildOptions& o) {
-  return b.ParamRows(absl::StrCat(source, "[", row_offset, ":", row_offset + rows, "]"),
-                     TensorType{MatrixDType(source, o), {Dim::Static(rows), Dim::Static(cols)}}, source, source_rows,
-                     row_offset);
+  return MatrixFrom(b, absl::StrCat(source, "[", row_offset, ":", row_offset + rows, "]"),
+                    {source, source_rows, row_offset}, rows, cols, o);
+}
+
+ValueId MatrixFrom(GraphBuilder& b, const std::string& name, const graph::ParamSlice& slice, int64_t rows,
+                   int64_t cols, const BuildOptions& o) {
+  return b.ParamFrom(name, TensorType{MatrixDType(slice.source, cols, o), {Dim::Static(rows), Dim::Static(cols)}}, slice);
 }
 
 ValueId Norm(GraphBuilder& b, const NormSpec& norm, ValueId x, int64_t width, std::string_view label) {
@@ -107,7 +111,9 @@ ValueId AttentionBlock(GraphBuilder& b, const AttentionSpec& s, ValueId x, int64
   ValueId v_cache = b.State(absl::StrCat("kv.", layer, ".v"), cache_type);
   k_cache = b.CacheWrite(k_cache, k, "attn.k_cache_write");
   v_cache = b.CacheWrite(v_cache, v, "attn.v_cache_write");
-  ValueId a = b.Attention(q, k_cache, v_cache, s.heads, s.kv_heads, s.head_dim, s.scale, s.window, "attn.attention");
+  ValueId sinks = s.sinks.empty() ? -1 : Vector(b, s.sinks, s.heads);
+  ValueId a = b.Attention(q, k_cache, v_cache, s.heads, s.kv_heads, s.head_dim, s.scale, s.window, "attn.attention",
+                          sinks);
   return Linear(b, a, Matrix(b, s.o, hidden, q_width, o), s.o_bias, hidden, "attn.o_proj");
 }
 

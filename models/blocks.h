@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,6 +30,10 @@ ValueId Matrix(GraphBuilder& b, const std::string& name, int64_t rows, int64_t c
 // Rows [row_offset, row_offset + rows) of the checkpoint matrix `source`, which the config says is
 // [source_rows, cols] (a fused tensor such as Phi-3's qkv_proj), as a param of its own.
 ValueId MatrixRows(GraphBuilder& b, const std::string& source, int64_t source_rows, int64_t row_offset, int64_t rows,
+                   int64_t cols, const BuildOptions& o);
+// A matrix [rows, cols] named `name` that lies inside a larger stored tensor (graph/param_slice.h),
+// in the storage type the model gives that tensor.
+ValueId MatrixFrom(GraphBuilder& b, const std::string& name, const graph::ParamSlice& slice, int64_t rows,
                    int64_t cols, const BuildOptions& o);
 // A vector (norm weights, biases), kept in f32: it is small and read once per row.
 ValueId Vector(GraphBuilder& b, const std::string& name, int64_t n);
@@ -57,6 +62,8 @@ struct AttentionSpec {
   // A checkpoint tensor holding the rows [q | k | v] (Phi-3's qkv_proj): q, k and v are then
   // row slices of it and the names q, k, v are unused.
   std::string qkv_fused;
+  // A logit per head [heads] joining each softmax (GPT-OSS's attention sinks).
+  std::string sinks;
 };
 
 // Self-attention of normalised input x[T, hidden]: projections, rope, cache writes, attention,
@@ -84,6 +91,20 @@ struct MlpSpec {
 // down(act(gate(x)) * up(x)).
 ValueId GatedMlp(GraphBuilder& b, const MlpSpec& spec, ValueId x, int64_t hidden, const BuildOptions& o);
 
+// Where an expert's matrix or bias lies in the checkpoint: a tensor of its own (named), or inside
+// a tensor that stacks every expert's (a slice, graph/param_slice.h; `name` is then the param's own).
+struct ExpertTensor {
+  ExpertTensor(std::string tensor) : name(std::move(tensor)) {}  // NOLINT: a name is a whole tensor
+  ExpertTensor(std::string param_name, graph::ParamSlice in) : name(std::move(param_name)), slice(std::move(in)) {}
+  std::string name;
+  std::optional<graph::ParamSlice> slice;
+};
+
+// GPT-OSS's gated activation of the experts (graph::ClampedSwiglu).
+struct ClampedSwigluSpec {
+  double alpha, limit;
+};
+
 // A mixture-of-experts MLP: a router picks top_k of `experts` gated MLPs for each token and sums
 // their outputs weighted by the route weights. Each of gate, up and down is one weight of the
 // experts' matrices stacked, expert e's rows after expert e - 1's: a checkpoint with a tensor per
@@ -91,16 +112,22 @@ ValueId GatedMlp(GraphBuilder& b, const MlpSpec& spec, ValueId x, int64_t hidden
 // ffn_*_exps, BuildOptions::stacked_experts) is read as it is, under the stacked names.
 struct MoeSpec {
   int64_t experts, top_k, intermediate;
-  std::string router;     // [experts, hidden] weight: the gating logits
-  std::string weighting;  // route_weights' weighting (graph/op.h)
-  // The name of expert e's gate, up and down matrices ([intermediate, hidden], [hidden, intermediate]).
-  std::function<std::string(int64_t e)> gate, up, down;
-  // The names of the stacked weights ([experts*intermediate, hidden], [experts*hidden, intermediate]).
+  std::string router;       // [experts, hidden] weight: the gating logits
+  std::string router_bias;  // optional [experts], added to the logits (GPT-OSS)
+  std::string weighting;    // route_weights' weighting (graph/op.h)
+  // Expert e's gate, up and down matrices ([intermediate, hidden], [hidden, intermediate]).
+  std::function<ExpertTensor(int64_t e)> gate, up, down;
+  // The names of the stacked weights ([experts*intermediate, hidden], [experts*hidden, intermediate]),
+  // read in their place where the checkpoint stores them so.
   std::string gate_stacked, up_stacked, down_stacked;
-  Activation act = Activation::kSilu;
+  // Optional: expert e's biases of the gate, up and down products ([intermediate], [intermediate],
+  // [hidden]), added to each product before the activation (down's before the route weight).
+  std::function<ExpertTensor(int64_t e)> gate_bias, up_bias, down_bias;
+  Activation act = Activation::kSilu;  // act(gate) * up
+  std::optional<ClampedSwigluSpec> clamped_swiglu;  // when set, the activation instead of act(gate) * up
 };
 
-// sum over the chosen experts e of weight_e * down_e(act(gate_e(x)) * up_e(x)).
+// sum over the chosen experts e of weight_e * down_e(act(gate_e(x)) * up_e(x)) (with their biases).
 ValueId MoeMlp(GraphBuilder& b, const MoeSpec& spec, ValueId x, int64_t hidden, const BuildOptions& o);
 
 // The number of experts, experts per token and expert width a config gives (num_local_experts or

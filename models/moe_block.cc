@@ -10,15 +10,33 @@ using graph::Dim;
 using graph::DType;
 using graph::TensorType;
 
-// The experts' matrices, each [rows, cols], stacked into [experts*rows, cols]: the stored stacked
-// weight, or the experts' own matrices (`name`) stacked at load.
-ValueId Stacked(GraphBuilder& b, const MoeSpec& s, const std::function<std::string(int64_t)>& name,
+// Expert e's matrix [rows, cols] in the model's storage type, or with cols 0 its bias [rows] in f32.
+ValueId ExpertParam(GraphBuilder& b, const ExpertTensor& t, int64_t rows, int64_t cols, const BuildOptions& o) {
+  if (cols == 0) {
+    const TensorType type{DType::kF32, {Dim::Static(rows)}};
+    return t.slice ? b.ParamFrom(t.name, type, *t.slice) : Vector(b, t.name, rows);
+  }
+  return t.slice ? MatrixFrom(b, t.name, *t.slice, rows, cols, o) : Matrix(b, t.name, rows, cols, o);
+}
+
+// The experts' matrices (biases: cols 0) named by `name`, stacked into [experts*rows, cols]
+// ([experts*rows]); absent (-1) without `name`. A checkpoint that stores the matrices stacked
+// (BuildOptions::stacked_experts) gives `stacked`, read as it is; otherwise the experts' own are
+// stacked at load, named after expert 0's param, which no other stack shares.
+ValueId Stacked(GraphBuilder& b, const MoeSpec& s, const std::function<ExpertTensor(int64_t)>& name,
                 const std::string& stacked, int64_t rows, int64_t cols, const BuildOptions& o) {
-  if (o.stacked_experts) return Matrix(b, stacked, s.experts * rows, cols, o);
-  std::vector<ValueId> matrices;
-  for (int64_t e = 0; e < s.experts; ++e) matrices.push_back(Matrix(b, name(e), rows, cols, o));
-  // Named after expert 0's tensor, which no other stack shares.
-  return b.ConcatRows(matrices, "experts(" + name(0) + ")", "experts.stack");
+  if (!name) return -1;
+  if (o.stacked_experts && !stacked.empty()) return Matrix(b, stacked, s.experts * rows, cols, o);
+  std::vector<ValueId> parts;
+  for (int64_t e = 0; e < s.experts; ++e) parts.push_back(ExpertParam(b, name(e), rows, cols, o));
+  return b.ConcatRows(parts, "experts(" + name(0).name + ")", "experts.stack");
+}
+
+// An expert product with its bias, if it has one.
+ValueId ExpertLinear(GraphBuilder& b, ValueId x, ValueId w, ValueId bias, ValueId ids, int64_t experts,
+                     ValueId weights, std::string_view label) {
+  if (bias < 0) return b.ExpertMatMul(x, w, ids, experts, "", weights, label);
+  return b.ExpertMatMul(x, w, ids, experts, "bias", weights, label, {bias});
 }
 
 // The config key of the expert count: Mixtral's name, else Qwen3-MoE's.
@@ -33,15 +51,24 @@ ValueId MoeMlp(GraphBuilder& b, const MoeSpec& s, ValueId x, int64_t hidden, con
   // and a rounded logit could change which experts a token gets.
   ValueId router = b.Param(s.router, TensorType{DType::kF32, {Dim::Static(s.experts), Dim::Static(hidden)}});
   ValueId logits = b.MatMul(x, router, "moe.router");
+  if (!s.router_bias.empty()) logits = b.Add(logits, Vector(b, s.router_bias, s.experts), "moe.router.bias");
   ValueId ids = b.TopK(logits, s.top_k, "moe.top_k");
   ValueId weights = b.RouteWeights(logits, ids, s.weighting, "moe.route_weights");
   ValueId wg = Stacked(b, s, s.gate, s.gate_stacked, s.intermediate, hidden, o);
   ValueId wu = Stacked(b, s, s.up, s.up_stacked, s.intermediate, hidden, o);
   ValueId wd = Stacked(b, s, s.down, s.down_stacked, hidden, s.intermediate, o);
-  ValueId g = b.ExpertMatMul(x, wg, ids, s.experts, "", -1, "moe.gate_proj");
-  ValueId u = b.ExpertMatMul(x, wu, ids, s.experts, "", -1, "moe.up_proj");
-  g = s.act == Activation::kGeluTanh ? b.GeluTanh(g, "moe.act") : b.Silu(g, "moe.act");
-  return b.ExpertMatMul(b.Mul(g, u, "moe.gate_mul"), wd, ids, s.experts, "", weights, "moe.down_proj");
+  ValueId g = ExpertLinear(b, x, wg, Stacked(b, s, s.gate_bias, "", s.intermediate, 0, o), ids, s.experts, -1,
+                           "moe.gate_proj");
+  ValueId u = ExpertLinear(b, x, wu, Stacked(b, s, s.up_bias, "", s.intermediate, 0, o), ids, s.experts, -1,
+                           "moe.up_proj");
+  ValueId a;
+  if (s.clamped_swiglu) {
+    a = b.ClampedSwiglu(g, u, s.clamped_swiglu->alpha, s.clamped_swiglu->limit, "moe.gate_mul");
+  } else {
+    g = s.act == Activation::kGeluTanh ? b.GeluTanh(g, "moe.act") : b.Silu(g, "moe.act");
+    a = b.Mul(g, u, "moe.gate_mul");
+  }
+  return ExpertLinear(b, a, wd, Stacked(b, s, s.down_bias, "", hidden, 0, o), ids, s.experts, weights, "moe.down_proj");
 }
 
 int64_t ConfigExpertCount(const ModelConfig& c) {

@@ -33,11 +33,12 @@ bool EndsWithPart(std::string_view name, std::string_view part) {
   return name.ends_with(std::string(part) + ".weight");
 }
 
-// An expert's down projection: "...experts.E.down_proj.weight" (Qwen3-MoE) or
-// "...block_sparse_moe.experts.E.w2.weight" (Mixtral), which llama.cpp treats as ffn_down.
+// An expert's down projection: "...experts.E.down_proj.weight" (Qwen3-MoE),
+// "...block_sparse_moe.experts.E.w2.weight" (Mixtral) or every expert's stacked in
+// "...mlp.experts.down_proj" (GPT-OSS), which llama.cpp treats as ffn_down.
 bool IsExpertDown(std::string_view name) {
   return name.find(".experts.") != std::string_view::npos &&
-         (EndsWithPart(name, "down_proj") || EndsWithPart(name, "w2"));
+         (EndsWithPart(name, "down_proj") || EndsWithPart(name, "w2") || name.ends_with(".experts.down_proj"));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <functional>
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -200,6 +201,47 @@ absl::StatusOr<std::unique_ptr<ParsedFile>> ParseFile(const fs::path& path) {
   return pf;
 }
 
+// transformers saves an MXFP4-quantized weight (GPT-OSS's experts, quant_method "mxfp4") as two U8
+// tensors: `X_blocks` [..., G, 16], 32 E2M1 codes a block (value 2j in the low nibble of byte j,
+// 2j + 1 in the high one), and `X_scales` [..., G], E8M0 exponents (the codes' values times
+// 2^(s - 127)). Such a pair is served as one tensor `X`, MXFP4 [..., 32·G] in ggml's blocks: the
+// scale byte (the same exponent: ggml's values are the codes' doubled, scaled by 2^(s - 128)), then
+// value j in the low nibble of byte j and value j + 16 in the high one.
+constexpr char kBlocksSuffix[] = "_blocks", kScalesSuffix[] = "_scales";
+
+struct Mxfp4Pair {
+  const ParsedFile *blocks_file, *scales_file;
+  const Entry *blocks, *scales;
+};
+
+// The pair's ggml blocks, or an error naming both tensors where they do not make one.
+absl::StatusOr<std::vector<uint8_t>> RepackMxfp4(const std::string& name, const Mxfp4Pair& p,
+                                                 std::vector<int64_t>& shape) {
+  const Entry& b = *p.blocks;
+  const Entry& sc = *p.scales;
+  const std::vector<int64_t> groups(b.shape.begin(), b.shape.end() - (b.shape.empty() ? 0 : 1));
+  if (b.dtype != "U8" || sc.dtype != "U8" || b.shape.size() < 2 || b.shape.back() != 16 || sc.shape != groups) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        p.blocks_file->path, ": tensors '", name, kBlocksSuffix, "' (", b.dtype, " ", ShapeStr(b.shape), ") and '",
+        name, kScalesSuffix, "' (", sc.dtype, " ", ShapeStr(sc.shape),
+        ") do not make an MXFP4 tensor (U8 [..., G, 16] blocks and U8 [..., G] scales)"));
+  }
+  shape.assign(groups.begin(), groups.end());
+  shape.back() *= 32;
+  const uint64_t count = (sc.end - sc.begin);  // one scale a block (sizes checked against the shapes)
+  const uint8_t* codes = p.blocks_file->data + b.begin;
+  const uint8_t* scales = p.scales_file->data + sc.begin;
+  std::vector<uint8_t> out(count * 17);
+  auto code = [](const uint8_t* block, int v) { return (block[v >> 1] >> (4 * (v & 1))) & 15; };
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint8_t* from = codes + 16 * i;
+    uint8_t* to = out.data() + 17 * i;
+    to[0] = scales[i];
+    for (int j = 0; j < 16; ++j) to[1 + j] = static_cast<uint8_t>(code(from, j) | (code(from, j + 16) << 4));
+  }
+  return out;
+}
+
 class SafetensorsStore : public WeightStore {
  public:
   SafetensorsStore(std::string describe, std::string searched)
@@ -211,12 +253,25 @@ class SafetensorsStore : public WeightStore {
     return files_.back().get();
   }
   void Add(const std::string& name, const ParsedFile* f, const Entry* e) { tensors_[name] = {f, e}; }
+  // After the last Add: every X_blocks with an X_scales beside it is also the tensor X.
+  void AddMxfp4Pairs() {
+    for (const auto& [name, fe] : tensors_) {
+      if (!std::string_view(name).ends_with(kBlocksSuffix)) continue;
+      const std::string base = name.substr(0, name.size() - std::string_view(kBlocksSuffix).size());
+      auto scales = tensors_.find(base + std::string(kScalesSuffix));
+      if (scales == tensors_.end() || tensors_.count(base) > 0) continue;
+      pairs_[base] = {fe.first, scales->second.first, fe.second, scales->second.second};
+    }
+  }
 
-  bool Has(std::string_view name) const override { return tensors_.find(name) != tensors_.end(); }
+  bool Has(std::string_view name) const override {
+    return tensors_.find(name) != tensors_.end() || pairs_.find(name) != pairs_.end();
+  }
 
   absl::StatusOr<TensorView> Get(std::string_view name) const override {
     auto it = tensors_.find(name);
     if (it == tensors_.end()) {
+      if (auto pair = pairs_.find(name); pair != pairs_.end()) return GetMxfp4(pair->first, pair->second);
       return absl::NotFoundError(absl::StrCat("tensor '", std::string(name), "' not found in ", searched_));
     }
     const auto& [f, e] = it->second;
@@ -230,17 +285,36 @@ class SafetensorsStore : public WeightStore {
 
   std::vector<std::string> Names() const override {
     std::vector<std::string> names;
-    names.reserve(tensors_.size());
+    names.reserve(tensors_.size() + pairs_.size());
     for (const auto& [name, unused] : tensors_) names.push_back(name);
-    return names;  // std::map keeps them sorted
+    for (const auto& [name, unused] : pairs_) names.push_back(name);
+    std::sort(names.begin(), names.end());
+    return names;
   }
 
   std::string Describe() const override { return describe_; }
 
  private:
+  // A pair's tensor, repacked when first asked for and kept while the store lives.
+  absl::StatusOr<TensorView> GetMxfp4(const std::string& name, const Mxfp4Pair& pair) const {
+    std::lock_guard<std::mutex> lock(repack_mutex_);
+    auto it = repacked_.find(name);
+    if (it == repacked_.end()) {
+      std::vector<int64_t> shape;
+      absl::StatusOr<std::vector<uint8_t>> bytes = RepackMxfp4(name, pair, shape);
+      if (!bytes.ok()) return bytes.status();
+      it = repacked_.emplace(name, std::pair{std::move(shape), *std::move(bytes)}).first;
+    }
+    const auto& [shape, bytes] = it->second;
+    return TensorView{name, graph::DType::kMXFP4, shape, bytes.data(), bytes.size(), pair.blocks_file->path};
+  }
+
   std::string describe_, searched_;
   std::vector<std::unique_ptr<ParsedFile>> files_;
   std::map<std::string, std::pair<const ParsedFile*, const Entry*>, std::less<>> tensors_;
+  std::map<std::string, Mxfp4Pair, std::less<>> pairs_;
+  mutable std::mutex repack_mutex_;
+  mutable std::map<std::string, std::pair<std::vector<int64_t>, std::vector<uint8_t>>> repacked_;
 };
 
 // A shard name from the index must stay inside the model directory.
@@ -293,6 +367,7 @@ absl::StatusOr<std::unique_ptr<WeightStore>> OpenSharded(const fs::path& dir, co
     // Tensors a shard holds but the index does not list are ignored: the index is authoritative.
     store->Add(name, f, &e->second);
   }
+  store->AddMxfp4Pairs();
   return store;
 }
 
@@ -304,6 +379,7 @@ absl::StatusOr<std::unique_ptr<WeightStore>> OpenSafetensorsFile(const fs::path&
   auto store = std::make_unique<SafetensorsStore>(file.string(), file.string());
   const ParsedFile* f = store->Own(*std::move(pf));
   for (const auto& [name, entry] : f->entries) store->Add(name, f, &entry);
+  store->AddMxfp4Pairs();
   return store;
 }
 

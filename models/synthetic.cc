@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/half.h"
+#include "graph/param_slice.h"
 #include "models/architecture.h"
 #include "models/blocks.h"
 #include "nlohmann/json.hpp"
@@ -347,6 +348,23 @@ void FillRow(DType dtype, int64_t cols, uint64_t seed, float mean, float stddev,
       }
       return;
     }
+    case DType::kMXFP4: {
+      // {E8M0 e; qs[16]}: kMXFP4Values[q] * 2^(e - 128), q uniform (the grid's sd 5.85). The scale
+      // is a power of two: 2^a below the wanted sd or 2^(a + 1) above it, the lower with the
+      // probability that makes the mean square the wanted one.
+      const float ratio = std::max(stddev, 1e-30f) / 5.85f;
+      const int a = static_cast<int>(std::floor(std::log2(ratio)));
+      const double r = static_cast<double>(ratio) * ratio / std::ldexp(1.0, 2 * a);  // in [1, 4)
+      const double lower = (4.0 - r) / 3.0;
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        uint8_t* blk = out + 17 * b;
+        const int e = 128 + a + (rng.Unit() < lower ? 0 : 1);
+        blk[0] = static_cast<uint8_t>(std::clamp(e, 0, 254));
+        const uint64_t r[2] = {rng.Next(), rng.Next()};
+        std::memcpy(blk + 1, r, 16);
+      }
+      return;
+    }
     default:
       std::memset(out, 0, graph::ByteSize(dtype, cols));
   }
@@ -413,9 +431,9 @@ absl::StatusOr<std::unique_ptr<SyntheticWeightStore>> SyntheticWeightStore::Crea
     std::string tensor = n.attrs.Str("name");
     std::vector<int64_t> shape;
     for (const graph::Dim& d : n.type.shape) shape.push_back(d.value);
-    if (n.attrs.Has("source")) {  // rows of a fused tensor
-      tensor = n.attrs.Str("source");
-      shape[0] = n.attrs.Int("source_rows");
+    if (const std::optional<graph::ParamSlice> slice = graph::ParamSliceOf(n)) {  // inside a larger tensor
+      tensor = slice->source;
+      shape = graph::StoredShape(*slice, shape);
     }
     DType dtype = DType::kF32;
     // Matrices take the model's type, except those the graph keeps f32 whatever it is (a mixture

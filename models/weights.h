@@ -17,9 +17,10 @@ namespace doppler::models {
 // param's shape. Errors name the tensor, the file and both shapes. A tensor whose dtype is the
 // param's passes through unchanged (block formats included); a float tensor for a block-format
 // param is quantized row by row (QuantizeRows: --quant at load); a block-format tensor for a float
-// param is dequantized; block -> another block format is an error. A param with attrs `source`,
-// `source_rows` and `row_offset` is rows [row_offset, row_offset + rows) of the tensor `source`,
-// which must have shape [source_rows, cols] (a fused checkpoint tensor, e.g. Phi-3's qkv_proj).
+// param is dequantized; block -> another block format is an error. A param with attrs `source`, ...
+// lies inside the stored tensor `source` (graph/param_slice.h: rows of a fused tensor such as
+// Phi-3's qkv_proj, one expert's matrix of a stacked tensor, read transposed where it is stored
+// [in, out]), which must have the shape the slice implies.
 absl::StatusOr<std::vector<uint8_t>> MaterializeParam(const WeightStore& store, const graph::Node& param);
 // The checkpoint tensor a param is read from (the fused tensor for a param with `source`), checked
 // to have the shape the param implies; nothing is read. Errors as MaterializeParam's.

@@ -12,6 +12,14 @@
 // whose stacked weights are each a concat_rows of one matrix per expert, or a stored stacked param
 // (a GGUF's ffn_gate_exps / ffn_up_exps), read expert by expert as row slices of it: the fused
 // weight stacks [gate_e | up_e] expert by expert, as the gated epilogue reads each expert's rows.
+// GPT-OSS's pair
+// fuses so too:
+//
+//   before:  g = expert_matmul(x, wg, ids[, bg]) {bias}   u = expert_matmul(x, wu, ids[, bu]) {bias}
+//            y = clamped_swiglu(g, u) {alpha, limit}
+//   after:   y = expert_matmul(x, stack(wg_e, wu_e), ids[, stack(bg_e, bu_e)]) {bias, clamped_swiglu}
+//
+// where both products have a bias (each a concat_rows of one vector per expert) or neither.
 #include "absl/strings/str_cat.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
@@ -19,23 +27,28 @@
 namespace doppler::passes {
 namespace {
 
-// A matmul, or an expert_matmul without route weights, with no epilogue yet and a weight.
-bool PlainProduct(const Graph& g, ValueId id) {
+// A matmul, or an expert_matmul without route weights, with no epilogue yet (or, with `biased`, an
+// expert_matmul whose epilogue is one bias step) and a weight.
+bool PlainProduct(const Graph& g, ValueId id, bool biased = false) {
   const Node& n = g.node(id);
+  if (biased) {
+    return n.kind == OpKind::kExpertMatMul && n.inputs.size() == 4 && n.attrs.Str("epilogue") == "bias" &&
+           n.attrs.Int("weighted_sum") == 0 && IsWeight(g, n.inputs[1]) && IsWeight(g, n.inputs[3]);
+  }
   const size_t inputs = n.kind == OpKind::kMatMul ? 2 : n.kind == OpKind::kExpertMatMul ? 3 : 0;
   return inputs > 0 && n.inputs.size() == inputs && !n.attrs.Has("epilogue") && !n.attrs.Has("split") &&
          IsWeight(g, n.inputs[1]);
 }
 
-// Whether the expert weight `w` is stacked per expert: a concat_rows of one matrix per expert, or
-// a stacked param (whose experts are row slices of it).
+// Whether the expert weight (or bias) `w` is stacked per expert: a concat_rows of one per expert,
+// or a stacked param matrix (whose experts are row slices of it).
 bool StackedPerExpert(const Graph& g, ValueId w, size_t experts) {
   const Node& n = g.node(w);
   if (n.kind == OpKind::kConcatRows) return n.inputs.size() == experts;
   return n.kind == OpKind::kParam && n.type.shape.size() == 2 && n.type.shape[0].value % static_cast<int64_t>(experts) == 0;
 }
 
-// Each expert's matrix of a weight StackedPerExpert.
+// Each expert's part of a weight StackedPerExpert.
 std::vector<ValueId> ExpertMatrices(Graph& g, UseLists& uses, ValueId w, size_t experts) {
   if (g.node(w).kind == OpKind::kConcatRows) return g.node(w).inputs;
   const int64_t rows = g.node(w).type.shape[0].value / static_cast<int64_t>(experts);
@@ -44,24 +57,63 @@ std::vector<ValueId> ExpertMatrices(Graph& g, UseLists& uses, ValueId w, size_t 
   return matrices;
 }
 
-// The stacked [gate | up] weight of two products: for expert products, each expert's gate and up
-// matrices in turn (-1 where the weights are not stacked per expert).
-absl::StatusOr<ValueId> GateUpWeight(Graph& g, UseLists& uses, const Node& gn, const Node& un) {
-  const std::string label = absl::StrCat(gn.label, "+up");
-  if (gn.kind == OpKind::kMatMul) return ConcatWeights(g, uses, {gn.inputs[1], un.inputs[1]}, label);
-  const size_t experts = static_cast<size_t>(gn.attrs.Int("experts"));
-  if (gn.inputs[2] != un.inputs[2] || gn.attrs.Int("experts") != un.attrs.Int("experts") ||
-      !StackedPerExpert(g, gn.inputs[1], experts) || !StackedPerExpert(g, un.inputs[1], experts)) {
-    return ValueId{-1};
-  }
-  const std::vector<ValueId> gates = ExpertMatrices(g, uses, gn.inputs[1], experts);
-  const std::vector<ValueId> ups = ExpertMatrices(g, uses, un.inputs[1], experts);
+// The stack of two expert products' weights (or biases) `wg` and `wu`, each expert's gate then up
+// in turn (-1 where they are not stacked per expert).
+absl::StatusOr<ValueId> InterleavedExperts(Graph& g, UseLists& uses, ValueId wg, ValueId wu, size_t experts,
+                                           const std::string& label) {
+  if (!StackedPerExpert(g, wg, experts) || !StackedPerExpert(g, wu, experts)) return ValueId{-1};
+  const std::vector<ValueId> gates = ExpertMatrices(g, uses, wg, experts);
+  const std::vector<ValueId> ups = ExpertMatrices(g, uses, wu, experts);
   std::vector<ValueId> interleaved;
   for (size_t e = 0; e < experts; ++e) {
     interleaved.push_back(gates[e]);
     interleaved.push_back(ups[e]);
   }
   return ConcatWeights(g, uses, interleaved, label);
+}
+
+// The stacked [gate | up] weight of two products: for expert products, each expert's gate and up
+// matrices in turn (-1 where the weights are not stacked per expert).
+absl::StatusOr<ValueId> GateUpWeight(Graph& g, UseLists& uses, const Node& gn, const Node& un) {
+  const std::string label = absl::StrCat(gn.label, "+up");
+  if (gn.kind == OpKind::kMatMul) return ConcatWeights(g, uses, {gn.inputs[1], un.inputs[1]}, label);
+  if (gn.inputs[2] != un.inputs[2] || gn.attrs.Int("experts") != un.attrs.Int("experts")) return ValueId{-1};
+  return InterleavedExperts(g, uses, gn.inputs[1], un.inputs[1], static_cast<size_t>(gn.attrs.Int("experts")), label);
+}
+
+// clamped_swiglu(g, u) of two expert products as one gated product; false where it does not apply.
+absl::StatusOr<bool> FuseClampedSwiglu(Graph& g, UseLists& uses, const Node& act) {
+  const ValueId gate = act.inputs[0], up = act.inputs[1];
+  const bool biased = g.node(gate).inputs.size() == 4;
+  if (gate == up || !PlainProduct(g, gate, biased) || !PlainProduct(g, up, biased)) return false;
+  const Node gn = g.node(gate);
+  const Node un = g.node(up);
+  if (gn.kind != OpKind::kExpertMatMul || un.kind != OpKind::kExpertMatMul || gn.inputs[0] != un.inputs[0] ||
+      uses.SoleUser(g, gate) != act.id || uses.SoleUser(g, up) != act.id ||
+      g.node(gn.inputs[1]).type != g.node(un.inputs[1]).type) {
+    return false;
+  }
+  absl::StatusOr<ValueId> w = GateUpWeight(g, uses, gn, un);
+  if (!w.ok()) return w.status();
+  if (*w < 0) return false;
+  std::vector<ValueId> inputs = {gn.inputs[0], *w, gn.inputs[2]};
+  graph::Attrs attrs = gn.attrs;
+  attrs.Set("epilogue", std::string(biased ? "bias,clamped_swiglu" : "clamped_swiglu"));
+  attrs.Set("alpha", act.attrs.Float("alpha"));
+  attrs.Set("limit", act.attrs.Float("limit"));
+  if (biased) {
+    absl::StatusOr<ValueId> b = InterleavedExperts(g, uses, gn.inputs[3], un.inputs[3],
+                                                   static_cast<size_t>(gn.attrs.Int("experts")),
+                                                   absl::StrCat(gn.label, "+up.bias"));
+    if (!b.ok()) return b.status();
+    if (*b < 0) return false;
+    inputs.push_back(*b);
+  }
+  absl::StatusOr<ValueId> fused = uses.AddNode(g, OpKind::kExpertMatMul, std::move(inputs), std::move(attrs), act.label);
+  if (!fused.ok()) return fused.status();
+  NoteFused(g, *fused, {gate, up, act.id});
+  uses.ReplaceAllUses(g, act.id, *fused);
+  return true;
 }
 
 class FuseGateUp : public Pass {
@@ -74,6 +126,12 @@ class FuseGateUp : public Pass {
     const int original = g.size();
     for (ValueId id = 0; id < original; ++id) {
       const Node mul = g.node(id);
+      if (mul.kind == OpKind::kClampedSwiglu) {
+        absl::StatusOr<bool> fused = FuseClampedSwiglu(g, uses, mul);
+        if (!fused.ok()) return fused.status();
+        changed = changed || *fused;
+        continue;
+      }
       if (mul.kind != OpKind::kMul) continue;
       for (int side = 0; side < 2; ++side) {
         const ValueId act = mul.inputs[static_cast<size_t>(side)], up = mul.inputs[static_cast<size_t>(1 - side)];

@@ -8,6 +8,7 @@
 //   after:   o = attention(q, kc, vc, table, w) {..., norm_eps, norm_offset}
 //
 // Run after fuse-rope.
+#include "graph/attention_inputs.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
 
@@ -29,12 +30,20 @@ class FuseHeadNorm : public Pass {
       if (user < 0) continue;
       const Node u = g.node(user);
       // The input that rope rotates: cache_write's x (input 1), attention's q (input 0).
+      graph::AttentionInputs a;
+      if (u.kind == OpKind::kAttention) a = graph::AttentionInputsOf(u);
       const bool cache_write = u.kind == OpKind::kCacheWrite && u.inputs.size() == 3 && u.inputs[1] == id;
-      const bool attention = u.kind == OpKind::kAttention && u.inputs.size() == 4 && u.inputs[0] == id;
+      const bool attention = u.kind == OpKind::kAttention && a.rope && !a.q_norm && !a.k_new && a.q == id;
       if ((!cache_write && !attention) || norm.attrs.Int("group") != u.attrs.Int("head_dim")) continue;
       std::vector<ValueId> inputs = u.inputs;
-      inputs[cache_write ? 1 : 0] = norm.inputs[0];
-      inputs.push_back(norm.inputs[1]);
+      if (cache_write) {
+        inputs[1] = norm.inputs[0];
+        inputs.push_back(norm.inputs[1]);
+      } else {
+        a.q = norm.inputs[0];
+        a.q_norm = norm.inputs[1];
+        inputs = graph::AttentionInputList(a);
+      }
       graph::Attrs attrs = u.attrs;
       SetNormPrologue(attrs, norm);
       if (absl::Status s = RebuildAs(g, uses, user, inputs, attrs, {id}); !s.ok()) return s;

@@ -41,18 +41,19 @@ class FuseKvAppend : public Pass {
                      kw.attrs.Int("heads") != att.attrs.Int("kv_heads"))) {
         continue;
       }
-      std::vector<ValueId> inputs = att.inputs;
-      inputs[1] = kw.inputs[0];
-      inputs[2] = vw.inputs[0];
-      inputs.push_back(kw.inputs[1]);
-      inputs.push_back(vw.inputs[1]);
+      graph::AttentionInputs fused = a;
+      fused.k_cache = kw.inputs[0];
+      fused.v_cache = vw.inputs[0];
+      fused.k_new = kw.inputs[1];
+      fused.v_new = vw.inputs[1];
       graph::Attrs attrs = att.attrs;
       attrs.Set("append", int64_t{1});
       if (kw.inputs.size() == 4) {
-        inputs.push_back(kw.inputs[3]);
+        fused.k_norm = kw.inputs[3];
         attrs.Set("k_norm_eps", kw.attrs.Float("norm_eps"));
         attrs.Set("k_norm_offset", kw.attrs.Float("norm_offset"));
       }
+      const std::vector<ValueId> inputs = graph::AttentionInputList(fused);
       if (absl::Status s = RebuildAs(g, uses, id, inputs, attrs, {kw.id, vw.id}); !s.ok()) return s;
       changed = true;
     }

@@ -7,6 +7,7 @@
 //   after:   o = attention(q, kc, vc, table) {..., style}   (the same heads and head_dim)
 //
 // Applies when the rope's only reader is that op (as its rotated input).
+#include "graph/attention_inputs.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
 
@@ -29,18 +30,22 @@ class FuseRope : public Pass {
       const Node u = g.node(user);
       std::vector<ValueId> inputs = u.inputs;
       graph::Attrs attrs = u.attrs;
+      graph::AttentionInputs a;
+      if (u.kind == OpKind::kAttention) a = graph::AttentionInputsOf(u);
       if (u.kind == OpKind::kCacheWrite && u.inputs.size() == 2 && u.inputs[1] == id && u.inputs[0] != id) {
         inputs[1] = rope.inputs[0];
+        inputs.push_back(rope.inputs[1]);
         attrs.Set("heads", rope.attrs.Int("heads"));
         attrs.Set("head_dim", rope.attrs.Int("head_dim"));
-      } else if (u.kind == OpKind::kAttention && u.inputs.size() == 3 && u.inputs[0] == id && u.inputs[1] != id &&
-                 u.inputs[2] != id && u.attrs.Int("heads") == rope.attrs.Int("heads") &&
+      } else if (u.kind == OpKind::kAttention && !a.rope && !a.k_new && a.q == id && a.k_cache != id &&
+                 a.v_cache != id && a.sinks != id && u.attrs.Int("heads") == rope.attrs.Int("heads") &&
                  u.attrs.Int("head_dim") == rope.attrs.Int("head_dim")) {
-        inputs[0] = rope.inputs[0];
+        a.q = rope.inputs[0];
+        a.rope = rope.inputs[1];
+        inputs = graph::AttentionInputList(a);
       } else {
         continue;
       }
-      inputs.push_back(rope.inputs[1]);
       attrs.Set("style", rope.attrs.Str("style"));
       if (absl::Status s = RebuildAs(g, uses, user, inputs, attrs, {id}); !s.ok()) return s;
       changed = true;

@@ -20,7 +20,7 @@ bool IntegerQuants(graph::DType t) {
   using graph::DType;
   return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kQ8_0 || t == DType::kQ5_0 ||
          t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_1 || t == DType::kIQ4_NL || t == DType::kIQ4_XS ||
-         t == DType::kQ2_K || t == DType::kQ3_K;
+         t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kMXFP4;
 }
 
 class Q8Activations : public Pass {

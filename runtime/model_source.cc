@@ -100,23 +100,28 @@ absl::StatusOr<OpenedModel> OpenModel(EngineOptions& options) {
   if (synthetic_store != nullptr) {
     // The store generates each tensor in its storage type (--quant's choice); asking it does not
     // generate anything.
-    m.build.dtype_of = [synthetic_store](const std::string& tensor, graph::DType default_dtype) {
+    m.build.dtype_of = [synthetic_store](const std::string& tensor, int64_t, graph::DType default_dtype) {
       return synthetic_store->DTypeOf(tensor, default_dtype);
     };
   } else if (gguf) {
-    m.build.dtype_of = [store](const std::string& tensor, graph::DType default_dtype) {
+    m.build.dtype_of = [store](const std::string& tensor, int64_t, graph::DType default_dtype) {
       absl::StatusOr<models::TensorView> t = store->Get(tensor);
       return t.ok() ? t->dtype : default_dtype;
     };
-  } else if (options.quant != models::QuantScheme::kNone) {
+  } else {
+    // An HF checkpoint's matrices take --quant's choice (or the default type), but a tensor stored
+    // in a block format (GPT-OSS's MXFP4 experts) keeps it: quantizing it again would round twice.
     const models::QuantScheme quant = options.quant;
     const int layers = m.config.num_layers;
     const bool tied = m.config.tie_word_embeddings;
     const int64_t experts = models::ConfigExpertCount(m.config);
-    m.build.dtype_of = [store, quant, layers, tied, experts](const std::string& tensor, graph::DType default_dtype) {
-      absl::StatusOr<models::TensorView> t = store->Get(tensor);
-      if (!t.ok() || t->shape.size() != 2) return default_dtype;
-      return models::QuantizedDType(quant, tensor, t->shape[1], layers, tied, experts, default_dtype);
+    m.build.dtype_of = [store, quant, layers, tied, experts](const std::string& tensor, int64_t cols,
+                                                             graph::DType default_dtype) {
+      if (!store->Has(tensor)) return default_dtype;
+      if (absl::StatusOr<models::TensorView> t = store->Get(tensor); t.ok() && graph::IsBlockFormat(t->dtype)) {
+        return t->dtype;
+      }
+      return models::QuantizedDType(quant, tensor, cols, layers, tied, experts, default_dtype);
     };
   }
   // An f32 model keeps an f32 cache so that it computes like the reference; otherwise f16.

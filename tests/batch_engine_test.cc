@@ -222,7 +222,7 @@ TEST_P(BatchFixtureTest, TheGpuLoopGivesTheReferenceTokens) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, BatchFixtureTest,
                          ::testing::Values("llama", "gemma3", "qwen2", "qwen3", "mistral", "phi3", "qwen3_moe",
-                                           "mixtral"),
+                                           "mixtral", "gpt_oss"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // A prompt whose first pages another prompt already computed reuses them, and gives the logits

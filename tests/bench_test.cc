@@ -109,7 +109,7 @@ TEST(SyntheticTest, EveryBlockFormatHasTheIntendedSpread) {
   const int64_t rows = 64, cols = 512;
   const float stddev = 0.05f;
   for (DType t : {DType::kQ8_0, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ4_0, DType::kQ4_1,
-                  DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS}) {
+                  DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4}) {
     std::vector<uint8_t> bytes(graph::ByteSize(t, rows * cols));
     models::FillRandom(t, rows, cols, 7, 0.0f, stddev, bytes.data());
     const std::vector<float> v = models::DecodeFloats(t, bytes);

@@ -85,7 +85,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, EngineFixtureTest,
                                            Case{"qwen3_moe", graph::DType::kF32, 7},
                                            Case{"mixtral", graph::DType::kF32, 32},
                                            Case{"qwen3_moe", graph::DType::kF16, 32},
-                                           Case{"mixtral", graph::DType::kF16, 7}),
+                                           Case{"mixtral", graph::DType::kF16, 7},
+                                           Case{"gpt_oss", graph::DType::kF32, 32},
+                                           Case{"gpt_oss", graph::DType::kF32, 7},
+                                           Case{"gpt_oss", graph::DType::kF16, 32}),
                          CaseName);
 
 }  // namespace

@@ -102,6 +102,46 @@ TEST_P(ExpertMatMulKernelTest, ExpertMlpMatchesTheInterpreter) {
   Compare(*g, 8, {step(3, 30, 0)}, c.tolerance, WithoutSubgroupArithmetic());
 }
 
+// GPT-OSS's experts: per-expert biases before the gate (on both halves of the stacked [gate | up]
+// rows) and after down (before the route weight), and the clamped SwiGLU, fused into the gated
+// product; and unfused, as the model declares them (a bias step each, then clamped_swiglu). A
+// limit of 1.5 clamps many of the random products' values.
+TEST_P(ExpertMatMulKernelTest, BiasedClampedExpertMlpMatchesTheInterpreter) {
+  const ExpertCase& c = GetParam();
+  const graph::Attrs clamp{{"alpha", 1.702}, {"limit", 1.5}};
+  auto bias = [&](GraphBuilder& b, const char* name, int64_t n) {
+    return b.Param(name, {DType::kF32, {graph::Dim::Static(c.experts * n)}});
+  };
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(c.hidden));
+  ValueId logits = b.Input("logits", Rows(c.experts));
+  ValueId ids = b.TopK(logits, c.k);
+  ValueId weights = b.RouteWeights(logits, ids, "softmax_chosen");
+  ValueId gate_up = b.Param("gate_up", Matrix(c.experts * 2 * c.width, c.hidden, c.dtype));
+  ValueId gate = b.Param("gate", Matrix(c.experts * c.width, c.hidden, c.dtype));
+  ValueId up = b.Param("up", Matrix(c.experts * c.width, c.hidden, c.dtype));
+  ValueId down = b.Param("down", Matrix(c.experts * c.hidden, c.width, c.dtype));
+  ValueId bd = bias(b, "down_bias", c.hidden);
+  ValueId h = b.ExpertMatMul(x, gate_up, ids, c.experts, "bias,clamped_swiglu", -1, "gate_up",
+                             {bias(b, "gate_up_bias", 2 * c.width)}, clamp);
+  b.Output("h", h);
+  b.Output("y", b.ExpertMatMul(h, down, ids, c.experts, "bias", weights, "down", {bd}));
+  ValueId g = b.ExpertMatMul(x, gate, ids, c.experts, "bias", -1, "gate", {bias(b, "gate_bias", c.width)});
+  ValueId u = b.ExpertMatMul(x, up, ids, c.experts, "bias", -1, "up", {bias(b, "up_bias", c.width)});
+  b.Output("unfused", b.ClampedSwiglu(g, u, 1.702, 1.5));
+  auto graph = std::move(b).Finish();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
+    return Step{{{"x", RandomRows(tokens, c.hidden, seed)}, {"logits", RandomRows(tokens, c.experts, seed + 1)}}, pos};
+  };
+  // The clamp keeps h within (limit + 1) * limit, well under the sums it is made of (of up to 256
+  // products, about 5 in size here), so their f32 rounding is a larger share of it: 2.4e-5 of the
+  // largest h seen (Q4_K) against 1e-5 unclamped.
+  const double tolerance = 4 * c.tolerance;
+  Compare(*graph, 8, {step(5, 10, 0), step(1, 20, 5)}, tolerance);
+  Compare(*graph, 8, {step(3, 30, 0)}, tolerance, WithoutSubgroupArithmetic());
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, ExpertMatMulKernelTest,
                          ::testing::Values(ExpertCase{DType::kF32, 5, 3, 75, 37, 1e-5},
                                            ExpertCase{DType::kF16, 6, 2, 139, 21, 1e-5},
@@ -110,7 +150,8 @@ INSTANTIATE_TEST_SUITE_P(Types, ExpertMatMulKernelTest,
                                            ExpertCase{DType::kQ4_K, 3, 2, 256, 256, 1e-5},
                                            ExpertCase{DType::kQ5_K, 3, 2, 256, 256, 1e-5},
                                            ExpertCase{DType::kQ6_K, 4, 3, 256, 256, 1e-5},
-                                           ExpertCase{DType::kQ5_0, 5, 2, 96, 64, 1e-5}),
+                                           ExpertCase{DType::kQ5_0, 5, 2, 96, 64, 1e-5},
+                                           ExpertCase{DType::kMXFP4, 4, 2, 160, 96, 1e-5}),
                          [](const ::testing::TestParamInfo<ExpertCase>& i) { return graph::Name(i.param.dtype); });
 
 }  // namespace

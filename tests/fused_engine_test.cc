@@ -117,7 +117,7 @@ TEST(FusedEngineQ8Test, Gemma3ResidualNormsInTheirConsumers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FusedEngineTest,
                          ::testing::Values("llama", "llama_tied", "llama_q", "qwen2", "qwen3", "gemma3", "mistral", "phi3",
-                                           "qwen3_moe", "mixtral"));
+                                           "qwen3_moe", "mixtral", "gpt_oss"));
 
 }  // namespace
 }  // namespace doppler

@@ -482,9 +482,76 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionTest,
                                                c.subgroup_arithmetic ? "_subgroups" : "_shared");
                          });
 
+struct SinkCase {
+  int64_t heads, kv_heads, head_dim, window, capacity;
+  DType cache;
+  bool append;  // fuse-rope and fuse-kv-append first: decode steps take the appending kernel
+};
+
+class AttentionSinksTest : public KernelTest, public ::testing::WithParamInterface<SinkCase> {};
+
+// Each head's sink logit joins its softmaxes (GPT-OSS): a prefill bucket (the block variant, its
+// steps shorter than the bucket), then one-token steps on the subgroups variant (appending where
+// the passes made it) and on the portable one, over more keys than a workgroup takes at once.
+TEST_P(AttentionSinksTest, EachHeadsSinkJoinsItsSoftmax) {
+  const SinkCase& c = GetParam();
+  const int64_t q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim, positions = 160;
+  GraphBuilder b;
+  ValueId q = b.Input("q", Rows(q_width));
+  ValueId k = b.Input("k", Rows(kv_width));
+  auto values = std::make_shared<std::vector<float>>(test::RandomFloats(positions * c.head_dim, 5));
+  ValueId table =
+      b.Const("table", {DType::kF32, {Dim::Static(positions), Dim::Static(c.head_dim / 2), Dim::Static(2)}}, values);
+  TensorType cache{c.cache, {Dim::Static(c.capacity), Dim::Static(kv_width)}};
+  ValueId kc = b.CacheWrite(b.State("k_cache", cache), b.Rope(k, table, c.kv_heads, c.head_dim, "neox"));
+  ValueId vc = b.CacheWrite(b.State("v_cache", cache), b.Input("v", Rows(kv_width)));
+  ValueId sinks = b.Param("sinks", {DType::kF32, {Dim::Static(c.heads)}});
+  b.Output("o", b.Attention(b.Rope(q, table, c.heads, c.head_dim, "neox"), kc, vc, c.heads, c.kv_heads, c.head_dim,
+                            1.0 / std::sqrt(c.head_dim), c.window, "attention", sinks));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<passes::PassManager> pm =
+      passes::PassManager::Parse(c.append ? "fuse-rope,fuse-kv-append,dce" : "fuse-rope,dce");
+  ASSERT_TRUE(pm.ok() && pm->Run(*g).ok());
+  for (const graph::Node& n : g->nodes()) {
+    if (n.kind != graph::OpKind::kAttention) continue;
+    ASSERT_EQ(n.attrs.Int("sinks"), 1) << graph::ToText(*g);
+    ASSERT_EQ(n.attrs.Int("append"), c.append ? 1 : 0) << graph::ToText(*g);
+  }
+  auto step = [&](int64_t tokens, uint32_t seed) {
+    return std::map<std::string, Tensor>{{"q", RandomRows(tokens, q_width, seed)},
+                                         {"k", RandomRows(tokens, kv_width, seed + 1)},
+                                         {"v", RandomRows(tokens, kv_width, seed + 2)}};
+  };
+  const double tolerance = c.cache == DType::kF16 ? 2e-4 : 2e-5;
+  Compare(*g, 80, {{step(70, 20), 0}, {step(1, 30), 70}, {step(3, 40), 71}}, tolerance);
+  std::vector<std::pair<std::map<std::string, Tensor>, uint32_t>> decode;
+  for (uint32_t pos = 0; pos < 150; ++pos) decode.push_back({step(1, 100 + 3 * pos), pos});
+  {
+    test::RandomParams params(*g, 1234);
+    auto runner = test::GpuRunner::Create(ctx(), *g, 1, params);
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    bool with_sinks = false;
+    for (const auto& d : (*runner)->plan().dispatches()) with_sinks |= d.variant.find("+sinks") != std::string::npos;
+    EXPECT_TRUE(with_sinks);
+  }
+  Compare(*g, 1, decode, tolerance);
+  Compare(*g, 1, {decode.begin(), decode.begin() + 70}, tolerance, WithoutSubgroupArithmetic());
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionSinksTest,
+                         ::testing::Values(SinkCase{4, 2, 32, 0, 160, DType::kF32, true},
+                                           SinkCase{6, 3, 20, 9, 100, DType::kF16, false},
+                                           SinkCase{6, 2, 40, 0, 160, DType::kF16, true},
+                                           SinkCase{3, 1, 72, 13, 96, DType::kF32, true}),
+                         [](const ::testing::TestParamInfo<SinkCase>& i) {
+                           const SinkCase& c = i.param;
+                           return absl::StrCat("h", c.heads, "_kv", c.kv_heads, "_d", c.head_dim, "_w", c.window, "_",
+                                               graph::Name(c.cache), c.append ? "_append" : "");
+                         });
+
 // The cooperative-matrix attention compiles to SPIR-V on any machine (it runs only on devices with
 // VK_NV_cooperative_matrix): head sizes from 16 to 256, plain and with rope and head norm
-// prologues, with and without a window.
+// prologues and sinks, with and without a window.
 TEST(CoopAttention, KernelsCompileForNvidia) {
   const codegen::TargetCaps caps = test::NvidiaCoopCaps();
   int compiled = 0;
@@ -502,17 +569,19 @@ TEST(CoopAttention, KernelsCompileForNvidia) {
         q = b.Rope(b.GroupRmsNorm(q, b.Param("qn", {DType::kF32, {Dim::Static(head_dim)}}), head_dim, 1e-6, 1.0), table,
                    heads, head_dim, "neox");
       }
-      b.Output("o", b.Attention(q, kc, vc, heads, kv_heads, head_dim, 0.125, prologues ? 40 : 0));
+      ValueId sinks = prologues ? b.Param("sinks", {DType::kF32, {Dim::Static(heads)}}) : -1;
+      b.Output("o", b.Attention(q, kc, vc, heads, kv_heads, head_dim, 0.125, prologues ? 40 : 0, "attention", sinks));
       auto g = std::move(b).Finish();
       ASSERT_TRUE(g.ok()) << g.status();
       absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse("fuse-rope,fuse-head-norm,dce");
       ASSERT_TRUE(pm.ok() && pm->Run(*g).ok());
       for (const graph::Node& n : g->nodes()) {
         if (n.kind != graph::OpKind::kAttention) continue;
-        EXPECT_EQ(n.inputs.size(), prologues ? 5u : 3u);
+        EXPECT_EQ(n.inputs.size(), prologues ? 6u : 3u);
         absl::StatusOr<test::CompiledKernel> kernel = test::EmitAndCompile(*g, n, caps, 128);
         ASSERT_TRUE(kernel.ok()) << kernel.status();
         ASSERT_EQ(kernel->kernel.variant.rfind("coop.", 0), 0u) << kernel->kernel.variant;
+        EXPECT_EQ(kernel->kernel.variant.find("+sinks") != std::string::npos, prologues) << kernel->kernel.variant;
         EXPECT_EQ(kernel->spirv.bindings.size(), kernel->kernel.args.size() + 1);
         ++compiled;
       }

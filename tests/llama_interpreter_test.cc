@@ -66,7 +66,7 @@ TEST_P(InterpreterFixtureTest, PrefillAndDecodeMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, InterpreterFixtureTest,
                          ::testing::Values("llama", "llama_tied", "llama_q", "gemma3", "qwen2", "qwen3", "mistral",
-                                           "phi3", "qwen3_yarn", "phi3_longrope", "qwen3_moe", "mixtral"),
+                                           "phi3", "qwen3_yarn", "phi3_longrope", "qwen3_moe", "mixtral", "gpt_oss"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -45,7 +45,39 @@ TEST(ModelFamilies, EveryFamilyIsRegistered) {
   for (const models::Architecture& a : models::Architectures()) names.push_back(a.hf_name);
   EXPECT_THAT(names, ::testing::IsSupersetOf({"LlamaForCausalLM", "Gemma3ForCausalLM", "Qwen2ForCausalLM",
                                               "Qwen3ForCausalLM", "MistralForCausalLM", "Phi3ForCausalLM",
-                                              "Qwen3MoeForCausalLM", "MixtralForCausalLM"}));
+                                              "Qwen3MoeForCausalLM", "MixtralForCausalLM", "GptOssForCausalLM"}));
+}
+
+// GPT-OSS: the sliding layer's ring cache, a sink input on every attention, and an expert's gate
+// read from the stacked [E, in, 2I] tensor: a checkpoint whose tensor the config does not describe
+// is an error naming both shapes and the slice; an unknown quantization is an error naming it.
+TEST(ModelFamilies, GptOssReadsStackedExpertsAndSinks) {
+  models::ModelConfig c = Config("gpt_oss");
+  absl::StatusOr<graph::Graph> g = models::BuildModelGraph(c, Options(64, 7));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(Find(*g, OpKind::kState, "kv.0.k")->type.shape[0].value, 8 + 7 - 1);
+  EXPECT_EQ(Find(*g, OpKind::kState, "kv.1.k")->type.shape[0].value, 64);
+  for (const graph::Node& n : g->nodes()) {
+    if (n.kind == OpKind::kAttention) EXPECT_EQ(n.attrs.Int("sinks"), 1) << n.label;
+  }
+  auto store = models::OpenSafetensors(test::FixturesDir() / "hf" / "gpt_oss");
+  ASSERT_TRUE(store.ok()) << store.status();
+  const std::string gate = "model.layers.0.mlp.experts.gate_up_proj[3][0::2]";
+  ASSERT_NE(Find(*g, OpKind::kParam, gate), nullptr);
+  EXPECT_TRUE(models::MaterializeParam(**store, *Find(*g, OpKind::kParam, gate)).ok());
+
+  c.intermediate_size = 48;  // the config now implies [4, 128, 96]
+  g = models::BuildModelGraph(c, Options(64, 7));
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::Status s = models::MaterializeParam(**store, *Find(*g, OpKind::kParam, gate)).status();
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("tensor 'model.layers.0.mlp.experts.gate_up_proj' has shape [4, 128, 128] but the config "
+                        "implies [4, 128, 96] (" + gate + " lies in it: rows from 0 every 2 of expert 3)"));
+
+  c = Config("gpt_oss");
+  c.raw["quantization_config"] = {{"quant_method", "fp8"}};
+  EXPECT_THAT(std::string(models::BuildModelGraph(c, Options(64, 7)).status().message()),
+              HasSubstr("quant_method 'fp8' is not supported"));
 }
 
 // Gemma3's sliding layers keep window + max_step_tokens - 1 rows and use the local rope; its
@@ -139,16 +171,20 @@ TEST(ModelFamilies, Phi3ConfigThatContradictsTheFusedTensorNamesIt) {
 
 TEST(ModelFamilies, ParamSlicesAreChecked) {
   graph::GraphBuilder b;
-  b.ParamRows("w[8:16]", {graph::DType::kF32, {graph::Dim::Static(8), graph::Dim::Static(4)}}, "w", 12, 8);
-  EXPECT_THAT(std::string(b.status().message()), HasSubstr("does not fit in the 12 rows of w"));
+  b.ParamFrom("w[8:16]", {graph::DType::kF32, {graph::Dim::Static(8), graph::Dim::Static(4)}}, {"w", 12, 8});
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("do not lie inside the source's 12"));
+  graph::GraphBuilder strided;
+  strided.ParamFrom("w[1::2]", {graph::DType::kF32, {graph::Dim::Static(6), graph::Dim::Static(4)}},
+                    {.source = "w", .source_rows = 12, .row_offset = 1, .row_stride = 2, .source_experts = 3, .expert = 3});
+  EXPECT_THAT(std::string(strided.status().message()), HasSubstr("expert 3 of 3"));
 
   graph::GraphBuilder ok;
   ok.Input("x", {graph::DType::kF32, {graph::Dim::Tokens(), graph::Dim::Static(4)}});
-  ok.ParamRows("w[4:8]", {graph::DType::kF32, {graph::Dim::Static(4), graph::Dim::Static(4)}}, "w", 12, 4);
+  ok.ParamFrom("w[4:8]", {graph::DType::kF32, {graph::Dim::Static(4), graph::Dim::Static(4)}}, {"w", 12, 4});
   absl::StatusOr<graph::Graph> g = std::move(ok).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
   g->mutable_node(1).attrs.Set("row_offset", int64_t{10});
-  EXPECT_THAT(std::string(graph::Verify(*g).message()), HasSubstr("a param slice needs"));
+  EXPECT_THAT(std::string(graph::Verify(*g).message()), HasSubstr("do not lie inside the source's 12"));
 }
 
 TEST(ModelFamilies, UnsupportedConfigsAreErrors) {

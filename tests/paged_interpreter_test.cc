@@ -114,7 +114,7 @@ TEST_P(PagedInterpreterTest, PromptsDecodedTogetherMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PagedInterpreterTest,
-                         ::testing::Values("llama", "gemma3", "mistral", "phi3", "qwen3_moe"),
+                         ::testing::Values("llama", "gemma3", "mistral", "phi3", "qwen3_moe", "gpt_oss"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The kernels of paged graphs (graph/paging.h) against the interpreter: rope, cache writes and
-// attention (plain, with rope and head norm prologues, windowed, appending) over a pool of pages
-// that the rows' page tables name in a shuffled order, for one sequence a step (prefill chunks)
+// attention (plain, with rope and head norm prologues, windowed, appending, with sinks) over a pool
+// of pages that the rows' page tables name in a shuffled order, for one sequence a step (prefill chunks)
 // and for a row per sequence (batched decode steps, every row at its own position). The pools start
 // with random rows, which both sides see: the history before a sequence's first position, and
 // what rows of pages no table names must keep.
@@ -192,6 +192,7 @@ struct PagedCase {
   // With per_row: rows share sequences (a mixed step): each step's first half of the rows is a
   // chunk of sequence 0's consecutive positions, the rest a row each of the others.
   bool shared_rows = false;
+  bool sinks = false;              // a sink logit per head (GPT-OSS)
 };
 
 void PrintTo(const PagedCase& c, std::ostream* os) {
@@ -206,7 +207,8 @@ std::string CaseName(const PagedCase& c) {
                       "_", graph::Name(c.cache), "_", c.style.empty() ? "norope" : c.style,
                       c.head_norm ? "_head_norm" : "",
                       c.form == Form::kPlain ? "_plain" : c.form == Form::kPrologues ? "_prologues" : "_append", "_page",
-                      c.page_rows, buckets, c.without_subgroups ? "_nosubgroups" : "", c.shared_rows ? "_mixed" : "");
+                      c.page_rows, buckets, c.without_subgroups ? "_nosubgroups" : "", c.shared_rows ? "_mixed" : "",
+                      c.sinks ? "_sinks" : "");
 }
 
 // The graph of the case over pools of `pool_pages` pages.
@@ -230,7 +232,8 @@ absl::StatusOr<graph::Graph> BuildPagedAttention(const PagedCase& c, const Pagin
   }
   ValueId kc = b.CacheWrite(b.State("k_cache", cache), k);
   ValueId vc = b.CacheWrite(b.State("v_cache", cache), v);
-  b.Output("o", b.Attention(q, kc, vc, c.heads, c.kv_heads, c.head_dim, 0.3, c.window));
+  ValueId sinks = c.sinks ? b.Param("sinks", {DType::kF32, {Dim::Static(c.heads)}}) : -1;
+  b.Output("o", b.Attention(q, kc, vc, c.heads, c.kv_heads, c.head_dim, 0.3, c.window, "attention", sinks));
   absl::StatusOr<graph::Graph> g = std::move(b).Finish();
   if (!g.ok()) return g.status();
   g->set_paging(paging);
@@ -410,7 +413,10 @@ INSTANTIATE_TEST_SUITE_P(
         PagedCase{6, 2, 80, 20, DType::kF16, "neox", false, Form::kAppend, 16, false, {1, 9, 70}},
         PagedCase{6, 2, 64, 0, DType::kF16, "neox", true, Form::kPrologues, 7, false, {70}},
         // 80-wide heads: blocks of 25 queries of 5 invocations (a workgroup of 125).
-        PagedCase{6, 2, 80, 0, DType::kF32, "", false, Form::kPlain, 16, false, {70}}),
+        PagedCase{6, 2, 80, 0, DType::kF32, "", false, Form::kPlain, 16, false, {70}},
+        // Sinks (GPT-OSS): batched decode steps, and prefill chunks.
+        PagedCase{4, 2, 32, 8, DType::kF16, "neox", false, Form::kAppend, 7, true, {3, 13}, true, false, true},
+        PagedCase{4, 2, 32, 8, DType::kF16, "neox", false, Form::kAppend, 16, false, {1, 9, 70}, false, false, true}),
     [](const ::testing::TestParamInfo<PagedCase>& i) { return CaseName(i.param); });
 
 class PagedRopeTest : public vk::VkTest, public ::testing::WithParamInterface<bool> {};

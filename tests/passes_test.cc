@@ -543,7 +543,7 @@ TEST_P(FusedEqualsUnfused, OnTheInterpreter) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FusedEqualsUnfused,
                          ::testing::Values("llama", "llama_tied", "llama_q", "qwen2", "qwen3", "gemma3", "mistral", "phi3",
-                                           "qwen3_moe", "mixtral"));
+                                           "qwen3_moe", "mixtral", "gpt_oss"));
 
 }  // namespace
 }  // namespace doppler

@@ -1,5 +1,5 @@
 // Kernels reading llama.cpp's block formats (Q8_0, Q5_0, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_1, Q2_K, Q3_K,
-// IQ4_NL, IQ4_XS) straight from their blocks,
+// IQ4_NL, IQ4_XS, MXFP4) straight from their blocks,
 // against the interpreter fed the dequantized values: matmul (decode and prefill tiles, row counts
 // that are not multiples of the tile) and embedding gathers, which must decode bit for bit as
 // models/quant does; and ggml's own quantized fixture rows decoded on the GPU.
@@ -114,6 +114,29 @@ TEST(DeviceLayout, SplitsQ5_0Rows) {
   }
 }
 
+// MXFP4's 17-byte blocks: split rows of the 16 bytes of nibbles of every block, then the blocks'
+// E8M0 scale bytes, then padding to 16 bytes.
+TEST(DeviceLayout, SplitsMxfp4Rows) {
+  const codegen::DeviceRow row = codegen::DeviceRowOf(DType::kMXFP4, 96);  // 3 blocks
+  EXPECT_TRUE(row.split);
+  EXPECT_EQ(row.bytes, 64);
+  EXPECT_EQ(row.scales_at, 48);
+  EXPECT_EQ(codegen::DeviceByteSize(DType::kMXFP4, 2 * 96, 96), 128u);
+  std::vector<uint8_t> stored(2 * 3 * 17);
+  for (size_t i = 0; i < stored.size(); ++i) stored[i] = static_cast<uint8_t>(1 + i % 251);
+  const std::vector<uint8_t> device = codegen::ToDeviceLayout(DType::kMXFP4, 96, stored);
+  ASSERT_EQ(device.size(), 128u);
+  for (size_t r = 0; r < 2; ++r) {
+    const auto at = device.begin() + 64 * r;
+    for (size_t b = 0; b < 3; ++b) {
+      const auto block = stored.begin() + 17 * (3 * r + b);
+      EXPECT_TRUE(std::equal(block + 1, block + 17, at + 16 * b)) << r << " " << b;  // qs
+      EXPECT_EQ(at[48 + b], block[0]) << r << " " << b;                              // e
+    }
+    EXPECT_TRUE(std::all_of(at + 51, at + 64, [](uint8_t v) { return v == 0; })) << r;
+  }
+}
+
 class QuantKernelTest : public vk::VkTest {
  protected:
   // Runs `g` on the GPU and the interpreter for each step and returns the worst relative error of
@@ -188,11 +211,12 @@ INSTANTIATE_TEST_SUITE_P(
                       QuantMatMulCase{DType::kQ3_K, 1, 1, 512, 37}, QuantMatMulCase{DType::kQ3_K, 13, 16, 256, 9},
                       QuantMatMulCase{DType::kIQ4_XS, 1, 1, 512, 37}, QuantMatMulCase{DType::kIQ4_XS, 13, 16, 256, 9},
                       QuantMatMulCase{DType::kIQ4_XS, 1, 1, 4608, 9},
+                      QuantMatMulCase{DType::kMXFP4, 1, 1, 96, 37}, QuantMatMulCase{DType::kMXFP4, 13, 16, 160, 67},
                       // Prefill tiles (buckets over the matrix-vector kernel's rows).
                       QuantMatMulCase{DType::kQ4_0, 20, 32, 160, 67}, QuantMatMulCase{DType::kQ4_1, 20, 32, 96, 37},
                       QuantMatMulCase{DType::kQ5_1, 20, 32, 160, 67}, QuantMatMulCase{DType::kIQ4_NL, 20, 32, 96, 37},
                       QuantMatMulCase{DType::kQ2_K, 20, 32, 256, 9}, QuantMatMulCase{DType::kQ3_K, 20, 32, 512, 37},
-                      QuantMatMulCase{DType::kIQ4_XS, 20, 32, 256, 9}),
+                      QuantMatMulCase{DType::kIQ4_XS, 20, 32, 256, 9}, QuantMatMulCase{DType::kMXFP4, 20, 32, 96, 37}),
     [](const ::testing::TestParamInfo<QuantMatMulCase>& i) {
       const QuantMatMulCase& c = i.param;
       return std::string(graph::Name(c.dtype)) + "_t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) +
@@ -312,7 +336,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Q8MatMulCase{DType::kQ3_K, 1, 1, 512, 37, false}, Q8MatMulCase{DType::kQ3_K, 13, 16, 256, 9, true},
                       Q8MatMulCase{DType::kQ3_K, 1, 1, 6400, 23, true},
                       // IQ4's grid in shared memory, filled before the first segment of x is staged.
-                      Q8MatMulCase{DType::kIQ4_XS, 4, 4, 6144, 9, true}, Q8MatMulCase{DType::kIQ4_NL, 1, 1, 64, 40000, false}),
+                      Q8MatMulCase{DType::kIQ4_XS, 4, 4, 6144, 9, true}, Q8MatMulCase{DType::kIQ4_NL, 1, 1, 64, 40000, false},
+                      Q8MatMulCase{DType::kMXFP4, 1, 1, 1152, 300, false}, Q8MatMulCase{DType::kMXFP4, 3, 4, 160, 67, true}),
     [](const ::testing::TestParamInfo<Q8MatMulCase>& i) {
       const Q8MatMulCase& c = i.param;
       return std::string(graph::Name(c.dtype)) + "_t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) +
@@ -605,7 +630,7 @@ TEST_P(QuantEmbeddingTest, GathersExactlyTheDequantizedRows) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, QuantEmbeddingTest,
                          ::testing::Values(DType::kQ8_0, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ4_0,
                                            DType::kQ4_1, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kIQ4_NL,
-                                           DType::kIQ4_XS),
+                                           DType::kIQ4_XS, DType::kMXFP4),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(graph::Name(i.param)); });
 
 // ggml's quantization of the fixture matrix (quant/*.bin, 64 rows of 512 values, with edge rows:
@@ -650,6 +675,38 @@ INSTANTIATE_TEST_SUITE_P(Ggml, QuantFixtureKernelTest,
                          [](const ::testing::TestParamInfo<std::pair<DType, const char*>>& i) {
                            return std::string(i.param.second);
                          });
+
+// gguf-py's MXFP4 blocks of the fixture matrix (quant/types/mxfp4.bin, raw 17-byte blocks of 64
+// rows of 512 values), gathered on the GPU: bit for bit gguf-py's dequantization.
+TEST_F(QuantKernelTest, GpuDecodesMxfp4BlocksBitExactly) {
+  const std::filesystem::path dir = test::FixturesDir() / "quant" / "types";
+  std::ifstream in(dir / "mxfp4.bin", std::ios::binary);
+  ASSERT_TRUE(in) << (dir / "mxfp4.bin");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::StatusOr<test::NpyArray> want = test::ReadNpy(dir / "mxfp4_dequant_f32.npy");
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(want->shape.size(), 2u);
+  const int64_t rows = want->shape[0], cols = want->shape[1];
+  ASSERT_EQ(bytes.size(), graph::ByteSize(DType::kMXFP4, rows * cols));
+  GraphBuilder b;
+  ValueId ids = b.Input("ids", {DType::kI32, {Dim::Tokens()}});
+  b.Output("y", b.Embedding(b.Param("table", Matrix(rows, cols, DType::kMXFP4)), ids));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  test::RandomParams params(*g, 1);
+  params.Set("table", bytes, want->data);
+  std::vector<int32_t> all(static_cast<size_t>(rows));
+  for (int32_t i = 0; i < rows; ++i) all[static_cast<size_t>(i)] = i;
+  auto gpu = test::GpuRunner::Create(ctx(), *g, rows, params);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto got = (*gpu)->Run({{"ids", Tensor::I32({rows}, all)}}, 0);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const std::vector<float>& y = got->at("y").f;
+  ASSERT_EQ(y.size(), want->data.size());
+  size_t differing = 0;
+  for (size_t i = 0; i < y.size(); ++i) differing += std::memcmp(&y[i], &want->data[i], sizeof(float)) != 0;
+  EXPECT_EQ(differing, 0u) << "of " << y.size() << " values";
+}
 
 // llama-quantize's blocks of every quant type users download (quant/types/: each tensor types.json
 // lists, dequantized by gguf-py), gathered on the GPU: bit for bit gguf-py's values.

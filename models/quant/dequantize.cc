@@ -179,14 +179,13 @@ void DecodeIQ4_XS(const uint8_t* b, float* y) {
 
 // e (E8M0), qs[16]: value j < 16 is the E2M1 code in the low nibble of qs[j], value j + 16 the
 // high nibble's; a code is sign (bit 3) and magnitude 0, 0.5, 1, 1.5, 2, 3, 4, 6, here doubled to
-// integers with the scale halved: value = kE2M1x2[code] * 2^(e - 128), exact in float32 (ggml's
+// integers with the scale halved: value = kMXFP4Values[code] * 2^(e - 128), exact in float32 (ggml's
 // E8M0-to-half-float scale, subnormal for e < 2).
 void DecodeMXFP4(const uint8_t* b, float* y) {
-  static constexpr int8_t kE2M1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
   const int exponent = static_cast<int>(b[0]) - 128;
   for (int j = 0; j < 16; ++j) {
-    y[j] = std::ldexp(static_cast<float>(kE2M1x2[b[1 + j] & 0xF]), exponent);
-    y[j + 16] = std::ldexp(static_cast<float>(kE2M1x2[b[1 + j] >> 4]), exponent);
+    y[j] = std::ldexp(static_cast<float>(graph::kMXFP4Values[b[1 + j] & 0xF]), exponent);
+    y[j + 16] = std::ldexp(static_cast<float>(graph::kMXFP4Values[b[1 + j] >> 4]), exponent);
   }
 }
 
