@@ -1,0 +1,118 @@
+#include "codegen/tuning/coop_rows.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codegen/emitters.h"
+#include "codegen/tuning/tuning.h"
+
+namespace doppler::codegen::tuning {
+namespace {
+
+// Workgroups the grid should have at least, so that it fills a large GPU (two a multiprocessor of
+// an H200's 132) before a subgroup takes more columns: to be measured.
+constexpr int64_t kMinWorkgroups = 256;
+// K from which a workgroup takes 8 subgroups: a long reduction (a down projection, K = 14,336)
+// then has a workgroup's weight reads spread over more of them in flight at once: to be measured.
+constexpr int64_t kLongK = 8192;
+
+int64_t RegionBytes(const CoopRowsConfig& c, int64_t gates) { return 2 * (16 + gates * 16 * c.frags) * (c.bk + 8); }
+
+// Why `c` cannot be rendered for `gates` on `caps`, or "" where it can.
+std::string Unfit(const CoopRowsConfig& c, int64_t gates, const TargetCaps& caps) {
+  if (c.subgroups % c.ksplit != 0) return "split K among subgroups that do not divide the workgroup's";
+  if (32 * c.subgroups > caps.max_workgroup_invocations) {
+    return absl::StrCat("make ", 32 * c.subgroups, " invocations; the device takes ", caps.max_workgroup_invocations);
+  }
+  // The sums of the K split go through each subgroup's region: a fragment (256 floats) a gate.
+  if (RegionBytes(c, gates) < gates * 1024) return "leave no room for the result fragments";
+  if (CoopRowsSharedBytes(c, gates) > caps.max_shared_memory) {
+    return absl::StrCat("need ", CoopRowsSharedBytes(c, gates), " bytes of shared memory; the device has ",
+                        caps.max_shared_memory);
+  }
+  return "";
+}
+
+}  // namespace
+
+int64_t CoopRowsColumns(const CoopRowsConfig& c) { return (c.subgroups / c.ksplit) * 16 * c.frags; }
+
+int64_t CoopRowsSharedBytes(const CoopRowsConfig& c, int64_t gates) {
+  return c.subgroups * (RegionBytes(c, gates) + 4 * 16);
+}
+
+absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m, int64_t k, int64_t n, int64_t gates) {
+  if (m > kCoopRowsMaxRows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cooperative-matrix rows variant: ", m, " rows of x; it takes at most ", kCoopRowsMaxRows));
+  }
+  CoopRowsConfig c;
+  // Every subgroup of a workgroup takes its own slices of K over the same columns: each slice of x
+  // is staged once a workgroup and each weight value decoded by one subgroup (a column split
+  // stages x once a column group): to be measured.
+  c.subgroups = c.ksplit = k >= kLongK ? 8 : 4;
+  // Columns: as many fragments a subgroup as leave kMinWorkgroups workgroups, each fragment of x
+  // then feeding more products (fewer reads of x, which is f32, from L2).
+  c.frags = 1;
+  for (int64_t f : {4, 2}) {
+    if (CeilDiv(n, 16 * f) >= kMinWorkgroups) {
+      c.frags = f;
+      break;
+    }
+  }
+  // Slices of 32: a Q4_K weight row's slice is 16 bytes, half of a 32-byte sector whose other
+  // half the next subgroup reads meanwhile: to be measured against 64.
+  c.bk = 32;
+
+  struct Key {
+    const char* name;
+    int64_t* field;
+    std::initializer_list<int64_t> values;
+  };
+  std::vector<std::string> set;
+  bool ksplit_set = false;
+  for (const Key& key : {Key{"subgroups", &c.subgroups, {1, 2, 4, 8}}, Key{"ksplit", &c.ksplit, {1, 2, 4, 8}},
+                         Key{"frags", &c.frags, {1, 2, 4}}, Key{"bk", &c.bk, {16, 32, 64}}}) {
+    absl::StatusOr<std::optional<int64_t>> v = Override("coop_rows", key.name);
+    if (!v.ok()) return v.status();
+    if (!*v) continue;
+    if (std::find(key.values.begin(), key.values.end(), **v) == key.values.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: coop_rows.", key.name, "=", **v, " is not one of ",
+                                                     absl::StrJoin(key.values, ", ")));
+    }
+    *key.field = **v;
+    ksplit_set |= key.field == &c.ksplit;
+    set.push_back(absl::StrCat("coop_rows.", key.name, "=", **v));
+  }
+  // A workgroup size chosen alone keeps K split among all its subgroups.
+  if (!ksplit_set) c.ksplit = c.subgroups;
+  if (const std::string unfit = Unfit(c, gates, caps); !unfit.empty()) {
+    const std::string shape = absl::StrCat(c.subgroups, " subgroups, K split ", c.ksplit, " ways, ", c.frags,
+                                           " fragments a subgroup, slices of ", c.bk, ", ", gates,
+                                           gates == 2 ? " gates" : " gate");
+    if (set.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat("cooperative-matrix rows variant: ", shape, ": ", unfit));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: ", absl::StrJoin(set, ", "), " (", shape, ") ", unfit));
+  }
+  return c;
+}
+
+absl::StatusOr<int64_t> CoopRowsFrom(const TargetCaps& caps) {
+  absl::StatusOr<std::optional<int64_t>> v = Override("coop_rows", "from");
+  if (!v.ok()) return v.status();
+  if (*v && **v < 2) {
+    return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: coop_rows.from=", **v,
+                                                   " is below 2 (a single row keeps the matrix-vector kernels)"));
+  }
+  if (!caps.coop_matrix_nv) return kCoopRowsMaxRows + 1;
+  return v->value_or(2);
+}
+
+}  // namespace doppler::codegen::tuning
