@@ -706,6 +706,7 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
   for (const Case& c : {Case{4096, 14336, 2, 4, 2},    // 8B gate+up: 448 workgroups of 32 columns
                         Case{14336, 4096, 1, 8, 1},    // 8B down (long K): 256 of 16, 8 subgroups
                         Case{4096, 6144, 1, 4, 1},     // 8B q/k/v: 384 of 16
+                        Case{4096, 1024, 1, 8, 1},     // 8B v alone: 64 of 16, 8 subgroups
                         Case{4096, 128256, 1, 4, 4}})  // 8B output: 2,004 of 64
   {
     absl::StatusOr<CoopRowsConfig> got = ChooseCoopRows(codegen::H100LikeCaps(), 8, c.k, c.n, c.gates);

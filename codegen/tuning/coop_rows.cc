@@ -52,33 +52,16 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
     return absl::InvalidArgumentError(
         absl::StrCat("cooperative-matrix rows variant: ", m, " rows of x; it takes at most ", kCoopRowsMaxRows));
   }
-  CoopRowsConfig c;
-  // Every subgroup of a workgroup takes its own slices of K over the same columns: each slice of x
-  // is staged once a workgroup and each weight value decoded by one subgroup (a column split
-  // stages x once a column group): to be measured.
-  c.subgroups = c.ksplit = k >= kLongK ? 8 : 4;
-  // Columns: as many fragments a subgroup as leave kMinWorkgroups workgroups, each fragment of x
-  // then feeding more products (fewer reads of x, which is f32, from L2).
-  c.frags = 1;
-  for (int64_t f : {4, 2}) {
-    if (CeilDiv(n, 16 * f) >= kMinWorkgroups) {
-      c.frags = f;
-      break;
-    }
-  }
-  // Slices of 32: a Q4_K weight row's slice is 16 bytes, half of a 32-byte sector whose other
-  // half the next subgroup reads meanwhile: to be measured against 64.
-  c.bk = 32;
-
+  // DOPPLER_TUNE's values first: the choices below are made around them.
   struct Key {
     const char* name;
-    int64_t* field;
     std::initializer_list<int64_t> values;
+    std::optional<int64_t> value;
   };
+  Key keys[] = {{"subgroups", {1, 2, 4, 8}, {}}, {"ksplit", {1, 2, 4, 8}, {}}, {"frags", {1, 2, 4}, {}},
+                {"bk", {16, 32, 64}, {}}};
   std::vector<std::string> set;
-  bool ksplit_set = false;
-  for (const Key& key : {Key{"subgroups", &c.subgroups, {1, 2, 4, 8}}, Key{"ksplit", &c.ksplit, {1, 2, 4, 8}},
-                         Key{"frags", &c.frags, {1, 2, 4}}, Key{"bk", &c.bk, {16, 32, 64}}}) {
+  for (Key& key : keys) {
     absl::StatusOr<std::optional<int64_t>> v = Override("coop_rows", key.name);
     if (!v.ok()) return v.status();
     if (!*v) continue;
@@ -86,12 +69,40 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
       return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: coop_rows.", key.name, "=", **v, " is not one of ",
                                                      absl::StrJoin(key.values, ", ")));
     }
-    *key.field = **v;
-    ksplit_set |= key.field == &c.ksplit;
+    key.value = *v;
     set.push_back(absl::StrCat("coop_rows.", key.name, "=", **v));
   }
-  // A workgroup size chosen alone keeps K split among all its subgroups.
-  if (!ksplit_set) c.ksplit = c.subgroups;
+  const std::optional<int64_t> subgroups = keys[0].value, ksplit = keys[1].value, frags = keys[2].value, bk = keys[3].value;
+
+  CoopRowsConfig c;
+  // Slices of 32: a Q4_K weight row's slice is 16 bytes, half of a 32-byte sector whose other
+  // half the next subgroup reads meanwhile: to be measured against 64.
+  c.bk = bk.value_or(32);
+  // Columns: as many fragments a subgroup as leave kMinWorkgroups workgroups, each fragment of x
+  // then feeding more products (fewer reads of x, which is f32, from L2): to be measured.
+  c.frags = 1;
+  for (int64_t f : {4, 2}) {
+    if (CeilDiv(n, 16 * f) >= kMinWorkgroups) {
+      c.frags = f;
+      break;
+    }
+  }
+  c.frags = frags.value_or(c.frags);
+  // Every subgroup of a workgroup takes its own slices of K over the same columns (unless
+  // chosen): each slice of x is staged once a workgroup and each weight value decoded by one
+  // subgroup (a column split stages x once a column group). 4 subgroups, 8 for a long K or a grid
+  // short of kMinWorkgroups (more of the few workgroups' weight reads in flight) where their
+  // regions fit: to be measured.
+  c.subgroups = 4;
+  c.ksplit = ksplit.value_or(4);
+  if (k >= kLongK || CeilDiv(n, 16 * c.frags) < kMinWorkgroups) {
+    CoopRowsConfig eight = c;
+    eight.subgroups = 8;
+    eight.ksplit = ksplit.value_or(8);
+    if (Unfit(eight, gates, caps).empty()) c = eight;
+  }
+  c.subgroups = subgroups.value_or(c.subgroups);
+  c.ksplit = ksplit.value_or(c.subgroups);
   if (const std::string unfit = Unfit(c, gates, caps); !unfit.empty()) {
     const std::string shape = absl::StrCat(c.subgroups, " subgroups, K split ", c.ksplit, " ways, ", c.frags,
                                            " fragments a subgroup, slices of ", c.bk, ", ", gates,
