@@ -10,7 +10,9 @@
 // each fragment of x feeding G · F products. Small workgroups of few registers keep many of them
 // resident a multiprocessor, their weight loads in flight together. At the end the K split's
 // partial fragments are summed through shared memory, a fragment at a time, each invocation then
-// applying the epilogue to single values.
+// applying the epilogue to single values. Where the config reads ahead, a subgroup reads its next
+// slice into registers before the current one's products are issued, so that the loads' latency
+// is spent multiplying.
 //
 // With a norm prologue, x is multiplied by the norm weight as it is staged, and each row's sum of
 // squares, gathered by the lanes that stage the row in each subgroup of the K split, scales the
@@ -32,11 +34,12 @@ absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
   const tuning::CoopRowsConfig& t = *config;
   Kernel k;
   k.variant = absl::StrCat("coop_rows.", graph::Name(s.w_dtype), ".sg", t.subgroups, ".ks", t.ksplit, ".f", t.frags,
-                           ".k", t.bk, s.variant_suffix);
+                           ".k", t.bk, t.prefetch ? ".pf" : "", s.variant_suffix);
   k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * t.subgroups)), s.io_glsl, s.tile_x_glsl,
                         WeightSlices(3, s.w_dtype, s.k), CoopSliceKGlsl(), "\n",
                         Fill(R"(
 #define NORM {{NORM}}
+#define PREFETCH {{PREFETCH}}
 const uint SUBGROUPS = {{SUBGROUPS}}u, KSPLIT = {{KSPLIT}}u, F = {{F}}u, BK = {{BK}}u;
 const uint STRIDE = BK + 8u;  // padded rows: 16 bytes apart in banks
 const uint BN = (SUBGROUPS / KSPLIT) * F * 16u;  // the workgroup's columns
@@ -54,23 +57,40 @@ float sum_sq[XI];
 
 uint x_row(uint q) { return RPI * q + lane / LPR; }
 
-// Stages the slice at kb (kb < K) of x and of the subgroup's weight rows in its region.
-void stage_slice(uint kb) {
+// Reads the slice at kb of x and of the subgroup's weight rows into registers (past K: the first
+// slice again, counting nothing).
+vec4 xv[XI];
+float wv[G][WSL][8];
+void fetch(uint kb) {
+  bool counts = kb < K;
+  uint at = counts ? kb : 0u;
   [[unroll]] for (uint q = 0u; q < XI; ++q) {
-    vec4 v = staged_x4(x_row(q), kb + 4u * (lane % LPR), m, sum_sq[q]);
-    stage[base + (x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+    float s = 0.0;
+    xv[q] = staged_x4(x_row(q), at + 4u * (lane % LPR), m, s);
+    sum_sq[q] += counts ? s : 0.0;
   }
   // Lane l decodes values 8·(sl % (BK / 8)).. of weight row sl / (BK / 8), for sl = l + 32·u.
   [[unroll]] for (uint g = 0u; g < G; ++g) {
     [[unroll]] for (uint u = 0u; u < WSL; ++u) {
       uint sl = lane + 32u * u, wr = sl / (BK / 8u), e0 = 8u * (sl % (BK / 8u));
-      uint col = col0 + cc * F * 16u + wr;
-      float w[8];
-      w_slice8(min(col, N - 1u) + g * N, slice_k(kb + e0), w);
-      bool live = col < N && kb + e0 < K;  // a slice past K (K not a multiple of BK) adds nothing
+      w_slice8(min(col0 + cc * F * 16u + wr, N - 1u) + g * N, slice_k(at + 8u * (sl % (BK / 8u))), wv[g][u]);
+    }
+  }
+}
+
+// Stores the registers, the slice at kb, in the subgroup's region as f16.
+void stage_slice(uint kb) {
+  [[unroll]] for (uint q = 0u; q < XI; ++q) {
+    stage[base + (x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] = uvec2(packHalf2x16(xv[q].xy), packHalf2x16(xv[q].zw));
+  }
+  [[unroll]] for (uint g = 0u; g < G; ++g) {
+    [[unroll]] for (uint u = 0u; u < WSL; ++u) {
+      uint sl = lane + 32u * u, wr = sl / (BK / 8u), e0 = 8u * (sl % (BK / 8u));
+      bool live = col0 + cc * F * 16u + wr < N && kb + e0 < K;  // a slice past K (K not a multiple of BK) adds nothing
       uint at = base + XWORDS + ((g * F * 16u + wr) * STRIDE + e0) / 4u;
       [[unroll]] for (uint h = 0u; h < 2u; ++h) {
-        vec4 v = live ? vec4(w[4u * h], w[4u * h + 1u], w[4u * h + 2u], w[4u * h + 3u]) : vec4(0.0);
+        vec4 v = live ? vec4(wv[g][u][4u * h], wv[g][u][4u * h + 1u], wv[g][u][4u * h + 2u], wv[g][u][4u * h + 3u])
+                      : vec4(0.0);
         stage[at + h] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
       }
     }
@@ -91,12 +111,23 @@ void main() {
     [[unroll]] for (uint j = 0u; j < F; ++j) acc[g][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
   [[unroll]] for (uint q = 0u; q < XI; ++q) sum_sq[q] = 0.0;
 
+#if PREFETCH
+  fetch(kc * BK);
+#endif
   for (uint kb = kc * BK; kb < K; kb += KSPLIT * BK) {
     subgroupMemoryBarrierShared();
     subgroupBarrier();  // the previous round's products have read the region
+#if PREFETCH
     stage_slice(kb);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
+    fetch(kb + KSPLIT * BK);  // in flight while this slice's products run
+#else
+    fetch(kb);
+    stage_slice(kb);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+#endif
     [[unroll]] for (uint ks = 0u; ks < BK; ks += 16u) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a;
       coopMatLoadNV(a, stage, base + ks / 4u, STRIDE / 4u, false);
@@ -151,6 +182,7 @@ void main() {
 )",
                              {{"ROWS", s.rows_expr},
                               {"NORM", s.norm ? "1" : "0"},
+                              {"PREFETCH", t.prefetch ? "1" : "0"},
                               {"SUBGROUPS", absl::StrCat(t.subgroups)},
                               {"KSPLIT", absl::StrCat(t.ksplit)},
                               {"F", absl::StrCat(t.frags)},

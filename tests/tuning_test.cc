@@ -675,16 +675,18 @@ using codegen::tuning::CoopRowsFrom;
 using codegen::tuning::CoopRowsTakeBatchedDecode;
 
 // Shapes DOPPLER_TUNE can pick (over the choice's), each fitting gated weights in NVIDIA's 48 KiB.
+// Each with coop_rows.from=2, so that buckets from 2 rows take the variant.
 const char* const kCoopRowsTunes[] = {
-    "",                                                         // the choice
-    "coop_rows.subgroups=1",                                    // one subgroup, no K split
-    "coop_rows.subgroups=2,coop_rows.frags=4",                  // two subgroups over K, 64 columns
-    "coop_rows.subgroups=8",                                    // eight over K (the choice for long K)
-    "coop_rows.subgroups=4,coop_rows.ksplit=2",                 // two column groups of two over K
-    "coop_rows.subgroups=4,coop_rows.ksplit=1,coop_rows.frags=1",  // four column groups, K whole
-    "coop_rows.bk=16",                                          // slices of 16
-    "coop_rows.bk=64,coop_rows.frags=1",                        // slices of 64
-    "coop_rows.frags=4",                                        // 64 columns a subgroup
+    "coop_rows.from=2",                                                 // the choice
+    "coop_rows.from=2,coop_rows.prefetch=0",                            // no reading ahead
+    "coop_rows.from=2,coop_rows.subgroups=1",                           // one subgroup, no K split
+    "coop_rows.from=2,coop_rows.subgroups=2,coop_rows.frags=4",         // two over K, 64 columns
+    "coop_rows.from=2,coop_rows.subgroups=8",                           // eight over K (long K's choice)
+    "coop_rows.from=2,coop_rows.subgroups=4,coop_rows.ksplit=2",        // two column groups of two
+    "coop_rows.from=2,coop_rows.subgroups=4,coop_rows.ksplit=1",        // four column groups, K whole
+    "coop_rows.from=2,coop_rows.bk=16",                                 // slices of 16
+    "coop_rows.from=2,coop_rows.bk=64",                                 // slices of 64
+    "coop_rows.from=2,coop_rows.frags=2,coop_rows.prefetch=0",          // 32 columns a subgroup
 };
 
 // A row-per-sequence step's graph (the batched engine's decode): a gated matmul with a norm
@@ -703,11 +705,11 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
     int64_t k, n, gates;
     int64_t subgroups, frags;
   };
-  for (const Case& c : {Case{4096, 14336, 2, 4, 2},    // 8B gate+up: 448 workgroups of 32 columns
-                        Case{14336, 4096, 1, 8, 1},    // 8B down (long K): 256 of 16, 8 subgroups
-                        Case{4096, 6144, 1, 4, 1},     // 8B q/k/v: 384 of 16
-                        Case{4096, 1024, 1, 8, 1},     // 8B v alone: 64 of 16, 8 subgroups
-                        Case{4096, 128256, 1, 4, 4}})  // 8B output: 2,004 of 64
+  for (const Case& c : {Case{4096, 14336, 2, 4, 1},    // 8B gate+up: 896 workgroups of 16 columns
+                        Case{14336, 4096, 1, 8, 1},    // 8B down (long K): 256, 8 subgroups
+                        Case{4096, 6144, 1, 4, 1},     // 8B q/k/v: 384
+                        Case{4096, 1024, 1, 8, 1},     // 8B v alone: 64, 8 subgroups
+                        Case{4096, 128256, 1, 4, 1}})  // 8B output: 8,016
   {
     absl::StatusOr<CoopRowsConfig> got = ChooseCoopRows(codegen::H100LikeCaps(), 8, c.k, c.n, c.gates);
     ASSERT_TRUE(got.ok()) << got.status();
@@ -715,26 +717,27 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
     EXPECT_EQ(got->ksplit, c.subgroups) << c.k << "x" << c.n;
     EXPECT_EQ(got->frags, c.frags) << c.k << "x" << c.n;
     EXPECT_EQ(got->bk, 32);
+    EXPECT_EQ(got->prefetch, 1);
     EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*got, c.gates), 49152);
   }
   EXPECT_FALSE(ChooseCoopRows(codegen::H100LikeCaps(), 17, 4096, 4096, 1).ok());
 }
 
-TEST(Tuning, BatchedDecodeTakesCoopRowsFromTwoRowsWhereTheDeviceHasThem) {
+TEST(Tuning, BatchedDecodeTakesCoopRowsFromEightRowsWhereTheDeviceHasThem) {
   unsetenv("DOPPLER_TUNE");
   absl::StatusOr<int64_t> nvidia = CoopRowsFrom(codegen::H100LikeCaps()), lavapipe = CoopRowsFrom(codegen::LavapipeCaps());
   ASSERT_TRUE(nvidia.ok() && lavapipe.ok()) << nvidia.status() << lavapipe.status();
-  EXPECT_EQ(*nvidia, 2);
+  EXPECT_EQ(*nvidia, 8);
   for (int64_t rows = 1; rows <= 32; ++rows) {
-    EXPECT_EQ(CoopRowsTakeBatchedDecode(rows, *nvidia), rows >= 2 && rows <= 16) << rows;
+    EXPECT_EQ(CoopRowsTakeBatchedDecode(rows, *nvidia), rows >= 8 && rows <= 16) << rows;
     EXPECT_FALSE(CoopRowsTakeBatchedDecode(rows, *lavapipe)) << rows;
   }
   {
-    ScopedTune scoped("coop_rows.from=9");
+    ScopedTune scoped("coop_rows.from=3");
     absl::StatusOr<int64_t> from = CoopRowsFrom(codegen::H100LikeCaps());
     ASSERT_TRUE(from.ok()) << from.status();
-    EXPECT_FALSE(CoopRowsTakeBatchedDecode(8, *from));
-    EXPECT_TRUE(CoopRowsTakeBatchedDecode(9, *from));
+    EXPECT_FALSE(CoopRowsTakeBatchedDecode(2, *from));
+    EXPECT_TRUE(CoopRowsTakeBatchedDecode(3, *from));
   }
   {
     ScopedTune scoped("coop_rows.from=17");  // off: today's kernels for every bucket
@@ -763,8 +766,8 @@ TEST(Tuning, BadCoopRowsEntriesAreErrorsNamingThem) {
 }
 
 // Every shape compiles to SPIR-V on any machine, for every weight format the tiled coop kernel
-// takes (the choice) and Q4_K (every override), with its workgroup size; a single row and the
-// overrides' coop_rows.from=17 keep today's kernels.
+// takes (the choice) and Q4_K (every override), with its workgroup size; a single row, buckets
+// below the choice's 8 rows and the overrides' coop_rows.from=17 keep today's kernels.
 TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
   auto check = [](const graph::Graph& g, const char* tune, std::vector<int64_t> buckets) {
     ScopedTune scoped(tune);
@@ -799,9 +802,9 @@ TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
   absl::StatusOr<graph::Graph> odd = RowsGraph(graph::DType::kBF16, 130);
   ASSERT_TRUE(odd.ok()) << odd.status();
   check(*odd, "", {8});
-  check(*odd, "coop_rows.bk=64,coop_rows.frags=1", {3});
+  check(*odd, "coop_rows.from=2,coop_rows.bk=64,coop_rows.frags=1", {3});
 
-  for (const auto& [tune, bucket] : {std::pair{"", int64_t{1}}, std::pair{"coop_rows.from=17", int64_t{8}},
+  for (const auto& [tune, bucket] : {std::pair{"", int64_t{1}}, std::pair{"", int64_t{4}}, std::pair{"coop_rows.from=17", int64_t{8}},
                                      std::pair{"coop_rows.from=9", int64_t{8}}}) {
     ScopedTune scoped(tune);
     for (const graph::Node& n : q4k->nodes()) {

@@ -59,7 +59,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
     std::optional<int64_t> value;
   };
   Key keys[] = {{"subgroups", {1, 2, 4, 8}, {}}, {"ksplit", {1, 2, 4, 8}, {}}, {"frags", {1, 2, 4}, {}},
-                {"bk", {16, 32, 64}, {}}};
+                {"bk", {16, 32, 64}, {}}, {"prefetch", {0, 1}, {}}};
   std::vector<std::string> set;
   for (Key& key : keys) {
     absl::StatusOr<std::optional<int64_t>> v = Override("coop_rows", key.name);
@@ -72,27 +72,24 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
     key.value = *v;
     set.push_back(absl::StrCat("coop_rows.", key.name, "=", **v));
   }
-  const std::optional<int64_t> subgroups = keys[0].value, ksplit = keys[1].value, frags = keys[2].value, bk = keys[3].value;
+  const std::optional<int64_t> subgroups = keys[0].value, ksplit = keys[1].value, frags = keys[2].value, bk = keys[3].value,
+                                 prefetch = keys[4].value;
 
   CoopRowsConfig c;
-  // Slices of 32: a Q4_K weight row's slice is 16 bytes, half of a 32-byte sector whose other
-  // half the next subgroup reads meanwhile: to be measured against 64.
+  // Slices of 32: at 8 rows of the 8B a step took 9.9 ms, against 11.1 with 16 and 13.9 with 64
+  // (bench/RESULTS.md, "coop_rows").
   c.bk = bk.value_or(32);
-  // Columns: as many fragments a subgroup as leave kMinWorkgroups workgroups, each fragment of x
-  // then feeding more products (fewer reads of x, which is f32, from L2): to be measured.
-  c.frags = 1;
-  for (int64_t f : {4, 2}) {
-    if (CeilDiv(n, 16 * f) >= kMinWorkgroups) {
-      c.frags = f;
-      break;
-    }
-  }
-  c.frags = frags.value_or(c.frags);
+  // Reading ahead: 9.9 against 10.8 ms a step at 8 rows (bench/RESULTS.md, "coop_rows").
+  c.prefetch = prefetch.value_or(1);
+  // A fragment of columns a subgroup: at 8 rows of Llama-3.1-8B on the H200 a decode step took
+  // 10.6 ms with 1, 14.0 with 2 and 22.7 with 4 (bench/RESULTS.md, "coop_rows").
+  c.frags = frags.value_or(1);
   // Every subgroup of a workgroup takes its own slices of K over the same columns (unless
   // chosen): each slice of x is staged once a workgroup and each weight value decoded by one
   // subgroup (a column split stages x once a column group). 4 subgroups, 8 for a long K or a grid
   // short of kMinWorkgroups (more of the few workgroups' weight reads in flight) where their
-  // regions fit: to be measured.
+  // regions fit: at 8 rows of the 8B 9.9 ms a step, against 10.9 with 8 everywhere and 14.1 with 2
+  // (bench/RESULTS.md, "coop_rows").
   c.subgroups = 4;
   c.ksplit = ksplit.value_or(4);
   if (k >= kLongK || CeilDiv(n, 16 * c.frags) < kMinWorkgroups) {
@@ -123,7 +120,10 @@ absl::StatusOr<int64_t> CoopRowsFrom(const TargetCaps& caps) {
                                                    " is below 2 (a single row keeps the matrix-vector kernels)"));
   }
   if (!caps.coop_matrix_nv) return kCoopRowsMaxRows + 1;
-  return v->value_or(2);
+  // From 8 rows: a step of Llama-3.1-8B took about 10 ms at every bucket from 2 to 16 rows, against
+  // the q8 matrix-vector kernels' 4.2 ms at 2 rows, 7.3 at 4, 16.5 at 8 and 30.5 at 16 on the H200
+  // (bench/RESULTS.md, "coop_rows").
+  return v->value_or(8);
 }
 
 }  // namespace doppler::codegen::tuning

@@ -19,6 +19,9 @@ struct CoopRowsConfig {
   int64_t ksplit = 4;
   int64_t frags = 2;  // columns of y a subgroup takes, in fragments of 16: 1, 2 or 4
   int64_t bk = 32;    // K values a subgroup stages a round: 16, 32 or 64
+  // The next slice read into registers while the current one multiplies: 1, or 0 (each slice read
+  // as it is staged: fewer registers)
+  int64_t prefetch = 1;
 };
 
 // Columns of y a workgroup computes.
@@ -30,15 +33,15 @@ int64_t CoopRowsColumns(const CoopRowsConfig& config);
 int64_t CoopRowsSharedBytes(const CoopRowsConfig& config, int64_t gates);
 
 // The config for y[m, n] = x[m, k] · wᵀ (m <= kCoopRowsMaxRows) on `caps`, with DOPPLER_TUNE's
-// values (coop_rows.subgroups, coop_rows.ksplit, coop_rows.frags, coop_rows.bk) in place of the
-// choice's: values above, whose staging divides among a subgroup's lanes and whose shared memory
-// fits the device.
+// values (coop_rows.subgroups, coop_rows.ksplit, coop_rows.frags, coop_rows.bk, coop_rows.prefetch)
+// in place of the choice's: values above, whose staging divides among a subgroup's lanes and whose
+// shared memory fits the device.
 absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m, int64_t k, int64_t n, int64_t gates);
 
 // The rows from which a batched decode step (a row per sequence) takes this variant on `caps`, up
-// to kCoopRowsMaxRows: 2 where the device has cooperative matrices (a single row keeps the
-// matrix-vector kernels), else none (kCoopRowsMaxRows + 1). DOPPLER_TUNE's coop_rows.from (at least
-// 2) replaces it; above kCoopRowsMaxRows it turns the variant off.
+// to kCoopRowsMaxRows: 8 where the device has cooperative matrices (fewer rows keep the
+// matrix-vector kernels, faster there), else none (kCoopRowsMaxRows + 1). DOPPLER_TUNE's
+// coop_rows.from (at least 2) replaces it; above kCoopRowsMaxRows it turns the variant off.
 absl::StatusOr<int64_t> CoopRowsFrom(const TargetCaps& caps);
 
 // Whether a batched decode step of `rows` rows takes the variant, from CoopRowsFrom's `from`: the
