@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
+#include "codegen/tuning/coop_rows.h"
 #include "codegen/tuning/gemv.h"
 #include "graph/layout.h"
 
@@ -200,7 +201,16 @@ float staged_x(uint t, uint k, uint m, inout float sum_sq) {
                      "              staged_x(t, k + 3u, m, sum_sq));\n",
       "}\n");
 
+  // A batched decode step of 2..16 rows takes the cooperative-matrix variant for few rows, which
+  // streams the weights where the matrix-vector kernels' work grows with the rows (the rule, and
+  // DOPPLER_TUNE's coop_rows.from that moves or disables it: codegen/tuning/coop_rows.h).
+  absl::StatusOr<int64_t> coop_rows_from = tuning::CoopRowsFrom(c.caps);
+  if (!coop_rows_from.ok()) return coop_rows_from.status();
+  const bool coop_rows = c.g.paging().row_per_sequence && !s.x_q8 && s.w_dtype != graph::DType::kF32 &&
+                         tuning::CoopRowsTakeBatchedDecode(s.m, *coop_rows_from);
+
   absl::StatusOr<Kernel> k = s.x_q8                 ? EmitGemvQ8(c, s)
+                             : coop_rows             ? EmitCoopRows(c, s)
                              : s.m <= kGemvMaxBucket ? EmitGemv(c, s)
                              : coop                  ? EmitCoopGemm(c, s)
                                                      : EmitGemm(c, s);

@@ -104,5 +104,14 @@ std::string GemvRowBlockGlsl(uint32_t blocks, const std::string& rows_expr, bool
 std::string DotsReduceGlsl(bool subgroups);
 absl::StatusOr<Kernel> EmitGemm(const EmitContext& c, const MatMulSpec& s);
 absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s);
+// The cooperative-matrix variant for at most tuning::kCoopRowsMaxRows rows of x, streaming the
+// weights (batched decode: codegen/tuning/coop_rows.h says which steps take it).
+absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s);
+
+// What the cooperative-matrix variants share: the shader header with their extensions for a
+// workgroup of `invocations`, and `uint slice_k(uint k)`, where a weight slice at column k is read
+// (after K's declaration): the row's last slice where K is a multiple of 8, else k.
+std::string CoopMatMulHeader(uint32_t invocations);
+std::string CoopSliceKGlsl();
 
 }  // namespace doppler::codegen

@@ -21,6 +21,23 @@
 
 namespace doppler::codegen {
 
+std::string CoopMatMulHeader(uint32_t invocations) {
+  return absl::StrCat(ShaderHeader(invocations),
+                      "#extension GL_NV_cooperative_matrix : enable\n"
+                      "#extension GL_KHR_memory_scope_semantics : enable\n"
+                      "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
+                      "#extension GL_KHR_shader_subgroup_basic : enable\n"
+                      "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
+                      "#extension GL_KHR_shader_subgroup_shuffle : enable\n");
+}
+
+std::string CoopSliceKGlsl() {
+  return "// Where a slice at column k is read: the row's last slice where K is a multiple of 8 (block\n"
+         "// formats: so that a read past K stays within the row's blocks; the staging counts it as zeros);\n"
+         "// float rows bounds-check their own.\n"
+         "uint slice_k(uint k) { return K % 8u == 0u ? min(k, K - 8u) : k; }";
+}
+
 absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
   absl::StatusOr<tuning::CoopConfig> config = tuning::ChooseCoop(c.caps, s.m, s.n, s.gates, s.norm);
   if (!config.ok()) return config.status();
@@ -29,14 +46,8 @@ absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
   Kernel k;
   k.variant = absl::StrCat("coop.", graph::Name(s.w_dtype), ".tile", t.bm, "x", t.bn, ".sg", t.sm, "x", t.sn, ".k",
                            t.bk, t.prefetch ? "" : ".pf0", s.variant_suffix);
-  k.glsl = absl::StrCat(ShaderHeader(static_cast<uint32_t>(32 * subgroups)),
-                        "#extension GL_NV_cooperative_matrix : enable\n"
-                        "#extension GL_KHR_memory_scope_semantics : enable\n"
-                        "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
-                        "#extension GL_KHR_shader_subgroup_basic : enable\n"
-                        "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
-                        "#extension GL_KHR_shader_subgroup_shuffle : enable\n",
-                        s.io_glsl, s.tile_x_glsl, WeightSlices(3, s.w_dtype, s.k),
+  k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * subgroups)), s.io_glsl, s.tile_x_glsl,
+                        WeightSlices(3, s.w_dtype, s.k),
                         Fill(R"(
 #define NORM {{NORM}}
 #define PREFETCH {{PREFETCH}}
@@ -62,10 +73,7 @@ vec4 xv[XI];
 float wv[G][WSL][8];
 
 uint x_row(uint q) { return sg + SUBGROUPS * (RPI * q + lane / LPR); }
-// Where a slice at column k is read: the row's last slice where K is a multiple of 8 (block
-// formats: so that a read past K stays within the row's blocks; the staging counts it as zeros);
-// float rows bounds-check their own.
-uint slice_k(uint k) { return K % 8u == 0u ? min(k, K - 8u) : k; }
+{{SLICE_K}}
 
 // Reads the slice at kb into registers (past K: the first slice again, counting nothing).
 void fetch(uint kb) {
@@ -191,6 +199,7 @@ void main() {
 }
 )",
                              {{"ROWS", s.rows_expr},
+                              {"SLICE_K", CoopSliceKGlsl()},
                               {"NORM", s.norm ? "1" : "0"},
                               {"PREFETCH", t.prefetch ? "1" : "0"},
                               {"BM", absl::StrCat(t.bm)},

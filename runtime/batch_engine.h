@@ -27,6 +27,7 @@
 #include "backend_vk/pipeline_cache.h"
 #include "backend_vk/plan.h"
 #include "codegen/step_rows.h"
+#include "codegen/tuning/coop_rows.h"
 #include "graph/graph.h"
 #include "models/architecture.h"
 #include "models/weight_store.h"
@@ -37,7 +38,9 @@
 namespace doppler::runtime {
 
 // Decode buckets up to this many rows round x through q8 (codegen/matmul.h: the q8 variant is a
-// matrix-vector kernel for at most kGemvMaxBucket rows).
+// matrix-vector kernel for at most kGemvMaxBucket rows), but for those that the cooperative-matrix
+// variant for few rows takes (codegen/tuning/coop_rows.h, CoopRowsTakeBatchedDecode): they take the
+// graph without x_quant, whose products reach it.
 inline constexpr int kQ8MaxRows = 16;
 
 struct BatchOptions {
@@ -88,7 +91,10 @@ class BatchEngine {
   // the next step overwrites what it wrote. profiled_plan() and decode_graph() describe it.
   absl::StatusOr<vk::ProfiledStep> ProfileDecodeStep();
   const vk::Plan* profiled_plan() const { return profiled_ ? profiled_->plan.get() : nullptr; }
-  const graph::Graph& decode_graph(int rows) const { return rows <= kQ8MaxRows ? decode_q8_graph_ : decode_graph_; }
+  const graph::Graph& decode_graph(int rows) const {
+    return rows <= kQ8MaxRows && !codegen::tuning::CoopRowsTakeBatchedDecode(rows, coop_rows_from_) ? decode_q8_graph_
+                                                                                                     : decode_graph_;
+  }
 
   bool idle() const { return sequences_.empty(); }
   int waiting() const { return static_cast<int>(queue_.size()); }
@@ -188,6 +194,7 @@ class BatchEngine {
   std::unique_ptr<vk::Context> ctx_;
   std::unique_ptr<vk::PipelineCache> pipelines_;
   codegen::TargetCaps caps_;
+  int64_t coop_rows_from_ = 0;  // codegen::tuning::CoopRowsFrom(caps_)
   // mixed_graph_: decode_graph_'s step whose rows may share sequences (graph/paging.h), for mixed steps.
   graph::Graph prefill_graph_, decode_graph_, decode_q8_graph_, mixed_graph_;
   Resources resources_;

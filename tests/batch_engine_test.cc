@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <random>
 
+#include "backend_vk/plan.h"
+#include "codegen/tuning/coop_rows.h"
 #include "runtime/batch_engine.h"
 #include "tests/support/engine_env.h"
 #include "tests/support/fixtures.h"
@@ -359,6 +362,30 @@ TEST(BatchEngine, SlidingWindowPagesAreRecycled) {
   e.Remove(*second);
   EXPECT_EQ(e.pool_usage(), 0.0);
   EXPECT_EQ(e.device().validation_messages(), 0);
+}
+
+// Decode buckets up to 16 rows take the graph with x_quant but for those the cooperative-matrix
+// variant for few rows takes (codegen/tuning/coop_rows.h: 2..16 rows where the device has
+// cooperative matrices), which take the graph without it, as larger buckets do; a bad
+// coop_rows.from is an error naming it.
+TEST(BatchEngine, DecodeBucketsTakeTheGraphTheirMatmulsNeed) {
+  unsetenv("DOPPLER_TUNE");
+  auto engine = Engine("llama", 2);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const BatchEngine& e = **engine;
+  absl::StatusOr<int64_t> from = codegen::tuning::CoopRowsFrom(vk::TargetCapsOf(e.device().info()));
+  ASSERT_TRUE(from.ok()) << from.status();
+  const graph::Graph* q8 = &e.decode_graph(1);
+  const graph::Graph* plain = &e.decode_graph(runtime::kQ8MaxRows + 1);
+  EXPECT_NE(q8, plain);
+  for (int rows = 2; rows <= runtime::kQ8MaxRows; ++rows) {
+    EXPECT_EQ(&e.decode_graph(rows), codegen::tuning::CoopRowsTakeBatchedDecode(rows, *from) ? plain : q8) << rows;
+  }
+  setenv("DOPPLER_TUNE", "coop_rows.from=1", 1);
+  auto bad = Engine("llama", 2);
+  unsetenv("DOPPLER_TUNE");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("coop_rows.from=1"), std::string::npos) << bad.status();
 }
 
 }  // namespace

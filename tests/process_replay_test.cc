@@ -18,6 +18,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "codegen/known_targets.h"
+#include "codegen/tuning/coop_rows.h"
 #include "passes/pass.h"
 #include "runtime/model_source.h"
 #include "tests/support/fixtures.h"
@@ -70,7 +71,8 @@ constexpr int kSyntheticLayers = 6;
 
 // The model's lines: each plan the engine would build (decode with q8 activations where the target
 // multiplies integers; prefill), a short prefill chunk, and the batched engine's decode plans of 8
-// rows (q8 activations, as its buckets up to 16) and 32, on each target.
+// rows (q8 activations, as its buckets up to 16, but where the cooperative-matrix variant for few
+// rows takes them) and 32, on each target.
 // A model the engine does not build yet (a new architecture, rope type) is one line saying why, with
 // the fixtures' folder left out so that the line is the same on every machine.
 std::string NotBuilt(const Model& m, const absl::Status& s) {
@@ -104,10 +106,15 @@ absl::StatusOr<std::string> ModelLines(Model m) {
       if (absl::StatusOr<bool> changed = (*q8)->Run(batched_q8); !changed.ok()) return changed.status();
     }
     const int64_t chunk = std::min<int64_t>(32, m.options.prefill_chunk);
+    // 8 rows take the graph without x_quant where the cooperative-matrix variant for few rows takes
+    // them, as the batched engine's decode_graph(8) does.
+    absl::StatusOr<int64_t> coop_rows_from = codegen::tuning::CoopRowsFrom(t.caps);
+    if (!coop_rows_from.ok()) return coop_rows_from.status();
+    const graph::Graph* batched8 = codegen::tuning::CoopRowsTakeBatchedDecode(8, *coop_rows_from) ? &*batched : &batched_q8;
     for (const auto& [plan, graph, tokens] : {std::tuple<const char*, const graph::Graph*, int64_t>{"decode", &decode, 1},
                                               {"chunk", &*g, chunk},
                                               {"prefill", &*g, m.options.prefill_chunk},
-                                              {"batch_decode", &batched_q8, 8},
+                                              {"batch_decode", batched8, 8},
                                               {"batch_decode", &*batched, 32}}) {
       absl::StatusOr<std::string> lines =
           test::ReplayLines(absl::StrCat(m.name, " ", t.name, " ", plan, ":T=", tokens), *graph, t.caps, tokens);

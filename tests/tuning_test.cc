@@ -18,6 +18,7 @@
 #include "codegen/kernel.h"
 #include "codegen/known_targets.h"
 #include "codegen/tuning/coop.h"
+#include "codegen/tuning/coop_rows.h"
 #include "codegen/tuning/gemm.h"
 #include "codegen/tuning/gemv.h"
 #include "codegen/tuning/tuning.h"
@@ -663,6 +664,210 @@ TEST_F(TunedKernelTest, EveryCoopShapeMatchesTheInterpreter) {
     }
   }
 }
+
+// --- the cooperative-matrix matmul for few rows (codegen/tuning/coop_rows.h) ---------------------
+
+namespace coop_rows {
+
+using codegen::tuning::ChooseCoopRows;
+using codegen::tuning::CoopRowsConfig;
+using codegen::tuning::CoopRowsFrom;
+using codegen::tuning::CoopRowsTakeBatchedDecode;
+
+// Shapes DOPPLER_TUNE can pick (over the choice's), each fitting gated weights in NVIDIA's 48 KiB.
+// Each with coop_rows.from=2, so that buckets from 2 rows take the variant.
+const char* const kCoopRowsTunes[] = {
+    "coop_rows.from=2",                                                 // the choice
+    "coop_rows.from=2,coop_rows.prefetch=0",                            // no reading ahead
+    "coop_rows.from=2,coop_rows.subgroups=1",                           // one subgroup, no K split
+    "coop_rows.from=2,coop_rows.subgroups=2,coop_rows.frags=4",         // two over K, 64 columns
+    "coop_rows.from=2,coop_rows.subgroups=8",                           // eight over K (long K's choice)
+    "coop_rows.from=2,coop_rows.subgroups=4,coop_rows.ksplit=2",        // two column groups of two
+    "coop_rows.from=2,coop_rows.subgroups=4,coop_rows.ksplit=1",        // four column groups, K whole
+    "coop_rows.from=2,coop_rows.bk=16",                                 // slices of 16
+    "coop_rows.from=2,coop_rows.bk=64",                                 // slices of 64
+    "coop_rows.from=2,coop_rows.frags=2,coop_rows.prefetch=0",          // 32 columns a subgroup
+};
+
+// A row-per-sequence step's graph (the batched engine's decode): a gated matmul with a norm
+// prologue and a residual add, and a plain one, of one weight format (K an odd multiple of its
+// block size, N no multiple of any workgroup's columns).
+absl::StatusOr<graph::Graph> RowsGraph(graph::DType dtype, int64_t k, bool paged = true) {
+  absl::StatusOr<graph::Graph> g = CoopGraph(dtype, k);
+  if (!g.ok() || !paged) return g;
+  g->set_paging(graph::Paging{16, 4, true, false});
+  return g;
+}
+
+TEST(Tuning, CoopRowsFollowsTheShape) {
+  unsetenv("DOPPLER_TUNE");
+  struct Case {
+    int64_t k, n, gates;
+    int64_t subgroups, frags;
+  };
+  for (const Case& c : {Case{4096, 14336, 2, 4, 1},    // 8B gate+up: 896 workgroups of 16 columns
+                        Case{14336, 4096, 1, 8, 1},    // 8B down (long K): 256, 8 subgroups
+                        Case{4096, 6144, 1, 4, 1},     // 8B q/k/v: 384
+                        Case{4096, 1024, 1, 8, 1},     // 8B v alone: 64, 8 subgroups
+                        Case{4096, 128256, 1, 4, 1}})  // 8B output: 8,016
+  {
+    absl::StatusOr<CoopRowsConfig> got = ChooseCoopRows(codegen::H100LikeCaps(), 8, c.k, c.n, c.gates);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->subgroups, c.subgroups) << c.k << "x" << c.n;
+    EXPECT_EQ(got->ksplit, c.subgroups) << c.k << "x" << c.n;
+    EXPECT_EQ(got->frags, c.frags) << c.k << "x" << c.n;
+    EXPECT_EQ(got->bk, 32);
+    EXPECT_EQ(got->prefetch, 1);
+    EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*got, c.gates), 49152);
+  }
+  EXPECT_FALSE(ChooseCoopRows(codegen::H100LikeCaps(), 17, 4096, 4096, 1).ok());
+}
+
+TEST(Tuning, BatchedDecodeTakesCoopRowsFromEightRowsWhereTheDeviceHasThem) {
+  unsetenv("DOPPLER_TUNE");
+  absl::StatusOr<int64_t> nvidia = CoopRowsFrom(codegen::H100LikeCaps()), lavapipe = CoopRowsFrom(codegen::LavapipeCaps());
+  ASSERT_TRUE(nvidia.ok() && lavapipe.ok()) << nvidia.status() << lavapipe.status();
+  EXPECT_EQ(*nvidia, 8);
+  for (int64_t rows = 1; rows <= 32; ++rows) {
+    EXPECT_EQ(CoopRowsTakeBatchedDecode(rows, *nvidia), rows >= 8 && rows <= 16) << rows;
+    EXPECT_FALSE(CoopRowsTakeBatchedDecode(rows, *lavapipe)) << rows;
+  }
+  {
+    ScopedTune scoped("coop_rows.from=3");
+    absl::StatusOr<int64_t> from = CoopRowsFrom(codegen::H100LikeCaps());
+    ASSERT_TRUE(from.ok()) << from.status();
+    EXPECT_FALSE(CoopRowsTakeBatchedDecode(2, *from));
+    EXPECT_TRUE(CoopRowsTakeBatchedDecode(3, *from));
+  }
+  {
+    ScopedTune scoped("coop_rows.from=17");  // off: today's kernels for every bucket
+    absl::StatusOr<int64_t> from = CoopRowsFrom(codegen::H100LikeCaps());
+    ASSERT_TRUE(from.ok()) << from.status();
+    for (int64_t rows = 1; rows <= 32; ++rows) EXPECT_FALSE(CoopRowsTakeBatchedDecode(rows, *from)) << rows;
+  }
+}
+
+TEST(Tuning, BadCoopRowsEntriesAreErrorsNamingThem) {
+  for (const auto& [tune, says] : std::map<std::string, std::string>{
+           {"coop_rows.frags=3", "coop_rows.frags=3 is not one of 1, 2, 4"},
+           {"coop_rows.bk=8", "coop_rows.bk=8 is not one of 16, 32, 64"},
+           {"coop_rows.subgroups=2,coop_rows.ksplit=4", "split K among subgroups that do not divide the workgroup's"},
+           {"coop_rows.subgroups=8,coop_rows.frags=4,coop_rows.bk=64", "bytes of shared memory; the device has 49152"}}) {
+    ScopedTune scoped(tune.c_str());
+    absl::StatusOr<CoopRowsConfig> c = ChooseCoopRows(codegen::H100LikeCaps(), 8, 4096, 14336, 2);
+    ASSERT_FALSE(c.ok()) << tune;
+    EXPECT_NE(c.status().message().find(says), std::string::npos) << c.status();
+    EXPECT_EQ(c.status().message().rfind("DOPPLER_TUNE: ", 0), 0u) << c.status();
+  }
+  ScopedTune scoped("coop_rows.from=1");
+  absl::StatusOr<int64_t> from = CoopRowsFrom(codegen::H100LikeCaps());
+  ASSERT_FALSE(from.ok());
+  EXPECT_NE(from.status().message().find("coop_rows.from=1 is below 2"), std::string::npos) << from.status();
+}
+
+// Every shape compiles to SPIR-V on any machine, for every weight format the tiled coop kernel
+// takes (the choice) and Q4_K (every override), with its workgroup size; a single row, buckets
+// below the choice's 8 rows and the overrides' coop_rows.from=17 keep today's kernels.
+TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
+  auto check = [](const graph::Graph& g, const char* tune, std::vector<int64_t> buckets) {
+    ScopedTune scoped(tune);
+    for (int64_t bucket : buckets) {
+      for (const graph::Node& n : g.nodes()) {
+        if (n.kind != graph::OpKind::kMatMul) continue;
+        absl::StatusOr<test::CompiledKernel> compiled = test::EmitAndCompile(g, n, codegen::H100LikeCaps(), bucket);
+        ASSERT_TRUE(compiled.ok()) << tune << " bucket " << bucket << ": " << compiled.status();
+        const std::string& variant = compiled->kernel.variant;
+        const std::string prefix = absl::StrCat("coop_rows.", graph::Name(g.node(n.inputs[1]).type.dtype), ".sg");
+        ASSERT_EQ(variant.rfind(prefix, 0), 0u) << variant;
+        int sg = 0, ks = 0, f = 0, bk = 0;
+        ASSERT_EQ(std::sscanf(variant.c_str() + prefix.size(), "%d.ks%d.f%d.k%d", &sg, &ks, &f, &bk), 4) << variant;
+        EXPECT_EQ(compiled->spirv.local_size[0], 32u * sg) << tune << " " << variant;
+        EXPECT_EQ(compiled->kernel.groups[0], (n.type.shape[1].value + 16 * f * (sg / ks) - 1) / (16 * f * (sg / ks)))
+            << variant;
+      }
+    }
+  };
+  absl::StatusOr<graph::Graph> q4k = RowsGraph(graph::DType::kQ4_K, 768);
+  ASSERT_TRUE(q4k.ok()) << q4k.status();
+  for (const char* tune : kCoopRowsTunes) check(*q4k, tune, {2, 5, 16});
+  for (graph::DType dtype : {graph::DType::kF16, graph::DType::kBF16, graph::DType::kQ8_0, graph::DType::kQ5_0,
+                             graph::DType::kQ5_K, graph::DType::kQ6_K, graph::DType::kQ4_0, graph::DType::kQ4_1,
+                             graph::DType::kQ5_1, graph::DType::kQ2_K, graph::DType::kQ3_K, graph::DType::kIQ4_NL,
+                             graph::DType::kIQ4_XS}) {
+    absl::StatusOr<graph::Graph> g = RowsGraph(dtype, 768);
+    ASSERT_TRUE(g.ok()) << g.status();
+    check(*g, "", {8});
+  }
+  // K not a multiple of 4 (x staged from single values) or of a slice.
+  absl::StatusOr<graph::Graph> odd = RowsGraph(graph::DType::kBF16, 130);
+  ASSERT_TRUE(odd.ok()) << odd.status();
+  check(*odd, "", {8});
+  check(*odd, "coop_rows.from=2,coop_rows.bk=64,coop_rows.frags=1", {3});
+
+  for (const auto& [tune, bucket] : {std::pair{"", int64_t{1}}, std::pair{"", int64_t{4}}, std::pair{"coop_rows.from=17", int64_t{8}},
+                                     std::pair{"coop_rows.from=9", int64_t{8}}}) {
+    ScopedTune scoped(tune);
+    for (const graph::Node& n : q4k->nodes()) {
+      if (n.kind != graph::OpKind::kMatMul) continue;
+      absl::StatusOr<test::CompiledKernel> compiled = test::EmitAndCompile(*q4k, n, codegen::H100LikeCaps(), bucket);
+      ASSERT_TRUE(compiled.ok()) << tune << ": " << compiled.status();
+      EXPECT_EQ(compiled->kernel.variant.rfind("gemv.", 0), 0u) << tune << " " << compiled->kernel.variant;
+    }
+  }
+  // Without a row per sequence (a prefill chunk of a few rows), the matrix-vector kernels too.
+  absl::StatusOr<graph::Graph> unpaged = RowsGraph(graph::DType::kQ4_K, 768, /*paged=*/false);
+  ASSERT_TRUE(unpaged.ok()) << unpaged.status();
+  for (const graph::Node& n : unpaged->nodes()) {
+    if (n.kind != graph::OpKind::kMatMul) continue;
+    absl::StatusOr<test::CompiledKernel> compiled = test::EmitAndCompile(*unpaged, n, codegen::H100LikeCaps(), 8);
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    EXPECT_EQ(compiled->kernel.variant.rfind("gemv.", 0), 0u) << compiled->kernel.variant;
+  }
+}
+
+// Every shape computes what the interpreter does, for rows 1 .. 16 (2, 5, 8, 13, 16 in buckets of
+// 2, 8 and 16), several weight formats, a gated chain with a norm prologue and a residual add, K
+// and N no multiple of any workgroup's. A device without cooperative matrices runs the same
+// products through its own kernels (the overrides change nothing there, so only the choice runs).
+TEST_F(TunedKernelTest, EveryCoopRowsShapeMatchesTheInterpreter) {
+  const bool has_coop = vk::TargetCapsOf(ctx().info()).coop_matrix_nv;
+  const std::vector<const char*> tunes = has_coop ? std::vector<const char*>(std::begin(kCoopRowsTunes),
+                                                                             std::end(kCoopRowsTunes))
+                                                  : std::vector<const char*>{""};
+  for (const auto& [dtype, k] : {std::pair{graph::DType::kQ4_K, int64_t{768}}, std::pair{graph::DType::kQ6_K, int64_t{768}},
+                                  std::pair{graph::DType::kQ8_0, int64_t{224}}, std::pair{graph::DType::kF16, int64_t{200}}}) {
+    absl::StatusOr<graph::Graph> g = RowsGraph(dtype, k), plain = RowsGraph(dtype, k, /*paged=*/false);
+    ASSERT_TRUE(g.ok() && plain.ok()) << g.status() << plain.status();
+    test::RandomParams params(*g, 11);
+    graph::Interpreter interp(params);
+    for (const char* tune : tunes) {
+      ScopedTune scoped(tune);
+      for (const auto& [bucket, rows_list] : {std::pair{int64_t{2}, std::vector<int64_t>{1, 2}},
+                                              std::pair{int64_t{8}, std::vector<int64_t>{5, 8}},
+                                              std::pair{int64_t{16}, std::vector<int64_t>{13, 16}}}) {
+        absl::StatusOr<std::unique_ptr<test::GpuRunner>> gpu = test::GpuRunner::Create(ctx(), *g, bucket, params);
+        ASSERT_TRUE(gpu.ok()) << tune << ": " << gpu.status();
+        int coop_rows = 0;
+        for (const vk::PlannedDispatch& d : (*gpu)->plan().dispatches()) coop_rows += d.variant.rfind("coop_rows.", 0) == 0;
+        EXPECT_EQ(coop_rows, has_coop ? 2 : 0) << tune;
+        for (int64_t rows : rows_list) {
+          const std::map<std::string, graph::Tensor> inputs = {{"x", test::RandomRows(rows, k, 3 + rows)},
+                                                               {"r", test::RandomRows(rows, 75, 4 + rows)}};
+          absl::StatusOr<std::map<std::string, graph::Tensor>> want = interp.Run(*plain, inputs, 0);
+          ASSERT_TRUE(want.ok()) << want.status();
+          absl::StatusOr<std::map<std::string, graph::Tensor>> got = (*gpu)->Run(inputs, 0);
+          ASSERT_TRUE(got.ok()) << got.status();
+          for (const char* out : {"y", "z"}) {
+            EXPECT_LE(test::RelativeError(got->at(out).f, want->at(out).f), 3e-3)
+                << graph::Name(dtype) << " " << tune << " rows " << rows << " " << out;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace coop_rows
 
 }  // namespace
 }  // namespace doppler

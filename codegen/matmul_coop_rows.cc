@@ -1,0 +1,194 @@
+// The cooperative-matrix variant for a few rows of x (at most 16: one fragment of x, rows from m on
+// counting as zero), for batched decode, where each weight is used by so few rows that the kernel
+// must stream the weights at the memory's bandwidth (codegen/tuning/coop_rows.h chooses its shape).
+// A workgroup of SUBGROUPS subgroups computes BN columns of y; its subgroups form
+// SUBGROUPS / KSPLIT column groups of F fragments (16 columns, G weight rows each), and the KSPLIT
+// subgroups of a group take every KSPLIT-th BK-wide slice of K between them. Each subgroup stages
+// its slice of x (16 rows) and of its weight rows (decoded eight values at a time, each weight
+// value by exactly one subgroup) in a shared-memory region of its own as f16, so that the K loop
+// waits only on subgroup barriers, and multiplies 16 × 16 × 16 fragments into f32 accumulators,
+// each fragment of x feeding G · F products. Small workgroups of few registers keep many of them
+// resident a multiprocessor, their weight loads in flight together. At the end the K split's
+// partial fragments are summed through shared memory, a fragment at a time, each invocation then
+// applying the epilogue to single values. Where the config reads ahead, a subgroup reads its next
+// slice into registers before the current one's products are issued, so that the loads' latency
+// is spent multiplying.
+//
+// With a norm prologue, x is multiplied by the norm weight as it is staged, and each row's sum of
+// squares, gathered by the lanes that stage the row in each subgroup of the K split, scales the
+// row's results.
+#include "absl/strings/str_cat.h"
+#include "codegen/glsl_common.h"
+#include "codegen/matmul.h"
+#include "codegen/tuning/coop_rows.h"
+#include "codegen/weight_parts.h"
+
+namespace doppler::codegen {
+
+absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
+  absl::StatusOr<tuning::CoopRowsConfig> config = tuning::ChooseCoopRows(c.caps, s.m, s.k, s.n, s.gates);
+  if (!config.ok()) return config.status();
+  if (s.tail >= 0 || s.restate >= 0) {
+    return absl::InvalidArgumentError("the cooperative-matrix rows variant computes no row-wide op beside its product");
+  }
+  const tuning::CoopRowsConfig& t = *config;
+  Kernel k;
+  k.variant = absl::StrCat("coop_rows.", graph::Name(s.w_dtype), ".sg", t.subgroups, ".ks", t.ksplit, ".f", t.frags,
+                           ".k", t.bk, t.prefetch ? ".pf" : "", s.variant_suffix);
+  k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * t.subgroups)), s.io_glsl, s.tile_x_glsl,
+                        WeightSlices(3, s.w_dtype, s.k), CoopSliceKGlsl(), "\n",
+                        Fill(R"(
+#define NORM {{NORM}}
+#define PREFETCH {{PREFETCH}}
+const uint SUBGROUPS = {{SUBGROUPS}}u, KSPLIT = {{KSPLIT}}u, F = {{F}}u, BK = {{BK}}u;
+const uint STRIDE = BK + 8u;  // padded rows: 16 bytes apart in banks
+const uint BN = (SUBGROUPS / KSPLIT) * F * 16u;  // the workgroup's columns
+const uint WSL = F * 16u * BK / 8u / 32u;  // weight slices of 8 values a lane stages, a gate
+// x: lane l stages values 4·(l % LPR).. of rows RPI·q + l / LPR, q < XI.
+const uint LPR = BK / 4u, RPI = 32u / LPR, XI = 16u / RPI;
+// A subgroup's region: its 16 rows of x, then its weight rows (each gate's F · 16 in turn), as f16
+// bits four to a uvec2. After the K loop its start holds the subgroup's G partial result fragments.
+const uint XWORDS = 16u * STRIDE / 4u, REGION = XWORDS + G * F * 16u * STRIDE / 4u;
+shared uvec2 stage[SUBGROUPS * REGION];
+shared float row_part[SUBGROUPS * 16u];  // each subgroup's sums of squares of the rows' values
+
+uint m, lane, sg, kc, cc, col0, base;
+float sum_sq[XI];
+
+uint x_row(uint q) { return RPI * q + lane / LPR; }
+
+// Reads the slice at kb of x and of the subgroup's weight rows into registers (past K: the first
+// slice again, counting nothing).
+vec4 xv[XI];
+float wv[G][WSL][8];
+void fetch(uint kb) {
+  bool counts = kb < K;
+  uint at = counts ? kb : 0u;
+  [[unroll]] for (uint q = 0u; q < XI; ++q) {
+    float s = 0.0;
+    xv[q] = staged_x4(x_row(q), at + 4u * (lane % LPR), m, s);
+    sum_sq[q] += counts ? s : 0.0;
+  }
+  // Lane l decodes values 8·(sl % (BK / 8)).. of weight row sl / (BK / 8), for sl = l + 32·u.
+  [[unroll]] for (uint g = 0u; g < G; ++g) {
+    [[unroll]] for (uint u = 0u; u < WSL; ++u) {
+      uint sl = lane + 32u * u, wr = sl / (BK / 8u), e0 = 8u * (sl % (BK / 8u));
+      w_slice8(min(col0 + cc * F * 16u + wr, N - 1u) + g * N, slice_k(at + 8u * (sl % (BK / 8u))), wv[g][u]);
+    }
+  }
+}
+
+// Stores the registers, the slice at kb, in the subgroup's region as f16.
+void stage_slice(uint kb) {
+  [[unroll]] for (uint q = 0u; q < XI; ++q) {
+    stage[base + (x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] = uvec2(packHalf2x16(xv[q].xy), packHalf2x16(xv[q].zw));
+  }
+  [[unroll]] for (uint g = 0u; g < G; ++g) {
+    [[unroll]] for (uint u = 0u; u < WSL; ++u) {
+      uint sl = lane + 32u * u, wr = sl / (BK / 8u), e0 = 8u * (sl % (BK / 8u));
+      bool live = col0 + cc * F * 16u + wr < N && kb + e0 < K;  // a slice past K (K not a multiple of BK) adds nothing
+      uint at = base + XWORDS + ((g * F * 16u + wr) * STRIDE + e0) / 4u;
+      [[unroll]] for (uint h = 0u; h < 2u; ++h) {
+        vec4 v = live ? vec4(wv[g][u][4u * h], wv[g][u][4u * h + 1u], wv[g][u][4u * h + 2u], wv[g][u][4u * h + 3u])
+                      : vec4(0.0);
+        stage[at + h] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+      }
+    }
+  }
+}
+
+void main() {
+  lane = gl_SubgroupInvocationID;
+  sg = gl_SubgroupID;
+  kc = sg % KSPLIT;  // this subgroup's share of K
+  cc = sg / KSPLIT;  // its column group
+  col0 = gl_WorkGroupID.x * BN;
+  m = {{ROWS}};
+  base = sg * REGION;
+
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[G][F];
+  [[unroll]] for (uint g = 0u; g < G; ++g)
+    [[unroll]] for (uint j = 0u; j < F; ++j) acc[g][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+  [[unroll]] for (uint q = 0u; q < XI; ++q) sum_sq[q] = 0.0;
+
+#if PREFETCH
+  fetch(kc * BK);
+#endif
+  for (uint kb = kc * BK; kb < K; kb += KSPLIT * BK) {
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();  // the previous round's products have read the region
+#if PREFETCH
+    stage_slice(kb);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    fetch(kb + KSPLIT * BK);  // in flight while this slice's products run
+#else
+    fetch(kb);
+    stage_slice(kb);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+#endif
+    [[unroll]] for (uint ks = 0u; ks < BK; ks += 16u) {
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a;
+      coopMatLoadNV(a, stage, base + ks / 4u, STRIDE / 4u, false);
+      [[unroll]] for (uint g = 0u; g < G; ++g) {
+        [[unroll]] for (uint j = 0u; j < F; ++j) {
+          fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> w;
+          // Weight rows are columns of the K x N operand: column-major with the row's stride.
+          coopMatLoadNV(w, stage, base + XWORDS + ((g * F + j) * 16u * STRIDE + ks) / 4u, STRIDE / 4u, true);
+          acc[g][j] = coopMatMulAddNV(a, w, acc[g][j]);
+        }
+      }
+    }
+  }
+#if NORM
+  // Each row was staged by LPR neighbouring lanes: their sums are the subgroup's share of the row's.
+  [[unroll]] for (uint q = 0u; q < XI; ++q) {
+    float total = sum_sq[q];
+    [[unroll]] for (uint o = 1u; o < LPR; o <<= 1) total += subgroupShuffleXor(total, o);
+    if (lane % LPR == 0u) row_part[sg * 16u + x_row(q)] = total;
+  }
+#endif
+  // Fragment j of each gate: every subgroup stores its partial ones at the start of its region
+  // (a fragment's 256 floats are 128 words); the group's KSPLIT subgroups then sum them, lane l of
+  // its subgroup kc taking elements 32·kc + l + 32·KSPLIT·q.
+  const uint group0 = cc * KSPLIT;
+  [[unroll]] for (uint j = 0u; j < F; ++j) {
+    barrier();  // every subgroup has left its K loop, or the previous fragment's sums are read
+    [[unroll]] for (uint g = 0u; g < G; ++g) coopMatStoreNV(acc[g][j], stage, base + 128u * g, 8u, false);
+    barrier();
+    [[unroll]] for (uint q = 0u; q < 8u / KSPLIT; ++q) {
+      uint e = 32u * kc + lane + 32u * KSPLIT * q;
+      float v[G];
+      [[unroll]] for (uint g = 0u; g < G; ++g) {
+        v[g] = 0.0;
+        [[unroll]] for (uint p = 0u; p < KSPLIT; ++p) {
+          uvec2 pair = stage[(group0 + p) * REGION + 128u * g + e / 2u];
+          v[g] += uintBitsToFloat((e & 1u) == 0u ? pair.x : pair.y);
+        }
+      }
+      uint r = e / 16u, col = col0 + cc * F * 16u + 16u * j + e % 16u;
+#if NORM
+      float total = 0.0;
+      [[unroll]] for (uint p = 0u; p < KSPLIT; ++p) total += row_part[(group0 + p) * 16u + r];
+      float scale = norm_scale(total);
+#else
+      float scale = 1.0;
+#endif
+      if (r < m && col < N) store(r, col, v[0] * scale, v[G - 1u] * scale);
+    }
+  }
+}
+)",
+                             {{"ROWS", s.rows_expr},
+                              {"NORM", s.norm ? "1" : "0"},
+                              {"PREFETCH", t.prefetch ? "1" : "0"},
+                              {"SUBGROUPS", absl::StrCat(t.subgroups)},
+                              {"KSPLIT", absl::StrCat(t.ksplit)},
+                              {"F", absl::StrCat(t.frags)},
+                              {"BK", absl::StrCat(t.bk)}}));
+  k.groups = {CeilDiv(s.n, tuning::CoopRowsColumns(t)), 1, 1};
+  return k;
+}
+
+}  // namespace doppler::codegen

@@ -1,0 +1,129 @@
+#include "codegen/tuning/coop_rows.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codegen/emitters.h"
+#include "codegen/tuning/tuning.h"
+
+namespace doppler::codegen::tuning {
+namespace {
+
+// Workgroups the grid should have at least, so that it fills a large GPU (two a multiprocessor of
+// an H200's 132) before a subgroup takes more columns: to be measured.
+constexpr int64_t kMinWorkgroups = 256;
+// K from which a workgroup takes 8 subgroups: a long reduction (a down projection, K = 14,336)
+// then has a workgroup's weight reads spread over more of them in flight at once: to be measured.
+constexpr int64_t kLongK = 8192;
+
+int64_t RegionBytes(const CoopRowsConfig& c, int64_t gates) { return 2 * (16 + gates * 16 * c.frags) * (c.bk + 8); }
+
+// Why `c` cannot be rendered for `gates` on `caps`, or "" where it can.
+std::string Unfit(const CoopRowsConfig& c, int64_t gates, const TargetCaps& caps) {
+  if (c.subgroups % c.ksplit != 0) return "split K among subgroups that do not divide the workgroup's";
+  if (32 * c.subgroups > caps.max_workgroup_invocations) {
+    return absl::StrCat("make ", 32 * c.subgroups, " invocations; the device takes ", caps.max_workgroup_invocations);
+  }
+  // The sums of the K split go through each subgroup's region: a fragment (256 floats) a gate.
+  if (RegionBytes(c, gates) < gates * 1024) return "leave no room for the result fragments";
+  if (CoopRowsSharedBytes(c, gates) > caps.max_shared_memory) {
+    return absl::StrCat("need ", CoopRowsSharedBytes(c, gates), " bytes of shared memory; the device has ",
+                        caps.max_shared_memory);
+  }
+  return "";
+}
+
+}  // namespace
+
+int64_t CoopRowsColumns(const CoopRowsConfig& c) { return (c.subgroups / c.ksplit) * 16 * c.frags; }
+
+int64_t CoopRowsSharedBytes(const CoopRowsConfig& c, int64_t gates) {
+  return c.subgroups * (RegionBytes(c, gates) + 4 * 16);
+}
+
+absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m, int64_t k, int64_t n, int64_t gates) {
+  if (m > kCoopRowsMaxRows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cooperative-matrix rows variant: ", m, " rows of x; it takes at most ", kCoopRowsMaxRows));
+  }
+  // DOPPLER_TUNE's values first: the choices below are made around them.
+  struct Key {
+    const char* name;
+    std::initializer_list<int64_t> values;
+    std::optional<int64_t> value;
+  };
+  Key keys[] = {{"subgroups", {1, 2, 4, 8}, {}}, {"ksplit", {1, 2, 4, 8}, {}}, {"frags", {1, 2, 4}, {}},
+                {"bk", {16, 32, 64}, {}}, {"prefetch", {0, 1}, {}}};
+  std::vector<std::string> set;
+  for (Key& key : keys) {
+    absl::StatusOr<std::optional<int64_t>> v = Override("coop_rows", key.name);
+    if (!v.ok()) return v.status();
+    if (!*v) continue;
+    if (std::find(key.values.begin(), key.values.end(), **v) == key.values.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: coop_rows.", key.name, "=", **v, " is not one of ",
+                                                     absl::StrJoin(key.values, ", ")));
+    }
+    key.value = *v;
+    set.push_back(absl::StrCat("coop_rows.", key.name, "=", **v));
+  }
+  const std::optional<int64_t> subgroups = keys[0].value, ksplit = keys[1].value, frags = keys[2].value, bk = keys[3].value,
+                                 prefetch = keys[4].value;
+
+  CoopRowsConfig c;
+  // Slices of 32: at 8 rows of the 8B a step took 9.9 ms, against 11.1 with 16 and 13.9 with 64
+  // (bench/RESULTS.md, "coop_rows").
+  c.bk = bk.value_or(32);
+  // Reading ahead: 9.9 against 10.8 ms a step at 8 rows (bench/RESULTS.md, "coop_rows").
+  c.prefetch = prefetch.value_or(1);
+  // A fragment of columns a subgroup: at 8 rows of Llama-3.1-8B on the H200 a decode step took
+  // 10.6 ms with 1, 14.0 with 2 and 22.7 with 4 (bench/RESULTS.md, "coop_rows").
+  c.frags = frags.value_or(1);
+  // Every subgroup of a workgroup takes its own slices of K over the same columns (unless
+  // chosen): each slice of x is staged once a workgroup and each weight value decoded by one
+  // subgroup (a column split stages x once a column group). 4 subgroups, 8 for a long K or a grid
+  // short of kMinWorkgroups (more of the few workgroups' weight reads in flight) where their
+  // regions fit: at 8 rows of the 8B 9.9 ms a step, against 10.9 with 8 everywhere and 14.1 with 2
+  // (bench/RESULTS.md, "coop_rows").
+  c.subgroups = 4;
+  c.ksplit = ksplit.value_or(4);
+  if (k >= kLongK || CeilDiv(n, 16 * c.frags) < kMinWorkgroups) {
+    CoopRowsConfig eight = c;
+    eight.subgroups = 8;
+    eight.ksplit = ksplit.value_or(8);
+    if (Unfit(eight, gates, caps).empty()) c = eight;
+  }
+  c.subgroups = subgroups.value_or(c.subgroups);
+  c.ksplit = ksplit.value_or(c.subgroups);
+  if (const std::string unfit = Unfit(c, gates, caps); !unfit.empty()) {
+    const std::string shape = absl::StrCat(c.subgroups, " subgroups, K split ", c.ksplit, " ways, ", c.frags,
+                                           " fragments a subgroup, slices of ", c.bk, ", ", gates,
+                                           gates == 2 ? " gates" : " gate");
+    if (set.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat("cooperative-matrix rows variant: ", shape, ": ", unfit));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: ", absl::StrJoin(set, ", "), " (", shape, ") ", unfit));
+  }
+  return c;
+}
+
+absl::StatusOr<int64_t> CoopRowsFrom(const TargetCaps& caps) {
+  absl::StatusOr<std::optional<int64_t>> v = Override("coop_rows", "from");
+  if (!v.ok()) return v.status();
+  if (*v && **v < 2) {
+    return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: coop_rows.from=", **v,
+                                                   " is below 2 (a single row keeps the matrix-vector kernels)"));
+  }
+  if (!caps.coop_matrix_nv) return kCoopRowsMaxRows + 1;
+  // From 8 rows: a step of Llama-3.1-8B took about 10 ms at every bucket from 2 to 16 rows, against
+  // the q8 matrix-vector kernels' 4.2 ms at 2 rows, 7.3 at 4, 16.5 at 8 and 30.5 at 16 on the H200
+  // (bench/RESULTS.md, "coop_rows").
+  return v->value_or(8);
+}
+
+}  // namespace doppler::codegen::tuning

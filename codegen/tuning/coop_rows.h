@@ -1,0 +1,52 @@
+// The cooperative-matrix matmul for a few rows of x (codegen/matmul_coop_rows.cc renders it): its
+// choices, and the rule that sends a batched decode step's products to it.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "codegen/kernel.h"
+
+namespace doppler::codegen::tuning {
+
+// Rows of x the variant takes at most: one 16-row fragment (rows from m on count as zero).
+inline constexpr int64_t kCoopRowsMaxRows = 16;
+
+struct CoopRowsConfig {
+  int64_t subgroups = 4;  // subgroups of 32 a workgroup: 1, 2, 4 or 8
+  // Subgroups that split K between them (each its own slices, summed once at the end); the
+  // workgroup's subgroups / ksplit groups of them take their own columns. Divides subgroups.
+  int64_t ksplit = 4;
+  int64_t frags = 2;  // columns of y a subgroup takes, in fragments of 16: 1, 2 or 4
+  int64_t bk = 32;    // K values a subgroup stages a round: 16, 32 or 64
+  // The next slice read into registers while the current one multiplies: 1, or 0 (each slice read
+  // as it is staged: fewer registers)
+  int64_t prefetch = 1;
+};
+
+// Columns of y a workgroup computes.
+int64_t CoopRowsColumns(const CoopRowsConfig& config);
+
+// Shared memory the kernel declares: each subgroup's slice of x (16 rows) and its weight rows as
+// f16, rows padded by 8 values, and the rows' partial sums of squares. `gates`: 2 for a gated
+// weight (two products a column), else 1.
+int64_t CoopRowsSharedBytes(const CoopRowsConfig& config, int64_t gates);
+
+// The config for y[m, n] = x[m, k] · wᵀ (m <= kCoopRowsMaxRows) on `caps`, with DOPPLER_TUNE's
+// values (coop_rows.subgroups, coop_rows.ksplit, coop_rows.frags, coop_rows.bk, coop_rows.prefetch)
+// in place of the choice's: values above, whose staging divides among a subgroup's lanes and whose
+// shared memory fits the device.
+absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m, int64_t k, int64_t n, int64_t gates);
+
+// The rows from which a batched decode step (a row per sequence) takes this variant on `caps`, up
+// to kCoopRowsMaxRows: 8 where the device has cooperative matrices (fewer rows keep the
+// matrix-vector kernels, faster there), else none (kCoopRowsMaxRows + 1). DOPPLER_TUNE's
+// coop_rows.from (at least 2) replaces it; above kCoopRowsMaxRows it turns the variant off.
+absl::StatusOr<int64_t> CoopRowsFrom(const TargetCaps& caps);
+
+// Whether a batched decode step of `rows` rows takes the variant, from CoopRowsFrom's `from`: the
+// rule codegen (codegen/emit_matmul.cc) and the batch engine's choice of decode graph
+// (runtime/batch_engine.h: such buckets take the graph without x_quant) share.
+inline bool CoopRowsTakeBatchedDecode(int64_t rows, int64_t from) { return rows >= from && rows <= kCoopRowsMaxRows; }
+
+}  // namespace doppler::codegen::tuning
