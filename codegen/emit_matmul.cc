@@ -201,7 +201,7 @@ float staged_x(uint t, uint k, uint m, inout float sum_sq) {
                      "              staged_x(t, k + 3u, m, sum_sq));\n",
       "}\n");
 
-  // A batched decode step of 2..16 rows takes the cooperative-matrix variant for few rows, which
+  // A batched decode step of a few rows takes the cooperative-matrix variant for few rows, which
   // streams the weights where the matrix-vector kernels' work grows with the rows (the rule, and
   // DOPPLER_TUNE's coop_rows.from that moves or disables it: codegen/tuning/coop_rows.h).
   absl::StatusOr<int64_t> coop_rows_from = tuning::CoopRowsFrom(c.caps);

@@ -1,13 +1,13 @@
-// The cooperative-matrix variant for a few rows of x (at most 16: one fragment of x, rows from m on
-// counting as zero), for batched decode, where each weight is used by so few rows that the kernel
+// The cooperative-matrix variant for a few rows of x (at most kCoopRowsMaxRows: FM fragments of 16
+// rows of x, rows from m on counting as zero), for batched decode, where each weight is used by so few rows that the kernel
 // must stream the weights at the memory's bandwidth (codegen/tuning/coop_rows.h chooses its shape).
 // A workgroup of SUBGROUPS subgroups computes BN columns of y; its subgroups form
 // SUBGROUPS / KSPLIT column groups of F fragments (16 columns, G weight rows each), and the KSPLIT
 // subgroups of a group take every KSPLIT-th BK-wide slice of K between them. Each subgroup stages
-// its slice of x (16 rows) and of its weight rows (decoded eight values at a time, each weight
+// its slice of x (16 · FM rows) and of its weight rows (decoded eight values at a time, each weight
 // value by exactly one subgroup) in a shared-memory region of its own as f16, so that the K loop
 // waits only on subgroup barriers, and multiplies 16 × 16 × 16 fragments into f32 accumulators,
-// each fragment of x feeding G · F products. Small workgroups of few registers keep many of them
+// each fragment of x feeding G · F products and each of the weights FM. Small workgroups of few registers keep many of them
 // resident a multiprocessor, their weight loads in flight together. At the end the K split's
 // partial fragments are summed through shared memory, a fragment at a time, each invocation then
 // applying the epilogue to single values. Where the config reads ahead, a subgroup reads its next
@@ -34,7 +34,8 @@ absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
   const tuning::CoopRowsConfig& t = *config;
   Kernel k;
   k.variant = absl::StrCat("coop_rows.", graph::Name(s.w_dtype), ".sg", t.subgroups, ".ks", t.ksplit, ".f", t.frags,
-                           ".k", t.bk, t.prefetch ? ".pf" : "", s.variant_suffix);
+                           ".k", t.bk, t.prefetch ? ".pf" : "", t.x_frags > 1 ? absl::StrCat(".x", t.x_frags) : "",
+                           s.variant_suffix);
   k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * t.subgroups)), s.io_glsl, s.tile_x_glsl,
                         WeightSlices(3, s.w_dtype, s.k), CoopSliceKGlsl(), "\n",
                         Fill(R"(
@@ -45,12 +46,13 @@ const uint STRIDE = BK + 8u;  // padded rows: 16 bytes apart in banks
 const uint BN = (SUBGROUPS / KSPLIT) * F * 16u;  // the workgroup's columns
 const uint WSL = F * 16u * BK / 8u / 32u;  // weight slices of 8 values a lane stages, a gate
 // x: lane l stages values 4·(l % LPR).. of rows RPI·q + l / LPR, q < XI.
-const uint LPR = BK / 4u, RPI = 32u / LPR, XI = 16u / RPI;
-// A subgroup's region: its 16 rows of x, then its weight rows (each gate's F · 16 in turn), as f16
+const uint FM = {{FM}}u, XROWS = 16u * FM;  // x's fragments of 16 rows, and their rows
+const uint LPR = BK / 4u, RPI = 32u / LPR, XI = XROWS / RPI;
+// A subgroup's region: its XROWS rows of x, then its weight rows (each gate's F · 16 in turn), as f16
 // bits four to a uvec2. After the K loop its start holds the subgroup's G partial result fragments.
-const uint XWORDS = 16u * STRIDE / 4u, REGION = XWORDS + G * F * 16u * STRIDE / 4u;
+const uint XWORDS = XROWS * STRIDE / 4u, REGION = XWORDS + G * F * 16u * STRIDE / 4u;
 shared uvec2 stage[SUBGROUPS * REGION];
-shared float row_part[SUBGROUPS * 16u];  // each subgroup's sums of squares of the rows' values
+shared float row_part[SUBGROUPS * XROWS];  // each subgroup's sums of squares of the rows' values
 
 uint m, lane, sg, kc, cc, col0, base;
 float sum_sq[XI];
@@ -106,9 +108,10 @@ void main() {
   m = {{ROWS}};
   base = sg * REGION;
 
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[G][F];
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[G][FM][F];
   [[unroll]] for (uint g = 0u; g < G; ++g)
-    [[unroll]] for (uint j = 0u; j < F; ++j) acc[g][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+    [[unroll]] for (uint i = 0u; i < FM; ++i)
+      [[unroll]] for (uint j = 0u; j < F; ++j) acc[g][i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
   [[unroll]] for (uint q = 0u; q < XI; ++q) sum_sq[q] = 0.0;
 
 #if PREFETCH
@@ -129,14 +132,16 @@ void main() {
     subgroupBarrier();
 #endif
     [[unroll]] for (uint ks = 0u; ks < BK; ks += 16u) {
-      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a;
-      coopMatLoadNV(a, stage, base + ks / 4u, STRIDE / 4u, false);
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[FM];
+      [[unroll]] for (uint i = 0u; i < FM; ++i) {
+        coopMatLoadNV(a[i], stage, base + (16u * i * STRIDE + ks) / 4u, STRIDE / 4u, false);
+      }
       [[unroll]] for (uint g = 0u; g < G; ++g) {
         [[unroll]] for (uint j = 0u; j < F; ++j) {
           fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> w;
           // Weight rows are columns of the K x N operand: column-major with the row's stride.
           coopMatLoadNV(w, stage, base + XWORDS + ((g * F + j) * 16u * STRIDE + ks) / 4u, STRIDE / 4u, true);
-          acc[g][j] = coopMatMulAddNV(a, w, acc[g][j]);
+          [[unroll]] for (uint i = 0u; i < FM; ++i) acc[g][i][j] = coopMatMulAddNV(a[i], w, acc[g][i][j]);
         }
       }
     }
@@ -146,16 +151,17 @@ void main() {
   [[unroll]] for (uint q = 0u; q < XI; ++q) {
     float total = sum_sq[q];
     [[unroll]] for (uint o = 1u; o < LPR; o <<= 1) total += subgroupShuffleXor(total, o);
-    if (lane % LPR == 0u) row_part[sg * 16u + x_row(q)] = total;
+    if (lane % LPR == 0u) row_part[sg * XROWS + x_row(q)] = total;
   }
 #endif
-  // Fragment j of each gate: every subgroup stores its partial ones at the start of its region
+  // Fragment (i, j) of each gate: every subgroup stores its partial ones at the start of its region
   // (a fragment's 256 floats are 128 words); the group's KSPLIT subgroups then sum them, lane l of
   // its subgroup kc taking elements 32·kc + l + 32·KSPLIT·q.
   const uint group0 = cc * KSPLIT;
-  [[unroll]] for (uint j = 0u; j < F; ++j) {
+  [[unroll]] for (uint f = 0u; f < FM * F; ++f) {
+    const uint i = f / F, j = f % F;
     barrier();  // every subgroup has left its K loop, or the previous fragment's sums are read
-    [[unroll]] for (uint g = 0u; g < G; ++g) coopMatStoreNV(acc[g][j], stage, base + 128u * g, 8u, false);
+    [[unroll]] for (uint g = 0u; g < G; ++g) coopMatStoreNV(acc[g][i][j], stage, base + 128u * g, 8u, false);
     barrier();
     [[unroll]] for (uint q = 0u; q < 8u / KSPLIT; ++q) {
       uint e = 32u * kc + lane + 32u * KSPLIT * q;
@@ -167,10 +173,10 @@ void main() {
           v[g] += uintBitsToFloat((e & 1u) == 0u ? pair.x : pair.y);
         }
       }
-      uint r = e / 16u, col = col0 + cc * F * 16u + 16u * j + e % 16u;
+      uint r = 16u * i + e / 16u, col = col0 + cc * F * 16u + 16u * j + e % 16u;
 #if NORM
       float total = 0.0;
-      [[unroll]] for (uint p = 0u; p < KSPLIT; ++p) total += row_part[(group0 + p) * 16u + r];
+      [[unroll]] for (uint p = 0u; p < KSPLIT; ++p) total += row_part[(group0 + p) * XROWS + r];
       float scale = norm_scale(total);
 #else
       float scale = 1.0;
@@ -182,6 +188,7 @@ void main() {
 )",
                              {{"ROWS", s.rows_expr},
                               {"NORM", s.norm ? "1" : "0"},
+                              {"FM", absl::StrCat(t.x_frags)},
                               {"PREFETCH", t.prefetch ? "1" : "0"},
                               {"SUBGROUPS", absl::StrCat(t.subgroups)},
                               {"KSPLIT", absl::StrCat(t.ksplit)},

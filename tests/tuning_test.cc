@@ -720,7 +720,10 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
     EXPECT_EQ(got->prefetch, 1);
     EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*got, c.gates), 49152);
   }
-  EXPECT_FALSE(ChooseCoopRows(codegen::H100LikeCaps(), 17, 4096, 4096, 1).ok());
+  absl::StatusOr<CoopRowsConfig> two = ChooseCoopRows(codegen::H100LikeCaps(), 20, 4096, 14336, 2);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->x_frags, 2);
+  EXPECT_FALSE(ChooseCoopRows(codegen::H100LikeCaps(), 33, 4096, 4096, 1).ok());
 }
 
 TEST(Tuning, BatchedDecodeTakesCoopRowsFromEightRowsWhereTheDeviceHasThem) {
@@ -729,7 +732,7 @@ TEST(Tuning, BatchedDecodeTakesCoopRowsFromEightRowsWhereTheDeviceHasThem) {
   ASSERT_TRUE(nvidia.ok() && lavapipe.ok()) << nvidia.status() << lavapipe.status();
   EXPECT_EQ(*nvidia, 8);
   for (int64_t rows = 1; rows <= 32; ++rows) {
-    EXPECT_EQ(CoopRowsTakeBatchedDecode(rows, *nvidia), rows >= 8 && rows <= 16) << rows;
+    EXPECT_EQ(CoopRowsTakeBatchedDecode(rows, *nvidia), rows >= 8 && rows <= 32) << rows;
     EXPECT_FALSE(CoopRowsTakeBatchedDecode(rows, *lavapipe)) << rows;
   }
   {
@@ -740,7 +743,7 @@ TEST(Tuning, BatchedDecodeTakesCoopRowsFromEightRowsWhereTheDeviceHasThem) {
     EXPECT_TRUE(CoopRowsTakeBatchedDecode(3, *from));
   }
   {
-    ScopedTune scoped("coop_rows.from=17");  // off: today's kernels for every bucket
+    ScopedTune scoped("coop_rows.from=33");  // off: today's kernels for every bucket
     absl::StatusOr<int64_t> from = CoopRowsFrom(codegen::H100LikeCaps());
     ASSERT_TRUE(from.ok()) << from.status();
     for (int64_t rows = 1; rows <= 32; ++rows) EXPECT_FALSE(CoopRowsTakeBatchedDecode(rows, *from)) << rows;
@@ -767,7 +770,7 @@ TEST(Tuning, BadCoopRowsEntriesAreErrorsNamingThem) {
 
 // Every shape compiles to SPIR-V on any machine, for every weight format the tiled coop kernel
 // takes (the choice) and Q4_K (every override), with its workgroup size; a single row, buckets
-// below the choice's 8 rows and the overrides' coop_rows.from=17 keep today's kernels.
+// below the choice's 8 rows and the overrides' coop_rows.from=33 keep today's kernels.
 TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
   auto check = [](const graph::Graph& g, const char* tune, std::vector<int64_t> buckets) {
     ScopedTune scoped(tune);
@@ -789,7 +792,7 @@ TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
   };
   absl::StatusOr<graph::Graph> q4k = RowsGraph(graph::DType::kQ4_K, 768);
   ASSERT_TRUE(q4k.ok()) << q4k.status();
-  for (const char* tune : kCoopRowsTunes) check(*q4k, tune, {2, 5, 16});
+  for (const char* tune : kCoopRowsTunes) check(*q4k, tune, {2, 5, 16, 20, 32});
   for (graph::DType dtype : {graph::DType::kF16, graph::DType::kBF16, graph::DType::kQ8_0, graph::DType::kQ5_0,
                              graph::DType::kQ5_K, graph::DType::kQ6_K, graph::DType::kQ4_0, graph::DType::kQ4_1,
                              graph::DType::kQ5_1, graph::DType::kQ2_K, graph::DType::kQ3_K, graph::DType::kIQ4_NL,
@@ -804,7 +807,7 @@ TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
   check(*odd, "", {8});
   check(*odd, "coop_rows.from=2,coop_rows.bk=64,coop_rows.frags=1", {3});
 
-  for (const auto& [tune, bucket] : {std::pair{"", int64_t{1}}, std::pair{"", int64_t{4}}, std::pair{"coop_rows.from=17", int64_t{8}},
+  for (const auto& [tune, bucket] : {std::pair{"", int64_t{1}}, std::pair{"", int64_t{4}}, std::pair{"coop_rows.from=33", int64_t{8}},
                                      std::pair{"coop_rows.from=9", int64_t{8}}}) {
     ScopedTune scoped(tune);
     for (const graph::Node& n : q4k->nodes()) {
@@ -825,8 +828,8 @@ TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
   }
 }
 
-// Every shape computes what the interpreter does, for rows 1 .. 16 (2, 5, 8, 13, 16 in buckets of
-// 2, 8 and 16), several weight formats, a gated chain with a norm prologue and a residual add, K
+// Every shape computes what the interpreter does, for rows 1 .. 32 (1, 2, 5, 8, 13, 16, 17, 32 in
+// buckets of 2, 8, 16 and 32), several weight formats, a gated chain with a norm prologue and a residual add, K
 // and N no multiple of any workgroup's. A device without cooperative matrices runs the same
 // products through its own kernels (the overrides change nothing there, so only the choice runs).
 TEST_F(TunedKernelTest, EveryCoopRowsShapeMatchesTheInterpreter) {
@@ -844,7 +847,8 @@ TEST_F(TunedKernelTest, EveryCoopRowsShapeMatchesTheInterpreter) {
       ScopedTune scoped(tune);
       for (const auto& [bucket, rows_list] : {std::pair{int64_t{2}, std::vector<int64_t>{1, 2}},
                                               std::pair{int64_t{8}, std::vector<int64_t>{5, 8}},
-                                              std::pair{int64_t{16}, std::vector<int64_t>{13, 16}}}) {
+                                              std::pair{int64_t{16}, std::vector<int64_t>{13, 16}},
+                                              std::pair{int64_t{32}, std::vector<int64_t>{17, 32}}}) {
         absl::StatusOr<std::unique_ptr<test::GpuRunner>> gpu = test::GpuRunner::Create(ctx(), *g, bucket, params);
         ASSERT_TRUE(gpu.ok()) << tune << ": " << gpu.status();
         int coop_rows = 0;

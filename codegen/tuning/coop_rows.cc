@@ -22,7 +22,9 @@ constexpr int64_t kMinWorkgroups = 256;
 // then has a workgroup's weight reads spread over more of them in flight at once: to be measured.
 constexpr int64_t kLongK = 8192;
 
-int64_t RegionBytes(const CoopRowsConfig& c, int64_t gates) { return 2 * (16 + gates * 16 * c.frags) * (c.bk + 8); }
+int64_t RegionBytes(const CoopRowsConfig& c, int64_t gates) {
+  return 2 * (16 * c.x_frags + gates * 16 * c.frags) * (c.bk + 8);
+}
 
 // Why `c` cannot be rendered for `gates` on `caps`, or "" where it can.
 std::string Unfit(const CoopRowsConfig& c, int64_t gates, const TargetCaps& caps) {
@@ -44,7 +46,7 @@ std::string Unfit(const CoopRowsConfig& c, int64_t gates, const TargetCaps& caps
 int64_t CoopRowsColumns(const CoopRowsConfig& c) { return (c.subgroups / c.ksplit) * 16 * c.frags; }
 
 int64_t CoopRowsSharedBytes(const CoopRowsConfig& c, int64_t gates) {
-  return c.subgroups * (RegionBytes(c, gates) + 4 * 16);
+  return c.subgroups * (RegionBytes(c, gates) + 4 * 16 * c.x_frags);
 }
 
 absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m, int64_t k, int64_t n, int64_t gates) {
@@ -76,6 +78,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
                                  prefetch = keys[4].value;
 
   CoopRowsConfig c;
+  c.x_frags = CeilDiv(m, 16);
   // Slices of 32: at 8 rows of the 8B a step took 9.9 ms, against 11.1 with 16 and 13.9 with 64
   // (bench/RESULTS.md, "coop_rows").
   c.bk = bk.value_or(32);

@@ -9,8 +9,8 @@
 
 namespace doppler::codegen::tuning {
 
-// Rows of x the variant takes at most: one 16-row fragment (rows from m on count as zero).
-inline constexpr int64_t kCoopRowsMaxRows = 16;
+// Rows of x the variant takes at most: two 16-row fragments (rows from m on count as zero).
+inline constexpr int64_t kCoopRowsMaxRows = 32;
 
 struct CoopRowsConfig {
   int64_t subgroups = 4;  // subgroups of 32 a workgroup: 1, 2, 4 or 8
@@ -22,12 +22,13 @@ struct CoopRowsConfig {
   // The next slice read into registers while the current one multiplies: 1, or 0 (each slice read
   // as it is staged: fewer registers)
   int64_t prefetch = 1;
+  int64_t x_frags = 1;  // fragments of 16 rows of x the step's rows take: ceil(m / 16), not a choice
 };
 
 // Columns of y a workgroup computes.
 int64_t CoopRowsColumns(const CoopRowsConfig& config);
 
-// Shared memory the kernel declares: each subgroup's slice of x (16 rows) and its weight rows as
+// Shared memory the kernel declares: each subgroup's slice of x (16 · x_frags rows) and its weight rows as
 // f16, rows padded by 8 values, and the rows' partial sums of squares. `gates`: 2 for a gated
 // weight (two products a column), else 1.
 int64_t CoopRowsSharedBytes(const CoopRowsConfig& config, int64_t gates);
