@@ -564,7 +564,7 @@ TEST(GgufTest, ConfigErrors) {
     return ConfigFromGguf(**f).status();
   };
   absl::Status st = config_of("mamba", "mamba.gguf");
-  EXPECT_THAT(std::string(st.message()), HasSubstr("architecture 'mamba' is not supported (supported: llama, qwen2, qwen3, gemma3, phi3, qwen3moe)"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("architecture 'mamba' is not supported (supported: llama, qwen2, qwen3, gemma3, phi3, qwen3moe, gpt-oss)"));
   st = config_of("llama", "nokeys.gguf");
   EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(st.message()), HasSubstr("'llama.block_count' is missing"));
