@@ -123,6 +123,9 @@ struct MoeSpec {
   // Optional: expert e's biases of the gate, up and down products ([intermediate], [intermediate],
   // [hidden]), added to each product before the activation (down's before the route weight).
   std::function<ExpertTensor(int64_t e)> gate_bias, up_bias, down_bias;
+  // The names of the stacked biases ([experts*intermediate], [experts*hidden]), read in their place
+  // where the checkpoint stores the experts stacked.
+  std::string gate_bias_stacked, up_bias_stacked, down_bias_stacked;
   Activation act = Activation::kSilu;  // act(gate) * up
   std::optional<ClampedSwigluSpec> clamped_swiglu;  // when set, the activation instead of act(gate) * up
 };

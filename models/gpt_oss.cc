@@ -8,7 +8,8 @@
 // [in, out]; the graph reads each expert's as a slice of them (graph/param_slice.h). Published
 // checkpoints (quantization_config.quant_method "mxfp4") hold those two in MXFP4 instead, each
 // matrix [out, in] (its blocks run along in; models/safetensors.h serves the pairs of tensors
-// transformers writes as one), gate and up interleaved in the rows.
+// transformers writes as one), gate and up interleaved in the rows. A GGUF stores them stacked
+// with gate and up apart (BuildOptions::stacked_experts, the names below).
 #include "absl/strings/str_cat.h"
 #include "models/architecture.h"
 #include "models/blocks.h"
@@ -80,6 +81,13 @@ absl::StatusOr<graph::Graph> BuildGptOss(const ModelConfig& c, const BuildOption
     s.gate_bias = ExpertSlice(x + "gate_up_proj_bias", experts, 2 * width, 0, 2, false);
     s.up_bias = ExpertSlice(x + "gate_up_proj_bias", experts, 2 * width, 1, 2, false);
     s.down_bias = ExpertSlice(x + "down_proj_bias", experts, hidden, 0, 1, false);
+    // A GGUF's (gguf_arch.cc): gate and up apart, each matrix [out, in].
+    s.gate_stacked = x + "gate_proj.weight";
+    s.up_stacked = x + "up_proj.weight";
+    s.down_stacked = x + "down_proj.weight";
+    s.gate_bias_stacked = x + "gate_proj.bias";
+    s.up_bias_stacked = x + "up_proj.bias";
+    s.down_bias_stacked = x + "down_proj.bias";
   }
   return BuildDecoder(c, *d, o);
 }

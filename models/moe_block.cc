@@ -26,7 +26,9 @@ ValueId ExpertParam(GraphBuilder& b, const ExpertTensor& t, int64_t rows, int64_
 ValueId Stacked(GraphBuilder& b, const MoeSpec& s, const std::function<ExpertTensor(int64_t)>& name,
                 const std::string& stacked, int64_t rows, int64_t cols, const BuildOptions& o) {
   if (!name) return -1;
-  if (o.stacked_experts && !stacked.empty()) return Matrix(b, stacked, s.experts * rows, cols, o);
+  if (o.stacked_experts && !stacked.empty()) {
+    return cols == 0 ? Vector(b, stacked, s.experts * rows) : Matrix(b, stacked, s.experts * rows, cols, o);
+  }
   std::vector<ValueId> parts;
   for (int64_t e = 0; e < s.experts; ++e) parts.push_back(ExpertParam(b, name(e), rows, cols, o));
   return b.ConcatRows(parts, "experts(" + name(0).name + ")", "experts.stack");
@@ -57,9 +59,9 @@ ValueId MoeMlp(GraphBuilder& b, const MoeSpec& s, ValueId x, int64_t hidden, con
   ValueId wg = Stacked(b, s, s.gate, s.gate_stacked, s.intermediate, hidden, o);
   ValueId wu = Stacked(b, s, s.up, s.up_stacked, s.intermediate, hidden, o);
   ValueId wd = Stacked(b, s, s.down, s.down_stacked, hidden, s.intermediate, o);
-  ValueId g = ExpertLinear(b, x, wg, Stacked(b, s, s.gate_bias, "", s.intermediate, 0, o), ids, s.experts, -1,
+  ValueId g = ExpertLinear(b, x, wg, Stacked(b, s, s.gate_bias, s.gate_bias_stacked, s.intermediate, 0, o), ids, s.experts, -1,
                            "moe.gate_proj");
-  ValueId u = ExpertLinear(b, x, wu, Stacked(b, s, s.up_bias, "", s.intermediate, 0, o), ids, s.experts, -1,
+  ValueId u = ExpertLinear(b, x, wu, Stacked(b, s, s.up_bias, s.up_bias_stacked, s.intermediate, 0, o), ids, s.experts, -1,
                            "moe.up_proj");
   ValueId a;
   if (s.clamped_swiglu) {
@@ -68,7 +70,7 @@ ValueId MoeMlp(GraphBuilder& b, const MoeSpec& s, ValueId x, int64_t hidden, con
     g = s.act == Activation::kGeluTanh ? b.GeluTanh(g, "moe.act") : b.Silu(g, "moe.act");
     a = b.Mul(g, u, "moe.gate_mul");
   }
-  return ExpertLinear(b, a, wd, Stacked(b, s, s.down_bias, "", hidden, 0, o), ids, s.experts, weights, "moe.down_proj");
+  return ExpertLinear(b, a, wd, Stacked(b, s, s.down_bias, s.down_bias_stacked, hidden, 0, o), ids, s.experts, weights, "moe.down_proj");
 }
 
 int64_t ConfigExpertCount(const ModelConfig& c) {

@@ -25,6 +25,7 @@
 #include "models/weights.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/fixtures.h"
+#include "tests/support/npy.h"
 
 namespace doppler::models {
 namespace {
@@ -564,7 +565,7 @@ TEST(GgufTest, ConfigErrors) {
     return ConfigFromGguf(**f).status();
   };
   absl::Status st = config_of("mamba", "mamba.gguf");
-  EXPECT_THAT(std::string(st.message()), HasSubstr("architecture 'mamba' is not supported (supported: llama, qwen2, qwen3, gemma3, phi3, qwen3moe)"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("architecture 'mamba' is not supported (supported: llama, qwen2, qwen3, gemma3, phi3, qwen3moe, gpt-oss)"));
   st = config_of("llama", "nokeys.gguf");
   EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(st.message()), HasSubstr("'llama.block_count' is missing"));
@@ -662,6 +663,38 @@ TEST(GgufTest, ExpertErrors) {
                                       }).ok());
                        }),
               HasSubstr("tensor blk.0.ffn_gate_inp.weight is missing: qwen3moe.expert_count is 8"));
+}
+
+// MXFP4 tensors (GPT-OSS's experts) are ggml type 39: gguf-py's MXFP4 blocks of quant/types, stored
+// under that type, read back as MXFP4 and dequantized bit for bit as gguf-py dequantizes them.
+TEST(GgufTest, Mxfp4IsGgmlType39) {
+  const fs::path types = test::FixturesDir() / "quant" / "types";
+  const std::string blocks = ReadBytes(types / "mxfp4.bin");
+  absl::StatusOr<test::NpyArray> want = test::ReadNpy(types / "mxfp4_dequant_f32.npy");
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(want->shape.size(), 2u);
+  GgufWriter w;
+  w.AddString("general.architecture", "gpt-oss");
+  ASSERT_TRUE(w.AddTensor("blk.0.ffn_down_exps.weight", DType::kMXFP4, want->shape, [&] {
+                 return absl::StatusOr<std::vector<uint8_t>>(std::vector<uint8_t>(blocks.begin(), blocks.end()));
+               }).ok());
+  const fs::path file = test::MakeTempDir("gguf_mxfp4") / "mxfp4.gguf";
+  ASSERT_TRUE(w.Write(file).ok());
+  // The tensor info: name, n_dims 2, the dims, then the type.
+  const std::string bytes = ReadBytes(file);
+  const size_t at = bytes.find("blk.0.ffn_down_exps.weight") + std::string("blk.0.ffn_down_exps.weight").size() + 4 + 16;
+  uint32_t type = 0;
+  std::memcpy(&type, bytes.data() + at, 4);
+  EXPECT_EQ(type, 39u);
+  absl::StatusOr<std::unique_ptr<GgufFile>> f = GgufFile::Open(file);
+  ASSERT_TRUE(f.ok()) << f.status();
+  absl::StatusOr<TensorView> t = (*f)->Get("blk.0.ffn_down_exps.weight");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->dtype, DType::kMXFP4);
+  EXPECT_EQ(t->shape, want->shape);
+  const std::vector<float> got = Dequant(*t);
+  ASSERT_EQ(got.size(), want->data.size());
+  EXPECT_EQ(std::memcmp(got.data(), want->data.data(), got.size() * sizeof(float)), 0);
 }
 
 // Rope scalings as llama.cpp's metadata states them: YaRN's keys (attn_factor multiplies YaRN's own

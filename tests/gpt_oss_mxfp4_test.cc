@@ -13,6 +13,8 @@
 
 #include "graph/interpreter.h"
 #include "models/architecture.h"
+#include "models/gguf/gguf_file.h"
+#include "models/gguf/hf_to_gguf.h"
 #include "models/safetensors.h"
 #include "models/weights.h"
 #include "nlohmann/json.hpp"
@@ -109,10 +111,10 @@ absl::StatusOr<std::pair<std::vector<float>, std::vector<float>>> InterpreterLog
   return logits;
 }
 
-TEST(GptOssMxfp4, PublishedExpertsComputeAsTheirDequantizedValues) {
-  absl::StatusOr<test::HfReference> ref = test::LoadHfReference("gpt_oss");
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  absl::StatusOr<std::unique_ptr<models::WeightStore>> fixture = models::OpenSafetensors(ref->dir);
+// The fixture model with random MXFP4 experts: in `a` their values in transformers' dequantized
+// f32 form, in `b` as published (blocks and scales, quantization_config mxfp4).
+void WriteCheckpoints(const test::HfReference& ref, const fs::path& a, const fs::path& b) {
+  absl::StatusOr<std::unique_ptr<models::WeightStore>> fixture = models::OpenSafetensors(ref.dir);
   ASSERT_TRUE(fixture.ok()) << fixture.status();
   std::map<std::string, StoredTensor> dequantized, published;
   std::mt19937 rng(5);
@@ -129,14 +131,20 @@ TEST(GptOssMxfp4, PublishedExpertsComputeAsTheirDequantizedValues) {
     }
     Mxfp4Experts(t->shape, rng, published[name + "_blocks"], published[name + "_scales"], dequantized[name]);
   }
-  std::ifstream config_in(ref->dir / "config.json");
+  std::ifstream config_in(ref.dir / "config.json");
   json config = json::parse(config_in);
-  const fs::path a = test::MakeTempDir("gpt_oss_dequantized"), b = test::MakeTempDir("gpt_oss_mxfp4");
   std::ofstream(a / "config.json") << config.dump();
   config["quantization_config"] = {{"quant_method", "mxfp4"}};
   std::ofstream(b / "config.json") << config.dump();
   WriteSafetensors(a / "model.safetensors", dequantized);
   WriteSafetensors(b / "model.safetensors", published);
+}
+
+TEST(GptOssMxfp4, PublishedExpertsComputeAsTheirDequantizedValues) {
+  absl::StatusOr<test::HfReference> ref = test::LoadHfReference("gpt_oss");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const fs::path a = test::MakeTempDir("gpt_oss_dequantized"), b = test::MakeTempDir("gpt_oss_mxfp4");
+  WriteCheckpoints(*ref, a, b);
 
   const std::vector<int32_t> tokens(ref->greedy_tokens.begin(), ref->greedy_tokens.begin() + 4);
   auto want = InterpreterLogits(a, ref->input_ids, tokens);
@@ -162,6 +170,79 @@ TEST(GptOssMxfp4, PublishedExpertsComputeAsTheirDequantizedValues) {
               run->prefill_error, run->decode_error);
   EXPECT_LE(run->prefill_error, 1e-4);
   EXPECT_LE(run->decode_error, 1e-4);
+  EXPECT_EQ((*engine)->device().validation_messages(), 0);
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+// `doppler convert` of the published form keeps the experts MXFP4 (ggml type 39), gate and up the
+// even and odd rows of gate_up_proj's blocks as llama.cpp's converter splits them, down_proj's
+// blocks as they are; the gpt-oss file runs as the dequantized model does.
+TEST(GptOssMxfp4, ConvertedToGgufTheExpertsStayMxfp4) {
+  absl::StatusOr<test::HfReference> ref = test::LoadHfReference("gpt_oss");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const fs::path a = test::MakeTempDir("gpt_oss_dequantized"), b = test::MakeTempDir("gpt_oss_mxfp4");
+  WriteCheckpoints(*ref, a, b);
+  const fs::path gguf = test::MakeTempDir("gpt_oss_mxfp4_gguf") / "model.gguf";
+  models::HfToGgufOptions c;
+  c.model_dir = b;
+  c.out = gguf;
+  c.quant = models::QuantScheme::kQ8_0;  // the float matrices; the experts keep their MXFP4
+  ASSERT_TRUE(models::ConvertHfToGguf(c).ok());
+  absl::StatusOr<std::unique_ptr<models::GgufFile>> file = models::GgufFile::Open(gguf);
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<std::unique_ptr<models::WeightStore>> published = models::OpenSafetensors(b);
+  ASSERT_TRUE(published.ok()) << published.status();
+  const size_t row = 17 * 128 / 32;  // an MXFP4 row of hidden 128 values
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.", blk = "blk." + std::to_string(l) + ".";
+    const models::TensorView gate_up = *(*published)->Get(p + "gate_up_proj"), down = *(*published)->Get(p + "down_proj");
+    for (const auto& [part, offset] : {std::pair{"ffn_gate_exps", 0}, std::pair{"ffn_up_exps", 1}}) {
+      absl::StatusOr<models::TensorView> t = (*file)->Get(blk + part + ".weight");
+      ASSERT_TRUE(t.ok()) << t.status();
+      EXPECT_EQ(t->dtype, graph::DType::kMXFP4);
+      ASSERT_EQ(t->shape, (std::vector<int64_t>{4, 64, 128}));
+      for (int64_t r = 0; r < 4 * 64; ++r) {
+        ASSERT_EQ(std::memcmp(t->data + r * row, gate_up.data + (2 * r + offset) * row, row), 0) << part << " row " << r;
+      }
+    }
+    absl::StatusOr<models::TensorView> d = (*file)->Get(blk + "ffn_down_exps.weight");
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_EQ(d->dtype, graph::DType::kMXFP4);
+    EXPECT_EQ(d->shape, (std::vector<int64_t>{4, 128, 64}));
+    EXPECT_TRUE(d->nbytes == down.nbytes && std::memcmp(d->data, down.data, d->nbytes) == 0);
+    EXPECT_EQ((*file)->Get(blk + "attn_q.weight")->dtype, graph::DType::kQ8_0);
+  }
+
+  // The file against the dequantized f32 model with q8_0 attention: as the directory quantized at
+  // load (the same bytes), and near the f32 model.
+  const std::vector<int32_t> tokens(ref->greedy_tokens.begin(), ref->greedy_tokens.begin() + 4);
+  auto want = InterpreterLogits(a, ref->input_ids, tokens);
+  ASSERT_TRUE(want.ok()) << want.status();
+  runtime::EngineOptions o = test::ReferenceEngineOptions(gguf);
+  o.weight_dtype = graph::DType::kF32;
+  o.kv_dtype = graph::DType::kF32;
+  absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  absl::StatusOr<test::ReferenceLogits> run =
+      test::CompareWithReference(**engine, ref->input_ids, tokens, want->first.data(), want->second.data());
+  ASSERT_TRUE(run.ok()) << run.status();
+  runtime::EngineOptions h = test::ReferenceEngineOptions(b);
+  h.weight_dtype = graph::DType::kF32;
+  h.quant = models::QuantScheme::kQ8_0;
+  absl::StatusOr<std::unique_ptr<runtime::Engine>> hf = runtime::Engine::Create(h);
+  ASSERT_TRUE(hf.ok()) << hf.status();
+  absl::StatusOr<test::ReferenceLogits> hf_run =
+      test::CompareWithReference(**hf, ref->input_ids, tokens, want->first.data(), want->second.data());
+  ASSERT_TRUE(hf_run.ok()) << hf_run.status();
+  const int64_t rows = static_cast<int64_t>(ref->input_ids.size()), vocab = (*engine)->config().vocab_size;
+  const double same = test::WorstRowError(run->prefill, hf_run->prefill.data(), rows, vocab);
+  std::printf("[ gpt_oss mxfp4 gguf, q8_0 ] vs the directory quantized at load: %.3g; vs the dequantized f32 model: "
+              "prefill %.3g, decode %.3g\n",
+              same, run->prefill_error, run->decode_error);
+  EXPECT_LE(same, 1e-6);
+  EXPECT_EQ(run->decode_top, hf_run->decode_top);
+  EXPECT_LE(run->prefill_error, 0.05);
   EXPECT_EQ((*engine)->device().validation_messages(), 0);
   fs::remove_all(a);
   fs::remove_all(b);

@@ -30,6 +30,36 @@ constexpr GgufMoe kQwen3Moe = {.hf_class = "Qwen3MoeForCausalLM",
                                .expert_width_key = true,
                                .always = true};
 
+// GPT-OSS (llama.cpp's gpt-oss, LLM_ARCH_OPENAI_MOE): the norm before the MLP is
+// post_attention_norm; the router has a bias; the converter splits HF's interleaved gate_up_proj
+// into ffn_gate_exps and ffn_up_exps (their .bias too) and stores down_proj [in, out] transposed.
+constexpr GgufNamePair kGptOssNames[] = {{"post_attention_norm", "post_attention_layernorm"},
+                                         {"ffn_gate_inp", "mlp.router"},
+                                         {"ffn_gate_exps", "mlp.experts.gate_proj"},
+                                         {"ffn_up_exps", "mlp.experts.up_proj"},
+                                         {"ffn_down_exps", "mlp.experts.down_proj"}};
+constexpr GgufNamePair kGptOssWholeNames[] = {{"attn_sinks.weight", "self_attn.sinks"}};
+constexpr GgufMoe kGptOss = {.hf_class = "GptOssForCausalLM",
+                             .model_type = "gpt_oss",
+                             .experts = "mlp.experts",
+                             .expert_width_key = true,
+                             .expert_width_required = true,
+                             .always = true,
+                             .biases = true,
+                             .hf_gate_up_interleaved = true};
+
+// GPT-OSS as llama.cpp runs it: its loader requires the sliding window (every even layer slides,
+// its swa pattern of 2, which is also transformers' default for gpt_oss); the clamped SwiGLU's
+// alpha 1.702 and limit 7 are fixed in its graph (the config's default swiglu_limit).
+absl::Status GptOssConfig(const GgufFile& f, nlohmann::json& j) {
+  if (!j.contains("sliding_window")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(f.path(), ": gpt-oss.attention.sliding_window is missing or 0 (llama.cpp requires the window of gpt-oss's "
+                     "sliding layers)"));
+  }
+  return absl::OkStatus();
+}
+
 // Qwen3-MoE as llama.cpp runs it: every layer a mixture, and the chosen experts' weights always
 // renormalised (its qwen3moe graph fixes that; no key says otherwise).
 absl::Status Qwen3MoeConfig(const GgufFile& f, nlohmann::json& j) {
@@ -82,6 +112,15 @@ const GgufArch kArchs[] = {
      .layer_names = kQwen3MoeNames,
      .extra_config = Qwen3MoeConfig,
      .moe = &kQwen3Moe},
+    {.gguf = "gpt-oss",
+     .hf_class = "GptOssForCausalLM",
+     .model_type = "gpt_oss",
+     .hidden_act = "silu",
+     .sliding_window = true,
+     .layer_names = kGptOssNames,
+     .layer_whole_names = kGptOssWholeNames,
+     .extra_config = GptOssConfig,
+     .moe = &kGptOss},
 };
 
 }  // namespace

@@ -29,9 +29,17 @@ struct GgufMoe {
   // llama.cpp reads the experts' width from {arch}.expert_feed_forward_length (when absent:
   // feed_forward_length / expert_used_count); otherwise feed_forward_length is their width.
   bool expert_width_key = false;
+  // llama.cpp requires that key (no default width).
+  bool expert_width_required = false;
   // Every layer is a mixture (llama.cpp requires {arch}.expert_count > 0); otherwise the file has
   // experts only when {arch}.expert_count > 0 and is the dense family when not.
   bool always = false;
+  // The router and the stacked experts have biases: ffn_gate_inp.bias [E], ffn_{gate,up}_exps.bias
+  // [E, width], ffn_down_exps.bias [E, hidden] (outermost first), read as the stacked names' .bias.
+  bool biases = false;
+  // The HF checkpoint stores each layer's experts already stacked, gate and up interleaved in one
+  // tensor (GPT-OSS: gguf/gpt_oss_experts.h splits them for the file), not one tensor per expert.
+  bool hf_gate_up_interleaved = false;
 };
 
 struct GgufArch {
@@ -50,6 +58,8 @@ struct GgufArch {
   bool sliding_window = false;
   // Layer tensors named otherwise than in the common table (these take precedence).
   std::span<const GgufNamePair> layer_names;
+  // Whole layer tensor names, suffix included, where the HF name has no .weight (GPT-OSS's sinks).
+  std::span<const GgufNamePair> layer_whole_names;
   // Keys of this family beyond the common ones, written into the equivalent config.json; null
   // when there are none.
   absl::Status (*extra_config)(const GgufFile& f, nlohmann::json& config) = nullptr;

@@ -101,7 +101,9 @@ absl::StatusOr<json> FloatList(const GgufFile& f, const std::string& name, int64
 
 // YaRN as llama.cpp keeps it: rope.scaling.factor, .original_context_length, .yarn_beta_fast /
 // .yarn_beta_slow, and .attn_factor, which llama.cpp multiplies into YaRN's own 0.1 ln(factor) + 1.
-// llama.cpp always rounds the ramp's ends to whole dimensions (transformers' truncate).
+// llama.cpp always rounds the ramp's ends to whole dimensions (transformers' truncate); only
+// doppler's own key rope.scaling.yarn_truncate = false (kYarnTruncateKey, written for configs that
+// say truncate false, e.g. GPT-OSS's) keeps them as they are.
 absl::StatusOr<json> YarnParameters(const GgufFile& f, const std::string& p, float theta) {
   absl::StatusOr<double> factor = f.GetFloat(p + "rope.scaling.factor");
   if (!factor.ok()) return factor.status();
@@ -118,6 +120,11 @@ absl::StatusOr<json> YarnParameters(const GgufFile& f, const std::string& p, flo
   absl::StatusOr<std::optional<double>> attn = OptFloat(f, p + "rope.scaling.attn_factor");
   if (!attn.ok()) return attn.status();
   if (*attn) r["attention_factor"] = **attn * (*factor > 1 ? 0.1 * std::log(*factor) + 1.0 : 1.0);
+  if (f.Find(p + kYarnTruncateKey) != nullptr) {
+    absl::StatusOr<bool> truncate = f.GetBool(p + kYarnTruncateKey);
+    if (!truncate.ok()) return truncate.status();
+    r["truncate"] = *truncate;
+  }
   return r;
 }
 

@@ -80,6 +80,9 @@ absl::Status AddGgufExpertsConfig(const GgufFile& f, const GgufArch& arch, json&
     const std::string width_key = p + "expert_feed_forward_length";
     absl::StatusOr<std::optional<int64_t>> width = f.GetOptionalInt(width_key);
     if (!width.ok()) return width.status();
+    if (!width->has_value() && arch.moe->expert_width_required) {
+      return Bad(f, absl::StrCat(width_key, " is missing (llama.cpp requires it for ", std::string(arch.gguf), ")"));
+    }
     // llama.cpp's default without the key.
     const int64_t w = width->has_value() ? **width : j["intermediate_size"].get<int64_t>() / **used;
     if (w < 1) {
@@ -101,26 +104,33 @@ absl::Status CheckGgufExperts(const GgufFile& f, const GgufArch& arch, const Mod
   const std::string e = p + "expert_count", h = p + "embedding_length",
                     w = p + (width_key ? "expert_feed_forward_length" : "feed_forward_length");
   struct Expected {
-    const char* part;
+    std::string part;
     std::vector<int64_t> shape;  // outermost first
     std::string because;
   };
-  const std::vector<Expected> expected = {
+  std::vector<Expected> expected = {
       {"ffn_gate_inp", {experts, c.hidden_size}, absl::StrCat(e, " x ", h)},
       {"ffn_gate_exps", {experts, width, c.hidden_size}, absl::StrCat(e, " x ", w, " x ", h)},
       {"ffn_up_exps", {experts, width, c.hidden_size}, absl::StrCat(e, " x ", w, " x ", h)},
       {"ffn_down_exps", {experts, c.hidden_size, width}, absl::StrCat(e, " x ", h, " x ", w)},
   };
+  if (arch.moe->biases) {
+    expected.push_back({"ffn_gate_inp.bias", {experts}, e});
+    expected.push_back({"ffn_gate_exps.bias", {experts, width}, absl::StrCat(e, " x ", w)});
+    expected.push_back({"ffn_up_exps.bias", {experts, width}, absl::StrCat(e, " x ", w)});
+    expected.push_back({"ffn_down_exps.bias", {experts, c.hidden_size}, absl::StrCat(e, " x ", h)});
+  }
   // Layers the file lacks altogether are reported against block_count (checkpoint_check.h).
   const int64_t layers = std::min<int64_t>(c.num_layers, FileLayers(f));
   for (int64_t l = 0; l < layers; ++l) {
     for (const Expected& x : expected) {
-      const std::string name = absl::StrCat("blk.", l, ".", x.part, ".weight");
+      const std::string name = absl::StrCat("blk.", l, ".", x.part, x.part.ends_with(".bias") ? "" : ".weight");
       absl::StatusOr<TensorView> t = f.Get(name);
       if (!t.ok() && absl::IsNotFound(t.status())) {
         return absl::NotFoundError(absl::StrCat(f.path(), ": tensor ", name, " is missing: ", e, " is ", experts,
                                                 ", so every layer has a router (ffn_gate_inp) and stacked experts "
-                                                "(ffn_gate_exps, ffn_up_exps, ffn_down_exps)"));
+                                                "(ffn_gate_exps, ffn_up_exps, ffn_down_exps)",
+                                                arch.moe->biases ? ", each with its bias" : ""));
       }
       if (!t.ok()) return t.status();
       if (t->shape != x.shape) {

@@ -49,7 +49,7 @@ constexpr GgmlType kGgmlTypes[] = {
     {23, "IQ4_XS", graph::DType::kIQ4_XS}, {24, "I8", {}},                      {25, "I16", {}},
     {26, "I32", {}},                      {27, "I64", {}},                      {28, "F64", {}},
     {29, "IQ1_M", {}},                    {30, "BF16", graph::DType::kBF16},    {34, "TQ1_0", {}},
-    {35, "TQ2_0", {}},
+    {35, "TQ2_0", {}},                    {39, "MXFP4", graph::DType::kMXFP4},
 };
 
 const GgmlType* FindGgmlType(uint32_t id) {

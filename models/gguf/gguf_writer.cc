@@ -57,6 +57,7 @@ absl::StatusOr<uint32_t> GgmlTypeOf(graph::DType dtype) {
     case graph::DType::kQ5_K: return 13;
     case graph::DType::kQ6_K: return 14;
     case graph::DType::kBF16: return 30;
+    case graph::DType::kMXFP4: return 39;
     default: return absl::InvalidArgumentError(absl::StrCat("no GGUF tensor type for ", graph::Name(dtype)));
   }
 }

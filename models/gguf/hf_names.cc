@@ -43,26 +43,39 @@ std::optional<std::string_view> MapLayerPart(const GgufArch& arch, std::string_v
   return std::nullopt;
 }
 
-// Maps "<from_prefix>N.<stem>.weight|bias" or "<stem>.weight|bias" from one naming to the other.
+// Maps "<from_prefix>N.<stem>.weight|bias" or "<stem>.weight|bias" from one naming to the other,
+// and the architecture's whole layer names (GgufArch::layer_whole_names) as they are.
 std::optional<std::string> MapName(const GgufArch& arch, std::string_view name, bool to_hf) {
+  const std::string_view from_prefix = to_hf ? "blk." : "model.layers.";
+  const std::string_view to_prefix = to_hf ? "model.layers." : "blk.";
+  std::optional<std::string_view> layer, rest;  // "N." and what follows it
+  if (name.substr(0, from_prefix.size()) == from_prefix) {
+    const std::string_view after = name.substr(from_prefix.size());
+    const size_t dot = after.find('.');
+    if (dot == std::string_view::npos || !IsIndex(after.substr(0, dot))) return std::nullopt;
+    layer = after.substr(0, dot + 1);
+    rest = after.substr(dot + 1);
+    for (const GgufNamePair& p : arch.layer_whole_names) {
+      if (*rest == (to_hf ? p.gguf : p.hf)) {
+        return std::string(to_prefix) + std::string(*layer) + std::string(to_hf ? p.hf : p.gguf);
+      }
+    }
+  }
   std::string_view suffix;
   for (std::string_view s : {std::string_view(".weight"), std::string_view(".bias")}) {
     if (name.size() > s.size() && name.substr(name.size() - s.size()) == s) suffix = s;
   }
   if (suffix.empty()) return std::nullopt;
-  const std::string_view stem = name.substr(0, name.size() - suffix.size());
-  for (const GgufNamePair& p : kGlobalNames) {
-    if (stem == (to_hf ? p.gguf : p.hf)) return std::string(to_hf ? p.hf : p.gguf) + std::string(suffix);
+  if (!layer) {
+    const std::string_view stem = name.substr(0, name.size() - suffix.size());
+    for (const GgufNamePair& p : kGlobalNames) {
+      if (stem == (to_hf ? p.gguf : p.hf)) return std::string(to_hf ? p.hf : p.gguf) + std::string(suffix);
+    }
+    return std::nullopt;
   }
-  const std::string_view from_prefix = to_hf ? "blk." : "model.layers.";
-  const std::string_view to_prefix = to_hf ? "model.layers." : "blk.";
-  if (stem.substr(0, from_prefix.size()) != from_prefix) return std::nullopt;
-  const std::string_view rest = stem.substr(from_prefix.size());
-  const size_t dot = rest.find('.');
-  if (dot == std::string_view::npos || !IsIndex(rest.substr(0, dot))) return std::nullopt;
-  const std::optional<std::string_view> part = MapLayerPart(arch, rest.substr(dot + 1), to_hf);
+  const std::optional<std::string_view> part = MapLayerPart(arch, rest->substr(0, rest->size() - suffix.size()), to_hf);
   if (!part) return std::nullopt;
-  return std::string(to_prefix) + std::string(rest.substr(0, dot + 1)) + std::string(*part) + std::string(suffix);
+  return std::string(to_prefix) + std::string(*layer) + std::string(*part) + std::string(suffix);
 }
 
 // llama.cpp's converter reorders the rows of each head of Llama's q_proj and k_proj (weight and
@@ -129,6 +142,8 @@ class HfNamedGgufStore : public WeightStore {
     // A layer's stacked experts (ggml [K, N, E]: E matrices of [N, K] back to back) are the one
     // [E*N, K] weight the mixture-of-experts graph reads.
     if (t->shape.size() == 3) t->shape = {t->shape[0] * t->shape[1], t->shape[2]};
+    // Their biases (GPT-OSS: ggml [N, E]) likewise as one [E*N] vector.
+    if (t->shape.size() == 2 && it->second.ends_with("_exps.bias")) t->shape = {t->shape[0] * t->shape[1]};
     // t->name stays the file's own (blk.5.attn_norm.weight), the name errors about it use.
     const int64_t heads = PermutedHeads(it->second);
     const bool shifted = arch_.norm_shift != 0.0f && it->second.ends_with("norm.weight");

@@ -30,7 +30,7 @@ std::optional<std::pair<std::string, int64_t>> StackedExpertOf(const GgufArch& a
 // A WeightStore serving `file`'s tensors under HF names and in HF's form: llama's q/k rows put
 // back in HF's order, Gemma's stored norm weights less their shift (see hf_names.cc), a layer's
 // stacked experts blk.N.ffn_*_exps ([E, N, K]) as the [E*N, K] weight of the family's stacked name
-// (gguf_arch.h, GgufMoe). Tensors
+// (gguf_arch.h, GgufMoe), their biases (GPT-OSS, [E, N]) as [E*N] vectors. Tensors
 // with no HF name are not listed. Fails for architectures gguf_arch.h does not list, and when
 // the head counts needed to undo the permutation are missing.
 absl::StatusOr<std::unique_ptr<WeightStore>> OpenHfNamedGguf(std::unique_ptr<GgufFile> file);

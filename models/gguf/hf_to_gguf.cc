@@ -14,7 +14,9 @@
 #include "absl/strings/str_join.h"
 #include "models/blocks.h"
 #include "models/gguf/gguf_arch.h"
+#include "models/gguf/gguf_key_names.h"
 #include "models/gguf/gguf_writer.h"
+#include "models/gguf/gpt_oss_experts.h"
 #include "models/gguf/hf_names.h"
 #include "models/hf_config.h"
 #include "models/quant/quant.h"
@@ -107,11 +109,21 @@ absl::Status CheckExpressible(const ModelConfig& c, const GgufArch& arch, const 
       return unexpressible("norm_topk_prob false (llama.cpp always renormalises the chosen experts' weights)");
     }
   }
+  if (arch.gguf == "gpt-oss") {
+    // llama.cpp fixes the clamped SwiGLU's limit at 7 and slides every even layer.
+    absl::StatusOr<double> limit = ConfigNumber(c, "swiglu_limit", 7.0);
+    if (!limit.ok() || *limit != 7.0) return unexpressible("swiglu_limit other than 7 (llama.cpp fixes it)");
+    if (!c.sliding_window) return unexpressible("GPT-OSS without a sliding_window (llama.cpp requires one)");
+    for (int l = 0; l < c.num_layers && !c.layer_types.empty(); ++l) {
+      if ((c.layer_types[static_cast<size_t>(l)] == "sliding_attention") != (l % 2 == 0)) {
+        return unexpressible(absl::StrCat("a layer pattern other than every even layer sliding (layer ", l, ")"));
+      }
+    }
+  }
   if (c.hidden_act != arch.hidden_act) return unexpressible(absl::StrCat("activation '", c.hidden_act, "'"));
   if (c.sliding_window && !arch.sliding_window) return unexpressible("sliding-window attention");
   const RopeScaling& s = c.rope.scaling;
   if (s.type == "llama3" && arch.gguf != "llama") return unexpressible("llama3 rope scaling");
-  if (s.type == "yarn" && !s.truncate) return unexpressible("yarn rope with truncate false (llama.cpp always rounds)");
   if (c.rope_local && (arch.gguf != "gemma3" || c.rope_local->scaling.type != "default")) {
     return unexpressible("a scaled or second rope");
   }
@@ -148,6 +160,8 @@ void AddRopeScaling(GgufWriter& w, const std::string& p, const RopeScaling& s, s
     // llama.cpp multiplies attn_factor into YaRN's own 0.1 ln(factor) + 1.
     const double own = s.factor > 1 ? 0.1 * std::log(static_cast<double>(s.factor)) + 1.0 : 1.0;
     w.AddF32(p + "rope.scaling.attn_factor", static_cast<float>(s.attention_factor / own));
+    // llama.cpp rounds the ramp's ends whatever the file says; doppler reads this (gguf_key_names.h).
+    if (!s.truncate) w.AddBool(p + kYarnTruncateKey, false);
   } else if (s.type == "longrope") {
     w.AddU32(p + "rope.scaling.original_context_length", static_cast<uint32_t>(s.original_max_position_embeddings));
     w.AddF32(p + "rope.scaling.attn_factor", s.attention_factor);
@@ -272,10 +286,13 @@ absl::Status ConvertHfToGguf(const HfToGgufOptions& o) {
     std::vector<std::string> hf;  // the tensor, or a layer's experts' matrices in expert order
     std::string gguf;
     bool stacked = false;
+    std::optional<GgufTensorPlan> plan;  // made otherwise (GPT-OSS's experts), written as it is
   };
   std::vector<Item> items;
   std::map<std::string, std::map<int64_t, std::string>> stacks;  // GGUF name -> expert -> HF name
+  const bool interleaved_experts = moe && arch->moe->hf_gate_up_interleaved;
   for (const std::string& hf : store->Names()) {
+    if (interleaved_experts && hf.find("." + std::string(arch->moe->experts) + ".") != std::string::npos) continue;
     std::optional<std::pair<std::string, int64_t>> expert = moe ? StackedExpertOf(*arch, hf) : std::nullopt;
     std::optional<std::string> gguf = GgufNameFromHf(*arch, expert ? expert->first : hf);
     if (!gguf) {
@@ -293,7 +310,12 @@ absl::Status ConvertHfToGguf(const HfToGgufOptions& o) {
     if (c.tie_word_embeddings && hf == "lm_head.weight") continue;
     items.push_back({{hf}, *gguf});
   }
-  for (int l = 0; moe && l < c.num_layers; ++l) {
+  for (int l = 0; interleaved_experts && l < c.num_layers; ++l) {
+    absl::StatusOr<std::vector<GgufTensorPlan>> plans = GptOssExpertTensors(store, c, *moe, o.quant, l);
+    if (!plans.ok()) return plans.status();
+    for (GgufTensorPlan& plan : *plans) items.push_back({{}, plan.name, false, std::move(plan)});
+  }
+  for (int l = 0; moe && !interleaved_experts && l < c.num_layers; ++l) {
     for (const char* part : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
       const std::string gguf = absl::StrCat("blk.", l, ".", part, ".weight");
       const std::map<int64_t, std::string>& stack = stacks[gguf];
@@ -322,6 +344,12 @@ absl::Status ConvertHfToGguf(const HfToGgufOptions& o) {
   }
   std::map<std::string, graph::DType> types;
   for (const Item& item : items) {
+    if (item.plan) {
+      types[item.gguf] = item.plan->dtype;
+      absl::Status s = w.AddTensor(item.gguf, item.plan->dtype, item.plan->shape, item.plan->bytes);
+      if (!s.ok()) return absl::Status(s.code(), absl::StrCat(o.out.string(), ": ", s.message()));
+      continue;
+    }
     absl::StatusOr<TensorView> t = store->Get(item.hf[0]);
     if (!t.ok()) return t.status();
     if (t->shape.empty() || t->shape.size() > 2 || (item.stacked && t->shape.size() != 2)) {

@@ -5,16 +5,19 @@
 //     feed_forward_length, rope.dimension_count, rope.freq_base, attention.head_count,
 //     head_count_kv, layer_norm_rms_epsilon, vocab_size; key_length / value_length when the
 //     head size is not hidden / heads; attention.sliding_window and rope.freq_base_swa where
-//     llama.cpp reads them; rope.scaling.* for linear, yarn and longrope scaling; expert_count,
-//     expert_used_count and, for qwen3moe, expert_feed_forward_length), tokenizer.ggml.*;
+//     llama.cpp reads them; rope.scaling.* for linear, yarn and longrope scaling, and doppler's own
+//     rope.scaling.yarn_truncate false where YaRN's ramp ends stay unrounded (gguf_key_names.h);
+//     expert_count, expert_used_count and, for qwen3moe and gpt-oss, expert_feed_forward_length),
+//     tokenizer.ggml.*;
 //   - tensors: token_embd, blk.N.* under the architecture's names (models/gguf/gguf_arch.cc),
 //     output_norm, output (absent when tied); Llama 3 RoPE scaling as rope_freqs.weight (one
 //     divisor per frequency), LongRoPE's as rope_factors_long/short.weight; llama's q/k rows
 //     permuted into llama.cpp's interleaved-pair RoPE layout; Gemma's norm weights stored + 1; a
 //     mixture of experts' router as blk.N.ffn_gate_inp and each layer's experts' matrices stacked
-//     into blk.N.ffn_{gate,up,down}_exps ([E, N, K] outermost first);
+//     into blk.N.ffn_{gate,up,down}_exps ([E, N, K] outermost first); GPT-OSS's stacked experts
+//     split and transposed as llama.cpp's converter does (gguf/gpt_oss_experts.h);
 //   - matrices in the scheme's types (models/quant_scheme.h; every expert of a stack alike, the
-//     router F32), 1-D tensors in F32.
+//     router F32; MXFP4 experts stay MXFP4), 1-D tensors in F32.
 // Supported: the HF classes of every architecture in gguf_arch.cc, when llama.cpp would run the
 // file as the config describes (e.g. a Gemma 3 with llama.cpp's every-6th-layer-global pattern);
 // otherwise Unimplemented, naming what the file cannot say.
