@@ -174,6 +174,41 @@ json ConfigJson(std::string_view name) {
                 {"bos_token_id", 1},
                 {"eos_token_id", 2}};
   }
+  if (name == "gpt-oss-20b") {
+    json layer_types = json::array();
+    for (int l = 0; l < 24; ++l) layer_types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
+    return json{{"architectures", {"GptOssForCausalLM"}},
+                {"model_type", "gpt_oss"},
+                {"hidden_size", 2880},
+                {"intermediate_size", 2880},
+                {"num_local_experts", 32},
+                {"num_experts_per_tok", 4},
+                {"num_hidden_layers", 24},
+                {"num_attention_heads", 64},
+                {"num_key_value_heads", 8},
+                {"head_dim", 64},
+                {"vocab_size", 201088},
+                {"rms_norm_eps", 1e-5},
+                {"hidden_act", "silu"},
+                {"attention_bias", true},
+                {"sliding_window", 128},
+                {"layer_types", layer_types},
+                {"swiglu_limit", 7.0},
+                {"max_position_embeddings", 131072},
+                {"rope_theta", 150000.0},
+                {"rope_scaling",
+                 {{"rope_type", "yarn"},
+                  {"factor", 32.0},
+                  {"beta_fast", 32.0},
+                  {"beta_slow", 1.0},
+                  {"truncate", false},
+                  {"original_max_position_embeddings", 4096}}},
+                // As published: the experts' matrices in MXFP4 (SyntheticWeightStore keeps them so).
+                {"quantization_config", {{"quant_method", "mxfp4"}}},
+                {"tie_word_embeddings", false},
+                {"bos_token_id", 199998},
+                {"eos_token_id", 200002}};
+  }
   if (name == "tiny") {
     return json{{"architectures", {"LlamaForCausalLM"}},
                 {"model_type", "llama"},
@@ -376,7 +411,7 @@ constexpr uint64_t kKeepBytes = 1ull << 30;
 
 std::vector<std::string> SyntheticModelNames() {
   return {"llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "llama-3.1-405b", "qwen2.5-1.5b", "qwen3-0.6b",
-          "gemma-3-1b", "qwen3-30b-a3b", "mixtral-8x7b", "tiny"};
+          "gemma-3-1b", "qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-20b", "tiny"};
 }
 
 absl::StatusOr<ModelConfig> SyntheticConfig(std::string_view name) {
@@ -420,6 +455,10 @@ absl::StatusOr<std::unique_ptr<SyntheticWeightStore>> SyntheticWeightStore::Crea
   s->name_ = name;
   s->seed_ = seed;
   s->norm_base_ = config.model_type.rfind("gemma", 0) == 0 ? 0.0f : 1.0f;
+  // A config whose checkpoint holds its experts in MXFP4 (GPT-OSS as published): their stacked
+  // matrices are generated in MXFP4 whatever the other matrices' type.
+  const auto q = config.raw.find("quantization_config");
+  const bool mxfp4_experts = q != config.raw.end() && q->is_object() && q->value("quant_method", "") == "mxfp4";
   // The tensors are exactly the params of the model's graph (shapes do not depend on the context).
   BuildOptions o;
   o.context = 16;
@@ -431,17 +470,19 @@ absl::StatusOr<std::unique_ptr<SyntheticWeightStore>> SyntheticWeightStore::Crea
     std::string tensor = n.attrs.Str("name");
     std::vector<int64_t> shape;
     for (const graph::Dim& d : n.type.shape) shape.push_back(d.value);
-    if (const std::optional<graph::ParamSlice> slice = graph::ParamSliceOf(n)) {  // inside a larger tensor
+    const std::optional<graph::ParamSlice> slice = graph::ParamSliceOf(n);
+    if (slice) {  // inside a larger tensor
       tensor = slice->source;
       shape = graph::StoredShape(*slice, shape);
     }
     DType dtype = DType::kF32;
-    // Matrices take the model's type, except those the graph keeps f32 whatever it is (a mixture
-    // of experts' router; the graph is built with f16 matrices).
-    if (shape.size() == 2 && n.type.dtype != DType::kF32) {
-      dtype = quant == QuantScheme::kNone
+    // Matrices (stacked experts' too) take the model's type, except those the graph keeps f32
+    // whatever it is (a mixture of experts' router; the graph is built with f16 matrices).
+    if (shape.size() >= 2 && n.type.dtype != DType::kF32) {
+      dtype = mxfp4_experts && slice && slice->source_experts > 0 ? DType::kMXFP4
+              : quant == QuantScheme::kNone
                   ? weight_dtype
-                  : QuantizedDType(quant, tensor, shape[1], config.num_layers, config.tie_word_embeddings,
+                  : QuantizedDType(quant, tensor, shape.back(), config.num_layers, config.tie_word_embeddings,
                                    ConfigExpertCount(config), weight_dtype);
     }
     s->tensors_[tensor] = SyntheticTensor{shape, dtype};
@@ -489,7 +530,8 @@ absl::StatusOr<TensorView> SyntheticWeightStore::Get(std::string_view name) cons
     return absl::NotFoundError(absl::StrCat("tensor '", key, "' is not in synthetic model ", name_));
   }
   const SyntheticTensor& t = it->second;
-  const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1;
+  int64_t rows = 1;  // a stacked tensor's [E, rows, cols] is E * rows rows
+  for (size_t i = 0; i + 1 < t.shape.size(); ++i) rows *= t.shape[i];
   const int64_t cols = t.shape.back();
   std::lock_guard<std::mutex> lock(mu_);
   const std::vector<uint8_t>* data = nullptr;

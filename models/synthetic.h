@@ -32,7 +32,7 @@ namespace doppler::models {
 
 // The known names: llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, llama-3.1-405b (for compile benchmarks:
 // its weights fit no GPU), qwen2.5-1.5b, qwen3-0.6b, gemma-3-1b, the mixtures of experts
-// qwen3-30b-a3b and mixtral-8x7b, and tiny (a 2-layer Llama-shaped model for tests).
+// qwen3-30b-a3b, mixtral-8x7b and gpt-oss-20b (its experts in MXFP4, as published), and tiny (a 2-layer Llama-shaped model for tests).
 std::vector<std::string> SyntheticModelNames();
 
 // The configuration of a named synthetic model; an unknown name is an error listing the known ones.

@@ -41,6 +41,8 @@ TEST(SyntheticTest, ShapesAreThePublishedOnes) {
   // Mixtures of experts: every expert counted (Qwen3-30B-A3B 30.5B, Mixtral 8x7B 46.7B).
   EXPECT_NEAR(static_cast<double>(Params("qwen3-30b-a3b")), 30.53e9, 0.05e9);
   EXPECT_NEAR(static_cast<double>(Params("mixtral-8x7b")), 46.70e9, 0.05e9);
+  // GPT-OSS-20B: 20.9B (OpenAI's model card: 20.91B with the embedding and the head).
+  EXPECT_NEAR(static_cast<double>(Params("gpt-oss-20b")), 20.91e9, 0.05e9);
 
   absl::StatusOr<models::ModelConfig> g = models::SyntheticConfig("gemma-3-1b");
   ASSERT_TRUE(g.ok());

@@ -36,7 +36,7 @@ std::vector<OptionSpec> EngineOptionSpecs() {
       {"model", "m", "PATH", "HF model directory (config.json + *.safetensors) or a GGUF file", ""},
       {"synthetic", "", "NAME",
        "instead of --model: random weights in the exact shapes of llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, "
-       "qwen2.5-1.5b, qwen3-0.6b, gemma-3-1b, the mixtures of experts qwen3-30b-a3b and mixtral-8x7b, or tiny "
+       "qwen2.5-1.5b, qwen3-0.6b, gemma-3-1b, the mixtures of experts qwen3-30b-a3b, mixtral-8x7b and gpt-oss-20b, or tiny "
        "(no tokenizer: use token ids)",
        ""},
       {"tokenizer", "", "FILE",
