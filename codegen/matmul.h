@@ -109,9 +109,10 @@ absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s);
 absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s);
 
 // What the cooperative-matrix variants share: the shader header with their extensions for a
-// workgroup of `invocations`, and `uint slice_k(uint k)`, where a weight slice at column k is read
-// (after K's declaration): the row's last slice where K is a multiple of 8, else k.
+// workgroup of `invocations`, and their staging's GLSL (after K's declaration): `uint slice_k(uint
+// k)`, where a weight slice at column k is read (the row's last slice where K is a multiple of 8,
+// else k), and `uvec4 half8(float w[8], bool live)`, a decoded slice as four words of f16 pairs.
 std::string CoopMatMulHeader(uint32_t invocations);
-std::string CoopSliceKGlsl();
+std::string CoopStagingGlsl();
 
 }  // namespace doppler::codegen

@@ -31,11 +31,17 @@ std::string CoopMatMulHeader(uint32_t invocations) {
                       "#extension GL_KHR_shader_subgroup_shuffle : enable\n");
 }
 
-std::string CoopSliceKGlsl() {
+std::string CoopStagingGlsl() {
   return "// Where a slice at column k is read: the row's last slice where K is a multiple of 8 (block\n"
          "// formats: so that a read past K stays within the row's blocks; the staging counts it as zeros);\n"
          "// float rows bounds-check their own.\n"
-         "uint slice_k(uint k) { return K % 8u == 0u ? min(k, K - 8u) : k; }";
+         "uint slice_k(uint k) { return K % 8u == 0u ? min(k, K - 8u) : k; }\n"
+         "// A decoded slice of 8 weights as f16, two words of the staging memory each (zeros where it\n"
+         "// does not count).\n"
+         "uvec4 half8(float w[8], bool live) {\n"
+         "  vec4 a = live ? vec4(w[0], w[1], w[2], w[3]) : vec4(0.0), b = live ? vec4(w[4], w[5], w[6], w[7]) : vec4(0.0);\n"
+         "  return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));\n"
+         "}";
 }
 
 absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
@@ -103,11 +109,9 @@ void stage_slice(uint kb) {
       uint sl = gl_LocalInvocationID.x + WG * u, wr = sl / (BK / 8u), e0 = 8u * (sl % (BK / 8u));
       bool live = col0 + wr < N && kb + e0 < K;  // a slice past K (K not a multiple of BK) adds nothing
       uint at = XWORDS + ((g * BN + wr) * STRIDE + e0) / 4u;
-      [[unroll]] for (uint h = 0u; h < 2u; ++h) {
-        vec4 v = live ? vec4(wv[g][u][4u * h], wv[g][u][4u * h + 1u], wv[g][u][4u * h + 2u], wv[g][u][4u * h + 3u])
-                      : vec4(0.0);
-        stage[at + h] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
-      }
+      uvec4 h = half8(wv[g][u], live);
+      stage[at] = h.xy;
+      stage[at + 1u] = h.zw;
     }
   }
 }
@@ -199,7 +203,7 @@ void main() {
 }
 )",
                              {{"ROWS", s.rows_expr},
-                              {"SLICE_K", CoopSliceKGlsl()},
+                              {"SLICE_K", CoopStagingGlsl()},
                               {"NORM", s.norm ? "1" : "0"},
                               {"PREFETCH", t.prefetch ? "1" : "0"},
                               {"BM", absl::StrCat(t.bm)},

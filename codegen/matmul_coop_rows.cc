@@ -37,7 +37,7 @@ absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
                            ".k", t.bk, t.prefetch ? ".pf" : "", t.x_frags > 1 ? absl::StrCat(".x", t.x_frags) : "",
                            s.variant_suffix);
   k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * t.subgroups)), s.io_glsl, s.tile_x_glsl,
-                        WeightSlices(3, s.w_dtype, s.k), CoopSliceKGlsl(), "\n",
+                        WeightSlices(3, s.w_dtype, s.k), CoopStagingGlsl(), "\n",
                         Fill(R"(
 #define NORM {{NORM}}
 #define PREFETCH {{PREFETCH}}
@@ -90,11 +90,9 @@ void stage_slice(uint kb) {
       uint sl = lane + 32u * u, wr = sl / (BK / 8u), e0 = 8u * (sl % (BK / 8u));
       bool live = col0 + cc * F * 16u + wr < N && kb + e0 < K;  // a slice past K (K not a multiple of BK) adds nothing
       uint at = base + XWORDS + ((g * F * 16u + wr) * STRIDE + e0) / 4u;
-      [[unroll]] for (uint h = 0u; h < 2u; ++h) {
-        vec4 v = live ? vec4(wv[g][u][4u * h], wv[g][u][4u * h + 1u], wv[g][u][4u * h + 2u], wv[g][u][4u * h + 3u])
-                      : vec4(0.0);
-        stage[at + h] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
-      }
+      uvec4 h = half8(wv[g][u], live);
+      stage[at] = h.xy;
+      stage[at + 1u] = h.zw;
     }
   }
 }

@@ -626,6 +626,21 @@ TEST(Tuning, EveryCoopShapeCompilesForNvidia) {
   }
 }
 
+// `rows` random rows of x (width k) and of the residual r through `gpu` and through the
+// interpreter over `reference` (the same products): y and z within 3e-3 relative error.
+void ExpectChainMatches(test::GpuRunner& gpu, graph::Interpreter& interp, const graph::Graph& reference, int64_t rows,
+                        int64_t k, const std::string& label) {
+  const std::map<std::string, graph::Tensor> inputs = {{"x", test::RandomRows(rows, k, 3 + rows)},
+                                                       {"r", test::RandomRows(rows, 75, 4 + rows)}};
+  absl::StatusOr<std::map<std::string, graph::Tensor>> want = interp.Run(reference, inputs, 0);
+  ASSERT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<std::map<std::string, graph::Tensor>> got = gpu.Run(inputs, 0);
+  ASSERT_TRUE(got.ok()) << got.status();
+  for (const char* out : {"y", "z"}) {
+    EXPECT_LE(test::RelativeError(got->at(out).f, want->at(out).f), 3e-3) << label << " rows " << rows << " " << out;
+  }
+}
+
 // Every shape computes what the interpreter does, for rows that fill no tile (33, 100, 517) and
 // one that does (64), several weight formats, a gated chain with a norm prologue and a residual add.
 // A device without cooperative matrices runs the same products through its own kernels (the coop
@@ -649,16 +664,7 @@ TEST_F(TunedKernelTest, EveryCoopShapeMatchesTheInterpreter) {
         for (const vk::PlannedDispatch& d : (*gpu)->plan().dispatches()) coop += d.variant.rfind("coop.", 0) == 0;
         EXPECT_EQ(coop, has_coop ? 2 : 0) << tune;
         for (int64_t rows : bucket == 64 ? std::vector<int64_t>{33, 64} : std::vector<int64_t>{100, 517}) {
-          const std::map<std::string, graph::Tensor> inputs = {{"x", test::RandomRows(rows, k, 3 + rows)},
-                                                               {"r", test::RandomRows(rows, 75, 4 + rows)}};
-          absl::StatusOr<std::map<std::string, graph::Tensor>> want = interp.Run(*g, inputs, 0);
-          ASSERT_TRUE(want.ok()) << want.status();
-          absl::StatusOr<std::map<std::string, graph::Tensor>> got = (*gpu)->Run(inputs, 0);
-          ASSERT_TRUE(got.ok()) << got.status();
-          for (const char* out : {"y", "z"}) {
-            EXPECT_LE(test::RelativeError(got->at(out).f, want->at(out).f), 3e-3)
-                << graph::Name(dtype) << " " << tune << " rows " << rows << " " << out;
-          }
+          ExpectChainMatches(**gpu, interp, *g, rows, k, absl::StrCat(graph::Name(dtype), " ", tune));
         }
       }
     }
@@ -855,16 +861,7 @@ TEST_F(TunedKernelTest, EveryCoopRowsShapeMatchesTheInterpreter) {
         for (const vk::PlannedDispatch& d : (*gpu)->plan().dispatches()) coop_rows += d.variant.rfind("coop_rows.", 0) == 0;
         EXPECT_EQ(coop_rows, has_coop ? 2 : 0) << tune;
         for (int64_t rows : rows_list) {
-          const std::map<std::string, graph::Tensor> inputs = {{"x", test::RandomRows(rows, k, 3 + rows)},
-                                                               {"r", test::RandomRows(rows, 75, 4 + rows)}};
-          absl::StatusOr<std::map<std::string, graph::Tensor>> want = interp.Run(*plain, inputs, 0);
-          ASSERT_TRUE(want.ok()) << want.status();
-          absl::StatusOr<std::map<std::string, graph::Tensor>> got = (*gpu)->Run(inputs, 0);
-          ASSERT_TRUE(got.ok()) << got.status();
-          for (const char* out : {"y", "z"}) {
-            EXPECT_LE(test::RelativeError(got->at(out).f, want->at(out).f), 3e-3)
-                << graph::Name(dtype) << " " << tune << " rows " << rows << " " << out;
-          }
+          ExpectChainMatches(**gpu, interp, *plain, rows, k, absl::StrCat(graph::Name(dtype), " ", tune));
         }
       }
     }
