@@ -46,7 +46,7 @@ absl::Status Run(const std::string& name, int64_t tokens, int layers) {
   Stages stages;
   runtime::EngineOptions options;
   options.synthetic = name;
-  options.quant = models::QuantScheme::kQ4_K_M;
+  options.quant = quant::QuantScheme::kQ4_K_M;
   options.prefill_chunk = tokens;
   absl::StatusOr<runtime::OpenedModel> model = runtime::OpenModel(options);
   if (!model.ok()) return model.status();

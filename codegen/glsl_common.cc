@@ -15,7 +15,7 @@ namespace {
 // the row's block e / E, its scales (Q5_0, Q5_1: its fifth bit) and d further on in the row. Bytes are
 // read out of 32-bit words with shifts (little-endian), f16 fields with unpackHalf2x16 (every f16
 // field is 2-byte aligned); `<name>_word`, `<name>_byte` and `<name>_half` serve other decoders of
-// the same buffer too. The arithmetic is models/quant/dequantize.cc's, in the same float32 order,
+// the same buffer too. The arithmetic is quant/dequantize.cc's, in the same float32 order,
 // and `precise` keeps the compiler from fusing it into a multiply-add, so the values are
 // bit-identical to the CPU's.
 std::string BlockDecoder(const std::string& name, graph::DType dtype, int64_t k) {

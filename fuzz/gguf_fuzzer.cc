@@ -6,18 +6,18 @@
 #include <memory>
 #include <vector>
 
+#include "checkpoints/gguf_config.h"
+#include "checkpoints/hf_names.h"
+#include "formats/gguf/gguf_file.h"
 #include "fuzz/fuzz_file.h"
-#include "models/gguf/gguf_config.h"
-#include "models/gguf/gguf_file.h"
-#include "models/gguf/hf_names.h"
-#include "models/quant/quant.h"
+#include "quant/quant.h"
 
 namespace doppler::fuzz {
 namespace {
 
-using models::GgufArray;
-using models::GgufFile;
-using models::GgufValue;
+using formats::GgufArray;
+using formats::GgufFile;
+using formats::GgufValue;
 
 void WalkArray(const GgufFile& f, const GgufArray& a) {
   for (const GgufValue& e : f.Elements(a)) {
@@ -25,14 +25,14 @@ void WalkArray(const GgufFile& f, const GgufArray& a) {
   }
 }
 
-void DecodeIfSmall(const models::TensorView& t) {
+void DecodeIfSmall(const formats::TensorView& t) {
   int64_t n = 1;
   for (int64_t d : t.shape) {
     if (d > kMaxDecodedValues || n * d > kMaxDecodedValues) return;
     n *= d;
   }
   std::vector<float> out(static_cast<size_t>(n));
-  (void)models::DequantizeRow(t.dtype, t.data, n, out.data());
+  (void)quant::DequantizeRow(t.dtype, t.data, n, out.data());
 }
 
 void Exercise(std::unique_ptr<GgufFile> f) {
@@ -47,14 +47,14 @@ void Exercise(std::unique_ptr<GgufFile> f) {
     if (const auto* a = std::get_if<GgufArray>(&f->Find(key)->value)) WalkArray(*f, *a);
   }
   for (const std::string& name : f->Names()) {
-    absl::StatusOr<models::TensorView> t = f->Get(name);
+    absl::StatusOr<formats::TensorView> t = f->Get(name);
     if (t.ok()) DecodeIfSmall(*t);
   }
-  (void)models::ConfigFromGguf(*f);
-  absl::StatusOr<std::unique_ptr<models::WeightStore>> hf = models::OpenHfNamedGguf(std::move(f));
+  (void)checkpoints::ConfigFromGguf(*f);
+  absl::StatusOr<std::unique_ptr<formats::WeightStore>> hf = checkpoints::OpenHfNamedGguf(std::move(f));
   if (!hf.ok()) return;
   for (const std::string& name : (*hf)->Names()) {
-    absl::StatusOr<models::TensorView> t = (*hf)->Get(name);
+    absl::StatusOr<formats::TensorView> t = (*hf)->Get(name);
     if (t.ok()) DecodeIfSmall(*t);
   }
 }
@@ -67,8 +67,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static FuzzFile file;
   // The exact bytes (every truncation path), then zero-padded (headers reach the tensor code).
   for (size_t min_size : {size_t{0}, kPaddedSize}) {
-    absl::StatusOr<std::unique_ptr<doppler::models::GgufFile>> f =
-        doppler::models::GgufFile::Open(file.Write(data, size, min_size));
+    absl::StatusOr<std::unique_ptr<doppler::formats::GgufFile>> f =
+        doppler::formats::GgufFile::Open(file.Write(data, size, min_size));
     if (f.ok()) Exercise(*std::move(f));
   }
   return 0;

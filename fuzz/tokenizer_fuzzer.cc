@@ -6,12 +6,12 @@
 #include <string>
 
 #include "fuzz/fuzz_file.h"
-#include "models/tokenizer/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace doppler;
   static fuzz::FuzzFile file;
-  absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = models::LoadHfTokenizerFile(file.Write(data, size));
+  absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> tok = tokenizers::LoadHfTokenizerFile(file.Write(data, size));
   if (!tok.ok()) return 0;
   const std::string own(reinterpret_cast<const char*>(data), std::min<size_t>(size, 256));
   for (const std::string& text : {std::string("Hello, world! 123 \xc3\xa9t\xc3\xa9 <s>\n  x"), own}) {
@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       absl::StatusOr<std::vector<int32_t>> ids = (*tok)->Encode(text, special);
       if (!ids.ok()) continue;
       (void)(*tok)->Decode(*ids, special);
-      std::unique_ptr<models::DecodeSession> session = (*tok)->StartDecode(special);
+      std::unique_ptr<tokenizers::DecodeSession> session = (*tok)->StartDecode(special);
       std::string out;
       for (int32_t id : *ids) session->Push(id, out);
       session->Finish(out);

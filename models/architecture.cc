@@ -15,7 +15,7 @@ const std::vector<Architecture>& Architectures() {
   return archs;
 }
 
-absl::StatusOr<graph::Graph> BuildModelGraph(const ModelConfig& config, const BuildOptions& options) {
+absl::StatusOr<graph::Graph> BuildModelGraph(const formats::ModelConfig& config, const BuildOptions& options) {
   if (options.context <= 0) return absl::InvalidArgumentError("context size must be positive");
   if (options.paging.paged() && (options.kv_pages <= 0 || options.paging.table_pages * options.paging.page_rows < options.context)) {
     return absl::InvalidArgumentError("a paged KV cache needs pages, and page tables that cover the context");

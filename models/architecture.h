@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "formats/hf_config.h"
 #include "graph/graph.h"
-#include "models/hf_config.h"
 
 namespace doppler::models {
 
@@ -37,7 +37,7 @@ struct BuildOptions {
 
 // Graph of one step of the model: input "ids" i32[T]; output "logits" (f32[T, V], or f32[1, V]
 // for the last token only). How the next token is chosen is the runtime's (runtime/token_choice.h).
-using GraphBuildFn = absl::StatusOr<graph::Graph> (*)(const ModelConfig&, const BuildOptions&);
+using GraphBuildFn = absl::StatusOr<graph::Graph> (*)(const formats::ModelConfig&, const BuildOptions&);
 
 struct Architecture {
   const char* hf_name;  // the `architectures` value in config.json, e.g. "LlamaForCausalLM"
@@ -48,17 +48,17 @@ const std::vector<Architecture>& Architectures();
 
 // Builds the step graph for config.architecture; an unknown one is an error naming the
 // supported ones.
-absl::StatusOr<graph::Graph> BuildModelGraph(const ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildModelGraph(const formats::ModelConfig& config, const BuildOptions& options);
 
 // Family builders, registered in architecture.cc.
-absl::StatusOr<graph::Graph> BuildLlama(const ModelConfig& config, const BuildOptions& options);
-absl::StatusOr<graph::Graph> BuildMistral(const ModelConfig& config, const BuildOptions& options);
-absl::StatusOr<graph::Graph> BuildQwen2(const ModelConfig& config, const BuildOptions& options);
-absl::StatusOr<graph::Graph> BuildQwen3(const ModelConfig& config, const BuildOptions& options);
-absl::StatusOr<graph::Graph> BuildPhi3(const ModelConfig& config, const BuildOptions& options);
-absl::StatusOr<graph::Graph> BuildGemma3(const ModelConfig& config, const BuildOptions& options);
-absl::StatusOr<graph::Graph> BuildQwen3Moe(const ModelConfig& config, const BuildOptions& options);
-absl::StatusOr<graph::Graph> BuildMixtral(const ModelConfig& config, const BuildOptions& options);
-absl::StatusOr<graph::Graph> BuildGptOss(const ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildLlama(const formats::ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildMistral(const formats::ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildQwen2(const formats::ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildQwen3(const formats::ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildPhi3(const formats::ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildGemma3(const formats::ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildQwen3Moe(const formats::ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildMixtral(const formats::ModelConfig& config, const BuildOptions& options);
+absl::StatusOr<graph::Graph> BuildGptOss(const formats::ModelConfig& config, const BuildOptions& options);
 
 }  // namespace doppler::models

@@ -14,7 +14,7 @@ using graph::Dim;
 using graph::DType;
 using graph::TensorType;
 
-ValueId RopeTable(GraphBuilder& b, const std::string& name, const RopeConfig& rope, int rotary_dim, int64_t context) {
+ValueId RopeTable(GraphBuilder& b, const std::string& name, const formats::RopeConfig& rope, int rotary_dim, int64_t context) {
   const RopeFrequencies f = ComputeRope(rope, rotary_dim, context);
   const std::vector<float>& inv_freq = f.inv_freq;
   const float scale = f.attention_factor;  // as transformers: cos and sin times the factor, in float32
@@ -149,7 +149,7 @@ void LmHead(GraphBuilder& b, ValueId h, ValueId final_norm, double eps, double n
   b.Output("logits", logits);
 }
 
-absl::StatusOr<DecoderSpec> StandardDecoder(const ModelConfig& c) {
+absl::StatusOr<DecoderSpec> StandardDecoder(const formats::ModelConfig& c) {
   absl::StatusOr<Activation> act = ParseActivation(c.hidden_act);
   if (!act.ok()) return act.status();
   DecoderSpec d;
@@ -179,7 +179,7 @@ absl::StatusOr<DecoderSpec> StandardDecoder(const ModelConfig& c) {
   return d;
 }
 
-absl::StatusOr<graph::Graph> BuildDecoder(const ModelConfig& c, const DecoderSpec& d, const BuildOptions& o) {
+absl::StatusOr<graph::Graph> BuildDecoder(const formats::ModelConfig& c, const DecoderSpec& d, const BuildOptions& o) {
   GraphBuilder b;
   const int64_t hidden = c.hidden_size;
   ValueId ids = b.Input("ids", TensorType{DType::kI32, {Dim::Tokens()}});
@@ -210,7 +210,7 @@ absl::StatusOr<graph::Graph> BuildDecoder(const ModelConfig& c, const DecoderSpe
   return std::move(b).Finish();
 }
 
-absl::StatusOr<double> ConfigNumber(const ModelConfig& c, const char* key, double fallback) {
+absl::StatusOr<double> ConfigNumber(const formats::ModelConfig& c, const char* key, double fallback) {
   auto it = c.raw.find(key);
   if (it == c.raw.end() || it->is_null()) return fallback;
   if (!it->is_number()) {
@@ -219,7 +219,7 @@ absl::StatusOr<double> ConfigNumber(const ModelConfig& c, const char* key, doubl
   return it->get<double>();
 }
 
-absl::StatusOr<bool> ConfigBool(const ModelConfig& c, const char* key, bool fallback) {
+absl::StatusOr<bool> ConfigBool(const formats::ModelConfig& c, const char* key, bool fallback) {
   auto it = c.raw.find(key);
   if (it == c.raw.end() || it->is_null()) return fallback;
   if (!it->is_boolean()) {
@@ -228,7 +228,7 @@ absl::StatusOr<bool> ConfigBool(const ModelConfig& c, const char* key, bool fall
   return it->get<bool>();
 }
 
-absl::Status SetSlidingWindows(const ModelConfig& c, const std::function<bool(int)>& by_default, DecoderSpec& d) {
+absl::Status SetSlidingWindows(const formats::ModelConfig& c, const std::function<bool(int)>& by_default, DecoderSpec& d) {
   for (size_t l = 0; l < d.layers.size(); ++l) {
     const int layer = static_cast<int>(l);
     bool sliding = c.sliding_window.has_value() && by_default(layer);

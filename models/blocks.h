@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "formats/hf_config.h"
 #include "graph/builder.h"
 #include "models/architecture.h"
-#include "models/hf_config.h"
 
 namespace doppler::models {
 
@@ -23,7 +23,7 @@ using graph::ValueId;
 
 // A const f32[context, rotary_dim/2, 2] of (cos, sin) of position × inv_freq, computed in float32
 // as transformers does (the angle is a float32 product).
-ValueId RopeTable(GraphBuilder& b, const std::string& name, const RopeConfig& rope, int rotary_dim, int64_t context);
+ValueId RopeTable(GraphBuilder& b, const std::string& name, const formats::RopeConfig& rope, int rotary_dim, int64_t context);
 
 // A weight matrix [rows, cols] in the model's storage type.
 ValueId Matrix(GraphBuilder& b, const std::string& name, int64_t rows, int64_t cols, const BuildOptions& o);
@@ -136,10 +136,10 @@ ValueId MoeMlp(GraphBuilder& b, const MoeSpec& spec, ValueId x, int64_t hidden, 
 // The number of experts, experts per token and expert width a config gives (num_local_experts or
 // num_experts; num_experts_per_tok; moe_intermediate_size, else intermediate_size); missing or
 // out-of-range values are errors naming the key.
-absl::StatusOr<MoeSpec> ConfigMoe(const ModelConfig& c);
+absl::StatusOr<MoeSpec> ConfigMoe(const formats::ModelConfig& c);
 // The number of experts a config gives (num_local_experts or num_experts), 0 for a dense model
 // (or a value ConfigMoe refuses).
-int64_t ConfigExpertCount(const ModelConfig& c);
+int64_t ConfigExpertCount(const formats::ModelConfig& c);
 
 // Final norm and LM head; sets the "logits" output (the runtime appends how the next token is chosen).
 void LmHead(GraphBuilder& b, ValueId h, ValueId final_norm, double eps, double norm_offset, ValueId lm_head,
@@ -164,8 +164,8 @@ struct DecoderLayerSpec {
 struct DecoderSpec {
   std::string embed = "model.embed_tokens.weight";
   double embed_scale = 1.0;  // multiplies the gathered embedding (Gemma: sqrt(hidden) as a float32)
-  RopeConfig rope;                       // the table "rope"
-  std::optional<RopeConfig> rope_local;  // the table "rope_local", for layers with local_rope
+  formats::RopeConfig rope;                       // the table "rope"
+  std::optional<formats::RopeConfig> rope_local;  // the table "rope_local", for layers with local_rope
   std::vector<DecoderLayerSpec> layers;
   NormSpec final_norm;
   std::string lm_head;  // "" when tied to the embedding
@@ -174,20 +174,20 @@ struct DecoderSpec {
 // The Llama-style decoder a config describes, with HF weight names: pre-norm layers, scale
 // 1/sqrt(head_dim), full causal attention, the config's activation, tied or untied head. A family
 // starts from it and changes what differs.
-absl::StatusOr<DecoderSpec> StandardDecoder(const ModelConfig& c);
+absl::StatusOr<DecoderSpec> StandardDecoder(const formats::ModelConfig& c);
 
 // The step graph of a decoder (input "ids"; output "logits").
-absl::StatusOr<graph::Graph> BuildDecoder(const ModelConfig& c, const DecoderSpec& spec, const BuildOptions& o);
+absl::StatusOr<graph::Graph> BuildDecoder(const formats::ModelConfig& c, const DecoderSpec& spec, const BuildOptions& o);
 
 // Family-specific keys of config.json (config.raw): absent or null gives `fallback`; a value of
 // another type is an error naming the key.
-absl::StatusOr<double> ConfigNumber(const ModelConfig& c, const char* key, double fallback);
-absl::StatusOr<bool> ConfigBool(const ModelConfig& c, const char* key, bool fallback);
+absl::StatusOr<double> ConfigNumber(const formats::ModelConfig& c, const char* key, double fallback);
+absl::StatusOr<bool> ConfigBool(const formats::ModelConfig& c, const char* key, bool fallback);
 
 // Gives every sliding-window layer its window (attn.window = config.sliding_window). Which layers
 // slide: config.layer_types when the config has them ("sliding_attention" or "full_attention";
 // anything else is an error), else those for which `by_default(layer)` is true, provided the
 // config gives a sliding_window. A sliding layer without a sliding_window is an error.
-absl::Status SetSlidingWindows(const ModelConfig& c, const std::function<bool(int)>& by_default, DecoderSpec& d);
+absl::Status SetSlidingWindows(const formats::ModelConfig& c, const std::function<bool(int)>& by_default, DecoderSpec& d);
 
 }  // namespace doppler::models

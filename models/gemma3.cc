@@ -14,7 +14,7 @@
 
 namespace doppler::models {
 
-absl::StatusOr<graph::Graph> BuildGemma3(const ModelConfig& c, const BuildOptions& o) {
+absl::StatusOr<graph::Graph> BuildGemma3(const formats::ModelConfig& c, const BuildOptions& o) {
   absl::StatusOr<DecoderSpec> d = StandardDecoder(c);
   if (!d.ok()) return d.status();
   for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"}) {
@@ -32,7 +32,7 @@ absl::StatusOr<graph::Graph> BuildGemma3(const ModelConfig& c, const BuildOption
   if (!(*pattern >= 1)) return absl::InvalidArgumentError("config key 'sliding_window_pattern' must be at least 1");
 
   d->embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size)));
-  if (!d->rope_local) d->rope_local = RopeConfig{10000.0f, RopeScaling{}};
+  if (!d->rope_local) d->rope_local = formats::RopeConfig{10000.0f, formats::RopeScaling{}};
   const double eps = c.rms_norm_eps;
   for (size_t l = 0; l < d->layers.size(); ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");

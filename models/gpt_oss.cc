@@ -7,7 +7,7 @@
 // gate and up interleaved in its last dimension, down_proj [E, I, hidden], each matrix stored
 // [in, out]; the graph reads each expert's as a slice of them (graph/param_slice.h). Published
 // checkpoints (quantization_config.quant_method "mxfp4") hold those two in MXFP4 instead, each
-// matrix [out, in] (its blocks run along in; models/safetensors.h serves the pairs of tensors
+// matrix [out, in] (its blocks run along in; formats/safetensors.h serves the pairs of tensors
 // transformers writes as one), gate and up interleaved in the rows. A GGUF stores them stacked
 // with gate and up apart (BuildOptions::stacked_experts, the names below).
 #include "absl/strings/str_cat.h"
@@ -30,7 +30,7 @@ std::function<ExpertTensor(int64_t)> ExpertSlice(const std::string& tensor, int6
 }
 
 // Whether the config says the experts' matrices are stored in MXFP4 (quantization_config).
-absl::StatusOr<bool> Mxfp4Experts(const ModelConfig& c) {
+absl::StatusOr<bool> Mxfp4Experts(const formats::ModelConfig& c) {
   auto q = c.raw.find("quantization_config");
   if (q == c.raw.end() || q->is_null()) return false;
   auto method = q->is_object() ? q->find("quant_method") : q->end();
@@ -46,7 +46,7 @@ absl::StatusOr<bool> Mxfp4Experts(const ModelConfig& c) {
 
 }  // namespace
 
-absl::StatusOr<graph::Graph> BuildGptOss(const ModelConfig& c, const BuildOptions& o) {
+absl::StatusOr<graph::Graph> BuildGptOss(const formats::ModelConfig& c, const BuildOptions& o) {
   absl::StatusOr<DecoderSpec> d = StandardDecoder(c);
   if (!d.ok()) return d.status();
   if (absl::Status s = SetSlidingWindows(c, [](int l) { return l % 2 == 0; }, *d); !s.ok()) return s;

@@ -7,7 +7,7 @@
 
 namespace doppler::models {
 
-absl::StatusOr<graph::Graph> BuildLlama(const ModelConfig& c, const BuildOptions& o) {
+absl::StatusOr<graph::Graph> BuildLlama(const formats::ModelConfig& c, const BuildOptions& o) {
   absl::StatusOr<DecoderSpec> d = StandardDecoder(c);
   if (!d.ok()) return d.status();
   absl::StatusOr<bool> mlp_bias = ConfigBool(c, "mlp_bias", false);

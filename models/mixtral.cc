@@ -6,7 +6,7 @@
 
 namespace doppler::models {
 
-absl::StatusOr<graph::Graph> BuildMixtral(const ModelConfig& c, const BuildOptions& o) {
+absl::StatusOr<graph::Graph> BuildMixtral(const formats::ModelConfig& c, const BuildOptions& o) {
   absl::StatusOr<DecoderSpec> d = StandardDecoder(c);
   if (!d.ok()) return d.status();
   if (absl::Status s = SetSlidingWindows(c, [](int) { return true; }, *d); !s.ok()) return s;

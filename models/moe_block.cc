@@ -42,7 +42,7 @@ ValueId ExpertLinear(GraphBuilder& b, ValueId x, ValueId w, ValueId bias, ValueI
 }
 
 // The config key of the expert count: Mixtral's name, else Qwen3-MoE's.
-const char* ExpertsKey(const ModelConfig& c) {
+const char* ExpertsKey(const formats::ModelConfig& c) {
   return c.raw.contains("num_local_experts") ? "num_local_experts" : "num_experts";
 }
 
@@ -73,14 +73,14 @@ ValueId MoeMlp(GraphBuilder& b, const MoeSpec& s, ValueId x, int64_t hidden, con
   return ExpertLinear(b, a, wd, Stacked(b, s, s.down_bias, s.down_bias_stacked, hidden, 0, o), ids, s.experts, weights, "moe.down_proj");
 }
 
-int64_t ConfigExpertCount(const ModelConfig& c) {
+int64_t ConfigExpertCount(const formats::ModelConfig& c) {
   absl::StatusOr<double> experts = ConfigNumber(c, ExpertsKey(c), 0);
   return experts.ok() && *experts >= 1 && *experts < (1 << 30) && *experts == static_cast<int64_t>(*experts)
              ? static_cast<int64_t>(*experts)
              : 0;
 }
 
-absl::StatusOr<MoeSpec> ConfigMoe(const ModelConfig& c) {
+absl::StatusOr<MoeSpec> ConfigMoe(const formats::ModelConfig& c) {
   const char* experts_key = ExpertsKey(c);
   absl::StatusOr<double> experts = ConfigNumber(c, experts_key, 0);
   if (!experts.ok()) return experts.status();

@@ -8,7 +8,7 @@
 
 namespace doppler::models {
 
-absl::StatusOr<graph::Graph> BuildPhi3(const ModelConfig& c, const BuildOptions& o) {
+absl::StatusOr<graph::Graph> BuildPhi3(const formats::ModelConfig& c, const BuildOptions& o) {
   absl::StatusOr<DecoderSpec> d = StandardDecoder(c);
   if (!d.ok()) return d.status();
   double rotary = 1.0;

@@ -6,7 +6,7 @@
 
 namespace doppler::models {
 
-absl::StatusOr<graph::Graph> BuildQwen2(const ModelConfig& c, const BuildOptions& o) {
+absl::StatusOr<graph::Graph> BuildQwen2(const formats::ModelConfig& c, const BuildOptions& o) {
   absl::StatusOr<DecoderSpec> d = QwenDecoder(c, /*qkv_bias=*/true, /*o_bias=*/false);
   if (!d.ok()) return d.status();
   return BuildDecoder(c, *d, o);

@@ -7,7 +7,7 @@
 
 namespace doppler::models {
 
-absl::StatusOr<DecoderSpec> Qwen3Decoder(const ModelConfig& c) {
+absl::StatusOr<DecoderSpec> Qwen3Decoder(const formats::ModelConfig& c) {
   absl::StatusOr<DecoderSpec> d = QwenDecoder(c, c.attention_bias, c.attention_bias);
   if (!d.ok()) return d.status();
   for (size_t l = 0; l < d->layers.size(); ++l) {
@@ -18,7 +18,7 @@ absl::StatusOr<DecoderSpec> Qwen3Decoder(const ModelConfig& c) {
   return d;
 }
 
-absl::StatusOr<graph::Graph> BuildQwen3(const ModelConfig& c, const BuildOptions& o) {
+absl::StatusOr<graph::Graph> BuildQwen3(const formats::ModelConfig& c, const BuildOptions& o) {
   absl::StatusOr<DecoderSpec> d = Qwen3Decoder(c);
   if (!d.ok()) return d.status();
   return BuildDecoder(c, *d, o);

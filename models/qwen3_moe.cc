@@ -10,7 +10,7 @@
 namespace doppler::models {
 namespace {
 
-absl::StatusOr<std::vector<int64_t>> MlpOnlyLayers(const ModelConfig& c) {
+absl::StatusOr<std::vector<int64_t>> MlpOnlyLayers(const formats::ModelConfig& c) {
   std::vector<int64_t> layers;
   auto it = c.raw.find("mlp_only_layers");
   if (it == c.raw.end() || it->is_null()) return layers;
@@ -26,7 +26,7 @@ absl::StatusOr<std::vector<int64_t>> MlpOnlyLayers(const ModelConfig& c) {
 
 }  // namespace
 
-absl::StatusOr<graph::Graph> BuildQwen3Moe(const ModelConfig& c, const BuildOptions& o) {
+absl::StatusOr<graph::Graph> BuildQwen3Moe(const formats::ModelConfig& c, const BuildOptions& o) {
   absl::StatusOr<DecoderSpec> d = Qwen3Decoder(c);
   if (!d.ok()) return d.status();
   absl::StatusOr<MoeSpec> moe = ConfigMoe(c);

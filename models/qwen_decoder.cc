@@ -4,7 +4,7 @@
 
 namespace doppler::models {
 
-absl::StatusOr<DecoderSpec> QwenDecoder(const ModelConfig& c, bool qkv_bias, bool o_bias) {
+absl::StatusOr<DecoderSpec> QwenDecoder(const formats::ModelConfig& c, bool qkv_bias, bool o_bias) {
   absl::StatusOr<DecoderSpec> d = StandardDecoder(c);
   if (!d.ok()) return d.status();
   for (size_t l = 0; l < d->layers.size(); ++l) {

@@ -7,10 +7,10 @@
 
 namespace doppler::models {
 
-absl::StatusOr<DecoderSpec> QwenDecoder(const ModelConfig& c, bool qkv_bias, bool o_bias);
+absl::StatusOr<DecoderSpec> QwenDecoder(const formats::ModelConfig& c, bool qkv_bias, bool o_bias);
 
 // Qwen3's decoder (models/qwen3.cc): QwenDecoder with per-head norms of q and k; Qwen3-MoE
 // starts from it.
-absl::StatusOr<DecoderSpec> Qwen3Decoder(const ModelConfig& c);
+absl::StatusOr<DecoderSpec> Qwen3Decoder(const formats::ModelConfig& c);
 
 }  // namespace doppler::models

@@ -16,7 +16,7 @@ std::vector<float> PosFreqs(float theta, int rotary_dim) {
 
 // As transformers' _compute_llama3_parameters, in float32: python scalars become float32
 // operands, and `c / tensor` is evaluated as reciprocal(tensor) * c.
-void ApplyLlama3(const RopeScaling& s, std::vector<float>& inv) {
+void ApplyLlama3(const formats::RopeScaling& s, std::vector<float>& inv) {
   const float two_pi = static_cast<float>(2.0 * M_PI);
   const double old_len = s.original_max_position_embeddings;
   const float low_wavelen = static_cast<float>(old_len / s.low_freq_factor);
@@ -39,8 +39,8 @@ void ApplyLlama3(const RopeScaling& s, std::vector<float>& inv) {
 // YaRN (transformers' _compute_yarn_parameters): frequencies whose wavelength fits the original
 // context many times (dimension index below `low`) keep their value, those that do not complete
 // beta_slow rotations in it (above `high`) are divided by the factor, with a linear ramp between.
-std::vector<float> Yarn(const RopeConfig& rope, int rotary_dim) {
-  const RopeScaling& s = rope.scaling;
+std::vector<float> Yarn(const formats::RopeConfig& rope, int rotary_dim) {
+  const formats::RopeScaling& s = rope.scaling;
   const double dim = rotary_dim, base = rope.theta, ctx = s.original_max_position_embeddings;
   auto correction_dim = [&](double rotations) {
     return dim * std::log(ctx / (rotations * 2 * M_PI)) / (2 * std::log(base));
@@ -67,8 +67,8 @@ std::vector<float> Yarn(const RopeConfig& rope, int rotary_dim) {
 }
 
 // LongRoPE (transformers' _compute_longrope_parameters): each frequency divided by its own factor.
-std::vector<float> LongRope(const RopeConfig& rope, int rotary_dim, int64_t context) {
-  const RopeScaling& s = rope.scaling;
+std::vector<float> LongRope(const formats::RopeConfig& rope, int rotary_dim, int64_t context) {
+  const formats::RopeScaling& s = rope.scaling;
   const std::vector<float>& ext = context > s.original_max_position_embeddings ? s.long_factor : s.short_factor;
   const std::vector<float> pos = PosFreqs(rope.theta, rotary_dim);
   std::vector<float> inv(pos.size());
@@ -78,10 +78,10 @@ std::vector<float> LongRope(const RopeConfig& rope, int rotary_dim, int64_t cont
 
 }  // namespace
 
-RopeFrequencies ComputeRope(const RopeConfig& rope, int rotary_dim, int64_t context) {
+RopeFrequencies ComputeRope(const formats::RopeConfig& rope, int rotary_dim, int64_t context) {
   RopeFrequencies r;
   if (rotary_dim <= 0) return r;
-  const RopeScaling& s = rope.scaling;
+  const formats::RopeScaling& s = rope.scaling;
   r.attention_factor = s.attention_factor;
   if (s.type == "yarn") {
     r.inv_freq = Yarn(rope, rotary_dim);

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "models/hf_config.h"
+#include "formats/hf_config.h"
 
 namespace doppler::models {
 
@@ -19,6 +19,6 @@ struct RopeFrequencies {
 // exceeds the original context, its short factors otherwise (llama.cpp decides the same way, by
 // context size; transformers by the current sequence length, which agrees whenever the sequence
 // is longer than the original context).
-RopeFrequencies ComputeRope(const RopeConfig& rope, int rotary_dim, int64_t context);
+RopeFrequencies ComputeRope(const formats::RopeConfig& rope, int rotary_dim, int64_t context);
 
 }  // namespace doppler::models

@@ -414,13 +414,13 @@ std::vector<std::string> SyntheticModelNames() {
           "gemma-3-1b", "qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-20b", "tiny"};
 }
 
-absl::StatusOr<ModelConfig> SyntheticConfig(std::string_view name) {
+absl::StatusOr<formats::ModelConfig> SyntheticConfig(std::string_view name) {
   const json j = ConfigJson(name);
   if (j.is_null()) {
     return absl::NotFoundError(absl::StrCat("unknown synthetic model '", absl::string_view(name.data(), name.size()),
                                             "' (known: ", absl::StrJoin(SyntheticModelNames(), ", "), ")"));
   }
-  return ParseHfConfig(j, absl::StrCat("synthetic:", absl::string_view(name.data(), name.size())));
+  return formats::ParseHfConfig(j, absl::StrCat("synthetic:", absl::string_view(name.data(), name.size())));
 }
 
 void FillRandom(DType dtype, int64_t rows, int64_t cols, uint64_t seed, float mean, float stddev, uint8_t* out) {
@@ -448,9 +448,9 @@ void FillRandom(DType dtype, int64_t rows, int64_t cols, uint64_t seed, float me
 }
 
 absl::StatusOr<std::unique_ptr<SyntheticWeightStore>> SyntheticWeightStore::Create(const std::string& name,
-                                                                                   const ModelConfig& config,
+                                                                                   const formats::ModelConfig& config,
                                                                                    DType weight_dtype,
-                                                                                   QuantScheme quant, uint64_t seed) {
+                                                                                   quant::QuantScheme quant, uint64_t seed) {
   std::unique_ptr<SyntheticWeightStore> s(new SyntheticWeightStore());
   s->name_ = name;
   s->seed_ = seed;
@@ -480,9 +480,9 @@ absl::StatusOr<std::unique_ptr<SyntheticWeightStore>> SyntheticWeightStore::Crea
     // whatever it is (a mixture of experts' router; the graph is built with f16 matrices).
     if (shape.size() >= 2 && n.type.dtype != DType::kF32) {
       dtype = mxfp4_experts && slice && slice->source_experts > 0 ? DType::kMXFP4
-              : quant == QuantScheme::kNone
+              : quant == quant::QuantScheme::kNone
                   ? weight_dtype
-                  : QuantizedDType(quant, tensor, shape.back(), config.num_layers, config.tie_word_embeddings,
+                  : quant::QuantizedDType(quant, tensor, shape.back(), config.num_layers, config.tie_word_embeddings,
                                    ConfigExpertCount(config), weight_dtype);
     }
     s->tensors_[tensor] = SyntheticTensor{shape, dtype};
@@ -523,7 +523,7 @@ uint64_t SyntheticWeightStore::TotalParameters() const {
   return count;
 }
 
-absl::StatusOr<TensorView> SyntheticWeightStore::Get(std::string_view name) const {
+absl::StatusOr<formats::TensorView> SyntheticWeightStore::Get(std::string_view name) const {
   const std::string key(name);
   auto it = tensors_.find(key);
   if (it == tensors_.end()) {
@@ -555,7 +555,7 @@ absl::StatusOr<TensorView> SyntheticWeightStore::Get(std::string_view name) cons
       cache_.pop_front();
     }
   }
-  return TensorView{key, t.dtype, t.shape, data->data(), data->size(), Describe()};
+  return formats::TensorView{key, t.dtype, t.shape, data->data(), data->size(), Describe()};
 }
 
 }  // namespace doppler::models

@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "formats/hf_config.h"
+#include "formats/weight_store.h"
 #include "graph/dtype.h"
-#include "models/hf_config.h"
-#include "models/quant_scheme.h"
-#include "models/weight_store.h"
+#include "quant/quant_scheme.h"
 
 namespace doppler::models {
 
@@ -36,20 +36,20 @@ namespace doppler::models {
 std::vector<std::string> SyntheticModelNames();
 
 // The configuration of a named synthetic model; an unknown name is an error listing the known ones.
-absl::StatusOr<ModelConfig> SyntheticConfig(std::string_view name);
+absl::StatusOr<formats::ModelConfig> SyntheticConfig(std::string_view name);
 
 struct SyntheticTensor {
   std::vector<int64_t> shape;
   graph::DType dtype;
 };
 
-class SyntheticWeightStore : public WeightStore {
+class SyntheticWeightStore : public formats::WeightStore {
  public:
   // The tensors are those the model's graph reads, in the storage type `weight_dtype` (matrices),
   // or QuantizedDType(quant, ...) per matrix when quant is not kNone; vectors are f32.
   static absl::StatusOr<std::unique_ptr<SyntheticWeightStore>> Create(const std::string& name,
-                                                                      const ModelConfig& config,
-                                                                      graph::DType weight_dtype, QuantScheme quant,
+                                                                      const formats::ModelConfig& config,
+                                                                      graph::DType weight_dtype, quant::QuantScheme quant,
                                                                       uint64_t seed = 1);
 
   bool Has(std::string_view name) const override;
@@ -57,7 +57,7 @@ class SyntheticWeightStore : public WeightStore {
   // budget of host memory); a TensorView stays valid until about that many bytes of other tensors
   // have been generated since, which is enough for every caller that copies a tensor before it
   // asks for the next (the engine's loader, the interpreter's param source).
-  absl::StatusOr<TensorView> Get(std::string_view name) const override;
+  absl::StatusOr<formats::TensorView> Get(std::string_view name) const override;
   std::vector<std::string> Names() const override;
   std::string Describe() const override { return "synthetic:" + name_; }
 

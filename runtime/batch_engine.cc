@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoints/weights.h"
 #include "codegen/step_rows.h"
-#include "models/weights.h"
 #include "runtime/decode_activations.h"
 #include "runtime/model_source.h"
 #include "runtime/plan_compile.h"
@@ -125,10 +125,10 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(EngineOptions o
 }
 
 absl::Status BatchEngine::Load() {
-  const models::WeightStore& store = *store_;
+  const formats::WeightStore& store = *store_;
   const bool progress = options_.progress;
   absl::Status s = CreateResources(
-      *ctx_, prefill_graph_, [&](const graph::Node& n) { return models::MaterializeParam(store, n); }, resources_,
+      *ctx_, prefill_graph_, [&](const graph::Node& n) { return checkpoints::MaterializeParam(store, n); }, resources_,
       [&](size_t done, size_t total) {
         if (!progress) return;
         std::fprintf(stderr, "\rloading weights %zu/%zu%s", done, total, done == total ? "\n" : "");

@@ -28,9 +28,9 @@
 #include "backend_vk/plan.h"
 #include "codegen/step_rows.h"
 #include "codegen/tuning/coop_rows.h"
+#include "formats/weight_store.h"
 #include "graph/graph.h"
 #include "models/architecture.h"
-#include "models/weight_store.h"
 #include "runtime/engine.h"
 #include "runtime/page_pool.h"
 #include "runtime/resources.h"
@@ -113,7 +113,7 @@ class BatchEngine {
   // chunk): a step of sequences that want no logits gives each up to that many tokens.
   int gpu_loop() const { return static_cast<int>(std::clamp<int64_t>(options_.gpu_loop, 1, options_.prefill_chunk)); }
   int64_t page_rows() const { return batch_.page_rows; }
-  const models::ModelConfig& config() const { return config_; }
+  const formats::ModelConfig& config() const { return config_; }
   const vk::Context& device() const { return *ctx_; }
   int64_t context() const { return options_.context; }
 
@@ -188,9 +188,9 @@ class BatchEngine {
 
   EngineOptions options_;
   BatchOptions batch_;
-  models::ModelConfig config_;
+  formats::ModelConfig config_;
   models::BuildOptions build_;
-  std::unique_ptr<models::WeightStore> store_;
+  std::unique_ptr<formats::WeightStore> store_;
   std::unique_ptr<vk::Context> ctx_;
   std::unique_ptr<vk::PipelineCache> pipelines_;
   codegen::TargetCaps caps_;

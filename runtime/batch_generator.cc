@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "graph/sampling.h"
-#include "models/tokenizer/stream_decoder.h"
 #include "runtime/stop_matcher.h"
+#include "tokenizers/stream_decoder.h"
 
 namespace doppler::runtime {
 namespace {
@@ -17,7 +17,7 @@ namespace {
 struct Active {
   size_t index = 0;
   std::vector<int32_t> history;  // prompt and generated tokens, for the repeat penalty
-  std::unique_ptr<models::StreamDecoder> decoder;
+  std::unique_ptr<tokenizers::StreamDecoder> decoder;
   std::unique_ptr<StopMatcher> stops;
 };
 
@@ -42,7 +42,7 @@ int32_t Draw(std::vector<float> logits, const std::vector<int32_t>& history, con
 
 }  // namespace
 
-absl::StatusOr<std::vector<BatchResult>> GenerateBatch(BatchEngine& engine, const models::Tokenizer* tokenizer,
+absl::StatusOr<std::vector<BatchResult>> GenerateBatch(BatchEngine& engine, const tokenizers::Tokenizer* tokenizer,
                                                        const std::vector<std::vector<int32_t>>& prompts,
                                                        const GenerationOptions& options,
                                                        const SamplingOptions& sampling, BatchGenerationStats* stats) {
@@ -65,7 +65,7 @@ absl::StatusOr<std::vector<BatchResult>> GenerateBatch(BatchEngine& engine, cons
     a.index = i;
     a.history = prompts[i];
     if (tokenizer) {
-      a.decoder = std::make_unique<models::StreamDecoder>(*tokenizer);
+      a.decoder = std::make_unique<tokenizers::StreamDecoder>(*tokenizer);
       a.stops = std::make_unique<StopMatcher>(options.stop);
       // The prompt's text through the same decoder, so that it joins the generation exactly.
       if (options.echo_prompt) {

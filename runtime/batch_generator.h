@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/tokenizer/tokenizer.h"
 #include "runtime/batch_engine.h"
 #include "runtime/generator.h"
 #include "runtime/token_choice.h"
+#include "tokenizers/tokenizer.h"
 
 namespace doppler::runtime {
 
@@ -27,7 +27,7 @@ struct BatchGenerationStats {
 // Generates after every prompt (options.max_tokens each; options.stop and EOS with a tokenizer,
 // which may be null: ids only). Tokens are greedy, or drawn on the host with `sampling` (sequence
 // i seeded with sampling.seed + i, so a sequence's draws do not depend on its neighbours).
-absl::StatusOr<std::vector<BatchResult>> GenerateBatch(BatchEngine& engine, const models::Tokenizer* tokenizer,
+absl::StatusOr<std::vector<BatchResult>> GenerateBatch(BatchEngine& engine, const tokenizers::Tokenizer* tokenizer,
                                                        const std::vector<std::vector<int32_t>>& prompts,
                                                        const GenerationOptions& options,
                                                        const SamplingOptions& sampling,

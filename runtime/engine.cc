@@ -11,8 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "checkpoints/weights.h"
 #include "graph/printer.h"
-#include "models/weights.h"
 
 namespace doppler::runtime {
 namespace {
@@ -127,9 +127,9 @@ absl::Status Engine::BuildDecodeLoop() {
 
 // Uploads every param and const and zeroes every state, once, shared by all plans.
 absl::Status Engine::Load() {
-  const models::WeightStore& store = *store_;
+  const formats::WeightStore& store = *store_;
   absl::Status s = CreateResources(
-      *ctx_, graph_, [&](const graph::Node& n) { return models::MaterializeParam(store, n); }, resources_,
+      *ctx_, graph_, [&](const graph::Node& n) { return checkpoints::MaterializeParam(store, n); }, resources_,
       [&](size_t done, size_t total) { Progress(options_.progress, "loading weights", done, total); });
   if (!s.ok()) return s;
   absl::StatusOr<std::unique_ptr<vk::Buffer>> token = ctx_->CreateBuffer(16, vk::BufferKind::kMappedDevice, "token");

@@ -18,10 +18,10 @@
 #include "backend_vk/context.h"
 #include "backend_vk/pipeline_cache.h"
 #include "backend_vk/plan.h"
+#include "formats/weight_store.h"
 #include "graph/graph.h"
 #include "models/architecture.h"
-#include "models/quant_scheme.h"
-#include "models/weight_store.h"
+#include "quant/quant_scheme.h"
 #include "runtime/resources.h"
 #include "runtime/token_choice.h"
 
@@ -44,8 +44,8 @@ struct EngineOptions {
   // HF: the storage type of matrices and embeddings, f16 (default), bf16 or f32. A GGUF keeps each
   // tensor's own type (Q4_K, Q6_K, Q8_0, F16, ...) whatever this says.
   graph::DType weight_dtype = graph::DType::kF16;
-  // HF only: quantize matrices at load (q8_0, q4_k_m; models/quant_scheme.h says which gets what).
-  models::QuantScheme quant = models::QuantScheme::kNone;
+  // HF only: quantize matrices at load (q8_0, q4_k_m; quant/quant_scheme.h says which gets what).
+  quant::QuantScheme quant = quant::QuantScheme::kNone;
   // The KV cache's type; unset: f32 when the weights are plain f32 (an HF model with --dtype f32
   // and no --quant), else f16.
   std::optional<graph::DType> kv_dtype;
@@ -109,7 +109,7 @@ class Engine {
 
   int64_t position() const { return position_; }
   int64_t context() const { return options_.context; }
-  const models::ModelConfig& config() const { return config_; }
+  const formats::ModelConfig& config() const { return config_; }
   const graph::Graph& graph() const { return graph_; }  // the step graph the prefill plans run
   // The decode plans' graph: graph() with x_quant on its quantized matmuls where decode rounds x
   // through q8 (the same nodes, by id, as graph()).
@@ -133,8 +133,8 @@ class Engine {
   absl::Status DropAhead();
 
   EngineOptions options_;
-  models::ModelConfig config_;
-  std::unique_ptr<models::WeightStore> store_;
+  formats::ModelConfig config_;
+  std::unique_ptr<formats::WeightStore> store_;
   std::unique_ptr<vk::Context> ctx_;
   std::unique_ptr<vk::PipelineCache> pipelines_;
   codegen::TargetCaps caps_;

@@ -4,8 +4,8 @@
 #include <chrono>
 #include <deque>
 
-#include "models/tokenizer/stream_decoder.h"
 #include "runtime/stop_matcher.h"
+#include "tokenizers/stream_decoder.h"
 
 namespace doppler::runtime {
 
@@ -25,7 +25,7 @@ const char* StopReasonName(StopReason r) {
   return "?";
 }
 
-absl::StatusOr<GenerationResult> Generate(Engine& engine, const models::Tokenizer& tokenizer,
+absl::StatusOr<GenerationResult> Generate(Engine& engine, const tokenizers::Tokenizer& tokenizer,
                                           std::span<const int32_t> prompt, const GenerationOptions& options,
                                           const std::function<void(const std::string&)>& emit) {
   using Clock = std::chrono::steady_clock;
@@ -33,7 +33,7 @@ absl::StatusOr<GenerationResult> Generate(Engine& engine, const models::Tokenize
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
   if (options.max_tokens <= 0) return r;
   const std::vector<int32_t> eos = tokenizer.eos_ids();
-  models::StreamDecoder decoder(tokenizer);
+  tokenizers::StreamDecoder decoder(tokenizer);
   StopMatcher stops(options.stop);
   auto show = [&](const std::string& text) {
     if (text.empty()) return;

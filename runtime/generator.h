@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/tokenizer/tokenizer.h"
 #include "runtime/engine.h"
+#include "tokenizers/tokenizer.h"
 
 namespace doppler::runtime {
 
@@ -41,7 +41,7 @@ struct GenerationResult {
 
 // Feeds `prompt` at the engine's position and generates. `emit` receives the text as it becomes
 // final: never half a UTF-8 character, never a piece of a stop string.
-absl::StatusOr<GenerationResult> Generate(Engine& engine, const models::Tokenizer& tokenizer,
+absl::StatusOr<GenerationResult> Generate(Engine& engine, const tokenizers::Tokenizer& tokenizer,
                                           std::span<const int32_t> prompt, const GenerationOptions& options,
                                           const std::function<void(const std::string&)>& emit);
 

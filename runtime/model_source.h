@@ -6,17 +6,17 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "formats/hf_config.h"
+#include "formats/weight_store.h"
 #include "graph/graph.h"
 #include "models/architecture.h"
-#include "models/hf_config.h"
-#include "models/weight_store.h"
 #include "runtime/engine.h"
 
 namespace doppler::runtime {
 
 struct OpenedModel {
-  models::ModelConfig config;
-  std::unique_ptr<models::WeightStore> store;
+  formats::ModelConfig config;
+  std::unique_ptr<formats::WeightStore> store;
   models::BuildOptions build;  // context, step size, each matrix's storage type, the KV cache type
 };
 
@@ -25,7 +25,7 @@ struct OpenedModel {
 absl::StatusOr<OpenedModel> OpenModel(EngineOptions& options);
 
 // The model's step graph, then how the next token is chosen, then the pass pipeline.
-absl::StatusOr<graph::Graph> StepGraph(const models::ModelConfig& config, const models::BuildOptions& build,
+absl::StatusOr<graph::Graph> StepGraph(const formats::ModelConfig& config, const models::BuildOptions& build,
                                        const SamplingOptions& sampling, const std::string& pipeline);
 
 }  // namespace doppler::runtime

@@ -2,7 +2,7 @@
 # Installs what is missing, builds, and generates from a model.
 # usage: scripts/quickstart.sh [MODEL [PROMPT [N]]]
 #   MODEL   an HF model directory (config.json + *.safetensors) or a GGUF file; default (or ""): the
-#           model that ships with doppler, models/default/default-q8_0.gguf
+#           model that ships with doppler, default_model/default-q8_0.gguf
 #   PROMPT  the prompt text, or comma-separated prompt token ids (default: "In the beginning")
 #   N       tokens to generate (default 64)
 set -euo pipefail

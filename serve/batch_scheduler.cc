@@ -7,7 +7,7 @@
 
 namespace doppler::serve {
 
-BatchScheduler::BatchScheduler(runtime::BatchEngine& engine, const models::Tokenizer* tokenizer, int64_t max_waiting,
+BatchScheduler::BatchScheduler(runtime::BatchEngine& engine, const tokenizers::Tokenizer* tokenizer, int64_t max_waiting,
                                SchedulerObserver* observer)
     : engine_(engine), tokenizer_(tokenizer), max_waiting_(max_waiting), observer_(observer) {
   if (tokenizer_) eos_ = tokenizer_->eos_ids();
@@ -88,7 +88,7 @@ void BatchScheduler::Join(std::deque<std::pair<std::shared_ptr<Sequence>, Clock:
     a.submitted = a.last = submitted;
     a.host_choice = host_choice;
     a.sampler = std::make_unique<TokenSampler>(s, req.top_logprobs, s.seed ? *s.seed : std::random_device{}());
-    if (tokenizer_) a.decoder = std::make_unique<models::StreamDecoder>(*tokenizer_);
+    if (tokenizer_) a.decoder = std::make_unique<tokenizers::StreamDecoder>(*tokenizer_);
     a.stops = std::make_unique<runtime::StopMatcher>(req.stop);
   }
 }

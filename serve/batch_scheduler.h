@@ -16,12 +16,12 @@
 #include <mutex>
 #include <thread>
 
-#include "models/tokenizer/stream_decoder.h"
-#include "models/tokenizer/tokenizer.h"
 #include "runtime/batch_engine.h"
 #include "runtime/stop_matcher.h"
 #include "serve/scheduler.h"
 #include "serve/token_sampler.h"
+#include "tokenizers/stream_decoder.h"
+#include "tokenizers/tokenizer.h"
 
 namespace doppler::serve {
 
@@ -29,7 +29,7 @@ class BatchScheduler : public Scheduler {
  public:
   // `tokenizer` may be null (token ids in, no stop strings, no end of sequence). `max_waiting`
   // bounds the requests not yet running.
-  BatchScheduler(runtime::BatchEngine& engine, const models::Tokenizer* tokenizer, int64_t max_waiting,
+  BatchScheduler(runtime::BatchEngine& engine, const tokenizers::Tokenizer* tokenizer, int64_t max_waiting,
                  SchedulerObserver* observer);
   ~BatchScheduler() override;
 
@@ -48,7 +48,7 @@ class BatchScheduler : public Scheduler {
     Clock::time_point submitted, last;
     bool host_choice = false;
     std::unique_ptr<TokenSampler> sampler;
-    std::unique_ptr<models::StreamDecoder> decoder;
+    std::unique_ptr<tokenizers::StreamDecoder> decoder;
     std::unique_ptr<runtime::StopMatcher> stops;
     int64_t generated = 0;
   };
@@ -61,7 +61,7 @@ class BatchScheduler : public Scheduler {
   void Finish(int id, FinishReason reason, absl::Status error = absl::OkStatus());
 
   runtime::BatchEngine& engine_;
-  const models::Tokenizer* tokenizer_;
+  const tokenizers::Tokenizer* tokenizer_;
   const int64_t max_waiting_;
   SchedulerObserver* observer_;
   std::vector<int32_t> eos_;

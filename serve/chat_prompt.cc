@@ -26,12 +26,12 @@ jinja::Dict MergedKwargs(const jinja::Dict& server, const jinja::Dict& request) 
 }
 
 absl::StatusOr<std::string> RenderTemplate(const ChatConversation& c, const ChatPromptOptions& options) {
-  const models::ChatRequest request{c.messages, c.tools, /*add_generation_prompt=*/true, MergedKwargs(options.kwargs, c.kwargs)};
-  return models::RenderChat(*options.chat_template, request, options.special_tokens);
+  const chat::ChatRequest request{c.messages, c.tools, /*add_generation_prompt=*/true, MergedKwargs(options.kwargs, c.kwargs)};
+  return chat::RenderChat(*options.chat_template, request, options.special_tokens);
 }
 
 // The built-in formats know system, user and assistant turns of plain text, nothing more.
-absl::StatusOr<std::string> RenderBuiltIn(const ChatConversation& c, const models::ChatFormat& f) {
+absl::StatusOr<std::string> RenderBuiltIn(const ChatConversation& c, const chat::ChatFormat& f) {
   if (!c.tools.is_undefined()) {
     return absl::InvalidArgumentError(absl::StrCat("tools need the model's chat template; the built-in chat format '",
                                                    f.name, "' has no tool syntax (give one with --chat-template)"));

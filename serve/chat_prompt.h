@@ -1,6 +1,6 @@
 // A chat request's conversation as the prompt text the model was trained on: rendered through the
-// model's own chat template (models/chat_template.h, as `run --chat` renders it), or through a
-// built-in chat format (models/chat_format.h) for a model that ships no template.
+// model's own chat template (chat/chat_template.h, as `run --chat` renders it), or through a
+// built-in chat format (chat/chat_format.h) for a model that ships no template.
 #pragma once
 
 #include <memory>
@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "chat/chat_format.h"
+#include "chat/chat_template.h"
 #include "jinja/template.h"
 #include "jinja/value.h"
-#include "models/chat_format.h"
-#include "models/chat_template.h"
 #include "serve/api_error.h"
 
 namespace doppler::serve {
@@ -20,8 +20,8 @@ namespace doppler::serve {
 // How the server renders chat prompts.
 struct ChatPromptOptions {
   std::shared_ptr<const jinja::Template> chat_template;  // null: the built-in format
-  models::ChatFormat format;                             // used only without a template
-  models::SpecialTokens special_tokens;                  // bos_token and eos_token as the template sees them
+  chat::ChatFormat format;                             // used only without a template
+  chat::SpecialTokens special_tokens;                  // bos_token and eos_token as the template sees them
   jinja::Dict kwargs;                                    // --chat-template-kwargs; a request's own go over them
 };
 

@@ -8,10 +8,10 @@
 #include <variant>
 
 #include "nlohmann/json.hpp"
-#include "models/tokenizer/tokenizer.h"
 #include "serve/api_error.h"
 #include "serve/chat_prompt.h"
 #include "serve/sequence.h"
+#include "tokenizers/tokenizer.h"
 
 namespace doppler::serve {
 
@@ -27,7 +27,7 @@ struct CompletionRequest {
 // What the mapping needs to know of the model.
 struct ModelInfo {
   std::string id;                                // the "model" the responses name
-  const models::Tokenizer* tokenizer = nullptr;  // null: token-id prompts only
+  const tokenizers::Tokenizer* tokenizer = nullptr;  // null: token-id prompts only
   ChatPromptOptions chat;                        // how chat messages become the prompt
   int64_t context = 0;
   int32_t vocab_size = 0;

@@ -5,7 +5,7 @@ namespace doppler::serve {
 using json = nlohmann::json;
 
 ResponseBuilder::ResponseBuilder(Endpoint endpoint, std::string id, int64_t created, std::string model,
-                                 const models::Tokenizer* tokenizer, bool logprobs)
+                                 const tokenizers::Tokenizer* tokenizer, bool logprobs)
     : endpoint_(endpoint),
       id_(std::move(id)),
       created_(created),

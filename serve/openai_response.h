@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "models/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "serve/openai_request.h"
 #include "serve/sequence.h"
+#include "tokenizers/tokenizer.h"
 
 namespace doppler::serve {
 
@@ -19,7 +19,7 @@ class ResponseBuilder {
  public:
   // `tokenizer` may be null (token ids then show as their numbers).
   ResponseBuilder(Endpoint endpoint, std::string id, int64_t created, std::string model,
-                  const models::Tokenizer* tokenizer, bool logprobs);
+                  const tokenizers::Tokenizer* tokenizer, bool logprobs);
 
   // The whole response of a request that did not stream.
   nlohmann::json Whole(const std::string& text, const std::vector<GeneratedToken>& tokens, FinishReason finish,
@@ -43,7 +43,7 @@ class ResponseBuilder {
   std::string id_;
   int64_t created_;
   std::string model_;
-  const models::Tokenizer* tokenizer_;
+  const tokenizers::Tokenizer* tokenizer_;
   bool logprobs_;
   bool sent_role_ = false;
   size_t text_offset_ = 0;  // /v1/completions logprobs' text_offset of the next token

@@ -10,8 +10,8 @@
 
 #include "graph/dtype.h"
 #include "models/synthetic.h"
-#include "models/weights.h"
 #include "nlohmann/json.hpp"
+#include "quant/float_codec.h"
 #include "runtime/engine.h"
 #include "support/cli_runner.h"
 #include "support/fixtures.h"
@@ -22,10 +22,10 @@ namespace {
 using graph::DType;
 
 uint64_t Params(const std::string& name) {
-  absl::StatusOr<models::ModelConfig> c = models::SyntheticConfig(name);
+  absl::StatusOr<formats::ModelConfig> c = models::SyntheticConfig(name);
   EXPECT_TRUE(c.ok()) << c.status();
   absl::StatusOr<std::unique_ptr<models::SyntheticWeightStore>> s =
-      models::SyntheticWeightStore::Create(name, *c, DType::kF16, models::QuantScheme::kNone);
+      models::SyntheticWeightStore::Create(name, *c, DType::kF16, quant::QuantScheme::kNone);
   EXPECT_TRUE(s.ok()) << s.status();
   return (*s)->TotalParameters();
 }
@@ -44,7 +44,7 @@ TEST(SyntheticTest, ShapesAreThePublishedOnes) {
   // GPT-OSS-20B: 20.9B (OpenAI's model card: 20.91B with the embedding and the head).
   EXPECT_NEAR(static_cast<double>(Params("gpt-oss-20b")), 20.91e9, 0.05e9);
 
-  absl::StatusOr<models::ModelConfig> g = models::SyntheticConfig("gemma-3-1b");
+  absl::StatusOr<formats::ModelConfig> g = models::SyntheticConfig("gemma-3-1b");
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->hidden_size, 1152);
   EXPECT_EQ(g->vocab_size, 262144);
@@ -53,7 +53,7 @@ TEST(SyntheticTest, ShapesAreThePublishedOnes) {
   EXPECT_EQ(g->sliding_window, 512);
   ASSERT_TRUE(g->rope_local.has_value());
   EXPECT_FLOAT_EQ(g->rope_local->theta, 10000.0f);
-  absl::StatusOr<models::ModelConfig> l = models::SyntheticConfig("llama-3.1-8b");
+  absl::StatusOr<formats::ModelConfig> l = models::SyntheticConfig("llama-3.1-8b");
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(l->intermediate_size, 14336);
   EXPECT_EQ(l->rope.scaling.type, "llama3");
@@ -62,26 +62,26 @@ TEST(SyntheticTest, ShapesAreThePublishedOnes) {
 }
 
 TEST(SyntheticTest, UnknownNameListsTheKnownOnes) {
-  absl::StatusOr<models::ModelConfig> c = models::SyntheticConfig("llama-9");
+  absl::StatusOr<formats::ModelConfig> c = models::SyntheticConfig("llama-9");
   ASSERT_FALSE(c.ok());
   EXPECT_NE(std::string(c.status().message()).find("llama-3.2-1b"), std::string::npos) << c.status();
   EXPECT_NE(std::string(c.status().message()).find("gemma-3-1b"), std::string::npos);
 }
 
 TEST(SyntheticTest, BlocksDecodeToFiniteValuesOfTheIntendedSpread) {
-  absl::StatusOr<models::ModelConfig> c = models::SyntheticConfig("llama-3.2-1b");
+  absl::StatusOr<formats::ModelConfig> c = models::SyntheticConfig("llama-3.2-1b");
   ASSERT_TRUE(c.ok());
   absl::StatusOr<std::unique_ptr<models::SyntheticWeightStore>> s =
-      models::SyntheticWeightStore::Create("llama-3.2-1b", *c, DType::kF16, models::QuantScheme::kQ4_K_M);
+      models::SyntheticWeightStore::Create("llama-3.2-1b", *c, DType::kF16, quant::QuantScheme::kQ4_K_M);
   ASSERT_TRUE(s.ok());
   // Q4_K_M: Q4_K for q_proj, Q6_K for the first layers' down_proj and for the tied embedding/head.
   EXPECT_EQ((*s)->DTypeOf("model.layers.5.self_attn.q_proj.weight", DType::kF16), DType::kQ4_K);
   EXPECT_EQ((*s)->DTypeOf("model.layers.0.mlp.down_proj.weight", DType::kF16), DType::kQ6_K);
   EXPECT_EQ((*s)->DTypeOf("model.layers.0.input_layernorm.weight", DType::kF16), DType::kF32);
   for (const char* name : {"model.layers.5.self_attn.q_proj.weight", "model.layers.0.mlp.down_proj.weight"}) {
-    absl::StatusOr<models::TensorView> t = (*s)->Get(name);
+    absl::StatusOr<formats::TensorView> t = (*s)->Get(name);
     ASSERT_TRUE(t.ok()) << t.status();
-    const std::vector<float> v = models::DecodeFloats(t->dtype, {t->data, t->nbytes});
+    const std::vector<float> v = quant::DecodeFloats(t->dtype, {t->data, t->nbytes});
     ASSERT_EQ(static_cast<int64_t>(v.size()), t->shape[0] * t->shape[1]);
     double sum = 0, sq = 0;
     for (float x : v) {
@@ -96,10 +96,10 @@ TEST(SyntheticTest, BlocksDecodeToFiniteValuesOfTheIntendedSpread) {
   }
   // Deterministic: the same seed gives the same bytes.
   absl::StatusOr<std::unique_ptr<models::SyntheticWeightStore>> again =
-      models::SyntheticWeightStore::Create("llama-3.2-1b", *c, DType::kF16, models::QuantScheme::kQ4_K_M);
+      models::SyntheticWeightStore::Create("llama-3.2-1b", *c, DType::kF16, quant::QuantScheme::kQ4_K_M);
   ASSERT_TRUE(again.ok());
-  absl::StatusOr<models::TensorView> a = (*s)->Get("model.layers.5.self_attn.q_proj.weight");
-  absl::StatusOr<models::TensorView> b = (*again)->Get("model.layers.5.self_attn.q_proj.weight");
+  absl::StatusOr<formats::TensorView> a = (*s)->Get("model.layers.5.self_attn.q_proj.weight");
+  absl::StatusOr<formats::TensorView> b = (*again)->Get("model.layers.5.self_attn.q_proj.weight");
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_EQ(a->nbytes, b->nbytes);
   EXPECT_EQ(0, std::memcmp(a->data, b->data, a->nbytes));
@@ -114,7 +114,7 @@ TEST(SyntheticTest, EveryBlockFormatHasTheIntendedSpread) {
                   DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4}) {
     std::vector<uint8_t> bytes(graph::ByteSize(t, rows * cols));
     models::FillRandom(t, rows, cols, 7, 0.0f, stddev, bytes.data());
-    const std::vector<float> v = models::DecodeFloats(t, bytes);
+    const std::vector<float> v = quant::DecodeFloats(t, bytes);
     ASSERT_EQ(static_cast<int64_t>(v.size()), rows * cols) << graph::Name(t);
     double sum = 0, sq = 0;
     for (float x : v) {
@@ -126,9 +126,9 @@ TEST(SyntheticTest, EveryBlockFormatHasTheIntendedSpread) {
     EXPECT_LT(std::abs(mean), 0.1 * stddev) << graph::Name(t);
     EXPECT_NEAR(sd, stddev, 0.35 * stddev) << graph::Name(t);
   }
-  absl::StatusOr<models::ModelConfig> c = models::SyntheticConfig("llama-3.2-1b");
+  absl::StatusOr<formats::ModelConfig> c = models::SyntheticConfig("llama-3.2-1b");
   ASSERT_TRUE(c.ok());
-  for (auto [scheme, dtype] : {std::pair{models::QuantScheme::kQ4_0, DType::kQ4_0}, std::pair{models::QuantScheme::kIQ4_XS, DType::kIQ4_XS}}) {
+  for (auto [scheme, dtype] : {std::pair{quant::QuantScheme::kQ4_0, DType::kQ4_0}, std::pair{quant::QuantScheme::kIQ4_XS, DType::kIQ4_XS}}) {
     absl::StatusOr<std::unique_ptr<models::SyntheticWeightStore>> s =
         models::SyntheticWeightStore::Create("llama-3.2-1b", *c, DType::kF16, scheme);
     ASSERT_TRUE(s.ok());
@@ -144,7 +144,7 @@ TEST(SyntheticTest, TinyRunsThroughTheEngineWithFiniteLogits) {
     o.context = 32;
     o.prefill_chunk = 8;
     o.validation = true;
-    if (std::string(quant) == "q8_0") o.quant = models::QuantScheme::kQ8_0;
+    if (std::string(quant) == "q8_0") o.quant = quant::QuantScheme::kQ8_0;
     absl::StatusOr<std::unique_ptr<runtime::Engine>> e = runtime::Engine::Create(o);
     ASSERT_TRUE(e.ok()) << e.status();
     const int32_t ids[] = {1, 5, 9, 200};

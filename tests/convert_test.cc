@@ -1,4 +1,4 @@
-// HF -> GGUF conversion (models/gguf/hf_to_gguf.h, `doppler convert`): the q8_0 and q4_k_m
+// HF -> GGUF conversion (checkpoints/hf_to_gguf.h, `doppler convert`): the q8_0 and q4_k_m
 // conversions of hf/llama_q reproduce llama.cpp's fixture GGUFs tensor for tensor (names, types,
 // dims, q/k row permutation, bytes) and key for key; converted files run like their references;
 // f16 conversions give the HF directory's tokens; mixtures of experts (hf/mixtral, hf/qwen3_moe)
@@ -18,45 +18,45 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "models/gguf/gguf_config.h"
-#include "models/gguf/gguf_file.h"
-#include "models/gguf/hf_to_gguf.h"
-#include "models/safetensors.h"
-#include "models/quant_scheme.h"
-#include "models/tokenizer/gguf_tokenizer.h"
+#include "checkpoints/gguf_config.h"
+#include "checkpoints/hf_to_gguf.h"
+#include "formats/gguf/gguf_file.h"
+#include "formats/safetensors.h"
 #include "nlohmann/json.hpp"
+#include "quant/quant_scheme.h"
 #include "runtime/engine.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/npy.h"
 #include "tests/support/reference.h"
+#include "tokenizers/gguf_tokenizer.h"
 
 namespace doppler {
 namespace {
 
 namespace fs = std::filesystem;
 using graph::DType;
-using models::GgufFile;
-using models::GgufValue;
-using models::QuantScheme;
+using formats::GgufFile;
+using formats::GgufValue;
+using quant::QuantScheme;
 
 fs::path Fixtures() { return test::FixturesDir(); }
 
 absl::Status Convert(const std::string& model, QuantScheme quant, const fs::path& out, const fs::path& tokenizer = {},
                      const std::string& name = {}) {
-  models::HfToGgufOptions o;
+  checkpoints::HfToGgufOptions o;
   o.model_dir = Fixtures() / "hf" / model;
   o.out = out;
   o.quant = quant;
   o.tokenizer = tokenizer;
   o.name = name;
-  return models::ConvertHfToGguf(o);
+  return checkpoints::ConvertHfToGguf(o);
 }
 
 // Whether two metadata values (of files a and b) are equal, arrays element by element.
 bool SameValue(const GgufFile& fa, const GgufValue& a, const GgufFile& fb, const GgufValue& b) {
   if (a.type != b.type || a.value.index() != b.value.index()) return false;
-  if (const auto* arr = std::get_if<models::GgufArray>(&a.value)) {
-    const std::vector<GgufValue> ea = fa.Elements(*arr), eb = fb.Elements(std::get<models::GgufArray>(b.value));
+  if (const auto* arr = std::get_if<formats::GgufArray>(&a.value)) {
+    const std::vector<GgufValue> ea = fa.Elements(*arr), eb = fb.Elements(std::get<formats::GgufArray>(b.value));
     if (ea.size() != eb.size()) return false;
     for (size_t i = 0; i < ea.size(); ++i) {
       if (!SameValue(fa, ea[i], fb, eb[i])) return false;
@@ -66,7 +66,7 @@ bool SameValue(const GgufFile& fa, const GgufValue& a, const GgufFile& fb, const
   return std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, models::GgufArray>) {
+        if constexpr (std::is_same_v<T, formats::GgufArray>) {
           return false;
         } else {
           return x == std::get<T>(b.value);
@@ -163,10 +163,10 @@ TEST_P(ConvertQuantTest, MatchesLlamaCppsFileTensorForTensor) {
   // Tensors.
   ASSERT_EQ((*ours)->Tensors().size(), (*ref)->Tensors().size());
   int identical = 0;
-  for (const models::GgufTensorInfo& want : (*ref)->Tensors()) {
+  for (const formats::GgufTensorInfo& want : (*ref)->Tensors()) {
     SCOPED_TRACE(want.name);
-    absl::StatusOr<models::TensorView> a = (*ours)->Get(want.name);
-    absl::StatusOr<models::TensorView> b = (*ref)->Get(want.name);
+    absl::StatusOr<formats::TensorView> a = (*ours)->Get(want.name);
+    absl::StatusOr<formats::TensorView> b = (*ref)->Get(want.name);
     ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
     EXPECT_EQ(graph::Name(a->dtype), graph::Name(b->dtype));
     ASSERT_EQ(a->shape, b->shape);
@@ -246,8 +246,8 @@ void ExpectLlamaCppsLayout(const fs::path& ours_path, const std::string& lcpp_na
   absl::StatusOr<std::unique_ptr<GgufFile>> ref = GgufFile::Open(Fixtures() / "gguf" / "lcpp" / (lcpp_name + "-lcpp-f32.gguf"));
   ASSERT_TRUE(ours.ok() && ref.ok()) << ours.status() << ref.status();
   std::map<std::string, std::vector<int64_t>> want, got;
-  for (const models::GgufTensorInfo& t : (*ref)->Tensors()) want[t.name] = (*(*ref)->Get(t.name)).shape;
-  for (const models::GgufTensorInfo& t : (*ours)->Tensors()) got[t.name] = (*(*ours)->Get(t.name)).shape;
+  for (const formats::GgufTensorInfo& t : (*ref)->Tensors()) want[t.name] = (*(*ref)->Get(t.name)).shape;
+  for (const formats::GgufTensorInfo& t : (*ours)->Tensors()) got[t.name] = (*(*ours)->Get(t.name)).shape;
   EXPECT_EQ(got, want);
   int compared = 0;
   for (const std::string& key : (*ref)->Keys()) {
@@ -292,11 +292,11 @@ TEST(ConvertTest, Gemma3ConvertsWhenLlamaCppWouldRunIt) {
   config["query_pre_attn_scalar"] = config["head_dim"];
   std::ofstream(dir / "config.json") << config.dump();
   fs::create_symlink(Fixtures() / "hf" / "gemma3" / "model.safetensors", dir / "model.safetensors");
-  models::HfToGgufOptions o;
+  checkpoints::HfToGgufOptions o;
   o.model_dir = dir;
   o.out = tmp / "gemma3.gguf";
   o.quant = QuantScheme::kF16;
-  absl::Status s = models::ConvertHfToGguf(o);
+  absl::Status s = checkpoints::ConvertHfToGguf(o);
   ASSERT_TRUE(s.ok()) << s;
   ExpectLlamaCppsLayout(o.out, "gemma3");
   absl::StatusOr<test::HfReference> ref = test::LoadHfReference("gemma3");
@@ -320,8 +320,8 @@ TEST(ConvertTest, Q4KMWithQ5_0RunsAsTheDirectoryQuantizedAtLoad) {
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(out);
   ASSERT_TRUE(file.ok()) << file.status();
   std::map<std::string, int> types;
-  for (const models::GgufTensorInfo& t : (*file)->Tensors()) {
-    absl::StatusOr<models::TensorView> v = (*file)->Get(t.name);
+  for (const formats::GgufTensorInfo& t : (*file)->Tensors()) {
+    absl::StatusOr<formats::TensorView> v = (*file)->Get(t.name);
     ASSERT_TRUE(v.ok()) << v.status();
     ++types[graph::Name(v->dtype)];
   }
@@ -358,8 +358,8 @@ TEST_P(ConvertQuantTypesTest, ChoosesLlamaQuantizesTypes) {
   absl::StatusOr<std::unique_ptr<GgufFile>> ref = GgufFile::Open(Fixtures() / "quant" / "types" / ("llama_q-" + type + ".gguf"));
   ASSERT_TRUE(ours.ok() && ref.ok()) << ours.status() << ref.status();
   std::map<std::string, std::string> got, want;
-  for (const models::GgufTensorInfo& t : (*ours)->Tensors()) got[t.name] = graph::Name(t.dtype);
-  for (const models::GgufTensorInfo& t : (*ref)->Tensors()) want[t.name] = graph::Name(t.dtype);
+  for (const formats::GgufTensorInfo& t : (*ours)->Tensors()) got[t.name] = graph::Name(t.dtype);
+  for (const formats::GgufTensorInfo& t : (*ref)->Tensors()) want[t.name] = graph::Name(t.dtype);
   EXPECT_EQ(got, want);
   absl::StatusOr<int64_t> file_type = (*ours)->GetInt("general.file_type");
   absl::StatusOr<int64_t> ref_file_type = (*ref)->GetInt("general.file_type");
@@ -380,7 +380,7 @@ INSTANTIATE_TEST_SUITE_P(Schemes, ConvertQuantTypesTest,
                          [](const auto& i) { return i.param.second; });
 
 TEST(ConvertTest, QuantRuleIsLlamaCppsQ4KM) {
-  using models::QuantizedDType;
+  using quant::QuantizedDType;
   auto q = [](const std::string& name, int layers, bool tied = false, int64_t cols = 4096) {
     return graph::Name(QuantizedDType(QuantScheme::kQ4_K_M, name, cols, layers, tied, 0, DType::kF16));
   };
@@ -491,8 +491,8 @@ TEST_P(ConvertMoeTest, F32RoundTripComputesAsTheHfDirectory) {
     ExpectLlamaCppsLayout(out, "mixtral");
     absl::StatusOr<std::unique_ptr<GgufFile>> lcpp = GgufFile::Open(Fixtures() / "gguf" / "lcpp" / "mixtral-lcpp-f32.gguf");
     ASSERT_TRUE(lcpp.ok()) << lcpp.status();
-    for (const models::GgufTensorInfo& t : (*lcpp)->Tensors()) {
-      absl::StatusOr<models::TensorView> a = (*file)->Get(t.name), b = (*lcpp)->Get(t.name);
+    for (const formats::GgufTensorInfo& t : (*lcpp)->Tensors()) {
+      absl::StatusOr<formats::TensorView> a = (*file)->Get(t.name), b = (*lcpp)->Get(t.name);
       ASSERT_TRUE(a.ok() && b.ok()) << t.name;
       EXPECT_TRUE(a->nbytes == b->nbytes && std::memcmp(a->data, b->data, a->nbytes) == 0) << t.name << " differs";
     }
@@ -529,7 +529,7 @@ TEST_P(ConvertMoeTest, QuantizedFilesRunAsTheDirectoryQuantizedAtLoad) {
     ASSERT_TRUE(Convert(model, scheme, out).ok());
     absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(out);
     ASSERT_TRUE(file.ok()) << file.status();
-    for (const models::GgufTensorInfo& t : (*file)->Tensors()) {
+    for (const formats::GgufTensorInfo& t : (*file)->Tensors()) {
       const bool vector = t.dims.size() == 1 || t.name.find("ffn_gate_inp") != std::string::npos;
       const std::string want = scheme == QuantScheme::kQ8_0 ? (vector ? "f32" : "q8_0") : LlamaQuantizeQ4KMType(model, t.name);
       EXPECT_EQ(graph::Name(t.dtype), want) << t.name;
@@ -612,7 +612,7 @@ TEST(ConvertGptOssTest, F32RoundTripComputesAsTransformers) {
       {"blk.1.ffn_gate_exps.weight", {128, 64, 4}}, {"blk.1.ffn_up_exps.weight", {128, 64, 4}},
       {"blk.1.ffn_down_exps.weight", {64, 128, 4}}, {"blk.1.ffn_gate_exps.bias", {64, 4}},
       {"blk.1.ffn_up_exps.bias", {64, 4}},       {"blk.1.ffn_down_exps.bias", {128, 4}}};
-  for (const models::GgufTensorInfo& t : f.Tensors()) {
+  for (const formats::GgufTensorInfo& t : f.Tensors()) {
     if (auto it = dims.find(t.name); it != dims.end()) {
       EXPECT_EQ(t.dims, it->second) << t.name;
       EXPECT_EQ(graph::Name(t.dtype), std::string("f32")) << t.name;
@@ -625,15 +625,15 @@ TEST(ConvertGptOssTest, F32RoundTripComputesAsTransformers) {
 
   // The experts' values against the checkpoint's: gate = even, up = odd columns of gate_up_proj
   // [E, hidden, 2I]; down_proj [E, I, hidden] transposed.
-  absl::StatusOr<std::unique_ptr<models::WeightStore>> hf = models::OpenSafetensors(Fixtures() / "hf" / "gpt_oss");
+  absl::StatusOr<std::unique_ptr<formats::WeightStore>> hf = formats::OpenSafetensors(Fixtures() / "hf" / "gpt_oss");
   ASSERT_TRUE(hf.ok()) << hf.status();
-  auto floats = [](const models::TensorView& t) { return reinterpret_cast<const float*>(t.data); };
-  const models::TensorView gate_up = *(*hf)->Get("model.layers.1.mlp.experts.gate_up_proj");
-  const models::TensorView gate_up_bias = *(*hf)->Get("model.layers.1.mlp.experts.gate_up_proj_bias");
-  const models::TensorView down = *(*hf)->Get("model.layers.1.mlp.experts.down_proj");
-  const models::TensorView gate = *f.Get("blk.1.ffn_gate_exps.weight"), up = *f.Get("blk.1.ffn_up_exps.weight");
-  const models::TensorView gate_bias = *f.Get("blk.1.ffn_gate_exps.bias"), up_bias = *f.Get("blk.1.ffn_up_exps.bias");
-  const models::TensorView down_exps = *f.Get("blk.1.ffn_down_exps.weight");
+  auto floats = [](const formats::TensorView& t) { return reinterpret_cast<const float*>(t.data); };
+  const formats::TensorView gate_up = *(*hf)->Get("model.layers.1.mlp.experts.gate_up_proj");
+  const formats::TensorView gate_up_bias = *(*hf)->Get("model.layers.1.mlp.experts.gate_up_proj_bias");
+  const formats::TensorView down = *(*hf)->Get("model.layers.1.mlp.experts.down_proj");
+  const formats::TensorView gate = *f.Get("blk.1.ffn_gate_exps.weight"), up = *f.Get("blk.1.ffn_up_exps.weight");
+  const formats::TensorView gate_bias = *f.Get("blk.1.ffn_gate_exps.bias"), up_bias = *f.Get("blk.1.ffn_up_exps.bias");
+  const formats::TensorView down_exps = *f.Get("blk.1.ffn_down_exps.weight");
   for (int64_t e : {0, 3}) {
     for (int64_t i : {0, 5, 63}) {
       for (int64_t h : {0, 77, 127}) {
@@ -663,7 +663,7 @@ TEST(ConvertGptOssTest, F32RoundTripComputesAsTransformers) {
   WriteFile(rounded, Replaced(ReadFile(out), "gpt-oss.rope.scaling.yarn_truncate", "gpt-oss.rope.scaling.yarn_truncatx"));
   absl::StatusOr<std::unique_ptr<GgufFile>> r = GgufFile::Open(rounded);
   ASSERT_TRUE(r.ok()) << r.status();
-  absl::StatusOr<models::ModelConfig> config = models::ConfigFromGguf(**r);
+  absl::StatusOr<formats::ModelConfig> config = checkpoints::ConfigFromGguf(**r);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_TRUE(config->rope.scaling.truncate);
   EXPECT_EQ(config->rope.scaling.type, "yarn");
@@ -679,7 +679,7 @@ TEST(ConvertGptOssTest, Q8_0RunsAsTheDirectoryQuantizedAtLoad) {
   ASSERT_TRUE(Convert("gpt_oss", QuantScheme::kQ8_0, out).ok());
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(out);
   ASSERT_TRUE(file.ok()) << file.status();
-  for (const models::GgufTensorInfo& t : (*file)->Tensors()) {
+  for (const formats::GgufTensorInfo& t : (*file)->Tensors()) {
     const bool f32 = t.dims.size() == 1 || t.name.find("ffn_gate_inp") != std::string::npos || t.name.ends_with(".bias");
     EXPECT_EQ(graph::Name(t.dtype), std::string(f32 ? "f32" : "q8_0")) << t.name;
   }
@@ -750,17 +750,17 @@ TEST_P(GgufTokenizerRoundTripTest, EncodesAndDecodesLikeTokenizerJson) {
   ASSERT_EQ(std::system(unpack.c_str()), 0);
   // A model directory: the tiny llama's weights with this tokenizer.
   for (const char* f : {"config.json", "model.safetensors"}) fs::create_symlink(Fixtures() / "hf" / "llama" / f, dir / f);
-  models::HfToGgufOptions o;
+  checkpoints::HfToGgufOptions o;
   o.model_dir = dir;
   o.out = dir / "model.gguf";
   o.quant = QuantScheme::kF16;
-  absl::Status s = models::ConvertHfToGguf(o);
+  absl::Status s = checkpoints::ConvertHfToGguf(o);
   ASSERT_TRUE(s.ok()) << s;
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(o.out);
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ(*(*file)->GetString("tokenizer.ggml.model"), "gpt2");
   EXPECT_EQ(*(*file)->GetString("tokenizer.ggml.pre"), name == "llama3" ? "llama-bpe" : "qwen2");
-  absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = models::LoadGgufTokenizer(**file);
+  absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> tok = tokenizers::LoadGgufTokenizer(**file);
   ASSERT_TRUE(tok.ok()) << tok.status();
   std::ifstream in(tok_dir / "encodings.json");
   const nlohmann::json enc = nlohmann::json::parse(in);

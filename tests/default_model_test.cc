@@ -1,6 +1,6 @@
-// The model that ships with doppler (models/default/, trained by models/default/train.py): its
+// The model that ships with doppler (default_model/, trained by default_model/train.py): its
 // tokenizer, perplexity and greedy tokens against the PyTorch references the training script wrote
-// (models/default/reference.json), and `doppler run` with no --model.
+// (default_model/reference.json), and `doppler run` with no --model.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,18 +10,18 @@
 #include <string>
 #include <vector>
 
-#include "models/gguf/gguf_file.h"
-#include "models/tokenizer/gguf_tokenizer.h"
+#include "formats/gguf/gguf_file.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine.h"
 #include "tests/support/cli_runner.h"
+#include "tokenizers/gguf_tokenizer.h"
 
 namespace doppler {
 namespace {
 
-// models/default/ of the checkout this test was built from.
+// default_model/ of the checkout this test was built from.
 std::filesystem::path DefaultDir() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path() / "models" / "default";
+  return std::filesystem::path(__FILE__).parent_path().parent_path() / "default_model";
 }
 
 nlohmann::json Reference() {
@@ -33,9 +33,9 @@ nlohmann::json Reference() {
 TEST(DefaultModel, TokenizerEncodesAsTheTrainingScriptDid) {
   const nlohmann::json ref = Reference();
   ASSERT_FALSE(ref.is_discarded());
-  absl::StatusOr<std::unique_ptr<models::GgufFile>> file = models::GgufFile::Open(DefaultDir() / "default-q8_0.gguf");
+  absl::StatusOr<std::unique_ptr<formats::GgufFile>> file = formats::GgufFile::Open(DefaultDir() / "default-q8_0.gguf");
   ASSERT_TRUE(file.ok()) << file.status();
-  absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = models::LoadGgufTokenizer(**file);
+  absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> tok = tokenizers::LoadGgufTokenizer(**file);
   ASSERT_TRUE(tok.ok()) << tok.status();
   ASSERT_EQ((*tok)->bos_id(), ref["bos_id"].get<int32_t>());
   absl::StatusOr<std::vector<int32_t>> heldout =

@@ -249,7 +249,7 @@ TEST(EngineBehaviour, ShapeThatContradictsTheConfigNamesTheTensor) {
   auto dir = EditedFixture("llama", "bad_shape", [](nlohmann::json& j) { j["intermediate_size"] = 300; });
   auto engine = test::FixtureEngine(dir, graph::DType::kF16);
   ASSERT_FALSE(engine.ok());
-  // Checked against the checkpoint before the graph is built (models/checkpoint_check.h).
+  // Checked against the checkpoint before the graph is built (checkpoints/checkpoint_check.h).
   const std::string message(engine.status().message());
   EXPECT_NE(message.find("tensor model.layers.0.mlp.down_proj.weight is [128, 256] but the config gives [128, 300] "
                          "(hidden_size, intermediate_size)"),

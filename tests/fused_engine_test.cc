@@ -70,7 +70,7 @@ TEST(FusedEngineQ8Test, Gemma3ResidualNormsInTheirConsumers) {
   auto engine = [&](const std::string& pipeline, runtime::DecodeActivations activations) {
     runtime::EngineOptions o;
     o.model_path = ref->dir;
-    o.quant = models::QuantScheme::kQ4_K_M;
+    o.quant = quant::QuantScheme::kQ4_K_M;
     o.weight_dtype = graph::DType::kF32;
     o.decode_activations = activations;
     o.passes = pipeline;

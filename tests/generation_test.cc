@@ -5,15 +5,15 @@
 #include <cmath>
 #include <fstream>
 
-#include "models/chat_format.h"
-#include "models/json_file.h"
-#include "models/tokenizer/tokenizer.h"
+#include "chat/chat_format.h"
+#include "formats/json_file.h"
 #include "runtime/generator.h"
 #include "runtime/perplexity.h"
 #include "runtime/stop_matcher.h"
 #include "tests/support/engine_env.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/npy.h"
+#include "tokenizers/tokenizer.h"
 
 namespace doppler {
 namespace {
@@ -27,7 +27,7 @@ struct Golden {
 };
 
 std::vector<Golden> LoadGolden() {
-  absl::StatusOr<nlohmann::json> j = models::ReadJsonFile(Stories() / "runc_golden.json");
+  absl::StatusOr<nlohmann::json> j = formats::ReadJsonFile(Stories() / "runc_golden.json");
   std::vector<Golden> out;
   if (!j.ok()) return out;
   for (const auto& c : (*j)["cases"]) {
@@ -53,16 +53,16 @@ TEST(StopMatcher, HoldsBackPossibleStopsAndCutsAtTheFirst) {
 
 // The built-in formats (for models without a template) write their family's turns.
 TEST(ChatFormat, BuiltInFormatsWriteTheirFamilysTurns) {
-  absl::StatusOr<models::ChatFormat> chatml = models::ChatFormatByName("chatml");
+  absl::StatusOr<chat::ChatFormat> chatml = chat::ChatFormatByName("chatml");
   ASSERT_TRUE(chatml.ok());
   EXPECT_EQ(chatml->UserTurn("Hi", "Be brief.", true),
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(chatml->UserTurn("More", "Be brief.", false), "<|im_start|>user\nMore<|im_end|>\n<|im_start|>assistant\n");
-  absl::StatusOr<models::ChatFormat> gemma = models::ChatFormatByName("gemma");
+  absl::StatusOr<chat::ChatFormat> gemma = chat::ChatFormatByName("gemma");
   ASSERT_TRUE(gemma.ok());
   EXPECT_EQ(gemma->UserTurn("Hi", "Be brief.", true),
             "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
-  absl::StatusOr<models::ChatFormat> unknown = models::ChatFormatByName("vicuna");
+  absl::StatusOr<chat::ChatFormat> unknown = chat::ChatFormatByName("vicuna");
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.status().message().find("formats: chatml, llama3"), std::string::npos);
 }
@@ -74,7 +74,7 @@ TEST_P(StreamedGeneration, TextEqualsRunC) {
   const std::vector<Golden> golden = LoadGolden();
   ASSERT_EQ(golden.size(), 4u);
   const Golden& g = golden[static_cast<size_t>(GetParam())];
-  absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = models::LoadLlama2cTokenizer(Stories() / "tok512.bin");
+  absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> tok = tokenizers::LoadLlama2cTokenizer(Stories() / "tok512.bin");
   ASSERT_TRUE(tok.ok()) << tok.status();
   absl::StatusOr<std::vector<int32_t>> ids = (*tok)->Encode(g.prompt, true);
   ASSERT_TRUE(ids.ok()) << ids.status();
@@ -99,7 +99,7 @@ TEST(Generation, StopStringEndsGenerationBeforeIt) {
   const std::vector<Golden> golden = LoadGolden();
   ASSERT_EQ(golden.size(), 4u) << "the run.c golden cases (stories260K/runc_golden.json)";
   const Golden& g = golden[1];
-  absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = models::LoadLlama2cTokenizer(Stories() / "tok512.bin");
+  absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> tok = tokenizers::LoadLlama2cTokenizer(Stories() / "tok512.bin");
   ASSERT_TRUE(tok.ok()) << tok.status();
   auto engine = test::FixtureEngine(Stories() / "hf", graph::DType::kF32, 256, 64);
   ASSERT_TRUE(engine.ok()) << engine.status();
@@ -121,7 +121,7 @@ TEST(Generation, StopInsideAGpuLoopLeavesTheSequenceAsOneStepDecodingDoes) {
   const std::vector<Golden> golden = LoadGolden();
   ASSERT_EQ(golden.size(), 4u) << "the run.c golden cases (stories260K/runc_golden.json)";
   const Golden& g = golden[1];
-  absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = models::LoadLlama2cTokenizer(Stories() / "tok512.bin");
+  absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> tok = tokenizers::LoadLlama2cTokenizer(Stories() / "tok512.bin");
   ASSERT_TRUE(tok.ok()) << tok.status();
   std::vector<runtime::GenerationResult> results;
   std::vector<std::vector<int32_t>> after;

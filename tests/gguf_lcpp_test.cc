@@ -13,10 +13,10 @@
 #include <cstdio>
 #include <fstream>
 
+#include "checkpoints/weights.h"
+#include "formats/hf_config.h"
 #include "gmock/gmock.h"
 #include "graph/interpreter.h"
-#include "models/hf_config.h"
-#include "models/weights.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine.h"
 #include "runtime/model_source.h"
@@ -53,7 +53,7 @@ TEST_P(GgufLcppTest, LogitsMatchTransformers) {
   const int64_t n = static_cast<int64_t>(ref->input_ids.size());
   int64_t rows = n;
   if (!c.same_function) {
-    absl::StatusOr<models::ModelConfig> hf = models::ReadHfConfig(ref->dir / "config.json");
+    absl::StatusOr<formats::ModelConfig> hf = formats::ReadHfConfig(ref->dir / "config.json");
     ASSERT_TRUE(hf.ok()) << hf.status();
     ASSERT_TRUE(hf->sliding_window.has_value());
     rows = std::min<int64_t>(n, *hf->sliding_window);
@@ -93,11 +93,11 @@ TEST_P(GgufLcppTest, InterpreterMatchesTransformers) {
   m->build.max_step_tokens = n;
   int64_t rows = n;
   if (!c.same_function) {
-    absl::StatusOr<models::ModelConfig> hf = models::ReadHfConfig(ref->dir / "config.json");
+    absl::StatusOr<formats::ModelConfig> hf = formats::ReadHfConfig(ref->dir / "config.json");
     ASSERT_TRUE(hf.ok()) << hf.status();
     rows = std::min<int64_t>(n, hf->sliding_window.value_or(n));
   }
-  models::StoreParamSource params(*m->store);
+  checkpoints::StoreParamSource params(*m->store);
   for (const char* pipeline : {"none", "default"}) {
     absl::StatusOr<graph::Graph> g = runtime::StepGraph(m->config, m->build, runtime::SamplingOptions{}, pipeline);
     ASSERT_TRUE(g.ok()) << g.status();

@@ -8,8 +8,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "models/gguf/gguf_file.h"
-#include "models/tokenizer/gguf_tokenizer.h"
+#include "formats/gguf/gguf_file.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine.h"
 #include "tests/support/engine_env.h"
@@ -17,6 +16,7 @@
 #include "tests/support/npy.h"
 #include "tests/support/reference.h"
 #include "tests/support/reference_logits.h"
+#include "tokenizers/gguf_tokenizer.h"
 
 namespace doppler {
 namespace {
@@ -91,7 +91,7 @@ TEST_P(GgufModelTest, LogitsAndGreedyTokensMatchDequantizedReference) {
       from_gguf ? test::FixturesDir() / "gguf" / ("llama_q-" + c.type + ".gguf") : test::FixturesDir() / "hf" / "llama_q",
       c.prefill_chunk);
   if (!from_gguf) {
-    o.quant = c.type == "Q8_0" ? models::QuantScheme::kQ8_0 : models::QuantScheme::kQ4_K_M;
+    o.quant = c.type == "Q8_0" ? quant::QuantScheme::kQ8_0 : quant::QuantScheme::kQ4_K_M;
     o.weight_dtype = graph::DType::kF32;
   }
   o.decode_activations = c.decode_q8 ? runtime::DecodeActivations::kQ8 : runtime::DecodeActivations::kF32;
@@ -172,13 +172,13 @@ TEST(GgufModelTest, WeightsKeepTheirOwnTypesOnTheGpu) {
 
 TEST(GgufModelTest, TokenizerFromMetadataEncodesLikeLlama2c) {
   // The fixture GGUFs carry llama2.c's tok512 vocabulary as a SentencePiece ("llama") tokenizer.
-  absl::StatusOr<std::unique_ptr<models::GgufFile>> file =
-      models::GgufFile::Open(test::FixturesDir() / "gguf" / "llama_q-Q8_0.gguf");
+  absl::StatusOr<std::unique_ptr<formats::GgufFile>> file =
+      formats::GgufFile::Open(test::FixturesDir() / "gguf" / "llama_q-Q8_0.gguf");
   ASSERT_TRUE(file.ok()) << file.status();
-  absl::StatusOr<std::unique_ptr<models::Tokenizer>> gguf = models::LoadGgufTokenizer(**file);
+  absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> gguf = tokenizers::LoadGgufTokenizer(**file);
   ASSERT_TRUE(gguf.ok()) << gguf.status();
-  absl::StatusOr<std::unique_ptr<models::Tokenizer>> l2c =
-      models::LoadLlama2cTokenizer(test::FixturesDir() / "stories260K" / "tok512.bin");
+  absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> l2c =
+      tokenizers::LoadLlama2cTokenizer(test::FixturesDir() / "stories260K" / "tok512.bin");
   ASSERT_TRUE(l2c.ok()) << l2c.status();
   EXPECT_EQ((*gguf)->vocab_size(), 512);
   EXPECT_EQ((*gguf)->bos_id(), std::optional<int32_t>(1));

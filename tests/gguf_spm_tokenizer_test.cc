@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "models/gguf/gguf_file.h"
-#include "models/tokenizer/gguf_tokenizer.h"
+#include "formats/gguf/gguf_file.h"
 #include "tests/support/fixtures.h"
+#include "tokenizers/gguf_tokenizer.h"
 
 namespace doppler {
 namespace {
@@ -74,9 +74,9 @@ std::vector<Piece> ReadSpmPieces(const std::filesystem::path& file) {
   return pieces;
 }
 
-std::unique_ptr<models::GgufFile> OpenLcpp(const std::string& name) {
-  absl::StatusOr<std::unique_ptr<models::GgufFile>> f =
-      models::GgufFile::Open(test::FixturesDir() / "gguf" / "lcpp" / (name + "-lcpp-f32.gguf"));
+std::unique_ptr<formats::GgufFile> OpenLcpp(const std::string& name) {
+  absl::StatusOr<std::unique_ptr<formats::GgufFile>> f =
+      formats::GgufFile::Open(test::FixturesDir() / "gguf" / "lcpp" / (name + "-lcpp-f32.gguf"));
   EXPECT_TRUE(f.ok()) << f.status();
   return f.ok() ? *std::move(f) : nullptr;
 }
@@ -84,9 +84,9 @@ std::unique_ptr<models::GgufFile> OpenLcpp(const std::string& name) {
 TEST(GgufSpmTokenizer, VocabularyIsTheSentencePieceModels) {
   const std::vector<Piece> pieces = ReadSpmPieces(test::FixturesDir() / "gguf" / "lcpp" / "spm384.model");
   ASSERT_EQ(pieces.size(), 384u);
-  std::unique_ptr<models::GgufFile> f = OpenLcpp("phi3");
+  std::unique_ptr<formats::GgufFile> f = OpenLcpp("phi3");
   ASSERT_NE(f, nullptr);
-  absl::StatusOr<models::GgufTokenizerData> d = models::ReadGgufTokenizerData(*f);
+  absl::StatusOr<tokenizers::GgufTokenizerData> d = tokenizers::ReadGgufTokenizerData(*f);
   ASSERT_TRUE(d.ok()) << d.status();
   ASSERT_EQ(d->tokens.size(), pieces.size());
   for (size_t i = 0; i < pieces.size(); ++i) {
@@ -101,9 +101,9 @@ TEST(GgufSpmTokenizer, VocabularyIsTheSentencePieceModels) {
 // (BPE built it from its parts by merges the model keeps); decoding restores the text.
 TEST(GgufSpmTokenizer, EncodesAsTheVocabularyImplies) {
   const std::vector<Piece> pieces = ReadSpmPieces(test::FixturesDir() / "gguf" / "lcpp" / "spm384.model");
-  std::unique_ptr<models::GgufFile> f = OpenLcpp("phi3");  // add_space_prefix absent: true
+  std::unique_ptr<formats::GgufFile> f = OpenLcpp("phi3");  // add_space_prefix absent: true
   ASSERT_NE(f, nullptr);
-  absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = models::LoadGgufTokenizer(*f);
+  absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> tok = tokenizers::LoadGgufTokenizer(*f);
   ASSERT_TRUE(tok.ok()) << tok.status();
   auto id_of = [&](const std::string& piece) {
     for (size_t i = 0; i < pieces.size(); ++i) {
@@ -139,10 +139,10 @@ TEST(GgufSpmTokenizer, EncodesAsTheVocabularyImplies) {
 
 // Gemma's converter writes add_space_prefix false: no "▁" before the text.
 TEST(GgufSpmTokenizer, GemmaAddsNoSpacePrefix) {
-  std::unique_ptr<models::GgufFile> gemma = OpenLcpp("gemma3"), phi3 = OpenLcpp("phi3");
+  std::unique_ptr<formats::GgufFile> gemma = OpenLcpp("gemma3"), phi3 = OpenLcpp("phi3");
   ASSERT_TRUE(gemma && phi3);
-  absl::StatusOr<std::unique_ptr<models::Tokenizer>> g = models::LoadGgufTokenizer(*gemma);
-  absl::StatusOr<std::unique_ptr<models::Tokenizer>> p = models::LoadGgufTokenizer(*phi3);
+  absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> g = tokenizers::LoadGgufTokenizer(*gemma);
+  absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> p = tokenizers::LoadGgufTokenizer(*phi3);
   ASSERT_TRUE(g.ok() && p.ok());
   absl::StatusOr<std::vector<int32_t>> phi3_plain = (*p)->Encode("the", false);
   absl::StatusOr<std::vector<int32_t>> gemma_plain = (*g)->Encode("the", false);

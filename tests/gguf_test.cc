@@ -1,7 +1,7 @@
 // Tests of the GGUF reader: the two llama.cpp fixture files against gguf_refs.json and the HF
 // checkpoint they were made from, files written by the test for every value type, and damaged
 // files (each must fail with a message saying what is wrong, never crash or over-allocate).
-#include "models/gguf/gguf_file.h"
+#include "formats/gguf/gguf_file.h"
 
 #include <cmath>
 #include <cstring>
@@ -12,22 +12,22 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "checkpoints/gguf_arch.h"
+#include "checkpoints/gguf_config.h"
+#include "checkpoints/hf_names.h"
+#include "formats/gguf/gguf_writer.h"
+#include "formats/hf_config.h"
+#include "formats/safetensors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "models/gguf/gguf_arch.h"
-#include "models/gguf/gguf_config.h"
-#include "models/gguf/gguf_writer.h"
-#include "models/gguf/hf_names.h"
-#include "models/hf_config.h"
 #include "models/rope.h"
-#include "models/quant/quant.h"
-#include "models/safetensors.h"
-#include "models/weights.h"
 #include "nlohmann/json.hpp"
+#include "quant/float_codec.h"
+#include "quant/quant.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/npy.h"
 
-namespace doppler::models {
+namespace doppler::formats {
 namespace {
 
 namespace fs = std::filesystem;
@@ -63,7 +63,7 @@ std::vector<float> Dequant(const TensorView& t) {
   int64_t n = 1;
   for (int64_t d : t.shape) n *= d;
   std::vector<float> out(n);
-  absl::Status st = DequantizeRow(t.dtype, t.data, n, out.data());
+  absl::Status st = quant::DequantizeRow(t.dtype, t.data, n, out.data());
   EXPECT_TRUE(st.ok()) << st;
   return out;
 }
@@ -145,7 +145,7 @@ TEST(GgufTest, ConfigEqualsHfConfig) {
     SCOPED_TRACE(type);
     std::unique_ptr<GgufFile> f = OpenFixture(type);
     ASSERT_NE(f, nullptr);
-    absl::StatusOr<ModelConfig> c = ConfigFromGguf(*f);
+    absl::StatusOr<ModelConfig> c = checkpoints::ConfigFromGguf(*f);
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->architecture, hf->architecture);
     EXPECT_EQ(c->model_type, hf->model_type);
@@ -169,7 +169,7 @@ TEST(GgufTest, ConfigEqualsHfConfig) {
     EXPECT_EQ(c->rope.scaling.low_freq_factor, hf->rope.scaling.low_freq_factor);
     EXPECT_EQ(c->rope.scaling.high_freq_factor, hf->rope.scaling.high_freq_factor);
     EXPECT_EQ(c->rope.scaling.original_max_position_embeddings, hf->rope.scaling.original_max_position_embeddings);
-    EXPECT_EQ(ComputeRope(c->rope, c->head_dim, 0).inv_freq, ComputeRope(hf->rope, hf->head_dim, 0).inv_freq);
+    EXPECT_EQ(models::ComputeRope(c->rope, c->head_dim, 0).inv_freq, models::ComputeRope(hf->rope, hf->head_dim, 0).inv_freq);
   }
 }
 
@@ -189,38 +189,38 @@ TEST(GgufTest, NameMapping) {
       {"blk.1.ffn_down.weight", "model.layers.1.mlp.down_proj.weight"},
       {"blk.1.ffn_norm.weight", "model.layers.1.post_attention_layernorm.weight"},
   };
-  const GgufArch& llama = *FindGgufArch("llama");
+  const checkpoints::GgufArch& llama = *checkpoints::FindGgufArch("llama");
   for (auto [gguf, hf] : pairs) {
-    EXPECT_EQ(HfNameFromGguf(llama, gguf).value_or("?"), hf);
-    EXPECT_EQ(GgufNameFromHf(llama, hf).value_or("?"), gguf);
+    EXPECT_EQ(checkpoints::HfNameFromGguf(llama, gguf).value_or("?"), hf);
+    EXPECT_EQ(checkpoints::GgufNameFromHf(llama, hf).value_or("?"), gguf);
   }
   for (const char* bad : {"rope_freqs.weight", "blk.01.attn_q.weight", "blk.x.attn_q.weight", "blk.0.attn_q",
                           "blk..attn_q.weight", "blk.0.attn_qq.weight", ".weight", ""}) {
-    EXPECT_FALSE(HfNameFromGguf(llama, bad).has_value()) << bad;
+    EXPECT_FALSE(checkpoints::HfNameFromGguf(llama, bad).has_value()) << bad;
   }
-  EXPECT_FALSE(GgufNameFromHf(llama, "model.layers.0.self_attn.rotary_emb.inv_freq").has_value());
+  EXPECT_FALSE(checkpoints::GgufNameFromHf(llama, "model.layers.0.self_attn.rotary_emb.inv_freq").has_value());
 }
 
 // Families whose tensors llama.cpp names otherwise: Gemma 3's sandwich norms, Phi-3's fused
 // projections (as llama.cpp's tensor table names them).
 TEST(GgufNames, FamilySpecificNames) {
-  const GgufArch& gemma = *FindGgufArch("gemma3");
+  const checkpoints::GgufArch& gemma = *checkpoints::FindGgufArch("gemma3");
   for (auto [gguf, hf] : {std::pair{"blk.2.post_attention_norm.weight", "model.layers.2.post_attention_layernorm.weight"},
                           std::pair{"blk.2.ffn_norm.weight", "model.layers.2.pre_feedforward_layernorm.weight"},
                           std::pair{"blk.2.post_ffw_norm.weight", "model.layers.2.post_feedforward_layernorm.weight"},
                           std::pair{"blk.2.attn_q.weight", "model.layers.2.self_attn.q_proj.weight"}}) {
-    EXPECT_EQ(HfNameFromGguf(gemma, gguf).value_or("?"), hf);
-    EXPECT_EQ(GgufNameFromHf(gemma, hf).value_or("?"), gguf);
+    EXPECT_EQ(checkpoints::HfNameFromGguf(gemma, gguf).value_or("?"), hf);
+    EXPECT_EQ(checkpoints::GgufNameFromHf(gemma, hf).value_or("?"), gguf);
   }
-  const GgufArch& phi3 = *FindGgufArch("phi3");
+  const checkpoints::GgufArch& phi3 = *checkpoints::FindGgufArch("phi3");
   for (auto [gguf, hf] : {std::pair{"blk.0.attn_qkv.weight", "model.layers.0.self_attn.qkv_proj.weight"},
                           std::pair{"blk.0.ffn_up.weight", "model.layers.0.mlp.gate_up_proj.weight"},
                           std::pair{"blk.0.ffn_norm.weight", "model.layers.0.post_attention_layernorm.weight"}}) {
-    EXPECT_EQ(HfNameFromGguf(phi3, gguf).value_or("?"), hf);
-    EXPECT_EQ(GgufNameFromHf(phi3, hf).value_or("?"), gguf);
+    EXPECT_EQ(checkpoints::HfNameFromGguf(phi3, gguf).value_or("?"), hf);
+    EXPECT_EQ(checkpoints::GgufNameFromHf(phi3, hf).value_or("?"), gguf);
   }
-  EXPECT_EQ(FindGgufArch("gpt9"), nullptr);
-  EXPECT_EQ(FindGgufArchOfHfClass("Phi3ForCausalLM"), &phi3);
+  EXPECT_EQ(checkpoints::FindGgufArch("gpt9"), nullptr);
+  EXPECT_EQ(checkpoints::FindGgufArchOfHfClass("Phi3ForCausalLM"), &phi3);
 }
 
 // Every tensor, served under its HF name, is llama.cpp's quantization of the HF tensor: it
@@ -232,7 +232,7 @@ TEST(GgufTest, HfNamedTensorsAreQuantizedHfTensors) {
   for (const char* type : kTypes) {
     SCOPED_TRACE(type);
     std::unique_ptr<GgufFile> raw = OpenFixture(type);
-    absl::StatusOr<std::unique_ptr<WeightStore>> store = OpenHfNamedGguf(OpenFixture(type));
+    absl::StatusOr<std::unique_ptr<WeightStore>> store = checkpoints::OpenHfNamedGguf(OpenFixture(type));
     ASSERT_TRUE(store.ok()) << store.status();
     EXPECT_FALSE((*store)->Has("rope_freqs.weight"));
     std::vector<std::string> want = (*hf)->Names();
@@ -243,15 +243,15 @@ TEST(GgufTest, HfNamedTensorsAreQuantizedHfTensors) {
       absl::StatusOr<TensorView> h = (*hf)->Get(name);
       ASSERT_TRUE(g.ok() && h.ok()) << g.status() << h.status();
       ASSERT_EQ(g->shape, h->shape);
-      absl::StatusOr<std::vector<float>> x = ToFloat32(*h);
+      absl::StatusOr<std::vector<float>> x = quant::ToFloat32(*h);
       ASSERT_TRUE(x.ok());
       const std::vector<float> y = Dequant(*g);
       const int64_t cols = h->shape.back(), rows = static_cast<int64_t>(x->size()) / cols;
-      absl::StatusOr<std::vector<uint8_t>> requant = QuantizeRows(g->dtype, x->data(), rows, cols);
+      absl::StatusOr<std::vector<uint8_t>> requant = quant::QuantizeRows(g->dtype, x->data(), rows, cols);
       ASSERT_TRUE(requant.ok());
       EXPECT_TRUE(requant->size() == g->nbytes && std::memcmp(requant->data(), g->data, g->nbytes) == 0);
       double err2 = 0, x2 = 0, raw_err2 = 0;
-      const std::vector<float> unmapped = Dequant(*raw->Get(*GgufNameFromHf(*FindGgufArch("llama"), name)));
+      const std::vector<float> unmapped = Dequant(*raw->Get(*checkpoints::GgufNameFromHf(*checkpoints::FindGgufArch("llama"), name)));
       for (size_t i = 0; i < x->size(); ++i) {
         err2 += std::pow(double(y[i]) - (*x)[i], 2);
         raw_err2 += std::pow(double(unmapped[i]) - (*x)[i], 2);
@@ -553,7 +553,7 @@ TEST(GgufTest, DamagedFixtureFiles) {
     std::string b = good;
     b[byte] = static_cast<char>(b[byte] ^ (1 << (byte % 8)));
     absl::StatusOr<std::unique_ptr<GgufFile>> f = OpenBytes(b, "flip.gguf");
-    if (f.ok()) (void)ConfigFromGguf(**f);
+    if (f.ok()) (void)checkpoints::ConfigFromGguf(**f);
   }
 }
 
@@ -562,14 +562,14 @@ TEST(GgufTest, ConfigErrors) {
     const std::string bytes = Gguf(0, 1, [&](Writer& w) { w.Kv("general.architecture", GgufType::kString).Str(arch); });
     absl::StatusOr<std::unique_ptr<GgufFile>> f = OpenBytes(bytes, name);
     EXPECT_TRUE(f.ok()) << f.status();
-    return ConfigFromGguf(**f).status();
+    return checkpoints::ConfigFromGguf(**f).status();
   };
   absl::Status st = config_of("mamba", "mamba.gguf");
   EXPECT_THAT(std::string(st.message()), HasSubstr("architecture 'mamba' is not supported (supported: llama, qwen2, qwen3, gemma3, phi3, qwen3moe, gpt-oss)"));
   st = config_of("llama", "nokeys.gguf");
   EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(st.message()), HasSubstr("'llama.block_count' is missing"));
-  EXPECT_FALSE(OpenHfNamedGguf(*OpenBytes(Gguf(0, 0, [](Writer&) {}), "noarch.gguf")).ok());
+  EXPECT_FALSE(checkpoints::OpenHfNamedGguf(*OpenBytes(Gguf(0, 0, [](Writer&) {}), "noarch.gguf")).ok());
 }
 
 // A mixture of experts' metadata against itself and against its tensors (gguf/lcpp/mixtral, edited
@@ -581,7 +581,7 @@ TEST(GgufTest, ExpertErrors) {
   auto config_of = [](const std::string& bytes, const std::string& name) {
     absl::StatusOr<std::unique_ptr<GgufFile>> f = OpenBytes(bytes, name);
     EXPECT_TRUE(f.ok()) << f.status();
-    return f.ok() ? ConfigFromGguf(**f) : absl::StatusOr<ModelConfig>(f.status());
+    return f.ok() ? checkpoints::ConfigFromGguf(**f) : absl::StatusOr<ModelConfig>(f.status());
   };
   auto error_of = [&](const std::string& bytes, const std::string& name) {
     absl::StatusOr<ModelConfig> c = config_of(bytes, name);
@@ -642,7 +642,7 @@ TEST(GgufTest, ExpertErrors) {
     EXPECT_TRUE(w.Write(dir / file).ok());
     absl::StatusOr<std::unique_ptr<GgufFile>> f = GgufFile::Open(dir / file);
     EXPECT_TRUE(f.ok()) << f.status();
-    absl::StatusOr<ModelConfig> c = ConfigFromGguf(**f);
+    absl::StatusOr<ModelConfig> c = checkpoints::ConfigFromGguf(**f);
     EXPECT_FALSE(c.ok()) << file;
     return std::string(c.status().message());
   };
@@ -659,7 +659,7 @@ TEST(GgufTest, ExpertErrors) {
                          w.AddU32("qwen3moe.expert_used_count", 2);
                          w.AddU32("qwen3moe.expert_feed_forward_length", 32);
                          ASSERT_TRUE(w.AddTensor("blk.0.attn_norm.weight", DType::kF32, {64}, [] {
-                                        return EncodeFloats(DType::kF32, std::vector<float>(64, 1.0f));
+                                        return quant::EncodeFloats(DType::kF32, std::vector<float>(64, 1.0f));
                                       }).ok());
                        }),
               HasSubstr("tensor blk.0.ffn_gate_inp.weight is missing: qwen3moe.expert_count is 8"));
@@ -715,7 +715,7 @@ TEST(GgufTest, RopeScalingsFromMetadata) {
     EXPECT_TRUE(w.Write(dir / file).ok());
     absl::StatusOr<std::unique_ptr<GgufFile>> f = GgufFile::Open(dir / file);
     if (!f.ok()) return absl::StatusOr<ModelConfig>(f.status());
-    return ConfigFromGguf(**f);
+    return checkpoints::ConfigFromGguf(**f);
   };
   absl::StatusOr<ModelConfig> yarn = write("yarn.gguf", [](GgufWriter& w) {
     w.AddString("qwen3.rope.scaling.type", "yarn");
@@ -738,7 +738,7 @@ TEST(GgufTest, RopeScalingsFromMetadata) {
     w.AddF32("qwen3.rope.scaling.attn_factor", 1.25f);
     for (auto [name, v] : {std::pair{"rope_factors_long.weight", &long_f}, std::pair{"rope_factors_short.weight", &short_f}}) {
       const std::vector<float> values = *v;
-      ASSERT_TRUE(w.AddTensor(name, graph::DType::kF32, {8}, [values]() { return EncodeFloats(graph::DType::kF32, values); }).ok());
+      ASSERT_TRUE(w.AddTensor(name, graph::DType::kF32, {8}, [values]() { return quant::EncodeFloats(graph::DType::kF32, values); }).ok());
     }
   });
   ASSERT_TRUE(longrope.ok()) << longrope.status();
@@ -751,7 +751,7 @@ TEST(GgufTest, RopeScalingsFromMetadata) {
   absl::StatusOr<ModelConfig> short_list = write("short.gguf", [&](GgufWriter& w) {
     for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
       const std::vector<float> three = {1, 2, 3};
-      ASSERT_TRUE(w.AddTensor(name, graph::DType::kF32, {3}, [three]() { return EncodeFloats(graph::DType::kF32, three); }).ok());
+      ASSERT_TRUE(w.AddTensor(name, graph::DType::kF32, {3}, [three]() { return quant::EncodeFloats(graph::DType::kF32, three); }).ok());
     }
   });
   EXPECT_THAT(std::string(short_list.status().message()),
@@ -762,4 +762,4 @@ TEST(GgufTest, RopeScalingsFromMetadata) {
 }
 
 }  // namespace
-}  // namespace doppler::models
+}  // namespace doppler::formats

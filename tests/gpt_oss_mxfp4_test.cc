@@ -11,12 +11,12 @@
 #include <fstream>
 #include <random>
 
+#include "checkpoints/hf_to_gguf.h"
+#include "checkpoints/weights.h"
+#include "formats/gguf/gguf_file.h"
+#include "formats/safetensors.h"
 #include "graph/interpreter.h"
 #include "models/architecture.h"
-#include "models/gguf/gguf_file.h"
-#include "models/gguf/hf_to_gguf.h"
-#include "models/safetensors.h"
-#include "models/weights.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine.h"
 #include "tests/support/engine_env.h"
@@ -86,9 +86,9 @@ void Mxfp4Experts(const std::vector<int64_t>& shape, std::mt19937& rng, StoredTe
 // The logits of every prompt position, then of each decode step along `tokens`, on the interpreter.
 absl::StatusOr<std::pair<std::vector<float>, std::vector<float>>> InterpreterLogits(
     const fs::path& dir, const std::vector<int32_t>& prompt, const std::vector<int32_t>& tokens) {
-  absl::StatusOr<models::ModelConfig> config = models::ReadHfConfig(dir / "config.json");
+  absl::StatusOr<formats::ModelConfig> config = formats::ReadHfConfig(dir / "config.json");
   if (!config.ok()) return config.status();
-  absl::StatusOr<std::unique_ptr<models::WeightStore>> store = models::OpenSafetensors(dir);
+  absl::StatusOr<std::unique_ptr<formats::WeightStore>> store = formats::OpenSafetensors(dir);
   if (!store.ok()) return store.status();
   models::BuildOptions o;
   o.context = 64;
@@ -97,7 +97,7 @@ absl::StatusOr<std::pair<std::vector<float>, std::vector<float>>> InterpreterLog
   o.max_step_tokens = static_cast<int64_t>(prompt.size());
   absl::StatusOr<graph::Graph> g = models::BuildModelGraph(*config, o);
   if (!g.ok()) return g.status();
-  models::StoreParamSource params(**store);
+  checkpoints::StoreParamSource params(**store);
   graph::Interpreter interp(params);
   const int64_t n = static_cast<int64_t>(prompt.size());
   auto out = interp.Run(*g, {{"ids", graph::Tensor::I32({n}, prompt)}}, 0);
@@ -114,12 +114,12 @@ absl::StatusOr<std::pair<std::vector<float>, std::vector<float>>> InterpreterLog
 // The fixture model with random MXFP4 experts: in `a` their values in transformers' dequantized
 // f32 form, in `b` as published (blocks and scales, quantization_config mxfp4).
 void WriteCheckpoints(const test::HfReference& ref, const fs::path& a, const fs::path& b) {
-  absl::StatusOr<std::unique_ptr<models::WeightStore>> fixture = models::OpenSafetensors(ref.dir);
+  absl::StatusOr<std::unique_ptr<formats::WeightStore>> fixture = formats::OpenSafetensors(ref.dir);
   ASSERT_TRUE(fixture.ok()) << fixture.status();
   std::map<std::string, StoredTensor> dequantized, published;
   std::mt19937 rng(5);
   for (const std::string& name : (*fixture)->Names()) {
-    absl::StatusOr<models::TensorView> t = (*fixture)->Get(name);
+    absl::StatusOr<formats::TensorView> t = (*fixture)->Get(name);
     ASSERT_TRUE(t.ok()) << t.status();
     ASSERT_EQ(t->dtype, graph::DType::kF32) << name;
     const bool expert_matrix = name.ends_with("mlp.experts.gate_up_proj") || name.ends_with("mlp.experts.down_proj");
@@ -184,21 +184,21 @@ TEST(GptOssMxfp4, ConvertedToGgufTheExpertsStayMxfp4) {
   const fs::path a = test::MakeTempDir("gpt_oss_dequantized"), b = test::MakeTempDir("gpt_oss_mxfp4");
   WriteCheckpoints(*ref, a, b);
   const fs::path gguf = test::MakeTempDir("gpt_oss_mxfp4_gguf") / "model.gguf";
-  models::HfToGgufOptions c;
+  checkpoints::HfToGgufOptions c;
   c.model_dir = b;
   c.out = gguf;
-  c.quant = models::QuantScheme::kQ8_0;  // the float matrices; the experts keep their MXFP4
-  ASSERT_TRUE(models::ConvertHfToGguf(c).ok());
-  absl::StatusOr<std::unique_ptr<models::GgufFile>> file = models::GgufFile::Open(gguf);
+  c.quant = quant::QuantScheme::kQ8_0;  // the float matrices; the experts keep their MXFP4
+  ASSERT_TRUE(checkpoints::ConvertHfToGguf(c).ok());
+  absl::StatusOr<std::unique_ptr<formats::GgufFile>> file = formats::GgufFile::Open(gguf);
   ASSERT_TRUE(file.ok()) << file.status();
-  absl::StatusOr<std::unique_ptr<models::WeightStore>> published = models::OpenSafetensors(b);
+  absl::StatusOr<std::unique_ptr<formats::WeightStore>> published = formats::OpenSafetensors(b);
   ASSERT_TRUE(published.ok()) << published.status();
   const size_t row = 17 * 128 / 32;  // an MXFP4 row of hidden 128 values
   for (int l = 0; l < 2; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.", blk = "blk." + std::to_string(l) + ".";
-    const models::TensorView gate_up = *(*published)->Get(p + "gate_up_proj"), down = *(*published)->Get(p + "down_proj");
+    const formats::TensorView gate_up = *(*published)->Get(p + "gate_up_proj"), down = *(*published)->Get(p + "down_proj");
     for (const auto& [part, offset] : {std::pair{"ffn_gate_exps", 0}, std::pair{"ffn_up_exps", 1}}) {
-      absl::StatusOr<models::TensorView> t = (*file)->Get(blk + part + ".weight");
+      absl::StatusOr<formats::TensorView> t = (*file)->Get(blk + part + ".weight");
       ASSERT_TRUE(t.ok()) << t.status();
       EXPECT_EQ(t->dtype, graph::DType::kMXFP4);
       ASSERT_EQ(t->shape, (std::vector<int64_t>{4, 64, 128}));
@@ -206,7 +206,7 @@ TEST(GptOssMxfp4, ConvertedToGgufTheExpertsStayMxfp4) {
         ASSERT_EQ(std::memcmp(t->data + r * row, gate_up.data + (2 * r + offset) * row, row), 0) << part << " row " << r;
       }
     }
-    absl::StatusOr<models::TensorView> d = (*file)->Get(blk + "ffn_down_exps.weight");
+    absl::StatusOr<formats::TensorView> d = (*file)->Get(blk + "ffn_down_exps.weight");
     ASSERT_TRUE(d.ok()) << d.status();
     EXPECT_EQ(d->dtype, graph::DType::kMXFP4);
     EXPECT_EQ(d->shape, (std::vector<int64_t>{4, 128, 64}));
@@ -229,7 +229,7 @@ TEST(GptOssMxfp4, ConvertedToGgufTheExpertsStayMxfp4) {
   ASSERT_TRUE(run.ok()) << run.status();
   runtime::EngineOptions h = test::ReferenceEngineOptions(b);
   h.weight_dtype = graph::DType::kF32;
-  h.quant = models::QuantScheme::kQ8_0;
+  h.quant = quant::QuantScheme::kQ8_0;
   absl::StatusOr<std::unique_ptr<runtime::Engine>> hf = runtime::Engine::Create(h);
   ASSERT_TRUE(hf.ok()) << hf.status();
   absl::StatusOr<test::ReferenceLogits> hf_run =
@@ -254,7 +254,7 @@ TEST(GptOssMxfp4, MismatchedBlocksAndScalesAreAnError) {
   WriteSafetensors(dir / "model.safetensors",
                    {{"w_blocks", {"U8", {2, 3, 16}, std::vector<uint8_t>(96)}},
                     {"w_scales", {"U8", {2, 4}, std::vector<uint8_t>(8)}}});
-  absl::StatusOr<std::unique_ptr<models::WeightStore>> store = models::OpenSafetensors(dir);
+  absl::StatusOr<std::unique_ptr<formats::WeightStore>> store = formats::OpenSafetensors(dir);
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_TRUE((*store)->Has("w"));
   absl::Status s = (*store)->Get("w").status();

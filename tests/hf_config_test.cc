@@ -1,5 +1,5 @@
 // Tests of the HF config.json reader and RoPE inv_freq against transformers' own buffers.
-#include "models/hf_config.h"
+#include "formats/hf_config.h"
 #include "models/rope.h"
 
 #include <cmath>
@@ -12,7 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/fixtures.h"
 
-namespace doppler::models {
+namespace doppler::formats {
 namespace {
 
 namespace fs = std::filesystem;
@@ -224,7 +224,7 @@ TEST(HfConfig, RopeMatchesTransformersBuffers) {
     // transformers' attention_scaling (yarn, longrope; 1 for the rest) multiplies cos and sin.
     const json scaling = ReadJson(dir / "reference.json").value("rope_attention_scaling", json::object());
     if (scaling.contains("model.rotary_emb")) {
-      EXPECT_NEAR(ComputeRope(c->rope, c->head_dim, c->max_position_embeddings).attention_factor,
+      EXPECT_NEAR(models::ComputeRope(c->rope, c->head_dim, c->max_position_embeddings).attention_factor,
                   scaling["model.rotary_emb"].get<double>(), 1e-6)
           << name;
     }
@@ -232,7 +232,7 @@ TEST(HfConfig, RopeMatchesTransformersBuffers) {
       ASSERT_TRUE(buffers.contains(key)) << name << " " << key;
       int ulps = 0;
       // The reference ran on sequences longer than any original context (LongRoPE's long factors).
-      const RopeFrequencies f = ComputeRope(*rope, c->head_dim, c->max_position_embeddings);
+      const models::RopeFrequencies f = models::ComputeRope(*rope, c->head_dim, c->max_position_embeddings);
       const double rel = MaxRelDiff(f.inv_freq, buffers[key], &ulps);
       EXPECT_LE(rel, 1e-6) << name << " " << key;
       overall = std::max(overall, rel);
@@ -245,14 +245,14 @@ TEST(HfConfig, RopeMatchesTransformersBuffers) {
 TEST(HfConfig, RopeBasics) {
   RopeConfig rope;
   rope.theta = 10000.0f;
-  std::vector<float> f = ComputeRope(rope, 8, 0).inv_freq;
+  std::vector<float> f = models::ComputeRope(rope, 8, 0).inv_freq;
   ASSERT_EQ(f.size(), 4u);
   EXPECT_EQ(f[0], 1.0f);
   EXPECT_NEAR(f[2], 0.01f, 1e-9);  // 10000^(-4/8)
   rope.scaling.type = "linear";
   rope.scaling.factor = 4.0f;
-  EXPECT_EQ(ComputeRope(rope, 8, 0).inv_freq[0], 0.25f);
-  EXPECT_TRUE(ComputeRope(rope, 0, 0).inv_freq.empty());
+  EXPECT_EQ(models::ComputeRope(rope, 8, 0).inv_freq[0], 0.25f);
+  EXPECT_TRUE(models::ComputeRope(rope, 0, 0).inv_freq.empty());
 }
 
 class HfConfigErrors : public ::testing::Test {
@@ -350,4 +350,4 @@ TEST_F(HfConfigErrors, DefaultsAndAlternativeForms) {
 }
 
 }  // namespace
-}  // namespace doppler::models
+}  // namespace doppler::formats

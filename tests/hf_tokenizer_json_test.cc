@@ -8,13 +8,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "models/tokenizer/byte_tokens.h"
-#include "models/tokenizer/stream_decoder.h"
-#include "models/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/fixtures.h"
+#include "tokenizers/byte_tokens.h"
+#include "tokenizers/stream_decoder.h"
+#include "tokenizers/tokenizer.h"
 
-namespace doppler::models {
+namespace doppler::tokenizers {
 namespace {
 
 namespace fs = std::filesystem;
@@ -319,4 +319,4 @@ TEST(HfTokenizerErrorsTest, BadTokenizerConfig) {
 }
 
 }  // namespace
-}  // namespace doppler::models
+}  // namespace doppler::tokenizers

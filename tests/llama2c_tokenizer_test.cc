@@ -7,12 +7,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "models/tokenizer/stream_decoder.h"
-#include "models/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/fixtures.h"
+#include "tokenizers/stream_decoder.h"
+#include "tokenizers/tokenizer.h"
 
-namespace doppler::models {
+namespace doppler::tokenizers {
 namespace {
 
 namespace fs = std::filesystem;
@@ -120,4 +120,4 @@ TEST_F(Llama2cBadFileTest, ClearErrors) {
 }
 
 }  // namespace
-}  // namespace doppler::models
+}  // namespace doppler::tokenizers

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "checkpoints/weights.h"
+#include "formats/safetensors.h"
 #include "graph/interpreter.h"
 #include "models/architecture.h"
-#include "models/safetensors.h"
-#include "models/weights.h"
 #include "runtime/token_choice.h"
 #include "tests/support/reference.h"
 
@@ -22,9 +22,9 @@ class InterpreterFixtureTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(InterpreterFixtureTest, PrefillAndDecodeMatchTransformers) {
   absl::StatusOr<test::HfReference> ref = test::LoadHfReference(GetParam());
   ASSERT_TRUE(ref.ok()) << ref.status();
-  absl::StatusOr<models::ModelConfig> config = models::ReadHfConfig(ref->dir / "config.json");
+  absl::StatusOr<formats::ModelConfig> config = formats::ReadHfConfig(ref->dir / "config.json");
   ASSERT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<std::unique_ptr<models::WeightStore>> store = models::OpenSafetensors(ref->dir);
+  absl::StatusOr<std::unique_ptr<formats::WeightStore>> store = formats::OpenSafetensors(ref->dir);
   ASSERT_TRUE(store.ok()) << store.status();
 
   models::BuildOptions options;
@@ -40,7 +40,7 @@ TEST_P(InterpreterFixtureTest, PrefillAndDecodeMatchTransformers) {
   g = runtime::AppendTokenChoice(*std::move(g), runtime::SamplingOptions{});  // greedy
   ASSERT_TRUE(g.ok()) << g.status();
 
-  models::StoreParamSource params(**store);
+  checkpoints::StoreParamSource params(**store);
   graph::Interpreter interp(params);
   const int64_t vocab = config->vocab_size;
   const int64_t n = static_cast<int64_t>(ref->input_ids.size());

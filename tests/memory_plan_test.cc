@@ -11,12 +11,12 @@
 
 #include "backend_vk/schedule.h"
 #include "codegen/kernel.h"
+#include "formats/hf_config.h"
 #include "graph/builder.h"
 #include "graph/interpreter.h"
 #include "graph/layout.h"
 #include "graph/verifier.h"
 #include "models/architecture.h"
-#include "models/hf_config.h"
 #include "passes/pass.h"
 #include "runtime/token_choice.h"
 #include "tests/support/fixtures.h"
@@ -40,8 +40,8 @@ using test::Vector;
 
 // The llama fixture's step graph as the engine compiles it, through a pass pipeline.
 absl::StatusOr<graph::Graph> LlamaStepGraph(const std::string& pipeline = "none") {
-  absl::StatusOr<models::ModelConfig> config =
-      models::ReadHfConfig(test::FixturesDir() / "hf" / "llama" / "config.json");
+  absl::StatusOr<formats::ModelConfig> config =
+      formats::ReadHfConfig(test::FixturesDir() / "hf" / "llama" / "config.json");
   if (!config.ok()) return config.status();
   models::BuildOptions options;
   options.context = 512;

@@ -5,13 +5,14 @@
 
 #include <cmath>
 
+#include "checkpoints/weights.h"
+#include "formats/safetensors.h"
 #include "graph/builder.h"
 #include "graph/graph.h"
-#include "graph/verifier.h"
 #include "graph/half.h"
+#include "graph/verifier.h"
 #include "models/architecture.h"
-#include "models/safetensors.h"
-#include "models/weights.h"
+#include "quant/float_codec.h"
 #include "tests/support/fixtures.h"
 
 namespace doppler {
@@ -20,10 +21,10 @@ namespace {
 using graph::OpKind;
 using ::testing::HasSubstr;
 
-models::ModelConfig Config(const std::string& name) {
-  absl::StatusOr<models::ModelConfig> c = models::ReadHfConfig(test::FixturesDir() / "hf" / name / "config.json");
+formats::ModelConfig Config(const std::string& name) {
+  absl::StatusOr<formats::ModelConfig> c = formats::ReadHfConfig(test::FixturesDir() / "hf" / name / "config.json");
   EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? *c : models::ModelConfig{};
+  return c.ok() ? *c : formats::ModelConfig{};
 }
 
 models::BuildOptions Options(int64_t context, int64_t max_step_tokens) {
@@ -52,7 +53,7 @@ TEST(ModelFamilies, EveryFamilyIsRegistered) {
 // read from the stacked [E, in, 2I] tensor: a checkpoint whose tensor the config does not describe
 // is an error naming both shapes and the slice; an unknown quantization is an error naming it.
 TEST(ModelFamilies, GptOssReadsStackedExpertsAndSinks) {
-  models::ModelConfig c = Config("gpt_oss");
+  formats::ModelConfig c = Config("gpt_oss");
   absl::StatusOr<graph::Graph> g = models::BuildModelGraph(c, Options(64, 7));
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(Find(*g, OpKind::kState, "kv.0.k")->type.shape[0].value, 8 + 7 - 1);
@@ -60,16 +61,16 @@ TEST(ModelFamilies, GptOssReadsStackedExpertsAndSinks) {
   for (const graph::Node& n : g->nodes()) {
     if (n.kind == OpKind::kAttention) EXPECT_EQ(n.attrs.Int("sinks"), 1) << n.label;
   }
-  auto store = models::OpenSafetensors(test::FixturesDir() / "hf" / "gpt_oss");
+  auto store = formats::OpenSafetensors(test::FixturesDir() / "hf" / "gpt_oss");
   ASSERT_TRUE(store.ok()) << store.status();
   const std::string gate = "model.layers.0.mlp.experts.gate_up_proj[3][0::2]";
   ASSERT_NE(Find(*g, OpKind::kParam, gate), nullptr);
-  EXPECT_TRUE(models::MaterializeParam(**store, *Find(*g, OpKind::kParam, gate)).ok());
+  EXPECT_TRUE(checkpoints::MaterializeParam(**store, *Find(*g, OpKind::kParam, gate)).ok());
 
   c.intermediate_size = 48;  // the config now implies [4, 128, 96]
   g = models::BuildModelGraph(c, Options(64, 7));
   ASSERT_TRUE(g.ok()) << g.status();
-  absl::Status s = models::MaterializeParam(**store, *Find(*g, OpKind::kParam, gate)).status();
+  absl::Status s = checkpoints::MaterializeParam(**store, *Find(*g, OpKind::kParam, gate)).status();
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("tensor 'model.layers.0.mlp.experts.gate_up_proj' has shape [4, 128, 128] but the config "
                         "implies [4, 128, 96] (" + gate + " lies in it: rows from 0 every 2 of expert 3)"));
@@ -140,14 +141,14 @@ TEST(ModelFamilies, Phi3SlicesTheFusedTensors) {
   EXPECT_EQ(v->type.shape[0].value, 64);
 
   // The slice is exactly those rows of the stored tensor.
-  auto store = models::OpenSafetensors(test::FixturesDir() / "hf" / "phi3");
+  auto store = formats::OpenSafetensors(test::FixturesDir() / "hf" / "phi3");
   ASSERT_TRUE(store.ok()) << store.status();
-  absl::StatusOr<std::vector<uint8_t>> bytes = models::MaterializeParam(**store, *v);
+  absl::StatusOr<std::vector<uint8_t>> bytes = checkpoints::MaterializeParam(**store, *v);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
-  absl::StatusOr<models::TensorView> t = (*store)->Get("model.layers.0.self_attn.qkv_proj.weight");
+  absl::StatusOr<formats::TensorView> t = (*store)->Get("model.layers.0.self_attn.qkv_proj.weight");
   ASSERT_TRUE(t.ok());
-  std::vector<float> all = *models::ToFloat32(*t);
-  std::vector<float> rows = models::DecodeFloats(v->type.dtype, *bytes);
+  std::vector<float> all = *quant::ToFloat32(*t);
+  std::vector<float> rows = quant::DecodeFloats(v->type.dtype, *bytes);
   ASSERT_EQ(rows.size(), 64u * 128u);
   for (size_t i = 0; i < rows.size(); i += 97) {
     EXPECT_EQ(rows[i], static_cast<float>(graph::HalfToFloat(graph::FloatToHalf(all[192 * 128 + i])))) << i;
@@ -155,15 +156,15 @@ TEST(ModelFamilies, Phi3SlicesTheFusedTensors) {
 }
 
 TEST(ModelFamilies, Phi3ConfigThatContradictsTheFusedTensorNamesIt) {
-  models::ModelConfig c = Config("phi3");
+  formats::ModelConfig c = Config("phi3");
   c.num_kv_heads = 1;  // the config now implies a [192, 128] qkv_proj
   absl::StatusOr<graph::Graph> g = models::BuildModelGraph(c, Options(64, 7));
   ASSERT_TRUE(g.ok()) << g.status();
-  auto store = models::OpenSafetensors(test::FixturesDir() / "hf" / "phi3");
+  auto store = formats::OpenSafetensors(test::FixturesDir() / "hf" / "phi3");
   ASSERT_TRUE(store.ok()) << store.status();
   const graph::Node* k = Find(*g, OpKind::kParam, "model.layers.0.self_attn.qkv_proj.weight[128:160]");
   ASSERT_NE(k, nullptr);
-  absl::Status s = models::MaterializeParam(**store, *k).status();
+  absl::Status s = checkpoints::MaterializeParam(**store, *k).status();
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("tensor 'model.layers.0.self_attn.qkv_proj.weight' has shape [256, 128] but the config "
                         "implies [192, 128]"));
@@ -188,7 +189,7 @@ TEST(ModelFamilies, ParamSlicesAreChecked) {
 }
 
 TEST(ModelFamilies, UnsupportedConfigsAreErrors) {
-  models::ModelConfig c = Config("gemma3");
+  formats::ModelConfig c = Config("gemma3");
   c.raw["final_logit_softcapping"] = 30.0;
   EXPECT_THAT(std::string(models::BuildModelGraph(c, Options(64, 7)).status().message()),
               HasSubstr("final_logit_softcapping"));

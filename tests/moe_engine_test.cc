@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "checkpoints/weights.h"
+#include "formats/safetensors.h"
 #include "graph/interpreter.h"
 #include "models/architecture.h"
-#include "models/safetensors.h"
-#include "models/weights.h"
 #include "runtime/engine.h"
 #include "tests/support/engine_env.h"
 #include "tests/support/reference.h"
@@ -23,9 +23,9 @@ namespace {
 // layer's k-th and (k+1)-th largest router logits less than `gap` apart. There rounded weights may
 // send the token to the other expert, which moves its logits by about their whole range.
 absl::StatusOr<std::vector<bool>> NearTies(const test::HfReference& ref, double gap) {
-  absl::StatusOr<models::ModelConfig> config = models::ReadHfConfig(ref.dir / "config.json");
+  absl::StatusOr<formats::ModelConfig> config = formats::ReadHfConfig(ref.dir / "config.json");
   if (!config.ok()) return config.status();
-  absl::StatusOr<std::unique_ptr<models::WeightStore>> store = models::OpenSafetensors(ref.dir);
+  absl::StatusOr<std::unique_ptr<formats::WeightStore>> store = formats::OpenSafetensors(ref.dir);
   if (!store.ok()) return store.status();
   const int64_t n = static_cast<int64_t>(ref.input_ids.size());
   models::BuildOptions options;
@@ -40,7 +40,7 @@ absl::StatusOr<std::vector<bool>> NearTies(const test::HfReference& ref, double 
     routers.emplace_back("router" + std::to_string(routers.size()), node.attrs.Int("k"));
     g->SetOutput(routers.back().first, node.inputs[0]);
   }
-  models::StoreParamSource params(**store);
+  checkpoints::StoreParamSource params(**store);
   graph::Interpreter interp(params);
   std::vector<bool> ties;
   auto step = [&](const std::vector<int32_t>& ids, int64_t pos) -> absl::Status {
@@ -73,7 +73,7 @@ TEST_P(MoeQ8EngineTest, LogitsNearTransformersAndTheSameGreedyTokens) {
   absl::StatusOr<test::HfReference> ref = test::LoadHfReference(GetParam());
   ASSERT_TRUE(ref.ok()) << ref.status();
   runtime::EngineOptions o = test::ReferenceEngineOptions(ref->dir);
-  o.quant = models::QuantScheme::kQ8_0;
+  o.quant = quant::QuantScheme::kQ8_0;
   o.weight_dtype = graph::DType::kF32;
   absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(o);
   ASSERT_TRUE(engine.ok()) << engine.status();

@@ -8,11 +8,11 @@
 #include <numeric>
 #include <random>
 
+#include "checkpoints/weights.h"
+#include "formats/hf_config.h"
+#include "formats/safetensors.h"
 #include "graph/interpreter.h"
 #include "models/architecture.h"
-#include "models/hf_config.h"
-#include "models/safetensors.h"
-#include "models/weights.h"
 #include "runtime/token_choice.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/reference.h"
@@ -28,9 +28,9 @@ TEST_P(PagedInterpreterTest, PromptsDecodedTogetherMatchTransformers) {
   absl::StatusOr<std::vector<test::BatchReferencePrompt>> refs = test::LoadBatchReference(GetParam());
   ASSERT_TRUE(refs.ok()) << refs.status();
   const std::filesystem::path dir = test::FixturesDir() / "hf" / GetParam();
-  absl::StatusOr<models::ModelConfig> config = models::ReadHfConfig(dir / "config.json");
+  absl::StatusOr<formats::ModelConfig> config = formats::ReadHfConfig(dir / "config.json");
   ASSERT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<std::unique_ptr<models::WeightStore>> store = models::OpenSafetensors(dir);
+  absl::StatusOr<std::unique_ptr<formats::WeightStore>> store = formats::OpenSafetensors(dir);
   ASSERT_TRUE(store.ok()) << store.status();
 
   // Pages of 5 rows (no power of two), tables over a context of 64, four sequences' worth of pages
@@ -62,7 +62,7 @@ TEST_P(PagedInterpreterTest, PromptsDecodedTogetherMatchTransformers) {
                                 pages.begin() + static_cast<std::ptrdiff_t>((s + 1) * table_pages));
   };
 
-  models::StoreParamSource params(**store);
+  checkpoints::StoreParamSource params(**store);
   graph::Interpreter interp(params);
   const int64_t vocab = config->vocab_size;
   double worst = 0;

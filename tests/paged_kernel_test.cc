@@ -20,9 +20,9 @@
 #include "graph/builder.h"
 #include "graph/paging.h"
 #include "graph/printer.h"
-#include "models/weights.h"
 #include "passes/memory_plan.h"
 #include "passes/pass.h"
+#include "quant/float_codec.h"
 #include "runtime/resources.h"
 #include "tests/support/compiled_kernel.h"
 #include "tests/support/gpu_runner.h"
@@ -285,7 +285,7 @@ class PagedAttentionTest : public vk::VkTest, public ::testing::WithParamInterfa
     // Both pools start with the same random rows (in the cache's type).
     std::map<std::string, std::vector<uint8_t>> initial;
     for (const std::string name : {"k_cache", "v_cache"}) {
-      initial[name] = models::EncodeFloats(c.cache, test::RandomFloats(static_cast<size_t>(rows * kv_width),
+      initial[name] = quant::EncodeFloats(c.cache, test::RandomFloats(static_cast<size_t>(rows * kv_width),
                                                                         name == "k_cache" ? 5 : 6, -2.0f, 2.0f));
       vk::Buffer& buffer = (*gpu)->state(name);
       ASSERT_TRUE(ctx().Upload(buffer, 0, initial[name].data(), initial[name].size()).ok());
@@ -329,7 +329,7 @@ class PagedAttentionTest : public vk::VkTest, public ::testing::WithParamInterfa
       ASSERT_TRUE(ctx().Download((*gpu)->state(name), 0, bytes.data(), bytes.size()).ok());
       absl::StatusOr<Tensor> want = InterpreterState(interp, name, c.cache, rows, kv_width);
       ASSERT_TRUE(want.ok()) << want.status();
-      EXPECT_LE(test::RelativeError(models::DecodeFloats(c.cache, bytes), want->f), c.cache == DType::kF16 ? 1e-3 : 2e-5);
+      EXPECT_LE(test::RelativeError(quant::DecodeFloats(c.cache, bytes), want->f), c.cache == DType::kF16 ? 1e-3 : 2e-5);
       const size_t page_bytes = bytes.size() / static_cast<size_t>(pool_pages);
       int untouched = 0;
       for (int32_t page = 0; page < pool_pages; ++page) {
@@ -351,7 +351,7 @@ class PagedAttentionTest : public vk::VkTest, public ::testing::WithParamInterfa
     absl::StatusOr<graph::Graph> g = std::move(b).Finish();
     ASSERT_TRUE(g.ok()) << g.status();
     absl::StatusOr<std::map<std::string, Tensor>> out =
-        interp.Run(*g, {{"x", Tensor::F32({rows, width}, models::DecodeFloats(dtype, bytes))}}, 0);
+        interp.Run(*g, {{"x", Tensor::F32({rows, width}, quant::DecodeFloats(dtype, bytes))}}, 0);
     ASSERT_TRUE(out.ok()) << out.status();
   }
   // The interpreter's rows of state `name` (the graph's input only gives its step a token count).

@@ -7,14 +7,14 @@
 #include <cstdio>
 #include <map>
 
+#include "checkpoints/weights.h"
+#include "formats/safetensors.h"
 #include "graph/attention_inputs.h"
 #include "graph/builder.h"
 #include "graph/interpreter.h"
 #include "graph/printer.h"
 #include "graph/verifier.h"
 #include "models/architecture.h"
-#include "models/safetensors.h"
-#include "models/weights.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
 #include "runtime/token_choice.h"
@@ -392,7 +392,7 @@ TEST(PassManager, UnknownPassIsAnError) {
 }
 
 absl::StatusOr<Graph> FixtureGraph(const std::string& name, int64_t step_tokens) {
-  absl::StatusOr<models::ModelConfig> config = models::ReadHfConfig(test::FixturesDir() / "hf" / name / "config.json");
+  absl::StatusOr<formats::ModelConfig> config = formats::ReadHfConfig(test::FixturesDir() / "hf" / name / "config.json");
   if (!config.ok()) return config.status();
   models::BuildOptions o;
   o.context = 64;
@@ -523,9 +523,9 @@ TEST_P(FusedEqualsUnfused, OnTheInterpreter) {
   ASSERT_TRUE(g.ok()) << g.status();
   Graph fused = RunPass(*g, "default");
   EXPECT_LT(Kernels(fused), Kernels(*g));
-  absl::StatusOr<std::unique_ptr<models::WeightStore>> store = models::OpenSafetensors(ref->dir);
+  absl::StatusOr<std::unique_ptr<formats::WeightStore>> store = formats::OpenSafetensors(ref->dir);
   ASSERT_TRUE(store.ok()) << store.status();
-  models::StoreParamSource params(**store);
+  checkpoints::StoreParamSource params(**store);
   graph::Interpreter a(params), b(params);
   const int64_t n = static_cast<int64_t>(ref->input_ids.size());
   auto step = [&](const std::vector<int32_t>& ids, int64_t pos) {

@@ -57,10 +57,10 @@ std::vector<Model> Models() {
     models.push_back({absl::StrCat("gguf/", f), {.model_path = fixtures / "gguf" / f}});
   }
   for (const char* f : {"default-f16.gguf", "default-q8_0.gguf"}) {
-    models.push_back({absl::StrCat("default/", f), {.model_path = fs::path(DOPPLER_SOURCE_DIR) / "models" / "default" / f}});
+    models.push_back({absl::StrCat("default/", f), {.model_path = fs::path(DOPPLER_SOURCE_DIR) / "default_model" / f}});
   }
   for (const char* s : {"llama-3.2-1b", "gemma-3-1b", "llama-3.1-8b"}) {
-    models.push_back({absl::StrCat("synthetic/", s, ".q4_k_m"), {.synthetic = s, .quant = models::QuantScheme::kQ4_K_M}});
+    models.push_back({absl::StrCat("synthetic/", s, ".q4_k_m"), {.synthetic = s, .quant = quant::QuantScheme::kQ4_K_M}});
   }
   return models;
 }

@@ -2,7 +2,7 @@
 // IQ4_NL, IQ4_XS, MXFP4) straight from their blocks,
 // against the interpreter fed the dequantized values: matmul (decode and prefill tiles, row counts
 // that are not multiples of the tile) and embedding gathers, which must decode bit for bit as
-// models/quant does; and ggml's own quantized fixture rows decoded on the GPU.
+// quant/ does; and ggml's own quantized fixture rows decoded on the GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,19 +12,19 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "backend_vk/plan.h"
 #include "codegen/device_layout.h"
+#include "formats/gguf/gguf_file.h"
 #include "graph/builder.h"
 #include "graph/verifier.h"
-#include "models/gguf/gguf_file.h"
-#include "models/quant/quant.h"
 #include "nlohmann/json.hpp"
 #include "passes/pass.h"
+#include "quant/quant.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/gpu_runner.h"
 #include "tests/support/graph_values.h"
 #include "tests/support/npy.h"
 #include "tests/support/vk_test_env.h"
-#include "backend_vk/plan.h"
 
 namespace doppler {
 namespace {
@@ -624,7 +624,7 @@ TEST_P(QuantEmbeddingTest, GathersExactlyTheDequantizedRows) {
   const double err = WorstError(*g, params, 8,
                                 {{{{"ids", Tensor::I32({5}, {36, 0, 17, 17, 3})}}, 0},
                                  {{{"ids", Tensor::I32({8}, {1, 2, 3, 4, 5, 6, 7, 8})}}, 0}});
-  EXPECT_EQ(err, 0.0) << "the GPU's decoding differs from models/quant's";
+  EXPECT_EQ(err, 0.0) << "the GPU's decoding differs from quant/'s";
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, QuantEmbeddingTest,
@@ -716,11 +716,11 @@ TEST_F(QuantKernelTest, GpuDecodesEveryGgufQuantTypeBitExactly) {
   int checked = 0;
   for (const auto& [file, entry] : index.items()) {
     if (!entry.contains("dequantized")) continue;
-    absl::StatusOr<std::unique_ptr<models::GgufFile>> gguf = models::GgufFile::Open(dir / file);
+    absl::StatusOr<std::unique_ptr<formats::GgufFile>> gguf = formats::GgufFile::Open(dir / file);
     ASSERT_TRUE(gguf.ok()) << gguf.status();
     for (const auto& [type, ref] : entry["dequantized"].items()) {
       SCOPED_TRACE(ref["file"].get<std::string>());
-      absl::StatusOr<models::TensorView> t = (*gguf)->Get(ref["tensor"].get<std::string>());
+      absl::StatusOr<formats::TensorView> t = (*gguf)->Get(ref["tensor"].get<std::string>());
       ASSERT_TRUE(t.ok()) << t.status();
       absl::StatusOr<test::NpyArray> want = test::ReadNpy(dir / ref["file"].get<std::string>());
       ASSERT_TRUE(want.ok()) << want.status();

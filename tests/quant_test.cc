@@ -1,6 +1,6 @@
 // Tests of the block-format reference against ggml's own output (quant/ fixtures): decoding
 // must be bit-exact, and quantizing must give ggml's bytes.
-#include "models/quant/quant.h"
+#include "quant/quant.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,7 +17,7 @@
 #include "tests/support/fixtures.h"
 #include "tests/support/npy.h"
 
-namespace doppler::models {
+namespace doppler::quant {
 namespace {
 
 namespace fs = std::filesystem;
@@ -223,4 +223,4 @@ TEST(QuantTest, OddInputsAreHandled) {
 }
 
 }  // namespace
-}  // namespace doppler::models
+}  // namespace doppler::quant

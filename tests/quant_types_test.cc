@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "formats/gguf/gguf_file.h"
 #include "gtest/gtest.h"
-#include "models/gguf/gguf_file.h"
-#include "models/quant/quant.h"
 #include "nlohmann/json.hpp"
+#include "quant/quant.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/npy.h"
 
-namespace doppler::models {
+namespace doppler::quant {
 namespace {
 
 namespace fs = std::filesystem;
@@ -44,9 +44,9 @@ TEST(QuantTypesTest, EveryTypeDequantizesBitExactlyAsGgml) {
   ASSERT_GE(refs.size(), 9u);  // Q4_0, Q4_1, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, IQ4_NL, IQ4_XS
   for (const TypeRef& ref : refs) {
     SCOPED_TRACE(ref.npy);
-    absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(TypesDir() / ref.gguf);
+    absl::StatusOr<std::unique_ptr<formats::GgufFile>> gguf = formats::GgufFile::Open(TypesDir() / ref.gguf);
     ASSERT_TRUE(gguf.ok()) << gguf.status();
-    absl::StatusOr<TensorView> t = (*gguf)->Get(ref.tensor);
+    absl::StatusOr<formats::TensorView> t = (*gguf)->Get(ref.tensor);
     ASSERT_TRUE(t.ok()) << t.status();
     EXPECT_EQ(absl::AsciiStrToLower(ref.ggml_type), graph::Name(t->dtype));
     absl::StatusOr<test::NpyArray> want = test::ReadNpy(TypesDir() / ref.npy);
@@ -68,18 +68,18 @@ TEST(QuantTypesTest, EveryTypeDequantizesBitExactlyAsGgml) {
 // values decoded to f32, then ggml's reference quantizers, no importance matrix), so quantizing the
 // same decoded values gives its bytes: every tensor of a type doppler quantizes, in every file.
 TEST(QuantTypesTest, QuantizersReproduceLlamaQuantize) {
-  absl::StatusOr<std::unique_ptr<GgufFile>> source = GgufFile::Open(test::FixturesDir() / "gguf" / "llama_q-Q8_0.gguf");
+  absl::StatusOr<std::unique_ptr<formats::GgufFile>> source = formats::GgufFile::Open(test::FixturesDir() / "gguf" / "llama_q-Q8_0.gguf");
   ASSERT_TRUE(source.ok()) << source.status();
   const nlohmann::json index = nlohmann::json::parse(std::ifstream(TypesDir() / "types.json"));
   std::map<std::string, int> checked;  // tensors a type
   for (const auto& [file, entry] : index.items()) {
     if (!entry.contains("tensor_types")) continue;
-    absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(TypesDir() / file);
+    absl::StatusOr<std::unique_ptr<formats::GgufFile>> gguf = formats::GgufFile::Open(TypesDir() / file);
     ASSERT_TRUE(gguf.ok()) << gguf.status();
-    for (const GgufTensorInfo& info : (*gguf)->Tensors()) {
+    for (const formats::GgufTensorInfo& info : (*gguf)->Tensors()) {
       if (!graph::IsBlockFormat(info.dtype) || info.dims.size() != 2) continue;
-      absl::StatusOr<TensorView> from = (*source)->Get(info.name);
-      absl::StatusOr<TensorView> to = (*gguf)->Get(info.name);
+      absl::StatusOr<formats::TensorView> from = (*source)->Get(info.name);
+      absl::StatusOr<formats::TensorView> to = (*gguf)->Get(info.name);
       ASSERT_TRUE(from.ok() && to.ok()) << info.name;
       const int64_t rows = to->shape[0], cols = to->shape[1];
       std::vector<float> x(static_cast<size_t>(rows * cols));
@@ -105,4 +105,4 @@ TEST(QuantTypesTest, QuantizersReproduceLlamaQuantize) {
 }
 
 }  // namespace
-}  // namespace doppler::models
+}  // namespace doppler::quant

@@ -1,6 +1,6 @@
 // Tests of the safetensors reader: every fixture checkpoint, sharded checkpoints, and
 // damaged files (each must fail with a message that says what is wrong and where).
-#include "models/safetensors.h"
+#include "formats/safetensors.h"
 
 #include <unistd.h>
 
@@ -12,14 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "formats/hf_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "models/weights.h"
-#include "models/hf_config.h"
 #include "nlohmann/json.hpp"
+#include "quant/float_codec.h"
 #include "tests/support/fixtures.h"
 
-namespace doppler::models {
+namespace doppler::formats {
 namespace {
 
 namespace fs = std::filesystem;
@@ -130,7 +130,7 @@ TEST(Safetensors, OpensEveryFixtureCheckpoint) {
       ASSERT_TRUE(t.ok()) << t.status();
       EXPECT_EQ(t->name, n);
       EXPECT_EQ(t->file, (dir / "model.safetensors").string());
-      absl::StatusOr<std::vector<float>> v = ToFloat32(*t);
+      absl::StatusOr<std::vector<float>> v = quant::ToFloat32(*t);
       ASSERT_TRUE(v.ok()) << v.status();
       for (float x : *v) ASSERT_TRUE(std::isfinite(x)) << n;
       // The view points at exactly the bytes the header describes.
@@ -407,21 +407,21 @@ TEST_F(SafetensorsSharded, BadIndex) {
 TEST(ToFloat32, ConvertsHalfAndBFloat16AndRejectsMismatch) {
   const uint16_t f16[3] = {0x3c00, 0xc000, 0x0001};  // 1, -2, 2^-24
   TensorView t{"w", graph::DType::kF16, {3}, reinterpret_cast<const uint8_t*>(f16), 6, "f.safetensors"};
-  absl::StatusOr<std::vector<float>> v = ToFloat32(t);
+  absl::StatusOr<std::vector<float>> v = quant::ToFloat32(t);
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(*v, (std::vector<float>{1.0f, -2.0f, 0x1p-24f}));
   const uint16_t bf16[2] = {0x3f80, 0x4049};  // 1, 3.140625
   t = TensorView{"w", graph::DType::kBF16, {1, 2}, reinterpret_cast<const uint8_t*>(bf16), 4, "f.safetensors"};
-  v = ToFloat32(t);
+  v = quant::ToFloat32(t);
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(*v, (std::vector<float>{1.0f, 3.140625f}));
   t.nbytes = 6;
-  absl::Status st = ToFloat32(t).status();
+  absl::Status st = quant::ToFloat32(t).status();
   EXPECT_THAT(std::string(st.message()), HasSubstr("f.safetensors"));
   EXPECT_THAT(std::string(st.message()), HasSubstr("'w'"));
   t.dtype = graph::DType::kQ8_0;
-  EXPECT_FALSE(ToFloat32(t).ok());
+  EXPECT_FALSE(quant::ToFloat32(t).ok());
 }
 
 }  // namespace
-}  // namespace doppler::models
+}  // namespace doppler::formats

@@ -116,7 +116,7 @@ TEST(ServeSampler, PenaltiesLowerTokensAlreadyGenerated) {
 
 ChatPromptOptions Chatml() {
   ChatPromptOptions o;
-  o.format = *models::ChatFormatByName("chatml");
+  o.format = *chat::ChatFormatByName("chatml");
   return o;
 }
 

@@ -3,13 +3,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "models/tokenizer/bpe_merge.h"
-#include "models/tokenizer/pre_tokenizer.h"
-#include "models/tokenizer/unicode_nfc.h"
-#include "models/tokenizer/utf8.h"
 #include "nlohmann/json.hpp"
+#include "tokenizers/bpe_merge.h"
+#include "tokenizers/pre_tokenizer.h"
+#include "tokenizers/unicode_nfc.h"
+#include "tokenizers/utf8.h"
 
-namespace doppler::models {
+namespace doppler::tokenizers {
 namespace {
 
 TEST(NfcTest, ComposesReordersAndKeepsNfcText) {
@@ -99,4 +99,4 @@ TEST(MergeSymbolsTest, LowestPriorityFirstThenLeftmost) {
 }
 
 }  // namespace
-}  // namespace doppler::models
+}  // namespace doppler::tokenizers

@@ -1,6 +1,6 @@
 // The HF tokenizers (Llama 3, Qwen3 tokenizer.json) against HF tokenizers 0.23.2's own encodings
 // of 45 strings each (fixtures/tokenizers/*/encodings.json).
-#include "models/tokenizer/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "models/tokenizer/stream_decoder.h"
-#include "models/tokenizer/utf8.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/fixtures.h"
+#include "tokenizers/stream_decoder.h"
+#include "tokenizers/utf8.h"
 
-namespace doppler::models {
+namespace doppler::tokenizers {
 namespace {
 
 namespace fs = std::filesystem;
@@ -216,4 +216,4 @@ TEST(HfTokenizerTest, LongInputsAreNotQuadratic) {
 
 
 }  // namespace
-}  // namespace doppler::models
+}  // namespace doppler::tokenizers

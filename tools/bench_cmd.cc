@@ -175,7 +175,7 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   absl::StatusOr<std::unique_ptr<runtime::Engine>> created = runtime::Engine::Create(*options);
   if (!created.ok()) return created.status();
   runtime::Engine& e = **created;
-  const models::ModelConfig& config = e.config();
+  const formats::ModelConfig& config = e.config();
 
   std::mt19937 rng(static_cast<uint32_t>(*seed));
   std::vector<int32_t> prompt(static_cast<size_t>(*p));

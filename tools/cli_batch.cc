@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -54,7 +54,7 @@ bool HasSeveralPrompts(const ParsedArgs& args) {
 }
 
 absl::StatusOr<std::vector<std::vector<int32_t>>> SeveralPromptIds(const ParsedArgs& args,
-                                                                   const models::Tokenizer* tokenizer) {
+                                                                   const tokenizers::Tokenizer* tokenizer) {
   std::vector<std::string> texts;
   for (const std::string& p : args.GetAll("prompt")) texts.push_back(args.Has("escape") ? ProcessEscapes(p) : p);
   if (args.Has("prompts-file")) {
@@ -93,7 +93,7 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> SeveralPromptIds(const ParsedA
 }
 
 absl::StatusOr<int> RunSeveralPrompts(const ParsedArgs& args, const runtime::EngineOptions& options,
-                                      const models::Tokenizer* tokenizer,
+                                      const tokenizers::Tokenizer* tokenizer,
                                       const std::vector<std::vector<int32_t>>& prompts,
                                       const runtime::GenerationOptions& limits, const runtime::SamplingOptions& sampling) {
   absl::StatusOr<runtime::BatchOptions> batch = BatchOptionsFromArgs(args);

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/tokenizer/tokenizer.h"
 #include "runtime/batch_engine.h"
 #include "runtime/generator.h"
+#include "tokenizers/tokenizer.h"
 #include "tools/cli_args.h"
 
 namespace doppler::cli {
@@ -24,12 +24,12 @@ bool HasSeveralPrompts(const ParsedArgs& args);
 // The prompts as ids: every -p (encoded as run encodes one), every --prompt-ids, and every
 // non-empty line of --prompts-file (escapes processed under -e).
 absl::StatusOr<std::vector<std::vector<int32_t>>> SeveralPromptIds(const ParsedArgs& args,
-                                                                   const models::Tokenizer* tokenizer);
+                                                                   const tokenizers::Tokenizer* tokenizer);
 
 // Decodes the prompts as one batch and prints each sequence's output on its own lines, labelled
 // "[i] " by the prompt's index, in prompt order; a summary goes to stderr.
 absl::StatusOr<int> RunSeveralPrompts(const ParsedArgs& args, const runtime::EngineOptions& options,
-                                      const models::Tokenizer* tokenizer,
+                                      const tokenizers::Tokenizer* tokenizer,
                                       const std::vector<std::vector<int32_t>>& prompts,
                                       const runtime::GenerationOptions& limits, const runtime::SamplingOptions& sampling);
 

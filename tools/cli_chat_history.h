@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/chat_format.h"
-#include "models/tokenizer/tokenizer.h"
+#include "chat/chat_format.h"
+#include "tokenizers/tokenizer.h"
 
 namespace doppler::cli {
 
@@ -17,7 +17,7 @@ class ChatHistory {
  public:
   // `bos`: the ids that open the conversation (BOS, or none); `end_of_turn`: the ids that close a
   // reply, fed before the next user turn.
-  ChatHistory(const models::ChatFormat& format, const models::Tokenizer& tokenizer, std::string system,
+  ChatHistory(const chat::ChatFormat& format, const tokenizers::Tokenizer& tokenizer, std::string system,
               std::vector<int32_t> bos, std::vector<int32_t> end_of_turn)
       : format_(format), tokenizer_(tokenizer), system_(std::move(system)), bos_(std::move(bos)),
         end_of_turn_(std::move(end_of_turn)) {}
@@ -40,8 +40,8 @@ class ChatHistory {
   // The ids of turns_[first..] then `message`, from an empty cache.
   absl::StatusOr<std::vector<int32_t>> From(size_t first, const std::string& message) const;
 
-  const models::ChatFormat& format_;
-  const models::Tokenizer& tokenizer_;
+  const chat::ChatFormat& format_;
+  const tokenizers::Tokenizer& tokenizer_;
   std::string system_;
   std::vector<int32_t> bos_, end_of_turn_;
   std::vector<Turn> turns_;

@@ -30,7 +30,7 @@ absl::StatusOr<jinja::Dict> ChatTemplateKwargs(const ParsedArgs& args) {
   return v->as_dict();
 }
 
-absl::StatusOr<std::optional<jinja::Template>> LoadChatTemplate(const ParsedArgs& args, const models::Tokenizer* tok) {
+absl::StatusOr<std::optional<jinja::Template>> LoadChatTemplate(const ParsedArgs& args, const tokenizers::Tokenizer* tok) {
   std::string source;
   std::string where;
   if (args.Has("chat-template")) {
@@ -60,28 +60,28 @@ std::string NoChatTemplateMessage(const std::string& model_path) {
                       "chatml|llama3|gemma|phi3|mistral");
 }
 
-models::SpecialTokens SpecialTokensOf(const models::Tokenizer& tok) {
-  models::SpecialTokens t;
+chat::SpecialTokens SpecialTokensOf(const tokenizers::Tokenizer& tok) {
+  chat::SpecialTokens t;
   if (tok.bos_id()) t.bos_token = tok.TokenBytes(*tok.bos_id());
   if (!tok.eos_ids().empty()) t.eos_token = tok.TokenBytes(tok.eos_ids().front());
   return t;
 }
 
-absl::StatusOr<int> TemplateChat(runtime::Engine& engine, const models::Tokenizer& tok, const jinja::Template& tmpl,
+absl::StatusOr<int> TemplateChat(runtime::Engine& engine, const tokenizers::Tokenizer& tok, const jinja::Template& tmpl,
                                  const ParsedArgs& args, const runtime::GenerationOptions& limits,
                                  const std::function<void(const std::string&)>& print,
                                  const std::function<absl::Status(const runtime::GenerationResult&)>& summary) {
   absl::StatusOr<jinja::Dict> extra = ChatTemplateKwargs(args);
   if (!extra.ok()) return extra.status();
-  const models::SpecialTokens special = SpecialTokensOf(tok);
+  const chat::SpecialTokens special = SpecialTokensOf(tok);
   jinja::List messages;
   const bool has_system = args.Has("system-prompt");
   if (has_system) {
     messages.push_back(jinja::Value::MakeDict({{"role", "system"}, {"content", args.Get("system-prompt")}}));
   }
   auto render = [&]() -> absl::StatusOr<std::vector<int32_t>> {
-    models::ChatRequest request{jinja::Value::MakeList(messages), jinja::Value(), true, *extra};
-    absl::StatusOr<std::string> text = models::RenderChat(tmpl, request, special);
+    chat::ChatRequest request{jinja::Value::MakeList(messages), jinja::Value(), true, *extra};
+    absl::StatusOr<std::string> text = chat::RenderChat(tmpl, request, special);
     if (!text.ok()) return text.status();
     return tok.Encode(*text, false);
   };

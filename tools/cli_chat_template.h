@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "chat/chat_template.h"
 #include "jinja/template.h"
-#include "models/chat_template.h"
-#include "models/tokenizer/tokenizer.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
+#include "tokenizers/tokenizer.h"
 #include "tools/cli_args.h"
 
 namespace doppler::cli {
@@ -25,13 +25,13 @@ std::vector<OptionSpec> ChatTemplateOptionSpecs();
 absl::StatusOr<jinja::Dict> ChatTemplateKwargs(const ParsedArgs& args);
 
 // The template of --chat-template FILE, else the tokenizer's (nullopt when it has none).
-absl::StatusOr<std::optional<jinja::Template>> LoadChatTemplate(const ParsedArgs& args, const models::Tokenizer* tok);
+absl::StatusOr<std::optional<jinja::Template>> LoadChatTemplate(const ParsedArgs& args, const tokenizers::Tokenizer* tok);
 
 // What to say when a model ships no template: where it would be, and the options.
 std::string NoChatTemplateMessage(const std::string& model_path);
 
 // The tokenizer's BOS and first EOS token as text ("" where it has none).
-models::SpecialTokens SpecialTokensOf(const models::Tokenizer& tok);
+chat::SpecialTokens SpecialTokensOf(const tokenizers::Tokenizer& tok);
 
 // The interactive chat: each user line is added to the conversation, which is rendered whole
 // (add_generation_prompt) and fed from where it stops matching what the KV cache holds. Where the
@@ -39,7 +39,7 @@ models::SpecialTokens SpecialTokensOf(const models::Tokenizer& tok);
 // turns are dropped (the system prompt stays) and it is fed again from an empty cache. A Ctrl-C
 // ends the reply, not the chat. `summary` reports a finished turn; an error from it (the output
 // could not be written) ends the chat.
-absl::StatusOr<int> TemplateChat(runtime::Engine& engine, const models::Tokenizer& tok, const jinja::Template& tmpl,
+absl::StatusOr<int> TemplateChat(runtime::Engine& engine, const tokenizers::Tokenizer& tok, const jinja::Template& tmpl,
                                  const ParsedArgs& args, const runtime::GenerationOptions& limits,
                                  const std::function<void(const std::string&)>& print,
                                  const std::function<absl::Status(const runtime::GenerationResult&)>& summary);

@@ -9,13 +9,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "models/gguf/gguf_file.h"
-#include "models/tokenizer/gguf_tokenizer.h"
+#include "formats/gguf/gguf_file.h"
+#include "tokenizers/gguf_tokenizer.h"
 
 namespace doppler::cli {
 
 absl::StatusOr<std::filesystem::path> DefaultModel() {
-  const std::filesystem::path file = std::filesystem::path("models") / "default" / "default-q8_0.gguf";
+  const std::filesystem::path file = std::filesystem::path("default_model") / "default-q8_0.gguf";
   std::vector<std::filesystem::path> roots;
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -85,8 +85,8 @@ absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& a
     }
   }
   if (args.Has("quant")) {
-    absl::StatusOr<models::QuantScheme> quant = models::ParseQuantScheme(args.Get("quant"));
-    if (!quant.ok() || *quant == models::QuantScheme::kF16 || *quant == models::QuantScheme::kF32) {
+    absl::StatusOr<quant::QuantScheme> quant = quant::ParseQuantScheme(args.Get("quant"));
+    if (!quant.ok() || *quant == quant::QuantScheme::kF16 || *quant == quant::QuantScheme::kF32) {
       return absl::InvalidArgumentError(absl::StrCat("--quant: '", args.Get("quant"), "' is not one of q8_0, q6_k, q5_k_m, q4_k_m, q4_0, iq4_xs"));
     }
     o.quant = *quant;
@@ -143,12 +143,12 @@ absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& a
   return o;
 }
 
-absl::StatusOr<std::unique_ptr<models::Tokenizer>> OpenTokenizerFile(const std::filesystem::path& file) {
-  if (absl::EndsWith(file.string(), ".json")) return models::LoadHfTokenizerFile(file);
-  return models::LoadLlama2cTokenizer(file);
+absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> OpenTokenizerFile(const std::filesystem::path& file) {
+  if (absl::EndsWith(file.string(), ".json")) return tokenizers::LoadHfTokenizerFile(file);
+  return tokenizers::LoadLlama2cTokenizer(file);
 }
 
-absl::Status CheckTokenizerFitsModel(const models::Tokenizer& tokenizer, int64_t model_vocab) {
+absl::Status CheckTokenizerFitsModel(const tokenizers::Tokenizer& tokenizer, int64_t model_vocab) {
   const int64_t tokens = tokenizer.vocab_size();
   if (tokens > model_vocab || tokens * 8 < model_vocab * 7) {
     return absl::InvalidArgumentError(absl::StrCat("the tokenizer has ", tokens, " tokens but the model's vocabulary ",
@@ -157,29 +157,29 @@ absl::Status CheckTokenizerFitsModel(const models::Tokenizer& tokenizer, int64_t
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<models::Tokenizer>> OpenTokenizer(const ParsedArgs& args) {
+absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> OpenTokenizer(const ParsedArgs& args) {
   if (args.Has("tokenizer")) return OpenTokenizerFile(args.Get("tokenizer"));
   const std::filesystem::path dir = args.Get("model");
   if (runtime::IsGgufModel(dir)) {
-    absl::StatusOr<std::unique_ptr<models::GgufFile>> file = models::GgufFile::Open(dir);
+    absl::StatusOr<std::unique_ptr<formats::GgufFile>> file = formats::GgufFile::Open(dir);
     if (!file.ok()) return file.status();
-    if (!models::GgufHasTokenizer(**file)) {
+    if (!tokenizers::GgufHasTokenizer(**file)) {
       return absl::NotFoundError(absl::StrCat(dir.string(), " holds no tokenizer (tokenizer.ggml.model): name one with "
                                               "--tokenizer FILE, or give --prompt-ids"));
     }
-    return models::LoadGgufTokenizer(**file);
+    return tokenizers::LoadGgufTokenizer(**file);
   }
   if (!std::filesystem::exists(dir / "tokenizer.json")) {
     return absl::NotFoundError(absl::StrCat("no tokenizer.json in ", dir.string(),
                                             ": name one with --tokenizer FILE, or give --prompt-ids"));
   }
-  return models::LoadHfTokenizer(dir);
+  return tokenizers::LoadHfTokenizer(dir);
 }
 
 bool ModelHasTokenizer(const std::filesystem::path& model) {
   if (!runtime::IsGgufModel(model)) return std::filesystem::exists(model / "tokenizer.json");
-  absl::StatusOr<std::unique_ptr<models::GgufFile>> file = models::GgufFile::Open(model);
-  return file.ok() && models::GgufHasTokenizer(**file);
+  absl::StatusOr<std::unique_ptr<formats::GgufFile>> file = formats::GgufFile::Open(model);
+  return file.ok() && tokenizers::GgufHasTokenizer(**file);
 }
 
 OptionSpec GpuLoopOptionSpec() {

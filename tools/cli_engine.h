@@ -6,13 +6,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/tokenizer/tokenizer.h"
 #include "runtime/engine.h"
+#include "tokenizers/tokenizer.h"
 #include "tools/cli_args.h"
 
 namespace doppler::cli {
 
-// The model used without --model: models/default/default-q8_0.gguf in the folder of the
+// The model used without --model: default_model/default-q8_0.gguf in the folder of the
 // executable, in the folder above it (a build folder inside the checkout), or in the source tree
 // the executable was built from (docs/cli.md).
 absl::StatusOr<std::filesystem::path> DefaultModel();
@@ -23,12 +23,12 @@ absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& a
 
 // --tokenizer FILE (tokenizer.json, or a llama2.c tokenizer.bin), else MODEL/tokenizer.json, or
 // the tokenizer in a GGUF model's metadata.
-absl::StatusOr<std::unique_ptr<models::Tokenizer>> OpenTokenizer(const ParsedArgs& args);
+absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> OpenTokenizer(const ParsedArgs& args);
 // A tokenizer file by its kind: a tokenizer.json (by name), else a llama2.c tokenizer.bin.
-absl::StatusOr<std::unique_ptr<models::Tokenizer>> OpenTokenizerFile(const std::filesystem::path& file);
+absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> OpenTokenizerFile(const std::filesystem::path& file);
 // A tokenizer with more tokens than the model's vocabulary, or far fewer (more than an eighth of
 // the vocabulary unknown to it: a model's padding rows are fewer), is another model's.
-absl::Status CheckTokenizerFitsModel(const models::Tokenizer& tokenizer, int64_t model_vocab);
+absl::Status CheckTokenizerFitsModel(const tokenizers::Tokenizer& tokenizer, int64_t model_vocab);
 // Whether OpenTokenizer finds one without --tokenizer.
 bool ModelHasTokenizer(const std::filesystem::path& model);
 

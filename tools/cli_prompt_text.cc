@@ -5,7 +5,7 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
-#include "models/mapped_file.h"
+#include "formats/mapped_file.h"
 
 namespace doppler::cli {
 
@@ -45,7 +45,7 @@ std::string ProcessEscapes(const std::string& text) {
 }
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
-  absl::StatusOr<models::MappedFile> file = models::MappedFile::Open(path);
+  absl::StatusOr<formats::MappedFile> file = formats::MappedFile::Open(path);
   if (!file.ok()) return file.status();
   return std::string(reinterpret_cast<const char*>(file->data()), file->size());
 }

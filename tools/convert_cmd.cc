@@ -7,9 +7,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "checkpoints/hf_to_gguf.h"
+#include "checkpoints/weights.h"
 #include "models/architecture.h"
-#include "models/gguf/hf_to_gguf.h"
-#include "models/weights.h"
 #include "runtime/model_source.h"
 #include "tools/cli_args.h"
 #include "tools/cli_engine.h"
@@ -40,7 +40,7 @@ CommandSpec Spec() {
 // The model is checked as `doppler run` checks it before anything is written: its config against
 // the checkpoint, every tensor the model reads present in the shape the config implies, and the
 // tokenizer's vocabulary against the model's.
-absl::Status CheckInput(const models::HfToGgufOptions& o) {
+absl::Status CheckInput(const checkpoints::HfToGgufOptions& o) {
   runtime::EngineOptions options;
   options.model_path = o.model_dir;
   options.context = 1;  // the tensors do not depend on it
@@ -50,12 +50,12 @@ absl::Status CheckInput(const models::HfToGgufOptions& o) {
   if (!g.ok()) return g.status();
   for (const graph::Node& n : g->nodes()) {
     if (n.kind != graph::OpKind::kParam) continue;
-    if (absl::StatusOr<models::TensorView> t = models::ParamTensor(*model->store, n); !t.ok()) return t.status();
+    if (absl::StatusOr<formats::TensorView> t = checkpoints::ParamTensor(*model->store, n); !t.ok()) return t.status();
   }
   const std::filesystem::path tokenizer = o.tokenizer.empty() ? o.model_dir / "tokenizer.json" : o.tokenizer;
   std::error_code ec;
   if (!o.tokenizer.empty() || std::filesystem::exists(tokenizer, ec)) {
-    absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = OpenTokenizerFile(tokenizer);
+    absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> tok = OpenTokenizerFile(tokenizer);
     if (!tok.ok()) return tok.status();
     return CheckTokenizerFitsModel(**tok, model->config.vocab_size);
   }
@@ -64,7 +64,7 @@ absl::Status CheckInput(const models::HfToGgufOptions& o) {
 
 // The output is written to a temporary file renamed over --out: only where that replaces nothing
 // but a regular file, and never one of the model's own files.
-absl::Status CheckOutput(const models::HfToGgufOptions& o) {
+absl::Status CheckOutput(const checkpoints::HfToGgufOptions& o) {
   std::error_code ec;
   const std::filesystem::file_status st = std::filesystem::symlink_status(o.out, ec);
   if (ec || !std::filesystem::exists(st)) return absl::OkStatus();
@@ -98,9 +98,9 @@ absl::StatusOr<int> ConvertCommand(const std::vector<std::string>& argv) {
   const ParsedArgs& args = **parsed;
   if (!args.Has("model")) return UsageError("--model DIR is required");
   if (!args.Has("out")) return UsageError("--out FILE is required");
-  absl::StatusOr<models::QuantScheme> quant = models::ParseQuantScheme(args.Get("quant"));
+  absl::StatusOr<quant::QuantScheme> quant = quant::ParseQuantScheme(args.Get("quant"));
   if (!quant.ok()) return absl::InvalidArgumentError(absl::StrCat("--quant: ", quant.status().message()));
-  models::HfToGgufOptions o;
+  checkpoints::HfToGgufOptions o;
   o.model_dir = args.Get("model");
   o.out = args.Get("out");
   o.quant = *quant;
@@ -116,10 +116,10 @@ absl::StatusOr<int> ConvertCommand(const std::vector<std::string>& argv) {
   o.note = [](const std::string& s) { std::fprintf(stderr, "note: %s\n", s.c_str()); };
   if (absl::Status s = CheckOutput(o); !s.ok()) return s;
   if (absl::Status s = CheckInput(o); !s.ok()) return s;
-  if (absl::Status s = models::ConvertHfToGguf(o); !s.ok()) return s;
+  if (absl::Status s = checkpoints::ConvertHfToGguf(o); !s.ok()) return s;
   std::error_code ec;
   const uintmax_t size = std::filesystem::file_size(o.out, ec);
-  std::fprintf(stderr, "wrote %s (%s, %.1f MiB)\n", o.out.c_str(), models::QuantSchemeName(o.quant),
+  std::fprintf(stderr, "wrote %s (%s, %.1f MiB)\n", o.out.c_str(), quant::QuantSchemeName(o.quant),
                ec ? 0.0 : static_cast<double>(size) / (1024.0 * 1024.0));
   return 0;
 }

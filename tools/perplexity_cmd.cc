@@ -42,7 +42,7 @@ absl::StatusOr<int> PerplexityCommand(const std::vector<std::string>& argv) {
   options->gpu_loop = 1;  // scoring only: no decoding
   options->context = *window;
   options->prefill_chunk = *window;
-  absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = OpenTokenizer(args);
+  absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> tok = OpenTokenizer(args);
   if (!tok.ok()) return tok.status();
   absl::StatusOr<std::vector<int32_t>> ids = (*tok)->Encode(*text, /*add_special=*/false);
   if (!ids.ok()) return ids.status();

@@ -10,12 +10,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "models/chat_format.h"
+#include "chat/chat_format.h"
 #include "runtime/generator.h"
 #include "runtime/profile.h"
 #include "tools/cli_batch.h"
-#include "tools/cli_chat_template.h"
 #include "tools/cli_chat_history.h"
+#include "tools/cli_chat_template.h"
 #include "tools/cli_engine.h"
 #include "tools/cli_interrupt.h"
 #include "tools/cli_prompt_text.h"
@@ -56,7 +56,7 @@ CommandSpec Spec() {
   for (const OptionSpec& o : SamplingOptionSpecs()) spec.options.push_back(o);
   for (const OptionSpec& o : BatchOptionSpecs()) spec.options.push_back(o);
   for (OptionSpec& o : spec.options) {
-    if (o.name == "model") o.help += " (default: the model shipped in models/default/, default-q8_0.gguf)";
+    if (o.name == "model") o.help += " (default: the model shipped in default_model/, default-q8_0.gguf)";
   }
   return spec;
 }
@@ -118,7 +118,7 @@ absl::StatusOr<std::string> PromptText(const ParsedArgs& args) {
 }
 
 // Prompt ids from the prompt text (encoded, with BOS unless --no-bos) or --prompt-ids.
-absl::StatusOr<std::vector<int32_t>> PromptIds(const ParsedArgs& args, const models::Tokenizer* tok) {
+absl::StatusOr<std::vector<int32_t>> PromptIds(const ParsedArgs& args, const tokenizers::Tokenizer* tok) {
   if (args.Has("prompt-ids")) return args.GetIntList("prompt-ids");
   absl::StatusOr<std::string> text = PromptText(args);
   if (!text.ok()) return text.status();
@@ -131,7 +131,7 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(const ParsedArgs& args, const mod
   return ids;
 }
 
-absl::StatusOr<int> Chat(runtime::Engine& engine, const models::Tokenizer& tok, const ParsedArgs& args,
+absl::StatusOr<int> Chat(runtime::Engine& engine, const tokenizers::Tokenizer& tok, const ParsedArgs& args,
                          const runtime::GenerationOptions& limits, const runtime::SamplingOptions& sampling) {
   if (!args.Has("chat-format")) {  // the model's own template, or --chat-template's
     absl::StatusOr<std::optional<jinja::Template>> tmpl = LoadChatTemplate(args, &tok);
@@ -143,7 +143,7 @@ absl::StatusOr<int> Chat(runtime::Engine& engine, const models::Tokenizer& tok, 
       return absl::OkStatus();
     });
   }
-  absl::StatusOr<models::ChatFormat> format = models::ChatFormatByName(args.Get("chat-format"));
+  absl::StatusOr<chat::ChatFormat> format = chat::ChatFormatByName(args.Get("chat-format"));
   if (!format.ok()) return format.status();
   absl::StatusOr<std::vector<int32_t>> eot = tok.Encode(format->end_of_turn, false);
   if (!eot.ok()) return eot.status();
@@ -211,9 +211,9 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv) {
   if (!options.ok()) return options.status();
   options->sampling = *sampling;
   // Token ids in, token ids out when there is no tokenizer to turn them into text.
-  std::unique_ptr<models::Tokenizer> tokenizer;
+  std::unique_ptr<tokenizers::Tokenizer> tokenizer;
   if (!args.Has("prompt-ids") || args.Has("tokenizer") || ModelHasTokenizer(options->model_path)) {
-    absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = OpenTokenizer(args);
+    absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> tok = OpenTokenizer(args);
     if (!tok.ok()) return tok.status();
     tokenizer = *std::move(tok);
   }

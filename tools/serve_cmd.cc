@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "models/chat_format.h"
-#include "serve/http_server.h"
+#include "chat/chat_format.h"
 #include "serve/batch_scheduler.h"
+#include "serve/http_server.h"
 #include "tools/cli_batch.h"
 #include "tools/cli_chat_template.h"
 #include "tools/cli_engine.h"
@@ -41,7 +41,7 @@ CommandSpec Spec() {
   const std::vector<OptionSpec> chat_template = ChatTemplateOptionSpecs();
   spec.options.insert(spec.options.end(), chat_template.begin(), chat_template.end());
   for (OptionSpec& o : spec.options) {
-    if (o.name == "model") o.help += " (default: the model shipped in models/default/, default-q8_0.gguf)";
+    if (o.name == "model") o.help += " (default: the model shipped in default_model/, default-q8_0.gguf)";
   }
   return spec;
 }
@@ -56,7 +56,7 @@ absl::StatusOr<int64_t> IntInRange(const ParsedArgs& args, const std::string& na
 // Chat prompts through --chat-template FILE or the model's own template, as `run --chat` renders
 // them; a built-in format only when asked for (--chat-format) or when the model ships no template.
 // `description` says which, for the log.
-absl::StatusOr<serve::ChatPromptOptions> ChatPromptOptionsOf(const ParsedArgs& args, const models::Tokenizer* tokenizer,
+absl::StatusOr<serve::ChatPromptOptions> ChatPromptOptionsOf(const ParsedArgs& args, const tokenizers::Tokenizer* tokenizer,
                                                              std::string& description) {
   serve::ChatPromptOptions chat;
   if (tokenizer) chat.special_tokens = SpecialTokensOf(*tokenizer);
@@ -77,7 +77,7 @@ absl::StatusOr<serve::ChatPromptOptions> ChatPromptOptionsOf(const ParsedArgs& a
                    NoChatTemplateMessage(args.Get("model")).c_str());
     }
   }
-  absl::StatusOr<models::ChatFormat> format = models::ChatFormatByName(args.Has("chat-format") ? args.Get("chat-format") : "chatml");
+  absl::StatusOr<chat::ChatFormat> format = chat::ChatFormatByName(args.Has("chat-format") ? args.Get("chat-format") : "chatml");
   if (!format.ok()) return format.status();
   chat.format = *std::move(format);
   description = absl::StrCat("built-in chat format ", chat.format.name);
@@ -138,9 +138,9 @@ absl::StatusOr<int> ServeCommand(const std::vector<std::string>& argv) {
   if (absl::Status s = server.Start(); !s.ok()) return s;
   std::fprintf(stderr, "serve: listening on http://%s:%d (loading the model)\n", http.host.c_str(), server.port());
 
-  std::unique_ptr<models::Tokenizer> tokenizer;
+  std::unique_ptr<tokenizers::Tokenizer> tokenizer;
   if (args.Has("tokenizer") || (!args.Has("synthetic") && ModelHasTokenizer(options->model_path))) {
-    absl::StatusOr<std::unique_ptr<models::Tokenizer>> tok = OpenTokenizer(args);
+    absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> tok = OpenTokenizer(args);
     if (!tok.ok()) return tok.status();
     tokenizer = *std::move(tok);
   }

@@ -8,8 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "chat/chat_template.h"
 #include "jinja/json_value.h"
-#include "models/chat_template.h"
 #include "tools/cli_chat_template.h"
 #include "tools/cli_engine.h"
 #include "tools/commands.h"
@@ -68,9 +68,9 @@ absl::StatusOr<int> TemplateCommand(const std::vector<std::string>& argv) {
   if (!context.ok() || !context->is_dict()) {
     return absl::InvalidArgumentError(absl::StrCat(args.Get("context"), " must hold a JSON object of variables"));
   }
-  std::unique_ptr<models::Tokenizer> tok;
+  std::unique_ptr<tokenizers::Tokenizer> tok;
   if (args.Has("model")) {
-    absl::StatusOr<std::unique_ptr<models::Tokenizer>> t = OpenTokenizer(args);
+    absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> t = OpenTokenizer(args);
     if (!t.ok()) return t.status();
     tok = *std::move(t);
   }
@@ -79,8 +79,8 @@ absl::StatusOr<int> TemplateCommand(const std::vector<std::string>& argv) {
   if (!tmpl->has_value()) return absl::NotFoundError(NoChatTemplateMessage(args.Get("model")));
 
   // The context's variables; the model's special tokens where the context gives none.
-  models::ChatRequest request;
-  models::SpecialTokens special = tok ? SpecialTokensOf(*tok) : models::SpecialTokens{};
+  chat::ChatRequest request;
+  chat::SpecialTokens special = tok ? SpecialTokensOf(*tok) : chat::SpecialTokens{};
   request.add_generation_prompt = false;
   for (const auto& [name, value] : context->as_dict()) {
     if (name == "messages") {
@@ -103,7 +103,7 @@ absl::StatusOr<int> TemplateCommand(const std::vector<std::string>& argv) {
     if (!now.ok()) return now.status();
     options.now = *now;
   }
-  absl::StatusOr<std::string> text = models::RenderChat(**tmpl, request, special, options);
+  absl::StatusOr<std::string> text = chat::RenderChat(**tmpl, request, special, options);
   if (!text.ok()) return text.status();
   std::fwrite(text->data(), 1, text->size(), stdout);
   return 0;

@@ -369,9 +369,9 @@ describe('bench/serve', () => {
 });
 
 describe('against PyTorch', () => {
-  // models/default/reference.json: the greedy continuations PyTorch computed in float32 with the
+  // default_model/reference.json: the greedy continuations PyTorch computed in float32 with the
   // F16 model's f16-rounded weights, which `--dtype f32` reproduces (tests/default_model_test.cc).
-  const modelDir = new URL('../../models/default/', import.meta.url).pathname;
+  const modelDir = new URL('../../default_model/', import.meta.url).pathname;
   const reference = JSON.parse(fs.readFileSync(`${modelDir}reference.json`, 'utf8'));
 
   test('greedy completions give PyTorch\'s tokens: text and id prompts, GPU and host choice, streamed or not', async () => {

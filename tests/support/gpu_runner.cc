@@ -8,12 +8,12 @@
 #include <set>
 
 #include "absl/status/status.h"
-#include "gtest/gtest.h"
 #include "absl/strings/str_cat.h"
-#include "models/quant/quant.h"
+#include "gtest/gtest.h"
 #include "models/synthetic.h"
-#include "models/weights.h"
 #include "passes/memory_plan.h"
+#include "quant/float_codec.h"
+#include "quant/quant.h"
 
 namespace doppler::test {
 
@@ -36,7 +36,7 @@ RandomParams::RandomParams(const graph::Graph& g, uint32_t seed) {
       const int64_t cols = n.type.shape.empty() ? 0 : n.type.shape.back().value;
       const int64_t rows = cols > 0 ? static_cast<int64_t>(v.size()) / cols : 0;
       // Formats without a quantizer (Q2_K, Q3_K...) get random blocks (models/synthetic.h).
-      absl::StatusOr<std::vector<uint8_t>> q = models::QuantizeRows(n.type.dtype, v.data(), rows, cols);
+      absl::StatusOr<std::vector<uint8_t>> q = quant::QuantizeRows(n.type.dtype, v.data(), rows, cols);
       if (!q.ok() && cols > 0 && cols % graph::Info(n.type.dtype).block_elems == 0) {
         q = std::vector<uint8_t>(graph::ByteSize(n.type.dtype, rows * cols));
         models::FillRandom(n.type.dtype, rows, cols, seed, 0.0f, 0.5f, q->data());
@@ -44,14 +44,14 @@ RandomParams::RandomParams(const graph::Graph& g, uint32_t seed) {
       bytes_[name] = q.ok() ? *std::move(q) : std::vector<uint8_t>();
       if (!q.ok()) continue;
       std::vector<float> d(v.size());
-      if (!models::DequantizeRow(n.type.dtype, bytes_[name].data(), static_cast<int64_t>(d.size()), d.data()).ok()) {
+      if (!quant::DequantizeRow(n.type.dtype, bytes_[name].data(), static_cast<int64_t>(d.size()), d.data()).ok()) {
         continue;
       }
       values_[name] = std::move(d);
       continue;
     }
-    bytes_[name] = models::EncodeFloats(n.type.dtype, v);
-    values_[name] = models::DecodeFloats(n.type.dtype, bytes_[name]);
+    bytes_[name] = quant::EncodeFloats(n.type.dtype, v);
+    values_[name] = quant::DecodeFloats(n.type.dtype, bytes_[name]);
   }
 }
 
