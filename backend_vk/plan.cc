@@ -5,7 +5,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "codegen/lowering.h"
 #include "codegen/step_rows.h"
 #include "graph/layout.h"
 
@@ -26,7 +25,7 @@ codegen::TargetCaps TargetCapsOf(const DeviceInfo& info) {
 }
 
 absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& pipelines, const graph::Graph& g,
-                                                  int64_t tokens, const codegen::TargetCaps& caps,
+                                                  int64_t tokens, std::vector<codegen::Dispatch> dispatches,
                                                   const std::map<graph::ValueId, Buffer*>& external,
                                                   const ArenaLayout& arena, const std::string& name, int steps,
                                                   const std::vector<SteppedBinding>& stepped) {
@@ -87,9 +86,7 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Build(Context& ctx, PipelineCache& p
   plan->descriptors_ = *std::move(descriptors);
   std::vector<codegen::Kernel> kernels;
   std::vector<const ComputePipeline*> pipes;
-  absl::StatusOr<std::vector<codegen::Dispatch>> lowered = codegen::Lower(g, caps, tokens);
-  if (!lowered.ok()) return lowered.status();
-  for (codegen::Dispatch& d : *lowered) {
+  for (codegen::Dispatch& d : dispatches) {
     codegen::Kernel& k = d.kernel;
     absl::StatusOr<const ComputePipeline*> p = pipelines.Get(k.glsl, absl::StrCat(k.family, ".", k.variant));
     if (!p.ok()) return p.status();

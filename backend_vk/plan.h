@@ -15,6 +15,7 @@
 #include "backend_vk/pipeline_cache.h"
 #include "backend_vk/schedule.h"
 #include "codegen/kernel.h"
+#include "codegen/lowering.h"
 #include "graph/graph.h"
 
 namespace doppler::vk {
@@ -74,11 +75,14 @@ class Plan {
   // of the plan's one device-local arena, laid out by the memory planner (passes/memory_plan.h):
   // `arena` gives the arena's size and every such value's offset.
   //
+  // `dispatches` are the step's kernels as codegen::Lower made them for `tokens`, which the memory
+  // plan was laid out from.
+  //
   // With `steps` > 1 the command buffer holds that many steps back to back (e.g. decode steps, each
   // feeding the token the one before chose), each with its own step parameters and with the
   // values in `stepped` bound per step; barriers between steps are placed like any others.
   static absl::StatusOr<std::unique_ptr<Plan>> Build(Context& ctx, PipelineCache& pipelines, const graph::Graph& g,
-                                                     int64_t tokens, const codegen::TargetCaps& caps,
+                                                     int64_t tokens, std::vector<codegen::Dispatch> dispatches,
                                                      const std::map<graph::ValueId, Buffer*>& external,
                                                      const ArenaLayout& arena, const std::string& name,
                                                      int steps = 1, const std::vector<SteppedBinding>& stepped = {});

@@ -14,14 +14,15 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
-#include "backend_vk/schedule.h"
 #include "codegen/kernel.h"
 #include "codegen/known_targets.h"
+#include "codegen/lowering.h"
 #include "codegen/shader_compiler.h"
 #include "codegen/spirv_cache.h"
 #include "passes/memory_plan.h"
 #include "passes/pass.h"
 #include "runtime/model_source.h"
+#include "runtime/plan_compile.h"
 
 namespace doppler {
 namespace {
@@ -75,22 +76,22 @@ absl::Status Run(const std::string& name, int64_t tokens, int layers) {
   const codegen::TargetCaps caps = codegen::H100LikeCaps();
   std::set<std::string> sources;
   int dispatches = 0;
+  std::vector<std::vector<codegen::Dispatch>> lowered;
   for (const auto& [plan, t] : {std::pair<const graph::Graph*, int64_t>{&decode, 1}, {&*g, options.prefill_chunk}}) {
-    for (const graph::Node& n : plan->nodes()) {
-      if (!vk::Dispatches(n.kind)) continue;
-      absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(*plan, n, caps, t);
-      if (!ks.ok()) return ks.status();
-      for (codegen::Kernel& k : *ks) sources.insert(std::move(k.glsl));
-      dispatches += static_cast<int>(ks->size());
-    }
+    absl::StatusOr<std::vector<codegen::Dispatch>> ds = codegen::Lower(*plan, caps, t);
+    if (!ds.ok()) return ds.status();
+    for (const codegen::Dispatch& d : *ds) sources.insert(d.kernel.glsl);
+    dispatches += static_cast<int>(ds->size());
+    lowered.push_back(*std::move(ds));
   }
   std::printf("%d dispatches in two plans, %zu distinct kernels\n", dispatches, sources.size());
-  stages.End("kernels (GLSL)");
+  stages.End("lowering (kernels' GLSL)");
 
+  size_t i = 0;
   for (const auto& [plan, t] : {std::pair<const graph::Graph*, int64_t>{&decode, 1}, {&*g, options.prefill_chunk}}) {
     std::set<graph::ValueId> outside;
     if (std::optional<graph::ValueId> next = plan->output("next_token")) outside.insert(*next);
-    absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(*plan, t, outside);
+    absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(*plan, runtime::BindingsOf(lowered[i++]), t, outside);
     if (!memory.ok()) return memory.status();
   }
   stages.End("memory plans");

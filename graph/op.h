@@ -50,7 +50,7 @@ enum class OpKind : uint8_t {
                 // LastRowInConsumer)
   kArgmax,      // x[R, N] -> i32[R]: index of the first maximum of each row. Attr in_producer = 1:
                 // the kernel of its input (a matmul) may compute it too, once it has written x; its value
-                // is then written at the matmul's dispatch (the memory planner and codegen/matmul.h know)
+                // is then written at the matmul's dispatch (codegen/matmul.h: TailInMatMul)
   kRecordTokens,   // (history i32[R], ids i32[T]) -> history with ids[t] at row (pos + t) % R
   kRepeatPenalty,  // (logits[1, V], history i32[R]) -> logits with every token of the last R positions
                    // penalised (graph::Penalize: x > 0 ? x / penalty : x * penalty); attr penalty

@@ -1,6 +1,7 @@
 #include "passes/memory_plan.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -22,8 +23,10 @@ bool IsAlias(const Node& n) { return n.kind == OpKind::kPart || graph::GetOpDef(
 struct Segment {
   size_t rel;    // bytes from the value's start
   size_t bytes;
-  int first, last;  // node positions, inclusive
+  int first, last;  // dispatch positions, inclusive (kUnused: none binds it)
 };
+
+constexpr int kUnused = std::numeric_limits<int>::max();
 
 struct Item {
   ValueId id;
@@ -62,9 +65,10 @@ ValueId StorageBase(const graph::Graph& g, ValueId id) {
   return id;
 }
 
-absl::StatusOr<MemoryPlan> PlanMemory(const graph::Graph& g, int64_t tokens, const std::set<ValueId>& outside) {
+absl::StatusOr<MemoryPlan> PlanMemory(const graph::Graph& g, const std::vector<std::vector<Binding>>& dispatches,
+                                      int64_t tokens, const std::set<ValueId>& outside) {
   const int n_nodes = g.size();
-  const int end_of_step = n_nodes;  // outputs are read after the last dispatch
+  const int end_of_step = static_cast<int>(dispatches.size());  // outputs are read after the last dispatch
   for (const Node& n : g.nodes()) {
     if (IsAlias(n) && n.inputs.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("memory plan: ", graph::OpName(n.kind), " node %", n.id, " has no input"));
@@ -78,8 +82,16 @@ absl::StatusOr<MemoryPlan> PlanMemory(const graph::Graph& g, int64_t tokens, con
           absl::StrCat("memory plan: part %", n.id, " reads no column group of %", parent.id, " (", parts, " parts)"));
     }
   }
+  for (size_t d = 0; d < dispatches.size(); ++d) {
+    for (const Binding& b : dispatches[d]) {
+      if (b.value < 0 || b.value >= n_nodes) {
+        return absl::InvalidArgumentError(absl::StrCat("memory plan: dispatch ", d, " binds %", b.value,
+                                                       ", which is not a value of the graph"));
+      }
+    }
+  }
 
-  // Every value of the step with bytes of its own, and its segments.
+  // Every value of the step with bytes of its own, and its segments; their lifetimes start empty.
   std::vector<int> item_of(static_cast<size_t>(n_nodes), -1);
   std::vector<Item> items;
   MemoryPlan plan;
@@ -87,18 +99,13 @@ absl::StatusOr<MemoryPlan> PlanMemory(const graph::Graph& g, int64_t tokens, con
     if (IsExternalKind(n.kind) || IsAlias(n) || outside.count(n.id) > 0) continue;
     Item it{n.id, AlignUp(std::max<size_t>(1, graph::ValueBytes(n, tokens)), 16), {}};
     const std::vector<int64_t> widths = graph::SplitWidths(n);
-    if (widths.empty()) {
-      // A value in_producer may be written by its matmul's kernel (graph/op.h).
-      const int first = n.attrs.Has("in_producer") ? n.inputs[0] : n.id;
-      it.segments.push_back({0, it.bytes, first, n.id});
-    } else {
+    if (!widths.empty()) {
       for (const graph::PartRange& r : graph::SplitLayout(widths, n.type.shape[0].Resolve(tokens), n.type.dtype)) {
-        it.segments.push_back({r.offset, AlignUp(std::max<size_t>(1, r.bytes), 16), n.id, n.id});
+        it.segments.push_back({r.offset, AlignUp(std::max<size_t>(1, r.bytes), 16), kUnused, -1});
       }
-      // The kernel that writes it binds the whole value, the gaps between groups included.
-      it.segments.push_back({0, it.bytes, n.id, n.id});
     }
-    plan.sum_of_values += it.bytes;
+    // The kernel that writes a split value binds the whole of it, the gaps between groups included.
+    it.segments.push_back({0, it.bytes, kUnused, -1});
     item_of[static_cast<size_t>(n.id)] = static_cast<int>(items.size());
     items.push_back(std::move(it));
   }
@@ -108,20 +115,13 @@ absl::StatusOr<MemoryPlan> PlanMemory(const graph::Graph& g, int64_t tokens, con
     if (i < 0) return;  // lives outside the arena
     std::vector<Segment>& segs = items[static_cast<size_t>(i)].segments;
     for (size_t s = 0; s < segs.size(); ++s) {
-      if (u.segment < 0 || static_cast<size_t>(u.segment) == s) segs[s].last = std::max(segs[s].last, pos);
+      if (u.segment >= 0 && static_cast<size_t>(u.segment) != s) continue;
+      segs[s].first = std::min(segs[s].first, pos);
+      segs[s].last = std::max(segs[s].last, pos);
     }
   };
-  for (const Node& n : g.nodes()) {
-    if (n.kind == OpKind::kPart || IsExternalKind(n.kind)) continue;  // no dispatch
-    for (ValueId in : n.inputs) touch(in, n.id);
-    touch(n.id, n.id);
-    // A node in_consumer may be computed by the matmul reading it, from its inputs (graph/op.h).
-    if (n.attrs.Has("in_consumer")) {
-      for (ValueId consumer : graph::ConsumingMatmuls(g, n.id)) {
-        for (ValueId in : n.inputs) touch(in, consumer);
-        touch(n.id, consumer);
-      }
-    }
+  for (size_t d = 0; d < dispatches.size(); ++d) {
+    for (const Binding& b : dispatches[d]) touch(b.value, static_cast<int>(d));
   }
   for (const auto& [name, id] : g.outputs()) touch(id, end_of_step);
 
@@ -130,32 +130,45 @@ absl::StatusOr<MemoryPlan> PlanMemory(const graph::Graph& g, int64_t tokens, con
   // writes a value written since the previous one, or writes one read since then (as the
   // scheduler places them, with every value in bytes of its own); a segment stays allocated until
   // the dispatch before the first such barrier after its last use.
-  std::vector<int> next_barrier(static_cast<size_t>(n_nodes) + 1, end_of_step);
+  std::vector<int> next_barrier(dispatches.size() + 1, end_of_step);
   {
     std::vector<int> written_epoch(static_cast<size_t>(n_nodes), -1), read_epoch(static_cast<size_t>(n_nodes), -1);
-    std::vector<bool> barrier(static_cast<size_t>(n_nodes), false);
+    std::vector<bool> barrier(dispatches.size(), false);
     int epoch = 0;
-    for (const Node& n : g.nodes()) {
-      if (n.kind == OpKind::kPart || IsExternalKind(n.kind)) continue;
-      const size_t out = static_cast<size_t>(StorageBase(g, n.id));
-      bool hazard = written_epoch[out] == epoch || read_epoch[out] == epoch;
-      for (ValueId in : n.inputs) hazard = hazard || written_epoch[static_cast<size_t>(StorageBase(g, in))] == epoch;
+    for (size_t d = 0; d < dispatches.size(); ++d) {
+      bool hazard = false;
+      for (const Binding& b : dispatches[d]) {
+        const size_t base = static_cast<size_t>(StorageBase(g, b.value));
+        hazard = hazard || written_epoch[base] == epoch || (b.written && read_epoch[base] == epoch);
+      }
       if (hazard) {
         ++epoch;
-        barrier[static_cast<size_t>(n.id)] = true;
+        barrier[d] = true;
       }
-      for (ValueId in : n.inputs) read_epoch[static_cast<size_t>(StorageBase(g, in))] = epoch;
-      written_epoch[out] = epoch;
+      for (const Binding& b : dispatches[d]) {
+        const size_t base = static_cast<size_t>(StorageBase(g, b.value));
+        (b.written ? written_epoch : read_epoch)[base] = epoch;
+      }
     }
-    for (int i = n_nodes - 1; i >= 0; --i) {
+    for (int i = end_of_step - 1; i >= 0; --i) {
       next_barrier[static_cast<size_t>(i)] = barrier[static_cast<size_t>(i)] ? i : next_barrier[static_cast<size_t>(i) + 1];
     }
   }
+  // A value no dispatch binds (one its reader computes from its inputs, say) needs no bytes of its
+  // own: it is placed at offset 0, where nothing ever reads or writes it.
+  std::vector<Item> unbound;
   for (Item& it : items) {
+    if (it.segments.back().first == kUnused) {
+      unbound.push_back(it);
+      continue;
+    }
+    plan.sum_of_values += it.bytes;
     for (Segment& s : it.segments) {
+      if (s.first == kUnused) s.first = s.last = it.segments.back().first;  // a group no dispatch reads
       if (s.last < end_of_step) s.last = next_barrier[static_cast<size_t>(s.last) + 1] - 1;
     }
   }
+  std::erase_if(items, [](const Item& it) { return it.segments.back().first == kUnused; });
 
   // Largest first, each at the lowest aligned offset where none of its segments meets the bytes of
   // a placed segment that is live at the same time. That offset is 0 or puts one of its segments
@@ -193,6 +206,11 @@ absl::StatusOr<MemoryPlan> PlanMemory(const graph::Graph& g, int64_t tokens, con
     for (const Segment& s : it.segments) placed.push_back({it.offset + s.rel, it.offset + s.rel + s.bytes, s.first, s.last});
     plan.arena_bytes = std::max(plan.arena_bytes, it.offset + it.bytes);
     plan.offset[it.id] = it.offset;
+  }
+
+  for (const Item& it : unbound) {
+    plan.offset[it.id] = 0;
+    plan.arena_bytes = std::max(plan.arena_bytes, it.bytes);
   }
 
   // Aliases, in node order (a base precedes its aliases).

@@ -1,9 +1,10 @@
 // The memory planner: every activation of a step gets a range of one arena, and values whose
 // lifetimes do not overlap share bytes.
 //
-// Lifetimes follow the dispatch order (node order; parts and sources dispatch nothing): a value
-// is live from the node that writes it to its last reader, and a graph output to the end of the
-// step. Aliases own no bytes: a part is a range of its split parent (graph/layout.h) and the
+// Lifetimes follow the step's dispatches, as lowering made them (codegen/lowering.h): a value is
+// live from the first dispatch that binds it to the last, and a graph output to the end of the
+// step. What a kernel computes beside its own node (a matmul's tail, a norm it restates as it
+// reads x) it binds, so its lifetime is that kernel's; a value no dispatch binds gets no bytes. Aliases own no bytes: a part is a range of its split parent (graph/layout.h) and the
 // output of an op that updates its first input in place (GetOpDef(kind).updates_input0) is that
 // input's buffer; an alias keeps its base alive until its own last use. Values that live outside
 // the arena (sources, concat_rows, and whatever the caller binds to buffers of its own) get no
@@ -12,8 +13,8 @@
 // Reuse is safe on the GPU because the scheduler places barriers by byte range: a value written
 // into bytes that an earlier dispatch still reads gets a write-after-read barrier. Reuse is also
 // free: a value's bytes stay reserved past its last use until the next barrier the step needs
-// anyway (a read of a value written since the previous barrier, judged from the graph), so no
-// write-after-read barrier is ever added by sharing bytes.
+// anyway (a read of a value written since the previous barrier, judged from the dispatches'
+// bindings), so no write-after-read barrier is ever added by sharing bytes.
 #pragma once
 
 #include <cstddef>
@@ -36,11 +37,18 @@ struct MemoryPlan {
   size_t sum_of_values = 0;  // bytes the values that own arena bytes would take without reuse
 };
 
-// Sources (input, param, const, state) and concat_rows always live outside the arena; `outside`
-// names more values the caller binds to buffers of its own (say a step output shared between
-// plans). Sizes are graph::ValueBytes(node, tokens) rounded up to 16 bytes.
-absl::StatusOr<MemoryPlan> PlanMemory(const graph::Graph& g, int64_t tokens,
-                                      const std::set<graph::ValueId>& outside = {});
+// A value one dispatch binds, and whether the dispatch writes it.
+struct Binding {
+  graph::ValueId value;
+  bool written;
+};
+
+// `dispatches`: the step's dispatches in order, each as the values it binds. Sources (input,
+// param, const, state) and concat_rows always live outside the arena; `outside` names more values
+// the caller binds to buffers of its own (say a step output shared between plans). Sizes are
+// graph::ValueBytes(node, tokens) rounded up to 16 bytes.
+absl::StatusOr<MemoryPlan> PlanMemory(const graph::Graph& g, const std::vector<std::vector<Binding>>& dispatches,
+                                      int64_t tokens, const std::set<graph::ValueId>& outside = {});
 
 // Whether a node's value lives outside any arena whatever the caller says: sources and concat_rows.
 bool IsExternalKind(graph::OpKind kind);

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,9 @@
 #include "backend_vk/pipeline_cache.h"
 #include "backend_vk/plan.h"
 #include "codegen/kernel.h"
+#include "codegen/lowering.h"
 #include "graph/graph.h"
+#include "passes/memory_plan.h"
 #include "runtime/resources.h"
 
 namespace doppler::runtime {
@@ -25,6 +28,17 @@ struct PlanTarget {
   bool progress = false;       // "compiling the NAME plan..." on stderr
   bool verbose = false;        // every dispatch's kernel variant on stderr
 };
+
+// A step lowered for a target: its dispatches (codegen::Lower), and the arena layout of its
+// activations planned from them (passes::PlanMemory), every value in `outside` excepted.
+struct LoweredStep {
+  std::vector<codegen::Dispatch> dispatches;
+  passes::MemoryPlan memory;
+};
+// The values each dispatch binds, for the memory planner.
+std::vector<std::vector<passes::Binding>> BindingsOf(const std::vector<codegen::Dispatch>& dispatches);
+absl::StatusOr<LoweredStep> LowerStep(const graph::Graph& g, const codegen::TargetCaps& caps, int64_t tokens,
+                                      const std::set<graph::ValueId>& outside);
 
 // A plan of `g` for steps of up to `tokens` tokens: its params, consts and states from the
 // resources, the values in `external` (inputs, chosen tokens) where given, every other value in

@@ -9,8 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "backend_vk/plan.h"
 #include "backend_vk/schedule.h"
 #include "codegen/kernel.h"
+#include "codegen/known_targets.h"
+#include "codegen/lowering.h"
 #include "formats/hf_config.h"
 #include "graph/builder.h"
 #include "graph/interpreter.h"
@@ -18,6 +21,7 @@
 #include "graph/verifier.h"
 #include "models/architecture.h"
 #include "passes/pass.h"
+#include "runtime/plan_compile.h"
 #include "runtime/token_choice.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/gpu_runner.h"
@@ -64,64 +68,67 @@ ValueId Base(const graph::Graph& g, ValueId id) {
   return id;
 }
 
-// The last node position that reads `id` or anything aliasing it (a part of it, an in-place update
-// of it); g.size() for a graph output. Recomputed here independently of the planner.
-int LastUse(const graph::Graph& g, ValueId id) {
-  int last = id;
-  for (const auto& [name, out] : g.outputs()) {
-    if (out == id) last = g.size();
-  }
-  for (const graph::Node& n : g.nodes()) {
-    if (std::find(n.inputs.begin(), n.inputs.end(), id) == n.inputs.end()) continue;
-    if (n.kind != OpKind::kPart) last = std::max(last, n.id);
-    if (IsAlias(n) && n.inputs[0] == id) last = std::max(last, LastUse(g, n.id));
-  }
-  return last;
+// The step's dispatches on `caps` and the arena the planner lays out from them.
+absl::StatusOr<runtime::LoweredStep> Planned(const graph::Graph& g, int64_t tokens, const std::set<ValueId>& outside = {},
+                                             const codegen::TargetCaps& caps = codegen::LavapipeCaps()) {
+  return runtime::LowerStep(g, caps, tokens, outside);
 }
 
-// Bytes of the arena some value holds over a span of node positions (inclusive).
+// Bytes of the arena some value holds over a span of dispatch positions (inclusive).
 struct Piece {
   ValueId owner;
   size_t begin, end;
   int first, last;
 };
 
-// What every value in the arena holds and when: a value from its node to its last use; a split
-// value all its bytes at its node, then each column group until the last use of a part reading it.
-std::vector<Piece> Pieces(const graph::Graph& g, int64_t tokens, const passes::MemoryPlan& plan) {
-  std::vector<Piece> pieces;
-  for (const auto& [id, offset] : plan.offset) {
-    const graph::Node& n = g.node(id);
-    if (IsAlias(n)) continue;
-    const size_t bytes = graph::ValueBytes(n, tokens);
-    const std::vector<int64_t> widths = graph::SplitWidths(n);
-    if (widths.empty()) {
-      pieces.push_back({id, offset, offset + bytes, id, LastUse(g, id)});
-      continue;
+// What every value in the arena holds and when, recomputed from the dispatches independently of
+// the planner: a value from the first dispatch that binds it (itself or an alias of it: an
+// in-place update, a part) to the last, a graph output to the end of the step; a part binds only
+// its column group, so a split value holds all its bytes while bound whole and each group until
+// the last dispatch binding a part of it. A value no dispatch binds holds nothing.
+std::vector<Piece> Pieces(const graph::Graph& g, int64_t tokens, const runtime::LoweredStep& step) {
+  std::map<std::pair<ValueId, int64_t>, std::pair<int, int>> spans;  // (base, column group or -1) -> first, last
+  auto bind = [&](ValueId id, int pos) {
+    int64_t group = -1;
+    while (IsAlias(g.node(id))) {
+      if (g.node(id).kind == OpKind::kPart && group < 0) group = g.node(id).attrs.Int("index");
+      id = g.node(id).inputs[0];
     }
-    pieces.push_back({id, offset, offset + bytes, id, id});
+    auto [it, added] = spans.try_emplace({id, group}, pos, pos);
+    it->second = {std::min(it->second.first, pos), std::max(it->second.second, pos)};
+  };
+  for (size_t d = 0; d < step.dispatches.size(); ++d) {
+    for (const codegen::KernelArg& a : step.dispatches[d].kernel.args) bind(a.value, static_cast<int>(d));
+  }
+  for (const auto& [name, out] : g.outputs()) bind(out, static_cast<int>(step.dispatches.size()));
+  std::vector<Piece> pieces;
+  for (const auto& [id, offset] : step.memory.offset) {
+    const graph::Node& n = g.node(id);
+    auto whole = spans.find({id, -1});
+    if (IsAlias(n) || whole == spans.end()) continue;
+    const auto [first, last] = whole->second;
+    pieces.push_back({id, offset, offset + graph::ValueBytes(n, tokens), first, last});
+    const std::vector<int64_t> widths = graph::SplitWidths(n);
+    if (widths.empty()) continue;
     const std::vector<graph::PartRange> ranges = graph::SplitLayout(widths, n.type.shape[0].Resolve(tokens), n.type.dtype);
     for (size_t i = 0; i < ranges.size(); ++i) {
-      int last = id;
-      for (ValueId user : g.Users(id)) {
-        if (g.node(user).kind == OpKind::kPart && g.node(user).attrs.Int("index") == static_cast<int64_t>(i)) {
-          last = std::max(last, LastUse(g, user));
-        }
-      }
-      pieces.push_back({id, offset + ranges[i].offset, offset + ranges[i].offset + ranges[i].bytes, id, last});
+      auto part = spans.find({id, static_cast<int64_t>(i)});
+      const int part_last = part == spans.end() ? last : std::max(last, part->second.second);
+      pieces.push_back({id, offset + ranges[i].offset, offset + ranges[i].offset + ranges[i].bytes, first, part_last});
     }
   }
   return pieces;
 }
 
 // Every value in the arena is in bounds and aligned, and no two values live at once share a byte.
-void ExpectNoOverlap(const graph::Graph& g, int64_t tokens, const passes::MemoryPlan& plan) {
+void ExpectNoOverlap(const graph::Graph& g, int64_t tokens, const runtime::LoweredStep& step) {
+  const passes::MemoryPlan& plan = step.memory;
   for (const auto& [id, offset] : plan.offset) {
     if (IsAlias(g.node(id))) continue;
     EXPECT_EQ(offset % graph::kPartAlignment, 0u) << "%" << id;
     EXPECT_LE(offset + graph::ValueBytes(g.node(id), tokens), plan.arena_bytes) << "%" << id;
   }
-  const std::vector<Piece> pieces = Pieces(g, tokens, plan);
+  const std::vector<Piece> pieces = Pieces(g, tokens, step);
   int live_together = 0;
   for (size_t i = 0; i < pieces.size(); ++i) {
     for (size_t j = i + 1; j < pieces.size(); ++j) {
@@ -143,8 +150,9 @@ TEST_P(MemoryPlanModelTest, ArenaIsSmallerThanTheValuesAndLiveValuesNeverOverlap
   ASSERT_TRUE(g.ok()) << g.status();
   const int64_t tokens = std::get<0>(GetParam());
   std::set<ValueId> outside = {*g->output("next_token")};
-  absl::StatusOr<passes::MemoryPlan> plan = passes::PlanMemory(*g, tokens, outside);
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<runtime::LoweredStep> step = Planned(*g, tokens, outside);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const passes::MemoryPlan* plan = &step->memory;
   EXPECT_GT(plan->arena_bytes, 0u);
   EXPECT_LT(plan->arena_bytes, plan->sum_of_values);
   // Every activation has a place; sources and the values bound outside have none.
@@ -153,7 +161,7 @@ TEST_P(MemoryPlanModelTest, ArenaIsSmallerThanTheValuesAndLiveValuesNeverOverlap
                           passes::IsExternalKind(g->node(Base(*g, n.id)).kind);
     EXPECT_EQ(plan->offset.count(n.id), external ? 0u : 1u) << "%" << n.id << " " << graph::OpName(n.kind);
   }
-  ExpectNoOverlap(*g, tokens, *plan);
+  ExpectNoOverlap(*g, tokens, *step);
   // A deep model reuses a lot: the arena is far below the sum.
   EXPECT_LT(plan->arena_bytes * 3, plan->sum_of_values) << plan->arena_bytes << " of " << plan->sum_of_values;
 }
@@ -183,8 +191,9 @@ TEST(MemoryPlan, PartsAndInPlaceUpdatesAlias) {
   g.SetOutput("z", z);
 
   for (int64_t tokens : {1, 7}) {
-    absl::StatusOr<passes::MemoryPlan> plan = passes::PlanMemory(g, tokens);
-    ASSERT_TRUE(plan.ok()) << plan.status();
+    absl::StatusOr<runtime::LoweredStep> step = Planned(g, tokens);
+    ASSERT_TRUE(step.ok()) << step.status();
+    const passes::MemoryPlan* plan = &step->memory;
     const std::vector<graph::PartRange> parts = graph::SplitLayout({40, 40}, tokens, DType::kF32);
     EXPECT_EQ(plan->offset.at(sum), plan->offset.at(norm) + parts[0].offset);
     EXPECT_EQ(plan->offset.at(normed), plan->offset.at(norm) + parts[1].offset);
@@ -193,12 +202,12 @@ TEST(MemoryPlan, PartsAndInPlaceUpdatesAlias) {
     EXPECT_EQ(plan->offset.count(x), 0u);
     // The split value lives until y (read through its parts), and `a` until z (through upd):
     // none of norm, a, y may share bytes, whatever their sizes.
-    ExpectNoOverlap(g, tokens, *plan);
+    ExpectNoOverlap(g, tokens, *step);
   }
   // A part of a value that is not split is an error, not a bad layout.
   graph::Graph bad = g;
   bad.AddNode(OpKind::kPart, {a}, {{"index", int64_t{0}}}, g.node(a).type, "bad");
-  EXPECT_FALSE(passes::PlanMemory(bad, 1).ok());
+  EXPECT_FALSE(passes::PlanMemory(bad, {}, 1).ok());
 }
 
 TEST(MemoryPlan, ADeadPartFreesItsColumnGroup) {
@@ -212,9 +221,10 @@ TEST(MemoryPlan, ADeadPartFreesItsColumnGroup) {
   b.Output("d", b.Add(c, sum, "d"));  // `sum` lives to the end
   absl::StatusOr<graph::Graph> g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
-  absl::StatusOr<passes::MemoryPlan> plan = passes::PlanMemory(*g, 4);  // every value 1024 bytes, norm 2048
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  ExpectNoOverlap(*g, 4, *plan);
+  absl::StatusOr<runtime::LoweredStep> step = Planned(*g, 4);  // every value 1024 bytes, norm 2048
+  ASSERT_TRUE(step.ok()) << step.status();
+  const passes::MemoryPlan* plan = &step->memory;
+  ExpectNoOverlap(*g, 4, *step);
   // Without reusing the dead group: norm, and two of a..d at a time (each reads the one before).
   EXPECT_EQ(plan->arena_bytes, 3u * 1024u);
   int in_the_hole = 0;
@@ -226,8 +236,9 @@ TEST(MemoryPlan, ADeadPartFreesItsColumnGroup) {
   EXPECT_GT(in_the_hole, 0);
 }
 
-// An argmax in_producer may be written by its matmul's kernel, so its bytes are its own from the
-// matmul on: not those of the matmul's input, free again after the matmul otherwise.
+// An argmax its matmul's kernel computes (in_producer, on a matmul whose x is rounded through q8
+// blocks) is bound by the matmul's dispatch, so its bytes are its own from the matmul on: not
+// those of the matmul's input, which its own dispatch after the matmul may reuse otherwise.
 TEST(MemoryPlan, AnArgmaxInItsProducerLivesFromTheMatmul) {
   GraphBuilder b;
   ValueId x = b.Input("x", Rows(64));
@@ -236,18 +247,23 @@ TEST(MemoryPlan, AnArgmaxInItsProducerLivesFromTheMatmul) {
   ValueId ids = b.Argmax(logits);
   b.Output("logits", logits);
   graph::Graph g = *std::move(b).Finish();
+  absl::StatusOr<std::unique_ptr<passes::Pass>> q8 = passes::MakePass("q8-activations");
+  ASSERT_TRUE(q8.ok()) << q8.status();
+  ASSERT_TRUE((*q8)->Run(g).ok());
   auto overlap = [&](const passes::MemoryPlan& plan) {
     const size_t a0 = plan.offset.at(a), ids0 = plan.offset.at(ids);
     return ids0 < a0 + 64 * 4 && a0 < ids0 + 4;
   };
-  auto plain = passes::PlanMemory(g, 1, {});
+  absl::StatusOr<runtime::LoweredStep> plain = Planned(g, 1);
   ASSERT_TRUE(plain.ok()) << plain.status();
-  EXPECT_TRUE(overlap(*plain)) << "the argmax's own dispatch may reuse the matmul's input";
+  ASSERT_EQ(plain->dispatches.back().node, ids);
+  EXPECT_TRUE(overlap(plain->memory)) << "the argmax's own dispatch may reuse the matmul's input";
   g.mutable_node(ids).attrs.Set("in_producer", int64_t{1});
   ASSERT_TRUE(graph::Verify(g).ok());
-  auto fused = passes::PlanMemory(g, 1, {});
+  absl::StatusOr<runtime::LoweredStep> fused = Planned(g, 1);
   ASSERT_TRUE(fused.ok()) << fused.status();
-  EXPECT_FALSE(overlap(*fused));
+  ASSERT_EQ(fused->dispatches.back().node, logits) << "the matmul's kernel computes the argmax";
+  EXPECT_FALSE(overlap(fused->memory));
 }
 
 TEST(MemoryPlan, ValuesBoundOutsideTakeNoArena) {
@@ -257,10 +273,10 @@ TEST(MemoryPlan, ValuesBoundOutsideTakeNoArena) {
   for (const graph::Node& n : g->nodes()) {
     if (!passes::IsExternalKind(n.kind) && !IsAlias(n)) outside.insert(n.id);
   }
-  absl::StatusOr<passes::MemoryPlan> plan = passes::PlanMemory(*g, 4, outside);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->arena_bytes, 0u);
-  EXPECT_EQ(plan->sum_of_values, 0u);
+  absl::StatusOr<runtime::LoweredStep> step = Planned(*g, 4, outside);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->memory.arena_bytes, 0u);
+  EXPECT_EQ(step->memory.sum_of_values, 0u);
 }
 
 TEST(Schedule, BarriersOnlyOnByteRangeHazards) {
@@ -288,8 +304,9 @@ TEST(Schedule, LocatesAliasesInTheArena) {
   b.Output("y", b.Add(p1, p0));
   absl::StatusOr<graph::Graph> g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
-  absl::StatusOr<passes::MemoryPlan> plan = passes::PlanMemory(*g, 3);
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<runtime::LoweredStep> step = Planned(*g, 3);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const passes::MemoryPlan* plan = &step->memory;
   std::map<ValueId, uint64_t> external = {{x, 7}, {*g->FindNamed(OpKind::kParam, "w"), 8}};
   auto loc = vk::LocateValues(*g, 3, vk::ArenaLayout{plan->arena_bytes, plan->offset}, external);
   ASSERT_TRUE(loc.ok()) << loc.status();
@@ -308,7 +325,8 @@ TEST(Schedule, LocatesAliasesInTheArena) {
 
 // Barriers of the llama step's schedule with `layout` (values bound outside: every source, and
 // the chosen token).
-int Barriers(const graph::Graph& g, int64_t tokens, const vk::ArenaLayout& layout) {
+int Barriers(const graph::Graph& g, int64_t tokens, const std::vector<codegen::Dispatch>& dispatches,
+             const vk::ArenaLayout& layout) {
   std::map<ValueId, uint64_t> external;
   for (const graph::Node& n : g.nodes()) {
     if (passes::IsExternalKind(n.kind)) external[n.id] = 3 + static_cast<uint64_t>(n.id);
@@ -318,13 +336,7 @@ int Barriers(const graph::Graph& g, int64_t tokens, const vk::ArenaLayout& layou
   EXPECT_TRUE(loc.ok()) << loc.status();
   if (!loc.ok()) return -1;
   std::vector<vk::DispatchAccess> accesses;
-  for (const graph::Node& n : g.nodes()) {
-    if (!vk::Dispatches(n.kind)) continue;
-    absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(g, n, codegen::TargetCaps{}, tokens);
-    EXPECT_TRUE(ks.ok()) << ks.status();
-    if (!ks.ok()) return -1;
-    for (const codegen::Kernel& k : *ks) accesses.push_back(vk::AccessOf(k, *loc));
-  }
+  for (const codegen::Dispatch& d : dispatches) accesses.push_back(vk::AccessOf(d.kernel, *loc));
   const std::vector<bool> barriers = vk::PlaceBarriers(accesses);
   return static_cast<int>(std::count(barriers.begin(), barriers.end(), true));
 }
@@ -334,8 +346,9 @@ TEST_P(MemoryPlanModelTest, ReuseCostsNoBarriers) {
   ASSERT_TRUE(g.ok()) << g.status();
   const int64_t tokens = std::get<0>(GetParam());
   const std::set<ValueId> outside = {*g->output("next_token")};
-  absl::StatusOr<passes::MemoryPlan> plan = passes::PlanMemory(*g, tokens, outside);
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<runtime::LoweredStep> step = Planned(*g, tokens, outside);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const passes::MemoryPlan* plan = &step->memory;
   // Every value in bytes of its own, one after another.
   vk::ArenaLayout apart;
   for (const graph::Node& n : g->nodes()) {
@@ -343,8 +356,8 @@ TEST_P(MemoryPlanModelTest, ReuseCostsNoBarriers) {
     apart.offsets[n.id] = apart.bytes;
     apart.bytes += (graph::ValueBytes(n, tokens) + graph::kPartAlignment - 1) / graph::kPartAlignment * graph::kPartAlignment;
   }
-  const int reused = Barriers(*g, tokens, vk::ArenaLayout{plan->arena_bytes, plan->offset});
-  const int separate = Barriers(*g, tokens, apart);
+  const int reused = Barriers(*g, tokens, step->dispatches, vk::ArenaLayout{plan->arena_bytes, plan->offset});
+  const int separate = Barriers(*g, tokens, step->dispatches, apart);
   EXPECT_GT(separate, 0);
   EXPECT_EQ(reused, separate);
 }
@@ -370,8 +383,9 @@ TEST_F(MemoryPlanGpuTest, ReusedBytesComputeLikeTheInterpreter) {
   test::RandomParams params(*g, 99);
   auto gpu = test::GpuRunner::Create(ctx(), *g, 8, params);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  absl::StatusOr<passes::MemoryPlan> plan = passes::PlanMemory(*g, 8, {x});
-  ASSERT_TRUE(plan.ok());
+  absl::StatusOr<runtime::LoweredStep> step = Planned(*g, 8, {x}, vk::TargetCapsOf(ctx().info()));
+  ASSERT_TRUE(step.ok()) << step.status();
+  const passes::MemoryPlan* plan = &step->memory;
   EXPECT_EQ((*gpu)->plan().stats().activation_bytes, plan->arena_bytes);
   EXPECT_LT(plan->arena_bytes * 2, plan->sum_of_values);
   graph::Interpreter interp(params);

@@ -20,9 +20,9 @@
 #include "graph/builder.h"
 #include "graph/paging.h"
 #include "graph/printer.h"
-#include "passes/memory_plan.h"
 #include "passes/pass.h"
 #include "quant/float_codec.h"
+#include "runtime/plan_compile.h"
 #include "runtime/resources.h"
 #include "tests/support/compiled_kernel.h"
 #include "tests/support/gpu_runner.h"
@@ -70,10 +70,11 @@ class PagedRunner {
     }
     std::set<graph::ValueId> outside;
     for (const auto& [id, buffer] : external) outside.insert(id);
-    absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(g, bucket, outside);
-    if (!memory.ok()) return memory.status();
-    absl::StatusOr<std::unique_ptr<vk::Plan>> plan = vk::Plan::Build(
-        ctx, r->pipelines_, g, bucket, caps, external, vk::ArenaLayout{memory->arena_bytes, memory->offset}, "paged", steps);
+    absl::StatusOr<runtime::LoweredStep> step = runtime::LowerStep(g, caps, bucket, outside);
+    if (!step.ok()) return step.status();
+    absl::StatusOr<std::unique_ptr<vk::Plan>> plan =
+        vk::Plan::Build(ctx, r->pipelines_, g, bucket, std::move(step->dispatches), external,
+                        vk::ArenaLayout{step->memory.arena_bytes, step->memory.offset}, "paged", steps);
     if (!plan.ok()) return plan.status();
     r->plan_ = *std::move(plan);
     return r;

@@ -16,8 +16,9 @@
 #include "passes/memory_plan.h"
 #include "passes/pass.h"
 #include "runtime/model_source.h"
-#include "tools/cli_engine.h"
+#include "runtime/plan_compile.h"
 #include "tools/cli_args.h"
+#include "tools/cli_engine.h"
 #include "tools/cli_graph_format.h"
 #include "tools/commands.h"
 
@@ -79,12 +80,13 @@ struct StepStats {
 };
 
 struct PlanPlaces {
-  passes::MemoryPlan arena;
+  runtime::LoweredStep step;                 // the dispatches and the memory plan
   std::vector<vk::ValueLocation> locations;  // by value id
 };
 
-// Where a plan of `g` for a bucket of `tokens` would put every value: the engine's bindings (a
-// decode step reads its token from the buffer the previous step's choice wrote) and the memory plan.
+// The dispatches of a plan of `g` for a bucket of `tokens`, and where it would put every value: the
+// engine's bindings (a decode step reads its token from the buffer the previous step's choice
+// wrote) and the memory plan.
 // Buffers are numbered: 1 the token, 2 the prompt, 3 + id a source's own.
 absl::StatusOr<PlanPlaces> LocateForPlan(const graph::Graph& g, int64_t tokens, bool decode) {
   constexpr uint64_t kTokenBuffer = 1, kPromptBuffer = 2;
@@ -101,12 +103,12 @@ absl::StatusOr<PlanPlaces> LocateForPlan(const graph::Graph& g, int64_t tokens, 
     external[*next] = kTokenBuffer;
     outside.insert(*next);
   }
-  absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(g, tokens, outside);
-  if (!memory.ok()) return memory.status();
+  absl::StatusOr<runtime::LoweredStep> step = runtime::LowerStep(g, codegen::TargetCaps{}, tokens, outside);
+  if (!step.ok()) return step.status();
   absl::StatusOr<std::vector<vk::ValueLocation>> locations =
-      vk::LocateValues(g, tokens, vk::ArenaLayout{memory->arena_bytes, memory->offset}, external);
+      vk::LocateValues(g, tokens, vk::ArenaLayout{step->memory.arena_bytes, step->memory.offset}, external);
   if (!locations.ok()) return locations.status();
-  return PlanPlaces{*std::move(memory), *std::move(locations)};
+  return PlanPlaces{*std::move(step), *std::move(locations)};
 }
 
 // What a plan of `g` for a bucket of `tokens` would record, without a device: the memory plan, the
@@ -116,13 +118,11 @@ absl::StatusOr<StepStats> Measure(const graph::Graph& g, int64_t tokens, bool de
   st.nodes = g.size();
   absl::StatusOr<PlanPlaces> memory = LocateForPlan(g, tokens, decode);
   if (!memory.ok()) return memory.status();
-  st.arena_bytes = memory->arena.arena_bytes;
-  st.value_bytes = memory->arena.sum_of_values;
-  absl::StatusOr<std::vector<codegen::Dispatch>> dispatches = codegen::Lower(g, codegen::TargetCaps{}, tokens);
-  if (!dispatches.ok()) return dispatches.status();
+  st.arena_bytes = memory->step.memory.arena_bytes;
+  st.value_bytes = memory->step.memory.sum_of_values;
   std::vector<vk::DispatchAccess> accesses;
   std::map<graph::ValueId, uint64_t> weight_read;
-  for (const codegen::Dispatch& d : *dispatches) {
+  for (const codegen::Dispatch& d : memory->step.dispatches) {
     const graph::Node& n = g.node(d.node);
     const codegen::Kernel& k = d.kernel;
     accesses.push_back(vk::AccessOf(k, memory->locations));
@@ -149,8 +149,7 @@ absl::StatusOr<StepStats> Measure(const graph::Graph& g, int64_t tokens, bool de
 absl::Status PrintLowered(const graph::Graph& g, int64_t tokens) {
   absl::StatusOr<PlanPlaces> memory = LocateForPlan(g, tokens, tokens == 1);
   if (!memory.ok()) return memory.status();
-  absl::StatusOr<std::vector<codegen::Dispatch>> dispatches = codegen::Lower(g, codegen::TargetCaps{}, tokens);
-  if (!dispatches.ok()) return dispatches.status();
+  const std::vector<codegen::Dispatch>* dispatches = &memory->step.dispatches;
   std::printf("# %zu dispatches, T=%lld: family.variant | nodes computed | bindings | workgroups\n", dispatches->size(),
               static_cast<long long>(tokens));
   for (size_t i = 0; i < dispatches->size(); ++i) {

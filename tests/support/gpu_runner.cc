@@ -11,9 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "models/synthetic.h"
-#include "passes/memory_plan.h"
 #include "quant/float_codec.h"
 #include "quant/quant.h"
+#include "runtime/plan_compile.h"
 
 namespace doppler::test {
 
@@ -80,10 +80,11 @@ absl::StatusOr<std::unique_ptr<GpuRunner>> GpuRunner::Create(vk::Context& ctx, c
   if (!caps) caps = vk::TargetCapsOf(ctx.info());
   std::set<graph::ValueId> outside;
   for (const auto& [id, buffer] : external) outside.insert(id);
-  absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(g, bucket, outside);
-  if (!memory.ok()) return memory.status();
-  absl::StatusOr<std::unique_ptr<vk::Plan>> plan = vk::Plan::Build(
-      ctx, r->pipelines_, g, bucket, *caps, external, vk::ArenaLayout{memory->arena_bytes, memory->offset}, "test");
+  absl::StatusOr<runtime::LoweredStep> step = runtime::LowerStep(g, *caps, bucket, outside);
+  if (!step.ok()) return step.status();
+  absl::StatusOr<std::unique_ptr<vk::Plan>> plan =
+      vk::Plan::Build(ctx, r->pipelines_, g, bucket, std::move(step->dispatches), external,
+                      vk::ArenaLayout{step->memory.arena_bytes, step->memory.offset}, "test");
   if (!plan.ok()) return plan.status();
   r->plan_ = *std::move(plan);
   return r;
