@@ -3,9 +3,18 @@
 #include <cstdio>
 #include <set>
 
+#include "codegen/tuning/device_choices.h"
 #include "passes/memory_plan.h"
 
 namespace doppler::runtime {
+
+absl::Status PrintDeviceChoices(const codegen::TargetCaps& caps, bool verbose) {
+  if (!verbose) return absl::OkStatus();
+  absl::StatusOr<std::string> choices = codegen::tuning::DescribeDeviceChoices(caps);
+  if (!choices.ok()) return choices.status();
+  std::fprintf(stderr, "%s", choices->c_str());
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<vk::Plan>> CompilePlan(const PlanTarget& target, const graph::Graph& g, int64_t tokens,
                                                       const std::map<graph::ValueId, vk::Buffer*>& external,
