@@ -64,16 +64,17 @@ inline TargetCaps IntelArcLikeCaps() {
   return caps;
 }
 
-// A device that offers no more than Vulkan 1.2 requires of every implementation: the required
-// limits maxComputeSharedMemorySize 16384 and maxComputeWorkGroupInvocations 128, subgroupSize 1
-// (the least the specification allows; only the basic subgroup operations are required), no
-// subgroup arithmetic or shuffles, no integer dot products (optional), no cooperative matrices.
+// A device that offers little beyond what Vulkan 1.2 requires of every implementation: the
+// required maxComputeSharedMemorySize 16384, subgroupSize 1 (the least the specification allows;
+// only the basic subgroup operations are required), no subgroup arithmetic or shuffles, no integer
+// dot products (optional), no cooperative matrices; 256 workgroup invocations, not the required
+// 128, since the tiled matmul's workgroups are 256 (codegen/matmul_gemm.cc).
 inline TargetCaps GenericCaps() {
   TargetCaps caps;
   caps.device_class = DeviceClass::kGeneric;
   caps.subgroup_size = caps.min_subgroup_size = 1;
   caps.max_shared_memory = 16384;
-  caps.max_workgroup_invocations = 128;
+  caps.max_workgroup_invocations = 256;
   caps.subgroup_arithmetic = caps.subgroup_shuffle = false;
   caps.integer_dot_product = false;
   return caps;
