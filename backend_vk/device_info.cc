@@ -39,6 +39,16 @@ std::string Bytes(uint64_t b) {
 
 }  // namespace
 
+codegen::DeviceClass DeviceClassOf(uint32_t vendor_id, VkDriverId driver_id) {
+  if (driver_id == VK_DRIVER_ID_MESA_LLVMPIPE) return codegen::DeviceClass::kLavapipe;
+  switch (vendor_id) {
+    case 0x10DE: return codegen::DeviceClass::kNvidia;
+    case 0x1002: return codegen::DeviceClass::kAmd;
+    case 0x8086: return codegen::DeviceClass::kIntel;
+    default: return codegen::DeviceClass::kGeneric;
+  }
+}
+
 int DeviceTypeRank(VkPhysicalDeviceType type) {
   switch (type) {
     case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
@@ -107,9 +117,11 @@ DeviceInfo ProbeDevice(VkPhysicalDevice device, int index, uint32_t instance_api
   if (has_driver) {
     info.driver_name = driver.driverName;
     info.driver_info = driver.driverInfo;
+    info.driver_id = driver.driverID;
   }
   info.api_version = props.properties.apiVersion;
   info.vendor_id = props.properties.vendorID;
+  info.device_class = DeviceClassOf(info.vendor_id, info.driver_id);
 
   info.subgroup_size = subgroup.subgroupSize;
   info.min_subgroup_size = has_sgsc ? sgsc.minSubgroupSize : subgroup.subgroupSize;
@@ -206,8 +218,10 @@ std::string FormatDeviceInfo(const DeviceInfo& d) {
   std::string s;
   absl::StrAppendFormat(&s, "[%d] %s (%s)\n", d.index, d.name, d.type);
   absl::StrAppendFormat(&s, "  driver:            %s %s\n", d.driver_name, d.driver_info);
-  absl::StrAppendFormat(&s, "  Vulkan:            %s, vendor 0x%04x\n",
-                        FormatVkVersion(d.api_version), d.vendor_id);
+  absl::StrAppendFormat(&s, "  Vulkan:            %s, vendor 0x%04x, driver ID %d\n",
+                        FormatVkVersion(d.api_version), d.vendor_id, static_cast<int>(d.driver_id));
+  absl::StrAppendFormat(&s, "  device class:      %s\n",
+                        codegen::DeviceClassName(d.device_class));
   absl::StrAppendFormat(&s, "  device memory:     %s\n", Bytes(d.device_local_bytes));
   absl::StrAppendFormat(&s,
                         "  subgroup:          size %d (min %d, max %d, control %s); "

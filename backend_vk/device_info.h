@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "codegen/device_class.h"
 
 namespace doppler::vk {
 
@@ -21,6 +22,8 @@ struct DeviceInfo {
   std::string driver_name, driver_info;
   uint32_t api_version = 0;  // the device's, VK_MAKE_API_VERSION-encoded
   uint32_t vendor_id = 0;
+  VkDriverId driver_id{};  // 0 where the device reports no driver properties
+  codegen::DeviceClass device_class = codegen::DeviceClass::kGeneric;  // DeviceClassOf(vendor_id, driver_id)
 
   uint32_t subgroup_size = 0;  // default size; min/max differ only with subgroup size control
   uint32_t min_subgroup_size = 0, max_subgroup_size = 0;
@@ -55,6 +58,11 @@ struct DeviceInfo {
 
   std::optional<uint32_t> compute_queue_family;  // what Context would use; nullopt: no compute
 };
+
+// The class of a device from its PCI vendor ID and its driver: Mesa's llvmpipe (lavapipe) first,
+// whatever the vendor ID, then NVIDIA (0x10DE), AMD (0x1002) and Intel (0x8086) by vendor; any
+// other device is generic.
+codegen::DeviceClass DeviceClassOf(uint32_t vendor_id, VkDriverId driver_id);
 
 // Lists every physical device. Creates and destroys its own instance (no validation).
 absl::StatusOr<std::vector<DeviceInfo>> EnumerateDevices();

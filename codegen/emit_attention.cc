@@ -48,6 +48,7 @@
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
 #include "codegen/step_rows.h"
+#include "codegen/tuning/attention.h"
 #include "graph/attention_inputs.h"
 
 namespace doppler::codegen {
@@ -490,13 +491,13 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
   // A block of queries per workgroup when the plan's steps can hold several. Heads wider than 128
   // keep the token variant: their blocks would be 8 queries over 16-key chunks, which measured
   // slower on the H100 (Gemma 3's 256).
-  // Cooperative-matrix units for prefill buckets as large as the matmuls take them at (their f16
-  // operands keep short prompts off them) over an f16 cache.
+  // Cooperative-matrix units for prefill buckets from the tokens codegen/tuning/attention.h
+  // chooses for the device, over an f16 cache.
   const int64_t coop_subgroups = CoopAttentionSubgroups(c.caps, head_dim);
   // Both stage one range of keys for a block of queries: one sequence's rows only.
   const bool one_sequence = !c.g.paging().row_per_sequence;
-  const bool coop = one_sequence && c.caps.coop_matrix_nv && c.tokens >= kCoopMinRows && cache_dtype == graph::DType::kF16 &&
-                    coop_subgroups > 0;
+  const bool coop = one_sequence && c.tokens >= tuning::ChooseAttentionCoopFrom(c.caps).value &&
+                    cache_dtype == graph::DType::kF16 && coop_subgroups > 0;
   const bool block = one_sequence && !coop && c.tokens >= kBlockMinTokens && head_dim % tpq == 0 && head_dim <= kBlockMaxHeadDim &&
                      block_shared(kc) <= c.caps.max_shared_memory;
   const bool subgroups = !coop && !block && c.caps.subgroup_arithmetic;

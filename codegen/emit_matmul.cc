@@ -182,11 +182,9 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
     }
     absl::StrAppend(&s.variant_suffix, "+x_q8");
   }
-  // A batched decode step (a row per sequence) takes the cooperative-matrix tiles from past the
-  // matrix-vector kernels' rows: its products are bound by the tiles' K loop, where the f32 tiled
-  // kernel took 2.6 times as long at 32 rows as the coop one at 64 (bench/RESULTS.md, issue 29).
-  const int64_t coop_min_rows = c.g.paging().row_per_sequence ? kGemvMaxBucket + 1 : kCoopMinRows;
-  const bool coop = c.caps.coop_matrix_nv && s.m >= coop_min_rows && s.w_dtype != graph::DType::kF32;
+  // The cooperative-matrix tiles from the rows codegen/tuning/coop.h chooses for the device.
+  const bool coop = s.m >= tuning::ChooseCoopFrom(c.caps, c.g.paging().row_per_sequence).value &&
+                    s.w_dtype != graph::DType::kF32;
   s.tile_x_glsl = absl::StrCat(
       s.k % 4 == 0 ? FloatQuadBuffer(2, "x", graph::DType::kF32, true) : FloatBuffer(2, "x", graph::DType::kF32, true), R"(
 float staged_x(uint t, uint k, uint m, inout float sum_sq) {
@@ -204,10 +202,10 @@ float staged_x(uint t, uint k, uint m, inout float sum_sq) {
   // A batched decode step of a few rows takes the cooperative-matrix variant for few rows, which
   // streams the weights where the matrix-vector kernels' work grows with the rows (the rule, and
   // DOPPLER_TUNE's coop_rows.from that moves or disables it: codegen/tuning/coop_rows.h).
-  absl::StatusOr<int64_t> coop_rows_from = tuning::CoopRowsFrom(c.caps);
+  absl::StatusOr<tuning::DeviceChoice> coop_rows_from = tuning::CoopRowsFrom(c.caps);
   if (!coop_rows_from.ok()) return coop_rows_from.status();
   const bool coop_rows = c.g.paging().row_per_sequence && !s.x_q8 && s.w_dtype != graph::DType::kF32 &&
-                         tuning::CoopRowsTakeBatchedDecode(s.m, *coop_rows_from);
+                         tuning::CoopRowsTakeBatchedDecode(s.m, coop_rows_from->value);
 
   absl::StatusOr<Kernel> k = s.x_q8                 ? EmitGemvQ8(c, s)
                              : coop_rows             ? EmitCoopRows(c, s)

@@ -13,12 +13,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "codegen/device_class.h"
 #include "graph/graph.h"
 
 namespace doppler::codegen {
 
-// What the target device offers that changes the generated code.
+// What the target device offers that changes the generated code, and its class, which says which
+// measurements a tuning choice for it stands on (codegen/tuning/tuning.h).
 struct TargetCaps {
+  DeviceClass device_class = DeviceClass::kGeneric;
   uint32_t subgroup_size = 32;
   uint32_t min_subgroup_size = 32;  // the smallest a shader may get (devices with varying sizes)
   uint32_t max_shared_memory = 16384;

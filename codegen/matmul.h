@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "codegen/emitters.h"
+#include "codegen/tuning/coop.h"
 #include "codegen/tuning/gemv.h"
 #include "graph/epilogue.h"
 
@@ -74,11 +75,8 @@ bool LastRowInConsumer(const graph::Graph& g, const graph::Node& n);
 // of Llama-3.2-1B took 26.4 ms in the tiled f32 kernel, whose 64-row tiles leave most of their rows
 // and most of the GPU idle for so few, and takes 6.6 ms so.
 inline constexpr int64_t kGemvMaxBucket = tuning::kGemvRowsLimit;
-// Rows from which the cooperative-matrix variant is used, where the device has it and the weights
-// are not f32 (f32 weights keep f32 products). Its f16 operands cost ~1e-3 of relative error, so
-// short prompts keep the f32 kernels, exact to the fixtures' 1e-4 of max |logit| (from 5 rows
-// it made a 16-token Llama-3.1-8B prefill 116 -> 51 ms on the H100, but its logits 7.6e-4 off).
-inline constexpr int64_t kCoopMinRows = 64;
+// Rows from which the cooperative-matrix variant is used (codegen/tuning/coop.h).
+inline constexpr int64_t kCoopMinRows = tuning::kCoopMinRows;
 
 absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s);
 // The matrix-vector variant for x rounded through q8 blocks (attr x_quant), with integer dot

@@ -75,9 +75,10 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(EngineOptions o
   if (!ctx.ok()) return ctx.status();
   e->ctx_ = *std::move(ctx);
   e->caps_ = vk::TargetCapsOf(e->ctx_->info());
-  absl::StatusOr<int64_t> coop_rows_from = codegen::tuning::CoopRowsFrom(e->caps_);
+  if (absl::Status s = PrintDeviceChoices(e->caps_, e->options_.verbose); !s.ok()) return s;
+  absl::StatusOr<codegen::tuning::DeviceChoice> coop_rows_from = codegen::tuning::CoopRowsFrom(e->caps_);
   if (!coop_rows_from.ok()) return coop_rows_from.status();
-  e->coop_rows_from_ = *coop_rows_from;
+  e->coop_rows_from_ = coop_rows_from->value;
   e->pipelines_ = std::make_unique<vk::PipelineCache>(*e->ctx_);
 
   // The pool: a probe graph of one page gives a page's bytes and the weights'.

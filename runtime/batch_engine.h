@@ -194,7 +194,7 @@ class BatchEngine {
   std::unique_ptr<vk::Context> ctx_;
   std::unique_ptr<vk::PipelineCache> pipelines_;
   codegen::TargetCaps caps_;
-  int64_t coop_rows_from_ = 0;  // codegen::tuning::CoopRowsFrom(caps_)
+  int64_t coop_rows_from_ = 0;  // codegen::tuning::CoopRowsFrom(caps_).value
   // mixed_graph_: decode_graph_'s step whose rows may share sequences (graph/paging.h), for mixed steps.
   graph::Graph prefill_graph_, decode_graph_, decode_q8_graph_, mixed_graph_;
   Resources resources_;

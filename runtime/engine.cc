@@ -55,6 +55,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   if (!ctx.ok()) return ctx.status();
   e->ctx_ = *std::move(ctx);
   e->caps_ = vk::TargetCapsOf(e->ctx_->info());
+  if (absl::Status s = PrintDeviceChoices(e->caps_, options.verbose); !s.ok()) return s;
   e->pipelines_ = std::make_unique<vk::PipelineCache>(*e->ctx_);
 
   if (absl::Status s = e->Load(); !s.ok()) return s;

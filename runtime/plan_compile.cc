@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <set>
 
+#include "codegen/tuning/device_choices.h"
+
 namespace doppler::runtime {
 
 std::vector<std::vector<passes::Binding>> BindingsOf(const std::vector<codegen::Dispatch>& dispatches) {
@@ -22,6 +24,14 @@ absl::StatusOr<LoweredStep> LowerStep(const graph::Graph& g, const codegen::Targ
   absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(g, BindingsOf(*dispatches), tokens, outside);
   if (!memory.ok()) return memory.status();
   return LoweredStep{*std::move(dispatches), *std::move(memory)};
+}
+
+absl::Status PrintDeviceChoices(const codegen::TargetCaps& caps, bool verbose) {
+  if (!verbose) return absl::OkStatus();
+  absl::StatusOr<std::string> choices = codegen::tuning::DescribeDeviceChoices(caps);
+  if (!choices.ok()) return choices.status();
+  std::fprintf(stderr, "%s", choices->c_str());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<vk::Plan>> CompilePlan(const PlanTarget& target, const graph::Graph& g, int64_t tokens,

@@ -40,6 +40,10 @@ std::vector<std::vector<passes::Binding>> BindingsOf(const std::vector<codegen::
 absl::StatusOr<LoweredStep> LowerStep(const graph::Graph& g, const codegen::TargetCaps& caps, int64_t tokens,
                                       const std::set<graph::ValueId>& outside);
 
+// With `verbose`, the device's class and the choices codegen/tuning/ made for it on stderr
+// (codegen/tuning/device_choices.h): what every engine prints before its plans.
+absl::Status PrintDeviceChoices(const codegen::TargetCaps& caps, bool verbose);
+
 // A plan of `g` for steps of up to `tokens` tokens: its params, consts and states from the
 // resources, the values in `external` (inputs, chosen tokens) where given, every other value in
 // the plan's own arena, laid out by liveness (passes::PlanMemory).

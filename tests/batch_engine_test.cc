@@ -373,13 +373,13 @@ TEST(BatchEngine, DecodeBucketsTakeTheGraphTheirMatmulsNeed) {
   auto engine = Engine("llama", 2);
   ASSERT_TRUE(engine.ok()) << engine.status();
   const BatchEngine& e = **engine;
-  absl::StatusOr<int64_t> from = codegen::tuning::CoopRowsFrom(vk::TargetCapsOf(e.device().info()));
+  absl::StatusOr<codegen::tuning::DeviceChoice> from = codegen::tuning::CoopRowsFrom(vk::TargetCapsOf(e.device().info()));
   ASSERT_TRUE(from.ok()) << from.status();
   const graph::Graph* q8 = &e.decode_graph(1);
   const graph::Graph* plain = &e.decode_graph(runtime::kQ8MaxRows + 1);
   EXPECT_NE(q8, plain);
   for (int rows = 2; rows <= runtime::kQ8MaxRows; ++rows) {
-    EXPECT_EQ(&e.decode_graph(rows), codegen::tuning::CoopRowsTakeBatchedDecode(rows, *from) ? plain : q8) << rows;
+    EXPECT_EQ(&e.decode_graph(rows), codegen::tuning::CoopRowsTakeBatchedDecode(rows, from->value) ? plain : q8) << rows;
   }
   setenv("DOPPLER_TUNE", "coop_rows.from=1", 1);
   auto bad = Engine("llama", 2);

@@ -17,8 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/kernel.h"
 #include "codegen/known_targets.h"
+#include "codegen/tuning/attention.h"
 #include "codegen/tuning/coop.h"
 #include "codegen/tuning/coop_rows.h"
+#include "codegen/tuning/device_choices.h"
 #include "codegen/tuning/gemm.h"
 #include "codegen/tuning/gemv.h"
 #include "codegen/tuning/tuning.h"
@@ -734,26 +736,83 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
 
 TEST(Tuning, BatchedDecodeTakesCoopRowsFromEightRowsWhereTheDeviceHasThem) {
   unsetenv("DOPPLER_TUNE");
-  absl::StatusOr<int64_t> nvidia = CoopRowsFrom(codegen::H100LikeCaps()), lavapipe = CoopRowsFrom(codegen::LavapipeCaps());
+  absl::StatusOr<codegen::tuning::DeviceChoice> nvidia = CoopRowsFrom(codegen::H100LikeCaps()),
+                                                 lavapipe = CoopRowsFrom(codegen::LavapipeCaps());
   ASSERT_TRUE(nvidia.ok() && lavapipe.ok()) << nvidia.status() << lavapipe.status();
-  EXPECT_EQ(*nvidia, 8);
+  EXPECT_EQ(nvidia->value, 8);
   for (int64_t rows = 1; rows <= 32; ++rows) {
-    EXPECT_EQ(CoopRowsTakeBatchedDecode(rows, *nvidia), rows >= 8 && rows <= 32) << rows;
-    EXPECT_FALSE(CoopRowsTakeBatchedDecode(rows, *lavapipe)) << rows;
+    EXPECT_EQ(CoopRowsTakeBatchedDecode(rows, nvidia->value), rows >= 8 && rows <= 32) << rows;
+    EXPECT_FALSE(CoopRowsTakeBatchedDecode(rows, lavapipe->value)) << rows;
   }
   {
     ScopedTune scoped("coop_rows.from=3");
-    absl::StatusOr<int64_t> from = CoopRowsFrom(codegen::H100LikeCaps());
+    absl::StatusOr<codegen::tuning::DeviceChoice> from = CoopRowsFrom(codegen::H100LikeCaps());
     ASSERT_TRUE(from.ok()) << from.status();
-    EXPECT_FALSE(CoopRowsTakeBatchedDecode(2, *from));
-    EXPECT_TRUE(CoopRowsTakeBatchedDecode(3, *from));
+    EXPECT_FALSE(CoopRowsTakeBatchedDecode(2, from->value));
+    EXPECT_TRUE(CoopRowsTakeBatchedDecode(3, from->value));
   }
   {
     ScopedTune scoped("coop_rows.from=33");  // off: today's kernels for every bucket
-    absl::StatusOr<int64_t> from = CoopRowsFrom(codegen::H100LikeCaps());
+    absl::StatusOr<codegen::tuning::DeviceChoice> from = CoopRowsFrom(codegen::H100LikeCaps());
     ASSERT_TRUE(from.ok()) << from.status();
-    for (int64_t rows = 1; rows <= 32; ++rows) EXPECT_FALSE(CoopRowsTakeBatchedDecode(rows, *from)) << rows;
+    for (int64_t rows = 1; rows <= 32; ++rows) EXPECT_FALSE(CoopRowsTakeBatchedDecode(rows, from->value)) << rows;
   }
+}
+
+// The choices that follow the device come from its capabilities whatever its class; the class
+// only says whether they were measured there (NVIDIA's were, on the H100 and H200) or are the
+// portable default.
+TEST(Tuning, DeviceChoicesFollowTheCapabilitiesAndSayWhereTheyWereMeasured) {
+  unsetenv("DOPPLER_TUNE");
+  using codegen::DeviceClass;
+  using codegen::tuning::ChooseAttentionCoopFrom;
+  using codegen::tuning::ChooseCoopFrom;
+  using codegen::tuning::DeviceChoice;
+  using codegen::tuning::kNever;
+  auto choices = [](const codegen::TargetCaps& caps) {
+    absl::StatusOr<DeviceChoice> coop_rows = CoopRowsFrom(caps);
+    EXPECT_TRUE(coop_rows.ok()) << coop_rows.status();
+    return std::vector<DeviceChoice>{ChooseCoopFrom(caps, false), ChooseCoopFrom(caps, true),
+                                     ChooseAttentionCoopFrom(caps), coop_rows.value_or(DeviceChoice{})};
+  };
+  const std::vector<DeviceChoice> nvidia = choices(codegen::H100LikeCaps());
+  EXPECT_EQ(nvidia[0].value, codegen::tuning::kCoopMinRows);
+  EXPECT_EQ(nvidia[1].value, codegen::tuning::kGemvRowsLimit + 1);
+  EXPECT_EQ(nvidia[2].value, codegen::tuning::kCoopMinRows);
+  EXPECT_EQ(nvidia[3].value, 8);
+  for (const DeviceChoice& c : nvidia) EXPECT_EQ(c.reason.rfind("measured on nvidia: bench/RESULTS.md, \"", 0), 0u) << c.reason;
+  for (DeviceClass other : {DeviceClass::kAmd, DeviceClass::kIntel, DeviceClass::kLavapipe, DeviceClass::kGeneric}) {
+    codegen::TargetCaps caps = codegen::H100LikeCaps();
+    caps.device_class = other;
+    const std::vector<DeviceChoice> got = choices(caps);
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].value, nvidia[i].value) << codegen::DeviceClassName(other) << " " << i;
+      EXPECT_EQ(got[i].reason.rfind(absl::StrCat("portable default, not measured on ", codegen::DeviceClassName(other)), 0),
+                0u)
+          << got[i].reason;
+    }
+  }
+  for (const codegen::TargetCaps& caps : {codegen::LavapipeCaps(), codegen::AmdLikeCaps(), codegen::IntelArcLikeCaps(),
+                                          codegen::GenericCaps()}) {
+    const std::vector<DeviceChoice> got = choices(caps);
+    EXPECT_EQ(got[0].value, kNever);
+    EXPECT_EQ(got[1].value, kNever);
+    EXPECT_EQ(got[2].value, kNever);
+    EXPECT_EQ(got[3].value, codegen::tuning::kCoopRowsMaxRows + 1);
+    for (const DeviceChoice& c : got) EXPECT_EQ(c.reason, "the device has no cooperative matrices");
+  }
+  absl::StatusOr<std::string> described = codegen::tuning::DescribeDeviceChoices(codegen::H100LikeCaps());
+  ASSERT_TRUE(described.ok()) << described.status();
+  EXPECT_EQ(described->rfind("device class nvidia\n", 0), 0u) << *described;
+  EXPECT_NE(described->find("  matmul cooperative-matrix tiles: from 64 rows (measured on nvidia: "), std::string::npos)
+      << *described;
+  EXPECT_NE(described->find("  coop_rows in batched decode: from 8 rows ("), std::string::npos) << *described;
+  described = codegen::tuning::DescribeDeviceChoices(codegen::AmdLikeCaps());
+  ASSERT_TRUE(described.ok()) << described.status();
+  EXPECT_NE(described->find("device class amd\n  matmul cooperative-matrix tiles: none (the device has no cooperative "
+                            "matrices)"),
+            std::string::npos)
+      << *described;
 }
 
 TEST(Tuning, BadCoopRowsEntriesAreErrorsNamingThem) {
@@ -769,7 +828,7 @@ TEST(Tuning, BadCoopRowsEntriesAreErrorsNamingThem) {
     EXPECT_EQ(c.status().message().rfind("DOPPLER_TUNE: ", 0), 0u) << c.status();
   }
   ScopedTune scoped("coop_rows.from=1");
-  absl::StatusOr<int64_t> from = CoopRowsFrom(codegen::H100LikeCaps());
+  absl::StatusOr<codegen::tuning::DeviceChoice> from = CoopRowsFrom(codegen::H100LikeCaps());
   ASSERT_FALSE(from.ok());
   EXPECT_NE(from.status().message().find("coop_rows.from=1 is below 2"), std::string::npos) << from.status();
 }

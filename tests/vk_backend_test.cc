@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "backend_vk/context.h"
 #include "backend_vk/device_info.h"
+#include "backend_vk/plan.h"
 #include "codegen/shader_compiler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -70,13 +72,50 @@ TEST(DeviceInfoTest, EnumerateFindsADeviceWithSubgroups) {
     EXPECT_GE(d.subgroup_size, 1u) << d.name;
     EXPECT_GE(d.max_storage_buffer_range, 1u << 20) << d.name;
     EXPECT_THAT(FormatDeviceInfo(d), HasSubstr(d.name));
+    EXPECT_EQ(d.device_class, DeviceClassOf(d.vendor_id, d.driver_id)) << d.name;
+    EXPECT_EQ(TargetCapsOf(d).device_class, d.device_class) << d.name;
+    EXPECT_THAT(FormatDeviceInfo(d),
+                HasSubstr(absl::StrCat("device class:      ", codegen::DeviceClassName(d.device_class), "\n")));
     if (d.type == "CPU") {
       any_cpu = true;
       EXPECT_THAT(d.name, HasSubstr("llvmpipe"));  // lavapipe is the only CPU driver we install
+      EXPECT_EQ(d.device_class, codegen::DeviceClass::kLavapipe);
     }
     std::printf("%s", FormatDeviceInfo(d).c_str());
   }
   (void)any_cpu;
+}
+
+// Vendor IDs and driver IDs as devices report them (the PCI vendor IDs; Mesa's drivers on their
+// vendors' hardware; lavapipe with Mesa's Khronos vendor ID VK_VENDOR_ID_MESA).
+TEST(DeviceInfoTest, ClassFromVendorAndDriver) {
+  using codegen::DeviceClass;
+  EXPECT_EQ(DeviceClassOf(0x10DE, VK_DRIVER_ID_NVIDIA_PROPRIETARY), DeviceClass::kNvidia);
+  EXPECT_EQ(DeviceClassOf(0x1002, VK_DRIVER_ID_AMD_PROPRIETARY), DeviceClass::kAmd);
+  EXPECT_EQ(DeviceClassOf(0x1002, VK_DRIVER_ID_MESA_RADV), DeviceClass::kAmd);
+  EXPECT_EQ(DeviceClassOf(0x1002, VK_DRIVER_ID_AMD_OPEN_SOURCE), DeviceClass::kAmd);
+  EXPECT_EQ(DeviceClassOf(0x8086, VK_DRIVER_ID_INTEL_OPEN_SOURCE_MESA), DeviceClass::kIntel);
+  EXPECT_EQ(DeviceClassOf(0x8086, VK_DRIVER_ID_INTEL_PROPRIETARY_WINDOWS), DeviceClass::kIntel);
+  // llvmpipe is lavapipe whatever vendor ID it reports, Mesa's or a host's.
+  EXPECT_EQ(DeviceClassOf(VK_VENDOR_ID_MESA, VK_DRIVER_ID_MESA_LLVMPIPE), DeviceClass::kLavapipe);
+  EXPECT_EQ(DeviceClassOf(0x8086, VK_DRIVER_ID_MESA_LLVMPIPE), DeviceClass::kLavapipe);
+  // Others: Arm's Mali, Qualcomm's Adreno, Apple's GPUs through MoltenVK, a device that reports no
+  // driver properties.
+  EXPECT_EQ(DeviceClassOf(0x13B5, VK_DRIVER_ID_ARM_PROPRIETARY), DeviceClass::kGeneric);
+  EXPECT_EQ(DeviceClassOf(0x5143, VK_DRIVER_ID_QUALCOMM_PROPRIETARY), DeviceClass::kGeneric);
+  EXPECT_EQ(DeviceClassOf(0x106B, VK_DRIVER_ID_MOLTENVK), DeviceClass::kGeneric);
+  EXPECT_EQ(DeviceClassOf(0, VkDriverId{}), DeviceClass::kGeneric);
+  // A device that reports no driver properties is classed by its vendor.
+  EXPECT_EQ(DeviceClassOf(0x10DE, VkDriverId{}), DeviceClass::kNvidia);
+}
+
+TEST(DeviceInfoTest, ClassNames) {
+  using codegen::DeviceClass;
+  EXPECT_STREQ(codegen::DeviceClassName(DeviceClass::kNvidia), "nvidia");
+  EXPECT_STREQ(codegen::DeviceClassName(DeviceClass::kAmd), "amd");
+  EXPECT_STREQ(codegen::DeviceClassName(DeviceClass::kIntel), "intel");
+  EXPECT_STREQ(codegen::DeviceClassName(DeviceClass::kLavapipe), "lavapipe");
+  EXPECT_STREQ(codegen::DeviceClassName(DeviceClass::kGeneric), "generic");
 }
 
 TEST_F(VkBackendTest, ContextDescribesItsDevice) {

@@ -67,7 +67,7 @@ std::vector<OptionSpec> EngineOptionSpecs() {
        "in blocks of 32 to 8-bit integers and multiplies those (integer dot products; llama.cpp's numerics), f32 "
        "multiplies the exact input; auto: q8 where the device has integer dot products. Prefill keeps f32",
        "auto"},
-      {"verbose", "v", "", "print the plans: every node and the kernel variant it uses", ""},
+      {"verbose", "v", "", "print the device's class and the choices made for it, and the plans: every node and the kernel variant it uses", ""},
   };
 }
 

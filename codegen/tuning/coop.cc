@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codegen/emitters.h"
+#include "codegen/tuning/gemv.h"
 #include "codegen/tuning/tuning.h"
 
 namespace doppler::codegen::tuning {
@@ -43,6 +44,19 @@ std::string Unfit(const CoopConfig& c, int64_t gates, const TargetCaps& caps) {
 }
 
 }  // namespace
+
+DeviceChoice ChooseCoopFrom(const TargetCaps& caps, bool row_per_sequence) {
+  if (!caps.coop_matrix_nv) return {kNever, "the device has no cooperative matrices"};
+  if (row_per_sequence) {
+    // A batched decode step takes the tiles from past the matrix-vector kernels' rows: its products
+    // are bound by the tiles' K loop, where the f32 tiled kernel took 2.6 times as long at 32 rows
+    // as the coop one at 64 (at 32 rows Llama-3.1-8B's products 49.3 → 25.1 ms a step).
+    return {kGemvRowsLimit + 1, ClassReason(caps, DeviceClass::kNvidia,
+                                            "bench/RESULTS.md, \"issue 29: batched decode over the paged KV cache\"")};
+  }
+  return {kCoopMinRows, ClassReason(caps, DeviceClass::kNvidia,
+                                    "bench/RESULTS.md, \"The cooperative-matrix matmul (prefill of 64 rows or more)\"")};
+}
 
 int64_t CoopSubgroups(const CoopConfig& c) { return (c.bm / c.sm) * (c.bn / c.sn); }
 

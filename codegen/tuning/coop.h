@@ -2,11 +2,22 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "absl/status/statusor.h"
 #include "codegen/kernel.h"
+#include "codegen/tuning/tuning.h"
 
 namespace doppler::codegen::tuning {
+
+// Rows from which the cooperative-matrix variant is used, where the device has it and the weights
+// are not f32 (f32 weights keep f32 products). Its f16 operands cost ~1e-3 of relative error, so
+// short prompts keep the f32 kernels, exact to the fixtures' 1e-4 of max |logit| (from 5 rows
+// it made a 16-token Llama-3.1-8B prefill 116 -> 51 ms on the H100, but its logits 7.6e-4 off).
+inline constexpr int64_t kCoopMinRows = 64;
+
+// Rows never reached: a family that does not take the cooperative-matrix units.
+inline constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
 struct CoopConfig {
   int64_t bm = 128;     // tile rows: 64, 128 or 256
@@ -18,6 +29,11 @@ struct CoopConfig {
   // as it is staged: fewer registers, more workgroups a multiprocessor)
   int64_t prefetch = 1;
 };
+
+// The rows of x from which the matmul takes the cooperative-matrix tiles on `caps` (kNever where
+// the device has no cooperative matrices): kCoopMinRows, or in a batched decode step (a row per
+// sequence) the rows past the matrix-vector kernels' (codegen/matmul.h: kGemvMaxBucket).
+DeviceChoice ChooseCoopFrom(const TargetCaps& caps, bool row_per_sequence);
 
 // Subgroups of 32 invocations a workgroup has: one per sm x sn block of the tile.
 int64_t CoopSubgroups(const CoopConfig& config);

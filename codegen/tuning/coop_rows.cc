@@ -115,18 +115,20 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   return c;
 }
 
-absl::StatusOr<int64_t> CoopRowsFrom(const TargetCaps& caps) {
+absl::StatusOr<DeviceChoice> CoopRowsFrom(const TargetCaps& caps) {
   absl::StatusOr<std::optional<int64_t>> v = Override("coop_rows", "from");
   if (!v.ok()) return v.status();
   if (*v && **v < 2) {
     return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: coop_rows.from=", **v,
                                                    " is below 2 (a single row keeps the matrix-vector kernels)"));
   }
-  if (!caps.coop_matrix_nv) return kCoopRowsMaxRows + 1;
+  if (!caps.coop_matrix_nv) return DeviceChoice{kCoopRowsMaxRows + 1, "the device has no cooperative matrices"};
+  if (*v) return DeviceChoice{**v, "DOPPLER_TUNE's coop_rows.from"};
   // From 8 rows: a step of Llama-3.1-8B took about 10 ms at every bucket from 2 to 16 rows, against
-  // the q8 matrix-vector kernels' 4.2 ms at 2 rows, 7.3 at 4, 16.5 at 8 and 30.5 at 16 on the H200
-  // (bench/RESULTS.md, "coop_rows").
-  return v->value_or(8);
+  // the q8 matrix-vector kernels' 4.2 ms at 2 rows, 7.3 at 4, 16.5 at 8 and 30.5 at 16 on the H200.
+  return DeviceChoice{8, ClassReason(caps, DeviceClass::kNvidia,
+                                     "bench/RESULTS.md, \"issue 29: coop_rows, batched decode on the cooperative-matrix "
+                                     "units\"")};
 }
 
 }  // namespace doppler::codegen::tuning

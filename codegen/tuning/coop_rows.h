@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "codegen/kernel.h"
+#include "codegen/tuning/tuning.h"
 
 namespace doppler::codegen::tuning {
 
@@ -43,7 +44,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
 // to kCoopRowsMaxRows: 8 where the device has cooperative matrices (fewer rows keep the
 // matrix-vector kernels, faster there), else none (kCoopRowsMaxRows + 1). DOPPLER_TUNE's
 // coop_rows.from (at least 2) replaces it; above kCoopRowsMaxRows it turns the variant off.
-absl::StatusOr<int64_t> CoopRowsFrom(const TargetCaps& caps);
+absl::StatusOr<DeviceChoice> CoopRowsFrom(const TargetCaps& caps);
 
 // Whether a batched decode step of `rows` rows takes the variant, from CoopRowsFrom's `from`: the
 // rule codegen (codegen/emit_matmul.cc) and the batch engine's choice of decode graph

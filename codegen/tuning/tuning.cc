@@ -51,4 +51,10 @@ absl::StatusOr<std::optional<int64_t>> Override(absl::string_view family, absl::
   return value;
 }
 
+std::string ClassReason(const TargetCaps& caps, DeviceClass measured_on, absl::string_view where) {
+  if (caps.device_class == measured_on) return absl::StrCat("measured on ", DeviceClassName(measured_on), ": ", where);
+  return absl::StrCat("portable default, not measured on ", DeviceClassName(caps.device_class), " (",
+                      DeviceClassName(measured_on), "'s rule: ", where, ")");
+}
+
 }  // namespace doppler::codegen::tuning

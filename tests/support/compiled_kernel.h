@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "codegen/kernel.h"
@@ -23,5 +24,10 @@ struct CompiledKernel {
 // an error if there is not exactly one, or it does not compile.
 absl::StatusOr<CompiledKernel> EmitAndCompile(const graph::Graph& g, const graph::Node& n,
                                               const codegen::TargetCaps& caps, int64_t tokens);
+
+// Bytes of the shared (Workgroup storage class) variables a SPIR-V module declares, each at its
+// types' natural sizes (scalars and vectors packed, arrays of their elements): what a device's
+// maxComputeSharedMemorySize must hold. An error for a type it cannot size.
+absl::StatusOr<uint64_t> SharedMemoryBytes(const std::vector<uint32_t>& spirv);
 
 }  // namespace doppler::test
