@@ -4,6 +4,7 @@
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
 #include "codegen/step_rows.h"
+#include "graph/cache_write_inputs.h"
 
 namespace doppler::codegen {
 namespace {
@@ -66,9 +67,10 @@ void main() {
 // prologue (its weight after the table), each head is RMS-normalised before it is rotated: a
 // workgroup then writes one head of one token, and reduces the head's squares in shared memory.
 absl::StatusOr<Kernel> EmitCacheWrite(const EmitContext& c) {
-  const graph::Node& state = c.input(0);
+  const graph::CacheWriteInputs in = graph::CacheWriteInputsOf(c.node);
+  const graph::Node& state = c.g.node(in.cache);
   const int64_t width = state.type.shape[1].value, capacity = state.type.shape[0].value;
-  const bool rope = c.node.inputs.size() >= 3, norm = c.node.inputs.size() == 4;
+  const bool rope = in.rope.has_value(), norm = in.x_norm.has_value();
   const bool f16 = state.type.dtype == graph::DType::kF16;
   const int64_t per = f16 ? 2 : 1;  // values per invocation: an f16 cache is written a pair (one uint) at a time
   if (f16 && width % 2 != 0) return absl::InvalidArgumentError("cache_write: f16 cache rows must have an even width");
@@ -82,17 +84,18 @@ absl::StatusOr<Kernel> EmitCacheWrite(const EmitContext& c) {
   Kernel k;
   k.family = "cache_write";
   k.variant = f16 ? "f16" : "f32";
-  k.args = {{c.node.inputs[0], true}, {c.node.inputs[1], false}};
+  k.args = {{in.cache, true}, {in.x, false}};
   // `float value(uint t, uint i)`: what goes to column i for token t (before the head's 1 / rms).
   std::string value = "float value(uint t, uint i) { return src[t * W + i]; }\n";
   if (rope) {
     if (norm) absl::StrAppend(&k.variant, "+rms_norm");
     k.variant += "+rope." + c.node.attrs.Str("style");
-    k.args.push_back({c.node.inputs[2], false});
+    k.args.push_back({*in.rope, false});
     value = FloatBuffer(3, "table", graph::DType::kF32, true);
     if (norm) {
-      k.args.push_back({c.node.inputs[3], false});
-      absl::StrAppend(&value, HeadNormLoad(4, c.input(3).type.dtype, "src", head_dim, c.node.attrs.Float("norm_offset")),
+      k.args.push_back({*in.x_norm, false});
+      absl::StrAppend(&value,
+                      HeadNormLoad(4, c.g.node(*in.x_norm).type.dtype, "src", head_dim, c.node.attrs.Float("norm_offset")),
                       WorkgroupReductions(wg, c.caps.subgroup_arithmetic));
     }
     absl::StrAppend(&value, RopeFunction("value", norm ? "load_normed" : "load_src", "table", width, head_dim,

@@ -1,5 +1,7 @@
 #include "graph/attention_inputs.h"
 
+#include "graph/cache_write_inputs.h"
+
 namespace doppler::graph {
 
 size_t AppendedInputCount(const Attrs& attrs) {
@@ -43,20 +45,21 @@ std::array<Node, 2> AppendedCacheWrites(const Graph& g, const Node& attention) {
     w->kind = OpKind::kCacheWrite;
     w->label = attention.label;
   }
-  k.inputs = {a.k_cache, *a.k_new};
+  CacheWriteInputs kin{.cache = a.k_cache, .x = *a.k_new};
   k.type = g.node(a.k_cache).type;
   if (a.rope) {
-    k.inputs.push_back(*a.rope);
+    kin.rope = a.rope;
     k.attrs.Set("heads", attention.attrs.Int("kv_heads"));
     k.attrs.Set("head_dim", attention.attrs.Int("head_dim"));
     k.attrs.Set("style", attention.attrs.Str("style"));
     if (a.k_norm) {
-      k.inputs.push_back(*a.k_norm);
+      kin.x_norm = a.k_norm;
       k.attrs.Set("norm_eps", attention.attrs.Float("k_norm_eps"));
       k.attrs.Set("norm_offset", attention.attrs.Float("k_norm_offset"));
     }
   }
-  v.inputs = {a.v_cache, *a.v_new};
+  k.inputs = CacheWriteInputList(kin);
+  v.inputs = CacheWriteInputList({.cache = a.v_cache, .x = *a.v_new});
   v.type = g.node(a.v_cache).type;
   return {k, v};
 }

@@ -46,6 +46,12 @@ const char* EpilogueStepName(EpilogueStep s) {
   return "?";
 }
 
+std::string EpilogueText(const std::vector<EpilogueStep>& steps) {
+  std::string text;
+  for (EpilogueStep s : steps) absl::StrAppend(&text, text.empty() ? "" : ",", EpilogueStepName(s));
+  return text;
+}
+
 absl::StatusOr<std::vector<EpilogueStep>> ParseEpilogue(const std::string& text) {
   std::vector<EpilogueStep> steps;
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {

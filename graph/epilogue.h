@@ -31,6 +31,8 @@ enum class EpilogueStep { kSiluMul, kGeluTanhMul, kBias, kSilu, kGeluTanh, kAdd,
 
 absl::StatusOr<std::vector<EpilogueStep>> ParseEpilogue(const std::string& text);
 const char* EpilogueStepName(EpilogueStep s);
+// The attr's text of a chain: its steps' names joined by ','.
+std::string EpilogueText(const std::vector<EpilogueStep>& steps);
 
 // Whether a step combines [gate | up] halves (silu_mul, gelu_tanh_mul, clamped_swiglu).
 bool IsGatedStep(EpilogueStep s);

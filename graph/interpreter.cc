@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/activation_quant.h"
 #include "graph/attention_inputs.h"
+#include "graph/cache_write_inputs.h"
 #include "graph/epilogue.h"
 #include "graph/half.h"
 #include "graph/layout.h"
@@ -342,13 +343,15 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
   const int64_t tokens = rows.tokens();
   auto in = [&](int i) -> const Tensor& { return *values_[static_cast<size_t>(n.inputs[static_cast<size_t>(i)])]; };
   // cache_write's meaning, for cache_write nodes and the ones an appending attention stands for: a
-  // rope prologue (a third input, the table) rotates x first, with the node's rope attrs; before
-  // that, a head norm prologue (a fourth input, its weight) normalises each head.
+  // rope prologue (the table) rotates x first, with the node's rope attrs; before that, a head norm
+  // prologue (its weight) normalises each head (graph/cache_write_inputs.h).
   auto AppendToCache = [&](const Node& w) -> absl::StatusOr<TensorPtr> {
-    auto value = [&](size_t i) -> const Tensor& { return *values_[static_cast<size_t>(w.inputs[i])]; };
-    TensorPtr state = values_[static_cast<size_t>(w.inputs[0])];
-    if (w.inputs.size() == 2) return CacheWrite(w, state, value(1), rows);
-    absl::StatusOr<TensorPtr> roped = Rope(w, w.inputs.size() == 4 ? *HeadNorm(w, value(1), value(3)) : value(1), value(2), rows);
+    auto value = [&](ValueId id) -> const Tensor& { return *values_[static_cast<size_t>(id)]; };
+    const CacheWriteInputs c = CacheWriteInputsOf(w);
+    TensorPtr state = values_[static_cast<size_t>(c.cache)];
+    if (!c.rope) return CacheWrite(w, state, value(c.x), rows);
+    absl::StatusOr<TensorPtr> roped =
+        Rope(w, c.x_norm ? *HeadNorm(w, value(c.x), value(*c.x_norm)) : value(c.x), value(*c.rope), rows);
     if (!roped.ok()) return roped.status();
     return CacheWrite(w, state, **roped, rows);
   };

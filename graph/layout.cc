@@ -4,6 +4,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "graph/matmul_inputs.h"
+#include "graph/rms_norm_inputs.h"
 
 namespace doppler::graph {
 
@@ -38,7 +40,7 @@ size_t ValueBytes(const Node& n, int64_t tokens) {
 
 std::vector<ValueId> MatmulsOfNormedPart(const Graph& g, ValueId norm) {
   const Node& n = g.node(norm);
-  if (n.kind != OpKind::kRmsNorm || n.attrs.Int("residual") == 0 || SplitWidths(n).size() != 2) return {};
+  if (n.kind != OpKind::kRmsNorm || !RmsNormInputsOf(n).residual || SplitWidths(n).size() != 2) return {};
   std::vector<ValueId> matmuls;
   for (ValueId p : g.Users(norm)) {
     const Node& part = g.node(p);
@@ -49,9 +51,9 @@ std::vector<ValueId> MatmulsOfNormedPart(const Graph& g, ValueId norm) {
     }
     for (ValueId u : g.Users(p)) {
       const Node& m = g.node(u);
-      const bool x_only = m.kind == OpKind::kMatMul && m.inputs[0] == p &&
-                          std::count(m.inputs.begin(), m.inputs.end(), p) == 1 && !m.attrs.Has("norm_eps");
-      if (!x_only) return {};
+      if (m.kind != OpKind::kMatMul) return {};
+      const MatMulInputs mm = MatMulInputsOf(m);
+      if (mm.x != p || std::count(m.inputs.begin(), m.inputs.end(), p) != 1 || mm.x_norm) return {};
       matmuls.push_back(u);
     }
   }
@@ -61,7 +63,7 @@ std::vector<ValueId> MatmulsOfNormedPart(const Graph& g, ValueId norm) {
 
 std::vector<ValueId> ConsumingMatmuls(const Graph& g, ValueId id) {
   const Node& n = g.node(id);
-  if (n.kind == OpKind::kRmsNorm && !n.attrs.Has("group")) return MatmulsOfNormedPart(g, id);
+  if (n.kind == OpKind::kRmsNorm && !RmsNormInputsOf(n).group) return MatmulsOfNormedPart(g, id);
   if (n.kind == OpKind::kLastRow) {
     if (std::optional<ValueId> m = SoleMatmulOfLastRow(g, id)) return {*m};
   }
@@ -76,7 +78,7 @@ std::optional<ValueId> SoleMatmulOfLastRow(const Graph& g, ValueId last_row) {
   const std::vector<ValueId> users = g.Users(last_row);
   if (users.size() != 1) return std::nullopt;
   const Node& m = g.node(users[0]);
-  if (m.kind != OpKind::kMatMul || m.inputs[0] != last_row ||
+  if (m.kind != OpKind::kMatMul || MatMulInputsOf(m).x != last_row ||
       std::count(m.inputs.begin(), m.inputs.end(), last_row) != 1) {
     return std::nullopt;
   }

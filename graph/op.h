@@ -22,8 +22,9 @@ enum class OpKind : uint8_t {
   kState,  // persistent buffer that outlives a step (KV cache), attr name
   // Compute.
   kEmbedding,   // (table[V, D], ids i32[T]) -> f32[T, D]: row gather
-  kMatMul,      // (x[T, K], w[N, K], extra...) -> f32[T, N]: x · wᵀ, then the optional epilogue chain
-                // (attr epilogue, graph/epilogue.h) consuming the extra inputs; optional attr split.
+  kMatMul,      // (x[T, K], w[N, K], ...) -> f32[T, N]: x · wᵀ, then the optional epilogue chain
+                // (attr epilogue, graph/epilogue.h); optional attr split. The inputs after w (a norm
+                // prologue's weight, the epilogue's): graph/matmul_inputs.h.
                 // Optional attr x_quant = "q8": x (after a norm prologue) is first rounded in blocks of
                 // 32 along K to 8-bit integers times a per-block scale (graph::RoundThroughQ8), so that
                 // a kernel may take integer dot products
@@ -32,14 +33,16 @@ enum class OpKind : uint8_t {
   kSilu,        // x -> x * sigmoid(x)
   kRmsNorm,     // (x[T, D], w[G]) -> x / sqrt(mean(x²) + eps) * (w + weight_offset) over each group of G
                 // consecutive values of a row; attrs eps, weight_offset, optional group G (absent: G = D;
-                // G = head_dim normalises each head). With attr residual = 1 it takes (x, w, r), normalises
-                // s = x + r and returns [T, 2D] = [s | norm(s)], stored split "D,D" (graph/layout.h).
+                // G = head_dim normalises each head). With attr residual = 1 it normalises s = x + r and
+                // returns [T, 2D] = [s | norm(s)], stored split "D,D" (graph/layout.h); the inputs by
+                // role: graph/rms_norm_inputs.h.
                 // Attr in_producer = 1 (whole rows, x a matmul's): as for argmax. Attr in_consumer = 1
                 // (residual, whole rows, its part 1 read by matmuls alone, as x): their kernels may compute
                 // it as they read x, the first one writing part 0 (codegen/matmul.h: NormInConsumer)
   kRope,        // (x[T, H*d], table[P, d/2, 2]) -> rotated x at positions pos..pos+T-1; attrs heads, head_dim, style
   kCacheWrite,  // (state[C, W], x[T, W]) -> state with x[t] in row (pos + t) % C: a cache of C rows
-                // is a ring holding the last C positions (a cache of the whole context never wraps)
+                // is a ring holding the last C positions (a cache of the whole context never wraps);
+                // its prologues' inputs: graph/cache_write_inputs.h
   kAttention,   // (q[T, H*d], k[C, Hkv*d], v[C, Hkv*d]) -> f32[T, H*d]: causal softmax(q·kᵀ·scale)·v,
                 // key j read from row j % C; attrs heads, kv_heads, head_dim, scale, window (0 = unlimited).
                 // With attr sinks = 1 the last input is f32[H], a logit per head that joins each of the
@@ -77,10 +80,9 @@ enum class OpKind : uint8_t {
                   // input, as down reads). Then the optional attr epilogue per slot (graph/epilogue.h:
                   // gated steps take each expert's rows as [gate | up], silu, gelu_tanh). The value is
                   // [T, k*N'] (slot j in columns j*N'.., N' = N, or N/2 gated); with attr weighted_sum = 1
-                  // the weights are input 3 and the value is [T, N'] = sum_j weights[t, j] * y_j.
-                  // The epilogue's bias steps take per-expert biases: each the next input after those, a
-                  // vector [E*W] (W the width at that step: expert e's bias is values e*W..), slot j
-                  // adding its expert's. Attr experts = E
+                  // (the weights given) it is [T, N'] = sum_j weights[t, j] * y_j. The epilogue's bias
+                  // steps take per-expert biases, slot j adding its expert's. Attr experts = E. The
+                  // inputs by role: graph/matmul_inputs.h
   kClampedSwiglu,  // (gate[R, C], up[R, C]) -> (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha * g) with
                    // g = min(gate, limit) (GPT-OSS's experts; graph::ClampedSwiglu); attrs alpha, limit
 };

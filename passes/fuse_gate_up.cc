@@ -21,23 +21,30 @@
 //
 // where both products have a bias (each a concat_rows of one vector per expert) or neither.
 #include "absl/strings/str_cat.h"
+#include "graph/matmul_inputs.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
 
 namespace doppler::passes {
 namespace {
 
+using graph::EpilogueStep;
+
 // A matmul, or an expert_matmul without route weights, with no epilogue yet (or, with `biased`, an
 // expert_matmul whose epilogue is one bias step) and a weight.
 bool PlainProduct(const Graph& g, ValueId id, bool biased = false) {
   const Node& n = g.node(id);
+  if (n.kind != OpKind::kMatMul && n.kind != OpKind::kExpertMatMul) return false;
+  graph::MatMulInputs m = graph::MatMulInputsOf(n);
   if (biased) {
-    return n.kind == OpKind::kExpertMatMul && n.inputs.size() == 4 && n.attrs.Str("epilogue") == "bias" &&
-           n.attrs.Int("weighted_sum") == 0 && IsWeight(g, n.inputs[1]) && IsWeight(g, n.inputs[3]);
+    if (n.kind != OpKind::kExpertMatMul || m.epilogue != std::vector{EpilogueStep::kBias} || m.extras.size() != 1 ||
+        !IsWeight(g, m.extras[0])) {
+      return false;
+    }
+    m.epilogue.clear();
+    m.extras.clear();
   }
-  const size_t inputs = n.kind == OpKind::kMatMul ? 2 : n.kind == OpKind::kExpertMatMul ? 3 : 0;
-  return inputs > 0 && n.inputs.size() == inputs && !n.attrs.Has("epilogue") && !n.attrs.Has("split") &&
-         IsWeight(g, n.inputs[1]);
+  return graph::IsPlainProduct(m) && IsWeight(g, m.w);
 }
 
 // Whether the expert weight (or bias) `w` is stacked per expert: a concat_rows of one per expert,
@@ -76,43 +83,46 @@ absl::StatusOr<ValueId> InterleavedExperts(Graph& g, UseLists& uses, ValueId wg,
 // matrices in turn (-1 where the weights are not stacked per expert).
 absl::StatusOr<ValueId> GateUpWeight(Graph& g, UseLists& uses, const Node& gn, const Node& un) {
   const std::string label = absl::StrCat(gn.label, "+up");
-  if (gn.kind == OpKind::kMatMul) return ConcatWeights(g, uses, {gn.inputs[1], un.inputs[1]}, label);
-  if (gn.inputs[2] != un.inputs[2] || gn.attrs.Int("experts") != un.attrs.Int("experts")) return ValueId{-1};
-  return InterleavedExperts(g, uses, gn.inputs[1], un.inputs[1], static_cast<size_t>(gn.attrs.Int("experts")), label);
+  const graph::MatMulInputs gm = graph::MatMulInputsOf(gn), um = graph::MatMulInputsOf(un);
+  if (gn.kind == OpKind::kMatMul) return ConcatWeights(g, uses, {gm.w, um.w}, label);
+  if (gm.ids != um.ids || gm.experts != um.experts) return ValueId{-1};
+  return InterleavedExperts(g, uses, gm.w, um.w, static_cast<size_t>(gm.experts), label);
 }
 
 // clamped_swiglu(g, u) of two expert products as one gated product; false where it does not apply.
 absl::StatusOr<bool> FuseClampedSwiglu(Graph& g, UseLists& uses, const Node& act) {
   const ValueId gate = act.inputs[0], up = act.inputs[1];
-  const bool biased = g.node(gate).inputs.size() == 4;
+  const bool biased = graph::MatMulInputsOf(g.node(gate)).epilogue == std::vector{EpilogueStep::kBias};
   if (gate == up || !PlainProduct(g, gate, biased) || !PlainProduct(g, up, biased)) return false;
   const Node gn = g.node(gate);
   const Node un = g.node(up);
-  if (gn.kind != OpKind::kExpertMatMul || un.kind != OpKind::kExpertMatMul || gn.inputs[0] != un.inputs[0] ||
-      uses.SoleUser(g, gate) != act.id || uses.SoleUser(g, up) != act.id ||
-      g.node(gn.inputs[1]).type != g.node(un.inputs[1]).type) {
+  const graph::MatMulInputs gm = graph::MatMulInputsOf(gn), um = graph::MatMulInputsOf(un);
+  if (gn.kind != OpKind::kExpertMatMul || un.kind != OpKind::kExpertMatMul || gm.x != um.x ||
+      uses.SoleUser(g, gate) != act.id || uses.SoleUser(g, up) != act.id || g.node(gm.w).type != g.node(um.w).type) {
     return false;
   }
   absl::StatusOr<ValueId> w = GateUpWeight(g, uses, gn, un);
   if (!w.ok()) return w.status();
   if (*w < 0) return false;
-  std::vector<ValueId> inputs = {gn.inputs[0], *w, gn.inputs[2]};
+  graph::MatMulInputs fused{.x = gm.x, .w = *w, .ids = gm.ids};
   graph::Attrs attrs = gn.attrs;
-  attrs.Set("epilogue", std::string(biased ? "bias,clamped_swiglu" : "clamped_swiglu"));
+  std::vector<EpilogueStep> epilogue = gm.epilogue;
+  epilogue.push_back(EpilogueStep::kClampedSwiglu);
+  attrs.Set("epilogue", graph::EpilogueText(epilogue));
   attrs.Set("alpha", act.attrs.Float("alpha"));
   attrs.Set("limit", act.attrs.Float("limit"));
   if (biased) {
-    absl::StatusOr<ValueId> b = InterleavedExperts(g, uses, gn.inputs[3], un.inputs[3],
-                                                   static_cast<size_t>(gn.attrs.Int("experts")),
+    absl::StatusOr<ValueId> b = InterleavedExperts(g, uses, gm.extras[0], um.extras[0], static_cast<size_t>(gm.experts),
                                                    absl::StrCat(gn.label, "+up.bias"));
     if (!b.ok()) return b.status();
     if (*b < 0) return false;
-    inputs.push_back(*b);
+    fused.extras.push_back(*b);
   }
-  absl::StatusOr<ValueId> fused = uses.AddNode(g, OpKind::kExpertMatMul, std::move(inputs), std::move(attrs), act.label);
-  if (!fused.ok()) return fused.status();
-  NoteFused(g, *fused, {gate, up, act.id});
-  uses.ReplaceAllUses(g, act.id, *fused);
+  absl::StatusOr<ValueId> result =
+      uses.AddNode(g, OpKind::kExpertMatMul, graph::MatMulInputList(fused), std::move(attrs), act.label);
+  if (!result.ok()) return result.status();
+  NoteFused(g, *result, {gate, up, act.id});
+  uses.ReplaceAllUses(g, act.id, *result);
   return true;
 }
 
@@ -141,24 +151,27 @@ class FuseGateUp : public Pass {
         if (!PlainProduct(g, gate) || !PlainProduct(g, up) || gate == up) continue;
         const Node gn = g.node(gate);
         const Node un = g.node(up);
-        if (gn.kind != un.kind || gn.inputs[0] != un.inputs[0] || uses.SoleUser(g, gate) != act ||
+        graph::MatMulInputs fused = graph::MatMulInputsOf(gn);
+        const graph::MatMulInputs um = graph::MatMulInputsOf(un);
+        if (gn.kind != un.kind || fused.x != um.x || uses.SoleUser(g, gate) != act ||
             uses.SoleUser(g, act) != id || uses.SoleUser(g, up) != id) {
           continue;
         }
-        const graph::TensorType& wg = g.node(gn.inputs[1]).type;
-        const graph::TensorType& wu = g.node(un.inputs[1]).type;
+        const graph::TensorType& wg = g.node(fused.w).type;
+        const graph::TensorType& wu = g.node(um.w).type;
         if (wg != wu) continue;  // the gated product needs [gate | up] of equal rows and one dtype
         absl::StatusOr<ValueId> w = GateUpWeight(g, uses, gn, un);
         if (!w.ok()) return w.status();
         if (*w < 0) continue;
-        std::vector<ValueId> inputs = gn.inputs;
-        inputs[1] = *w;
+        fused.w = *w;
+        const std::vector<ValueId> inputs = graph::MatMulInputList(fused);
         graph::Attrs attrs = gn.attrs;
-        attrs.Set("epilogue", std::string(act_kind == OpKind::kSilu ? "silu_mul" : "gelu_tanh_mul"));
-        absl::StatusOr<ValueId> fused = uses.AddNode(g, gn.kind, std::move(inputs), std::move(attrs), mul.label);
-        if (!fused.ok()) return fused.status();
-        NoteFused(g, *fused, {gate, up, act, id});
-        uses.ReplaceAllUses(g, id, *fused);
+        attrs.Set("epilogue", graph::EpilogueText({act_kind == OpKind::kSilu ? EpilogueStep::kSiluMul
+                                                                             : EpilogueStep::kGeluTanhMul}));
+        absl::StatusOr<ValueId> result = uses.AddNode(g, gn.kind, inputs, std::move(attrs), mul.label);
+        if (!result.ok()) return result.status();
+        NoteFused(g, *result, {gate, up, act, id});
+        uses.ReplaceAllUses(g, id, *result);
         changed = true;
         break;
       }

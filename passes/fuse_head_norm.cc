@@ -9,6 +9,8 @@
 //
 // Run after fuse-rope.
 #include "graph/attention_inputs.h"
+#include "graph/cache_write_inputs.h"
+#include "graph/rms_norm_inputs.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
 
@@ -25,23 +27,28 @@ class FuseHeadNorm : public Pass {
     const int original = g.size();
     for (ValueId id = 0; id < original; ++id) {
       const Node norm = g.node(id);
-      if (norm.kind != OpKind::kRmsNorm || !norm.attrs.Has("group") || norm.attrs.Int("residual") != 0) continue;
+      if (norm.kind != OpKind::kRmsNorm) continue;
+      const graph::RmsNormInputs rn = graph::RmsNormInputsOf(norm);
+      if (!rn.group || rn.residual) continue;
       const ValueId user = uses.SoleUser(g, id);
       if (user < 0) continue;
       const Node u = g.node(user);
-      // The input that rope rotates: cache_write's x (input 1), attention's q (input 0).
+      // The input that rope rotates: cache_write's x, attention's q.
       graph::AttentionInputs a;
+      graph::CacheWriteInputs w;
       if (u.kind == OpKind::kAttention) a = graph::AttentionInputsOf(u);
-      const bool cache_write = u.kind == OpKind::kCacheWrite && u.inputs.size() == 3 && u.inputs[1] == id;
+      if (u.kind == OpKind::kCacheWrite) w = graph::CacheWriteInputsOf(u);
+      const bool cache_write = u.kind == OpKind::kCacheWrite && w.rope && !w.x_norm && w.x == id;
       const bool attention = u.kind == OpKind::kAttention && a.rope && !a.q_norm && !a.k_new && a.q == id;
-      if ((!cache_write && !attention) || norm.attrs.Int("group") != u.attrs.Int("head_dim")) continue;
-      std::vector<ValueId> inputs = u.inputs;
+      if ((!cache_write && !attention) || *rn.group != u.attrs.Int("head_dim")) continue;
+      std::vector<ValueId> inputs;
       if (cache_write) {
-        inputs[1] = norm.inputs[0];
-        inputs.push_back(norm.inputs[1]);
+        w.x = rn.x;
+        w.x_norm = rn.w;
+        inputs = graph::CacheWriteInputList(w);
       } else {
-        a.q = norm.inputs[0];
-        a.q_norm = norm.inputs[1];
+        a.q = rn.x;
+        a.q_norm = rn.w;
         inputs = graph::AttentionInputList(a);
       }
       graph::Attrs attrs = u.attrs;

@@ -12,6 +12,7 @@
 // Only where the k write rotates exactly when attention rotates q (the same table and style), and
 // attention is the only reader of both writes. Run after fuse-rope and fuse-head-norm.
 #include "graph/attention_inputs.h"
+#include "graph/cache_write_inputs.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
 
@@ -31,25 +32,26 @@ class FuseKvAppend : public Pass {
       if (att.kind != OpKind::kAttention || att.attrs.Int("append") == 1) continue;
       const graph::AttentionInputs a = graph::AttentionInputsOf(att);
       const Node kw = g.node(a.k_cache), vw = g.node(a.v_cache);
-      if (kw.kind != OpKind::kCacheWrite || vw.kind != OpKind::kCacheWrite || vw.inputs.size() != 2) continue;
+      if (kw.kind != OpKind::kCacheWrite || vw.kind != OpKind::kCacheWrite) continue;
+      const graph::CacheWriteInputs k = graph::CacheWriteInputsOf(kw), v = graph::CacheWriteInputsOf(vw);
+      if (v.rope) continue;
       if (uses.SoleUser(g, kw.id) != id || uses.SoleUser(g, vw.id) != id || kw.id == vw.id) continue;
       // The k write rotates iff q is rotated, by the same table and style, over the same heads.
-      const bool k_rope = kw.inputs.size() >= 3;
-      if (k_rope != a.rope.has_value()) continue;
-      if (k_rope && (kw.inputs[2] != *a.rope || kw.attrs.Str("style") != att.attrs.Str("style") ||
+      if (k.rope.has_value() != a.rope.has_value()) continue;
+      if (k.rope && (*k.rope != *a.rope || kw.attrs.Str("style") != att.attrs.Str("style") ||
                      kw.attrs.Int("head_dim") != att.attrs.Int("head_dim") ||
                      kw.attrs.Int("heads") != att.attrs.Int("kv_heads"))) {
         continue;
       }
       graph::AttentionInputs fused = a;
-      fused.k_cache = kw.inputs[0];
-      fused.v_cache = vw.inputs[0];
-      fused.k_new = kw.inputs[1];
-      fused.v_new = vw.inputs[1];
+      fused.k_cache = k.cache;
+      fused.v_cache = v.cache;
+      fused.k_new = k.x;
+      fused.v_new = v.x;
       graph::Attrs attrs = att.attrs;
       attrs.Set("append", int64_t{1});
-      if (kw.inputs.size() == 4) {
-        fused.k_norm = kw.inputs[3];
+      if (k.x_norm) {
+        fused.k_norm = *k.x_norm;
         attrs.Set("k_norm_eps", kw.attrs.Float("norm_eps"));
         attrs.Set("k_norm_offset", kw.attrs.Float("norm_offset"));
       }

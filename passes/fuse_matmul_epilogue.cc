@@ -12,14 +12,18 @@
 // The fused matmul takes y's place (y's readers need not change), so the graph stays sorted and
 // one sweep in order fuses whole chains: add(silu(m + b), r) becomes one matmul when the sweep
 // reaches each fused node in turn.
-#include "absl/strings/str_cat.h"
+#include <optional>
+
 #include "graph/epilogue.h"
+#include "graph/matmul_inputs.h"
 #include "graph/type_inference.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
 
 namespace doppler::passes {
 namespace {
+
+using graph::EpilogueStep;
 
 class FuseMatmulEpilogue : public Pass {
  public:
@@ -30,27 +34,29 @@ class FuseMatmulEpilogue : public Pass {
     UseLists uses(g);
     for (ValueId id = 0; id < g.size(); ++id) {
       const Node m = g.node(id);  // a copy: m's slot is emptied below
-      if (m.kind != OpKind::kMatMul || m.attrs.Has("split")) continue;
+      if (m.kind != OpKind::kMatMul) continue;
+      graph::MatMulInputs mm = graph::MatMulInputsOf(m);
+      if (mm.split) continue;
       const ValueId user = uses.SoleUser(g, id);
       if (user < 0) continue;
       const Node& u = g.node(user);
-      std::string step;
+      std::optional<EpilogueStep> step;
       ValueId extra = -1;
-      if (u.kind == OpKind::kSilu) step = "silu";
-      if (u.kind == OpKind::kGeluTanh) step = "gelu_tanh";
+      if (u.kind == OpKind::kSilu) step = EpilogueStep::kSilu;
+      if (u.kind == OpKind::kGeluTanh) step = EpilogueStep::kGeluTanh;
       if (u.kind == OpKind::kAdd) {
         extra = u.inputs[0] == id ? u.inputs[1] : u.inputs[0];
         const bool vector = g.node(extra).type.shape.size() == 1;
         if (vector && !IsWeight(g, extra)) continue;
         if (!vector && DependsOn(g, extra, id)) continue;
-        step = vector ? "bias" : "add";
+        step = vector ? EpilogueStep::kBias : EpilogueStep::kAdd;
       }
-      if (step.empty()) continue;
+      if (!step) continue;
+      mm.epilogue.push_back(*step);
+      if (extra >= 0) mm.extras.push_back(extra);
       graph::Attrs attrs = m.attrs;
-      const std::string before = m.attrs.Str("epilogue");
-      attrs.Set("epilogue", before.empty() ? step : absl::StrCat(before, ",", step));
-      std::vector<ValueId> inputs = m.inputs;
-      if (extra >= 0) inputs.push_back(extra);
+      attrs.Set("epilogue", graph::EpilogueText(mm.epilogue));
+      std::vector<ValueId> inputs = graph::MatMulInputList(mm);
       absl::StatusOr<graph::TensorType> type = graph::InferType(g, OpKind::kMatMul, inputs, attrs);
       if (!type.ok()) return type.status();
       NoteFused(g, id, {user});  // on m, whose attrs the fused node takes

@@ -12,6 +12,7 @@
 // matmul's variant takes it (codegen/matmul.h: TailInMatMul), and has the memory planner keep its
 // value from the matmul on. Applies where the matmul's value is not split.
 #include "graph/layout.h"
+#include "graph/rms_norm_inputs.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
 
@@ -19,7 +20,7 @@ namespace doppler::passes {
 namespace {
 
 bool RowWide(const Node& n) {
-  return n.kind == OpKind::kArgmax || (n.kind == OpKind::kRmsNorm && !n.attrs.Has("group"));
+  return n.kind == OpKind::kArgmax || (n.kind == OpKind::kRmsNorm && !graph::RmsNormInputsOf(n).group);
 }
 
 class FuseMatmulTail : public Pass {

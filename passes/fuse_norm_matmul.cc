@@ -8,6 +8,10 @@
 // Applies to whole-row norms without a residual (fuse-residual-rmsnorm's fused form writes the
 // sum, which the matmul could not) when every reader takes the norm as its x. Run after fuse-qkv
 // and fuse-gate-up, which merge plain matmuls only.
+#include <algorithm>
+
+#include "graph/matmul_inputs.h"
+#include "graph/rms_norm_inputs.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
 
@@ -15,18 +19,16 @@ namespace doppler::passes {
 namespace {
 
 bool Fusable(const Graph& g, const UseLists& uses, const Node& norm) {
-  if (norm.kind != OpKind::kRmsNorm || norm.attrs.Has("group") || norm.attrs.Has("split") ||
-      norm.attrs.Int("residual") != 0 || IsOutput(g, norm.id)) {
-    return false;
-  }
+  if (norm.kind != OpKind::kRmsNorm) return false;
+  const graph::RmsNormInputs r = graph::RmsNormInputsOf(norm);
+  if (r.group || r.split || r.residual || IsOutput(g, norm.id)) return false;
   const std::vector<ValueId>& users = uses.users(norm.id);
   if (users.empty()) return false;
   for (ValueId u : users) {
     const Node& m = g.node(u);
-    if (m.kind != OpKind::kMatMul || m.attrs.Has("norm_eps") || m.inputs[0] != norm.id) return false;
-    for (size_t i = 1; i < m.inputs.size(); ++i) {
-      if (m.inputs[i] == norm.id) return false;
-    }
+    if (m.kind != OpKind::kMatMul) return false;
+    const graph::MatMulInputs mm = graph::MatMulInputsOf(m);
+    if (mm.x_norm || mm.x != norm.id || std::count(m.inputs.begin(), m.inputs.end(), norm.id) != 1) return false;
   }
   return true;
 }
@@ -42,11 +44,14 @@ class FuseNormMatmul : public Pass {
     for (ValueId id = 0; id < original; ++id) {
       const Node norm = g.node(id);
       if (!Fusable(g, uses, norm)) continue;
+      const graph::RmsNormInputs r = graph::RmsNormInputsOf(norm);
       // A copy: rebuilding a matmul moves it off the list.
       for (ValueId u : std::vector<ValueId>(uses.users(id))) {
         const Node m = g.node(u);
-        std::vector<ValueId> inputs = {norm.inputs[0], m.inputs[1], norm.inputs[1]};
-        inputs.insert(inputs.end(), m.inputs.begin() + 2, m.inputs.end());
+        graph::MatMulInputs mm = graph::MatMulInputsOf(m);
+        mm.x = r.x;
+        mm.x_norm = r.w;
+        const std::vector<ValueId> inputs = graph::MatMulInputList(mm);
         graph::Attrs attrs = m.attrs;
         SetNormPrologue(attrs, norm);
         if (absl::Status s = RebuildAs(g, uses, u, inputs, attrs, {id}); !s.ok()) return s;

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "graph/matmul_inputs.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
 
@@ -48,14 +49,13 @@ class FuseQkv : public Pass {
     std::map<std::tuple<ValueId, graph::DType, int64_t>, std::vector<Member>> groups;
     UseLists uses(g);
     for (const Node& n : g.nodes()) {
-      if (n.kind != OpKind::kMatMul || n.inputs.size() != 2 || n.attrs.Has("epilogue") || n.attrs.Has("split") ||
-          !IsWeight(g, n.inputs[1])) {
-        continue;
-      }
-      const graph::TensorType& w = g.node(n.inputs[1]).type;
+      if (n.kind != OpKind::kMatMul) continue;
+      const graph::MatMulInputs mm = graph::MatMulInputsOf(n);
+      if (!graph::IsPlainProduct(mm) || !IsWeight(g, mm.w)) continue;
+      const graph::TensorType& w = g.node(mm.w).type;
       Member m{n.id};
       FindBias(g, uses, m);
-      groups[{n.inputs[0], w.dtype, w.shape[1].value}].push_back(m);
+      groups[{mm.x, w.dtype, w.shape[1].value}].push_back(m);
     }
     bool changed = false;
     for (auto& [key, members] : groups) {
@@ -67,7 +67,7 @@ class FuseQkv : public Pass {
       std::vector<ValueId> weights, biases, absorbed;
       std::vector<std::string> widths, labels;
       for (const Member& m : members) {
-        weights.push_back(g.node(m.matmul).inputs[1]);
+        weights.push_back(graph::MatMulInputsOf(g.node(m.matmul)).w);
         widths.push_back(absl::StrCat(g.node(m.matmul).type.shape[1].value));
         labels.push_back(g.node(m.matmul).label);
         absorbed.push_back(m.matmul);
@@ -79,15 +79,16 @@ class FuseQkv : public Pass {
       const std::string label = absl::StrJoin(labels, "+");
       absl::StatusOr<ValueId> w = ConcatWeights(g, uses, weights, label + ".weight");
       if (!w.ok()) return w.status();
-      std::vector<ValueId> inputs = {std::get<0>(key), *w};
+      graph::MatMulInputs fused_inputs{.x = std::get<0>(key), .w = *w};
       graph::Attrs attrs{{"split", absl::StrJoin(widths, ",")}};
       if (!biases.empty()) {
         absl::StatusOr<ValueId> b = ConcatWeights(g, uses, biases, label + ".bias");
         if (!b.ok()) return b.status();
-        inputs.push_back(*b);
-        attrs.Set("epilogue", std::string("bias"));
+        fused_inputs.extras.push_back(*b);
+        attrs.Set("epilogue", graph::EpilogueText({graph::EpilogueStep::kBias}));
       }
-      absl::StatusOr<ValueId> fused = uses.AddNode(g, OpKind::kMatMul, inputs, attrs, label);
+      absl::StatusOr<ValueId> fused =
+          uses.AddNode(g, OpKind::kMatMul, graph::MatMulInputList(fused_inputs), attrs, label);
       if (!fused.ok()) return fused.status();
       NoteFused(g, *fused, absorbed);
       for (size_t i = 0; i < members.size(); ++i) {

@@ -13,11 +13,19 @@
 // (Llama's), so this catches the adds of values that are not matmul outputs (Gemma 3's
 // post-norms feeding the next pre-norm).
 #include "absl/strings/str_cat.h"
+#include "graph/rms_norm_inputs.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
 
 namespace doppler::passes {
 namespace {
+
+// A whole-row norm without a residual.
+bool PlainNorm(const Node& n) {
+  if (n.kind != OpKind::kRmsNorm) return false;
+  const graph::RmsNormInputs r = graph::RmsNormInputsOf(n);
+  return !r.group && !r.residual;
+}
 
 class FuseResidualRmsNorm : public Pass {
  public:
@@ -29,8 +37,9 @@ class FuseResidualRmsNorm : public Pass {
     const int original = g.size();
     for (ValueId id = 0; id < original; ++id) {
       const Node norm = g.node(id);
-      if (norm.kind != OpKind::kRmsNorm || norm.attrs.Has("group") || norm.attrs.Int("residual") != 0) continue;
-      const ValueId sum = norm.inputs[0];
+      if (!PlainNorm(norm)) continue;
+      const graph::RmsNormInputs rn = graph::RmsNormInputsOf(norm);
+      const ValueId sum = rn.x;
       const Node add = g.node(sum);  // a copy: adding nodes below moves the graph's nodes
       if (add.kind != OpKind::kAdd || g.node(add.inputs[0]).type != g.node(add.inputs[1]).type) continue;
       // The sum's other readers take part 0; only one norm may absorb it.
@@ -41,21 +50,20 @@ class FuseResidualRmsNorm : public Pass {
       graph::Attrs attrs = norm.attrs;
       attrs.Set("residual", int64_t{1});
       attrs.Set("split", absl::StrCat(d, ",", d));
-      std::vector<ValueId> inputs = {add.inputs[0], norm.inputs[1], add.inputs[1]};
+      graph::RmsNormInputs fused_inputs{.x = add.inputs[0], .w = rn.w, .residual = add.inputs[1]};
       std::vector<ValueId> absorbed = {sum};
       for (int side = 0; side < 2; ++side) {
         const ValueId v = add.inputs[static_cast<size_t>(side)];
         const Node& pre = g.node(v);
-        if (pre.kind != OpKind::kRmsNorm || pre.attrs.Has("group") || pre.attrs.Int("residual") != 0 ||
-            uses.SoleUser(g, v) != sum) {
-          continue;
-        }
-        inputs = {pre.inputs[0], norm.inputs[1], add.inputs[static_cast<size_t>(1 - side)], pre.inputs[1]};
+        if (!PlainNorm(pre) || uses.SoleUser(g, v) != sum) continue;
+        const graph::RmsNormInputs pn = graph::RmsNormInputsOf(pre);
+        fused_inputs = {.x = pn.x, .w = rn.w, .residual = add.inputs[static_cast<size_t>(1 - side)], .x_norm = pn.w};
         SetNormPrologue(attrs, pre);
         absorbed.push_back(v);
         break;
       }
-      absl::StatusOr<ValueId> fused = uses.AddNode(g, OpKind::kRmsNorm, inputs, attrs, norm.label);
+      absl::StatusOr<ValueId> fused =
+          uses.AddNode(g, OpKind::kRmsNorm, graph::RmsNormInputList(fused_inputs), attrs, norm.label);
       if (!fused.ok()) return fused.status();
       NoteFused(g, *fused, absorbed);
       absl::StatusOr<ValueId> sum_part = uses.AddNode(g, OpKind::kPart, {*fused}, graph::Attrs{{"index", int64_t{0}}}, add.label);

@@ -8,6 +8,7 @@
 //
 // Applies when the rope's only reader is that op (as its rotated input).
 #include "graph/attention_inputs.h"
+#include "graph/cache_write_inputs.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
 
@@ -28,13 +29,16 @@ class FuseRope : public Pass {
       const ValueId user = uses.SoleUser(g, id);
       if (user < 0) continue;
       const Node u = g.node(user);
-      std::vector<ValueId> inputs = u.inputs;
+      std::vector<ValueId> inputs;
       graph::Attrs attrs = u.attrs;
       graph::AttentionInputs a;
+      graph::CacheWriteInputs w;
       if (u.kind == OpKind::kAttention) a = graph::AttentionInputsOf(u);
-      if (u.kind == OpKind::kCacheWrite && u.inputs.size() == 2 && u.inputs[1] == id && u.inputs[0] != id) {
-        inputs[1] = rope.inputs[0];
-        inputs.push_back(rope.inputs[1]);
+      if (u.kind == OpKind::kCacheWrite) w = graph::CacheWriteInputsOf(u);
+      if (u.kind == OpKind::kCacheWrite && !w.rope && w.x == id && w.cache != id) {
+        w.x = rope.inputs[0];
+        w.rope = rope.inputs[1];
+        inputs = graph::CacheWriteInputList(w);
         attrs.Set("heads", rope.attrs.Int("heads"));
         attrs.Set("head_dim", rope.attrs.Int("head_dim"));
       } else if (u.kind == OpKind::kAttention && !a.rope && !a.k_new && a.q == id && a.k_cache != id &&

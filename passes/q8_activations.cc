@@ -10,6 +10,7 @@
 // default pipeline: the engine runs it on the decode plan's graph only (EngineOptions::
 // decode_activations), where the matrix-vector kernel takes it.
 #include "graph/dtype.h"
+#include "graph/matmul_inputs.h"
 #include "passes/registry.h"
 #include "passes/rewrite.h"
 
@@ -31,7 +32,10 @@ class Q8Activations : public Pass {
     bool changed = false;
     for (ValueId id = 0; id < g.size(); ++id) {
       Node& n = g.mutable_node(id);
-      if (n.kind != OpKind::kMatMul || n.attrs.Has("x_quant") || !IntegerQuants(g.node(n.inputs[1]).type.dtype)) continue;
+      if (n.kind != OpKind::kMatMul || n.attrs.Has("x_quant") ||
+          !IntegerQuants(g.node(graph::MatMulInputsOf(n).w).type.dtype)) {
+        continue;
+      }
       n.attrs.Set("x_quant", std::string("q8"));
       changed = true;
     }

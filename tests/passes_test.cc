@@ -11,8 +11,11 @@
 #include "formats/safetensors.h"
 #include "graph/attention_inputs.h"
 #include "graph/builder.h"
+#include "graph/cache_write_inputs.h"
 #include "graph/interpreter.h"
+#include "graph/matmul_inputs.h"
 #include "graph/printer.h"
+#include "graph/rms_norm_inputs.h"
 #include "graph/verifier.h"
 #include "models/architecture.h"
 #include "passes/pass.h"
@@ -94,7 +97,7 @@ TEST(FuseGateUp, MergesGateAndUpIntoAGatedMatmul) {
       ASSERT_EQ(Count(after, OpKind::kMatMul), 1) << graph::ToText(after);
       const graph::Node& mm = *Nodes(after, OpKind::kMatMul)[0];
       EXPECT_EQ(mm.attrs.Str("epilogue"), gelu ? "gelu_tanh_mul" : "silu_mul");
-      EXPECT_EQ(after.node(mm.inputs[1]).kind, OpKind::kConcatRows);
+      EXPECT_EQ(after.node(graph::MatMulInputsOf(mm).w).kind, OpKind::kConcatRows);
       EXPECT_EQ(Count(after, OpKind::kMul), 0);
       EXPECT_NE(mm.attrs.Str("fused").find("mul:"), std::string::npos);
       ExpectSameResults(before, after, {{"x", RandomRows(3, 24)}});
@@ -138,7 +141,7 @@ TEST(FuseGateUp, MergesExpertGateAndUpExpertByExpert) {
   ASSERT_EQ(Count(after, OpKind::kExpertMatMul), 1) << graph::ToText(after);
   const graph::Node& mm = *Nodes(after, OpKind::kExpertMatMul)[0];
   EXPECT_EQ(mm.attrs.Str("epilogue"), "silu_mul");
-  const graph::Node& w = after.node(mm.inputs[1]);
+  const graph::Node& w = after.node(graph::MatMulInputsOf(mm).w);
   ASSERT_EQ(w.kind, OpKind::kConcatRows);
   std::vector<std::string> order;
   for (ValueId in : w.inputs) order.push_back(after.node(in).attrs.Str("name"));
@@ -251,7 +254,9 @@ TEST(FuseResidualRmsNorm, APostNormBecomesThePrologue) {
     const graph::Node& norm = *Nodes(after, OpKind::kRmsNorm)[0];
     EXPECT_EQ(norm.attrs.Float("norm_eps"), 1e-6);
     EXPECT_EQ(norm.attrs.Float("norm_offset"), 1.0);
-    EXPECT_EQ(after.node(norm.inputs[3]).label, "wp");
+    const graph::RmsNormInputs in = graph::RmsNormInputsOf(norm);
+    ASSERT_TRUE(in.x_norm) << graph::ToText(after);
+    EXPECT_EQ(after.node(*in.x_norm).label, "wp");
     ExpectSameResults(before, after, {{"x", RandomRows(3, 24)}, {"r", RandomRows(3, 24)}});
   }
   GraphBuilder b;
@@ -295,7 +300,9 @@ TEST(FuseHeadNorm, QAndKNormsJoinTheirRopePrologues) {
     EXPECT_EQ(Count(after, OpKind::kRmsNorm), fusable ? 0 : 2) << graph::ToText(after);
     if (fusable) {
       EXPECT_EQ(Nodes(after, OpKind::kAttention)[0]->attrs.Float("norm_offset"), 1.0);
-      EXPECT_EQ(after.node(Nodes(after, OpKind::kAttention)[0]->inputs[4]).label, "qw");
+      const graph::AttentionInputs a = graph::AttentionInputsOf(*Nodes(after, OpKind::kAttention)[0]);
+      ASSERT_TRUE(a.q_norm) << graph::ToText(after);
+      EXPECT_EQ(after.node(*a.q_norm).label, "qw");
     }
     ExpectSameResults(before, after,
                       {{"q", RandomRows(3, heads * hd)}, {"k", RandomRows(3, kv_heads * hd)}, {"v", RandomRows(3, kv_heads * hd)}});
@@ -331,7 +338,9 @@ TEST(FuseNormMatmul, EveryMatmulReaderTakesTheNormAsItsPrologue) {
   for (const graph::Node* m : Nodes(after, OpKind::kMatMul)) {
     EXPECT_EQ(m->attrs.Float("norm_eps"), 1e-5);
     EXPECT_EQ(m->attrs.Float("norm_offset"), 1.0);
-    EXPECT_EQ(after.node(m->inputs[2]).label, "g");
+    const graph::MatMulInputs in = graph::MatMulInputsOf(*m);
+    ASSERT_TRUE(in.x_norm) << graph::ToText(after);
+    EXPECT_EQ(after.node(*in.x_norm).label, "g");
   }
   ExpectSameResults(before, after, {{"x", RandomRows(3, 32)}, {"r", RandomRows(3, 24)}});
 }
@@ -481,7 +490,7 @@ TEST(FuseKvAppend, CacheWritesBecomeAttentionInputs) {
   for (const graph::Node& n : before.nodes()) {
     if (n.kind != OpKind::kCacheWrite) continue;
     ++writes_before;
-    if (n.inputs.size() == 4) k_writes[n.label.substr(0, n.label.find(".attn"))] = &n;
+    if (graph::CacheWriteInputsOf(n).x_norm) k_writes[n.label.substr(0, n.label.find(".attn"))] = &n;
   }
   ASSERT_GT(writes_before, 0);
   int appending = 0;
@@ -499,8 +508,14 @@ TEST(FuseKvAppend, CacheWritesBecomeAttentionInputs) {
     EXPECT_EQ(n.attrs.Float("k_norm_offset"), kw->attrs.Float("norm_offset"));
     const std::array<graph::Node, 2> writes = graph::AppendedCacheWrites(fused, n);
     EXPECT_EQ(writes[0].attrs.Int("heads"), n.attrs.Int("kv_heads"));
-    EXPECT_EQ(writes[0].inputs.size(), 4u);
-    EXPECT_EQ(writes[1].inputs.size(), 2u);
+    const graph::CacheWriteInputs k = graph::CacheWriteInputsOf(writes[0]), v = graph::CacheWriteInputsOf(writes[1]);
+    EXPECT_EQ(k.cache, a.k_cache);
+    EXPECT_EQ(k.x, *a.k_new);
+    EXPECT_EQ(k.rope, a.rope);
+    EXPECT_EQ(k.x_norm, a.k_norm);
+    EXPECT_EQ(v.cache, a.v_cache);
+    EXPECT_EQ(v.x, *a.v_new);
+    EXPECT_FALSE(v.rope || v.x_norm);
   }
   EXPECT_EQ(2 * appending, writes_before);
   // Without fuse-rope, the k write does not rotate but attention's q is rotated by a rope op: the
