@@ -3,6 +3,11 @@
 // every kernel compiles for every class, and the compile benchmark.
 #pragma once
 
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "codegen/kernel.h"
 
 namespace doppler::codegen {
@@ -78,6 +83,16 @@ inline TargetCaps GenericCaps() {
   caps.subgroup_arithmetic = caps.subgroup_shuffle = false;
   caps.integer_dot_product = false;
   return caps;
+}
+
+// The known target of a device class by its name (DeviceClassName: nvidia, amd, intel, lavapipe,
+// generic), for `doppler graph --target`.
+inline absl::StatusOr<TargetCaps> KnownTargetCaps(absl::string_view name) {
+  for (const TargetCaps& caps : {H100LikeCaps(), AmdLikeCaps(), IntelArcLikeCaps(), LavapipeCaps(), GenericCaps()}) {
+    if (name == DeviceClassName(caps.device_class)) return caps;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown target '", name, "' (known: nvidia, amd, intel, lavapipe, generic)"));
 }
 
 }  // namespace doppler::codegen

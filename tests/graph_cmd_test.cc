@@ -185,6 +185,26 @@ TEST(GraphCmd, LoweredListsEveryDispatch) {
   }
 }
 
+// --target makes the kernels for a known device of a class: NVIDIA's cooperative-matrix tiles for a
+// prefill chunk, which the default caps (no optional feature) never take; an unknown class is an
+// error naming it.
+TEST(GraphCmd, TargetChoosesTheKnownDevicesKernels) {
+  const std::string llama = (test::FixturesDir() / "hf" / "llama").string();
+  Result nvidia = Graph("--lowered --tokens 64 --target nvidia --model " + llama);
+  ASSERT_EQ(nvidia.exit_code, 0) << nvidia.err;
+  EXPECT_TRUE(absl::StrContains(nvidia.out, " matmul.coop.")) << nvidia.out;
+  Result plain = Graph("--lowered --tokens 64 --model " + llama);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_FALSE(absl::StrContains(plain.out, " matmul.coop.")) << plain.out;
+  for (const char* target : {"amd", "intel", "lavapipe", "generic"}) {
+    Result r = Graph(absl::StrCat("--stats --tokens 64 --target ", target, " --model ", llama));
+    EXPECT_EQ(r.exit_code, 0) << target << ": " << r.err;
+  }
+  Result bad = Graph("--lowered --target voodoo --model " + llama);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(bad.err, "--target: unknown target 'voodoo'")) << bad.err;
+}
+
 TEST(GraphCmd, StatsBeforeAndAfterThePipeline) {
   Result r = Graph(Llama() + " --stats --tokens 64");
   ASSERT_EQ(r.exit_code, 0) << r.err;

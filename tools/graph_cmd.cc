@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "backend_vk/schedule.h"
 #include "codegen/kernel.h"
+#include "codegen/known_targets.h"
 #include "codegen/lowering.h"
 #include "graph/layout.h"
 #include "graph/printer.h"
@@ -53,6 +54,11 @@ CommandSpec Spec() {
           {"stats", "", "", "nodes, dispatches, barriers, weight and activation bytes of a decode step (T=1) and a "
                             "prefill chunk (T=--tokens), before and after the pipeline",
            ""},
+          {"target", "", "CLASS",
+           "the device the kernels of --stats, --emit-glsl and --lowered are made for, without one: nvidia, amd, intel, "
+           "lavapipe or generic (codegen/known_targets.h); without it the default caps (codegen::TargetCaps{}: "
+           "subgroups of 32, 16 KiB of shared memory, 128 invocations, no optional feature)",
+           ""},
           {"tokens", "", "T", "the prefill chunk: the token bucket of --stats, and the graph's most tokens per step",
            "256"},
           {"dtype", "", "TYPE", "weight storage type for an HF model: f16, bf16 or f32", "f16"},
@@ -88,7 +94,8 @@ struct PlanPlaces {
 // engine's bindings (a decode step reads its token from the buffer the previous step's choice
 // wrote) and the memory plan.
 // Buffers are numbered: 1 the token, 2 the prompt, 3 + id a source's own.
-absl::StatusOr<PlanPlaces> LocateForPlan(const graph::Graph& g, int64_t tokens, bool decode) {
+absl::StatusOr<PlanPlaces> LocateForPlan(const graph::Graph& g, const codegen::TargetCaps& caps, int64_t tokens,
+                                          bool decode) {
   constexpr uint64_t kTokenBuffer = 1, kPromptBuffer = 2;
   std::map<graph::ValueId, uint64_t> external;
   std::set<graph::ValueId> outside;
@@ -103,7 +110,7 @@ absl::StatusOr<PlanPlaces> LocateForPlan(const graph::Graph& g, int64_t tokens, 
     external[*next] = kTokenBuffer;
     outside.insert(*next);
   }
-  absl::StatusOr<runtime::LoweredStep> step = runtime::LowerStep(g, codegen::TargetCaps{}, tokens, outside);
+  absl::StatusOr<runtime::LoweredStep> step = runtime::LowerStep(g, caps, tokens, outside);
   if (!step.ok()) return step.status();
   absl::StatusOr<std::vector<vk::ValueLocation>> locations =
       vk::LocateValues(g, tokens, vk::ArenaLayout{step->memory.arena_bytes, step->memory.offset}, external);
@@ -113,10 +120,10 @@ absl::StatusOr<PlanPlaces> LocateForPlan(const graph::Graph& g, int64_t tokens, 
 
 // What a plan of `g` for a bucket of `tokens` would record, without a device: the memory plan, the
 // kernels' bindings and the barrier schedule.
-absl::StatusOr<StepStats> Measure(const graph::Graph& g, int64_t tokens, bool decode) {
+absl::StatusOr<StepStats> Measure(const graph::Graph& g, const codegen::TargetCaps& caps, int64_t tokens, bool decode) {
   StepStats st;
   st.nodes = g.size();
-  absl::StatusOr<PlanPlaces> memory = LocateForPlan(g, tokens, decode);
+  absl::StatusOr<PlanPlaces> memory = LocateForPlan(g, caps, tokens, decode);
   if (!memory.ok()) return memory.status();
   st.arena_bytes = memory->step.memory.arena_bytes;
   st.value_bytes = memory->step.memory.sum_of_values;
@@ -146,8 +153,8 @@ absl::StatusOr<StepStats> Measure(const graph::Graph& g, int64_t tokens, bool de
 // One line per dispatch of a plan of `g` for a bucket of `tokens`: its index, family.variant, the
 // nodes it computes, its bindings (value, r or w, and where: the arena's bytes, or buffer B, bound
 // whole) and its workgroups.
-absl::Status PrintLowered(const graph::Graph& g, int64_t tokens) {
-  absl::StatusOr<PlanPlaces> memory = LocateForPlan(g, tokens, tokens == 1);
+absl::Status PrintLowered(const graph::Graph& g, const codegen::TargetCaps& caps, int64_t tokens) {
+  absl::StatusOr<PlanPlaces> memory = LocateForPlan(g, caps, tokens, tokens == 1);
   if (!memory.ok()) return memory.status();
   const std::vector<codegen::Dispatch>* dispatches = &memory->step.dispatches;
   std::printf("# %zu dispatches, T=%lld: family.variant | nodes computed | bindings | workgroups\n", dispatches->size(),
@@ -210,6 +217,9 @@ absl::StatusOr<int> GraphCommand(const std::vector<std::string>& argv) {
   absl::StatusOr<int64_t> tokens = args.GetInt("tokens");
   if (!tokens.ok()) return tokens.status();
   if (*tokens <= 0) return absl::InvalidArgumentError("--tokens must be positive");
+  absl::StatusOr<codegen::TargetCaps> caps =
+      args.Has("target") ? codegen::KnownTargetCaps(args.Get("target")) : codegen::TargetCaps{};
+  if (!caps.ok()) return absl::InvalidArgumentError(absl::StrCat("--target: ", caps.status().message()));
   absl::StatusOr<passes::PassManager> pm = passes::PassManager::Parse(args.Get("passes"));
   if (!pm.ok()) return pm.status();
   const std::vector<std::string> pipeline = pm->names();
@@ -241,7 +251,7 @@ absl::StatusOr<int> GraphCommand(const std::vector<std::string>& argv) {
 
   const int64_t bucket = args.Has("tokens") ? prefill : 1;
   if (args.Has("emit-glsl")) {
-    absl::StatusOr<std::vector<codegen::Dispatch>> dispatches = codegen::Lower(g, codegen::TargetCaps{}, bucket);
+    absl::StatusOr<std::vector<codegen::Dispatch>> dispatches = codegen::Lower(g, *caps, bucket);
     if (!dispatches.ok()) return dispatches.status();
     for (const codegen::Dispatch& d : *dispatches) {
       const graph::Node& n = g.node(d.node);
@@ -252,7 +262,7 @@ absl::StatusOr<int> GraphCommand(const std::vector<std::string>& argv) {
     }
   }
   if (args.Has("lowered")) {
-    if (absl::Status s = PrintLowered(g, bucket); !s.ok()) return s;
+    if (absl::Status s = PrintLowered(g, *caps, bucket); !s.ok()) return s;
   }
 
   if (args.Has("stats")) {
@@ -261,7 +271,7 @@ absl::StatusOr<int> GraphCommand(const std::vector<std::string>& argv) {
                 "barriers", "weight_bytes", "arena_bytes", "value_bytes");
     for (const auto& [step, t] : {std::pair<const char*, int64_t>{"decode", 1}, {"prefill", prefill}}) {
       for (const auto& [name, step_graph] : {std::pair<std::string, const graph::Graph*>{"none", &*input}, {after_name, &g}}) {
-        absl::StatusOr<StepStats> st = Measure(*step_graph, t, std::string(step) == "decode");
+        absl::StatusOr<StepStats> st = Measure(*step_graph, *caps, t, std::string(step) == "decode");
         if (!st.ok()) return absl::Status(st.status().code(), absl::StrCat(step, " with passes ", name, ": ", st.status().message()));
         std::printf("%-8s %5lld  %-10s %6d %11d %9d %14llu %12zu %12zu\n", step, static_cast<long long>(t), name.c_str(),
                     st->nodes, st->dispatches, st->barriers, static_cast<unsigned long long>(st->weight_bytes),
