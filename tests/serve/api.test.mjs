@@ -333,8 +333,10 @@ describe('many clients', () => {
   test('a storm past the queue: the excess gets 429, the rest their text, then idle', async () => {
     const rss = () => Number(fs.readFileSync(`/proc/${server.proc.pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/)[1]);
     const rssBefore = rss();
+    // Each request long enough (48 tokens, no early end) that the running ones cannot drain the
+    // queue while the storm is still arriving, however fast the machine.
     const storm = Array.from({length: 40}, (_, i) =>
-      post('/v1/completions', JSON.stringify({prompt: `Psalm ${i}`, max_tokens: 4, temperature: 0})));
+      post('/v1/completions', JSON.stringify({prompt: `Psalm ${i}`, max_tokens: 48, temperature: 0, ignore_eos: true})));
     const results = await Promise.all(storm);
     const ok = results.filter((r) => r.status === 200);
     const busy = results.filter((r) => r.status === 429);
@@ -342,7 +344,7 @@ describe('many clients', () => {
     assert.ok(busy.length > 0, 'more requests than the queue holds were all accepted');
     assert.ok(ok.length >= QUEUE, `only ${ok.length} accepted`);
     for (const r of busy) assertErrorObject(r.body);
-    for (const r of ok) assert.equal(r.body.usage.completion_tokens, 4);
+    for (const r of ok) assert.equal(r.body.usage.completion_tokens, 48);
     const m = await waitIdle(server.url);
     assert.equal(m.doppler_kv_cache_usage_ratio, 0);
     assert.ok(m['doppler_requests_rejected_total{status="429"}'] >= busy.length);
