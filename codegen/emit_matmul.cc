@@ -1,16 +1,16 @@
-// Checks a matmul node and builds what its variants share; picks the variant by the bucket's rows.
+// Checks a matmul node and builds what its variants share, then renders the variant
+// tuning::ChooseMatMulVariant picks (codegen/tuning/matmul.h).
 // The epilogue chain is a parameter of the one kernel family: its steps become GLSL statements in
 // `store`.
 #include <algorithm>
-#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/glsl_common.h"
+#include "codegen/in_matmul.h"
 #include "codegen/matmul.h"
-#include "codegen/tuning/coop_rows.h"
-#include "codegen/tuning/gemv.h"
+#include "codegen/tuning/matmul.h"
 #include "graph/layout.h"
 
 namespace doppler::codegen {
@@ -32,13 +32,6 @@ std::string OutputIndex(const std::vector<int64_t>& widths, int64_t rows_bucket,
   return absl::StrCat("uint out_index(uint t, uint col) {\n", body, "}\n");
 }
 
-// Whether the q8 matrix-vector kernel takes all `rows` rows of x (of k values) in one block of
-// rows (an override it cannot take makes the emitter fail, and here says no).
-bool OneQ8RowBlock(int64_t rows, int64_t k) {
-  absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemvQ8(rows, k);
-  return rows <= kGemvMaxBucket && config.ok() && config->rows >= rows;
-}
-
 const char* ActivationFunction(graph::EpilogueStep s) {
   using graph::EpilogueStep;
   return s == EpilogueStep::kSiluMul || s == EpilogueStep::kSilu ? "act_silu" : "act_gelu_tanh";
@@ -46,32 +39,12 @@ const char* ActivationFunction(graph::EpilogueStep s) {
 
 }  // namespace
 
-bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens) {
-  if (!n.attrs.Has("in_producer") || NormInConsumer(g, n, tokens)) return false;
-  const graph::Node& m = g.node(n.inputs[0]);
-  return m.kind == graph::OpKind::kMatMul && m.attrs.Has("x_quant") &&
-         OneQ8RowBlock(g.node(m.inputs[0]).type.shape[0].Resolve(tokens), g.node(m.inputs[0]).type.shape[1].value);
-}
-
-bool NormInConsumer(const graph::Graph& g, const graph::Node& n, int64_t tokens) {
-  if (!n.attrs.Has("in_consumer")) return false;
-  const std::vector<graph::ValueId> consumers = graph::MatmulsOfNormedPart(g, n.id);
-  const int64_t width = n.type.shape[1].value / 2;
-  return !consumers.empty() && std::all_of(consumers.begin(), consumers.end(), [&](graph::ValueId id) {
-    const graph::Node& m = g.node(id);
-    const int64_t rows = g.node(m.inputs[0]).type.shape[0].Resolve(tokens);
-    return m.attrs.Has("x_quant") && OneQ8RowBlock(rows, width) && rows * width * 9 <= 8 * kNormInConsumerStageBytes;
-  });
-}
-
-bool LastRowInConsumer(const graph::Graph& g, const graph::Node& n) {
-  return n.kind == graph::OpKind::kLastRow && n.attrs.Has("in_consumer") && graph::SoleMatmulOfLastRow(g, n.id).has_value();
-}
-
 absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   using graph::EpilogueStep;
   const graph::Node& x = c.input(0);
   const graph::Node& w = c.input(1);
+  absl::StatusOr<InMatMulRules> rules = InMatMulRulesFromTune();
+  if (!rules.ok()) return rules.status();
   const int64_t w_rows = w.type.shape[0].value;
   MatMulSpec s;
   s.k = w.type.shape[1].value;
@@ -102,9 +75,9 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   }
   const std::vector<int64_t> widths = graph::SplitWidths(c.node);
   s.rows_expr = RowsExpr(x.type.shape[0].tokens, s.m);
-  // x's first row in its buffer (x_row0()): where the last row is read here (LastRowInConsumer), x is
-  // bound to the last_row's input and the row is its row T - 1.
-  const bool last_row = LastRowInConsumer(c.g, x);
+  // x's first row in its buffer (x_row0()): where the last row is read here (codegen/in_matmul.h),
+  // x is bound to the last_row's input and the row is its row T - 1.
+  const bool last_row = LastRowInX(c.g, x, *rules);
   const graph::ValueId x_value = last_row ? x.inputs[0] : x.id;
   const std::string x_row0 =
       last_row ? absl::StrCat("(", RowsExpr(c.g.node(x_value).type.shape[0].tokens, c.rows(c.g.node(x_value))), " - 1u)")
@@ -151,16 +124,16 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
                     s.k % 4 == 0 ? absl::StrCat("vec4 norm_weight4(uint k) { return load4_gamma(k) + ", offset, "; }\n") : "");
   }
   // A residual norm the kernel computes as it reads x, and a row-wide op it computes once it has
-  // written y: each one's value and inputs after the matmul's, in that order.
+  // written y (codegen/in_matmul.h): each one's value and inputs after the matmul's, in that order.
   uint32_t next_binding = static_cast<uint32_t>(c.node.inputs.size() + 2);
-  if (x.kind == graph::OpKind::kPart && NormInConsumer(c.g, c.g.node(x.inputs[0]), c.tokens)) {
+  if (x.kind == graph::OpKind::kPart && NormInX(c.g, c.g.node(x.inputs[0]), c.tokens, *rules)) {
     s.restate = x.inputs[0];
     s.restate_writes = graph::MatmulsOfNormedPart(c.g, s.restate).front() == c.node.id;
     s.restate_binding = next_binding;
     next_binding += static_cast<uint32_t>(c.g.node(s.restate).inputs.size() + (s.restate_writes ? 1 : 0));
   }
   for (graph::ValueId u : c.g.Users(c.node.id)) {
-    if (TailInMatMul(c.g, c.g.node(u), c.tokens)) s.tail = u;
+    if (TailInMatMul(c.g, c.g.node(u), c.tokens, *rules)) s.tail = u;
   }
   if (s.tail >= 0) s.tail_binding = next_binding;
   s.io_glsl = absl::StrCat("uint x_row0() { return ", x_row0, "; }\n",
@@ -182,9 +155,6 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
     }
     absl::StrAppend(&s.variant_suffix, "+x_q8");
   }
-  // The cooperative-matrix tiles from the rows codegen/tuning/coop.h chooses for the device.
-  const bool coop = s.m >= tuning::ChooseCoopFrom(c.caps, c.g.paging().row_per_sequence).value &&
-                    s.w_dtype != graph::DType::kF32;
   s.tile_x_glsl = absl::StrCat(
       s.k % 4 == 0 ? FloatQuadBuffer(2, "x", graph::DType::kF32, true) : FloatBuffer(2, "x", graph::DType::kF32, true), R"(
 float staged_x(uint t, uint k, uint m, inout float sum_sq) {
@@ -199,19 +169,24 @@ float staged_x(uint t, uint k, uint m, inout float sum_sq) {
                      "              staged_x(t, k + 3u, m, sum_sq));\n",
       "}\n");
 
-  // A batched decode step of a few rows takes the cooperative-matrix variant for few rows, which
-  // streams the weights where the matrix-vector kernels' work grows with the rows (the rule, and
-  // DOPPLER_TUNE's coop_rows.from that moves or disables it: codegen/tuning/coop_rows.h).
-  absl::StatusOr<tuning::DeviceChoice> coop_rows_from = tuning::CoopRowsFrom(c.caps);
-  if (!coop_rows_from.ok()) return coop_rows_from.status();
-  const bool coop_rows = c.g.paging().row_per_sequence && !s.x_q8 && s.w_dtype != graph::DType::kF32 &&
-                         tuning::CoopRowsTakeBatchedDecode(s.m, coop_rows_from->value);
-
-  absl::StatusOr<Kernel> k = s.x_q8                 ? EmitGemvQ8(c, s)
-                             : coop_rows             ? EmitCoopRows(c, s)
-                             : s.m <= kGemvMaxBucket ? EmitGemv(c, s)
-                             : coop                  ? EmitCoopGemm(c, s)
-                                                     : EmitGemm(c, s);
+  absl::StatusOr<tuning::MatMulVariant> variant = tuning::ChooseMatMulVariant(
+      c.caps, {.rows = s.m, .w_dtype = s.w_dtype, .x_q8 = s.x_q8, .row_per_sequence = c.g.paging().row_per_sequence});
+  if (!variant.ok()) return variant.status();
+  absl::StatusOr<Kernel> k = [&] {
+    switch (*variant) {
+      case tuning::MatMulVariant::kGemvQ8:
+        return EmitGemvQ8(c, s);
+      case tuning::MatMulVariant::kCoopRows:
+        return EmitCoopRows(c, s);
+      case tuning::MatMulVariant::kGemv:
+        return EmitGemv(c, s);
+      case tuning::MatMulVariant::kCoop:
+        return EmitCoopGemm(c, s);
+      case tuning::MatMulVariant::kGemm:
+        break;
+    }
+    return EmitGemm(c, s);
+  }();
   if (!k.ok()) return absl::InvalidArgumentError(absl::StrCat("matmul '", c.node.label, "': ", k.status().message()));
   k->family = "matmul";
   k->args = {{c.node.id, true}};

@@ -22,7 +22,7 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c);
 absl::StatusOr<Kernel> EmitElementwise(const EmitContext& c);  // add, mul (with row broadcast), silu, gelu_tanh, scale
 absl::StatusOr<Kernel> EmitRmsNorm(const EmitContext& c);
 // An RMSNorm node's row, for its own kernel and for the kernel of a matmul whose last workgroup
-// computes it (codegen/matmul.h: TailInMatMul): buffers at the bindings named below (but x, which
+// computes it (a tail: codegen/in_matmul.h): buffers at the bindings named below (but x, which
 // the caller declares: `io.x[i]` reads it) and `void norm_row(uint row, uint group)`, run by a
 // whole workgroup of `wg` invocations with WorkgroupReductions' wg_sum declared.
 struct NormRowIo {

@@ -3,7 +3,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
-#include "codegen/matmul.h"
 
 namespace doppler::codegen {
 
@@ -64,10 +63,6 @@ absl::StatusOr<std::vector<Kernel>> EmitKernels(const graph::Graph& g, const gra
                                                 int64_t tokens) {
   const EmitContext c{g, node, caps, tokens};
   if (node.kind == graph::OpKind::kAttention) return EmitAttention(c);
-  // Its producer's or consumer's kernel computes it.
-  if (TailInMatMul(g, node, tokens) || NormInConsumer(g, node, tokens) || LastRowInConsumer(g, node)) {
-    return std::vector<Kernel>{};
-  }
   absl::StatusOr<Kernel> k = EmitOne(c);
   if (!k.ok()) return k.status();
   return std::vector<Kernel>{*std::move(k)};

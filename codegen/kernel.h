@@ -65,8 +65,8 @@ inline uint32_t ParamsBinding(size_t args, bool scratch) {
 // The kernel for a compute node; `tokens` is the token bucket of the plan (the largest T a step
 // may have). Source nodes (inputs, params, consts, states) have no kernel.
 // Most nodes are one dispatch; an appending attention may be three (codegen/emit_attention.cc),
-// recorded in order, with barriers placed as between any dispatches; an in_producer or in_consumer
-// node none where a matmul's kernel computes it (codegen/matmul.h: TailInMatMul, NormInConsumer).
+// recorded in order, with barriers placed as between any dispatches. Lowering calls it for the
+// nodes that have dispatches of their own (codegen/lowering.h).
 absl::StatusOr<std::vector<Kernel>> EmitKernels(const graph::Graph& g, const graph::Node& node, const TargetCaps& caps,
                                                 int64_t tokens);
 

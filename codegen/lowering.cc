@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "codegen/in_matmul.h"
 
 namespace doppler::codegen {
 
@@ -14,13 +15,18 @@ bool Computed(graph::OpKind kind) {
 }
 
 absl::StatusOr<std::vector<Dispatch>> Lower(const graph::Graph& g, const TargetCaps& caps, int64_t tokens) {
+  absl::StatusOr<InMatMulRules> rules = InMatMulRulesFromTune();
+  if (!rules.ok()) return rules.status();
   std::vector<Dispatch> out;
   std::vector<graph::ValueId> absorbed;  // computed nodes with no kernel of their own
   for (const graph::Node& n : g.nodes()) {
     if (!Computed(n.kind)) continue;
+    if (InMatMul(g, n, tokens, *rules)) {
+      absorbed.push_back(n.id);
+      continue;
+    }
     absl::StatusOr<std::vector<Kernel>> ks = EmitKernels(g, n, caps, tokens);
     if (!ks.ok()) return ks.status();
-    if (ks->empty()) absorbed.push_back(n.id);
     for (Kernel& k : *ks) out.push_back(Dispatch{n.id, {n.id}, std::move(k)});
   }
   // A node another kernel computes is covered by the first dispatch that writes its value (a tail,

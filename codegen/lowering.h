@@ -1,9 +1,9 @@
 // Lowering: a plan's step graph → the dispatches it records, in order. Each dispatch is one
 // kernel (its family, variant, bindings, workgroups and GLSL), the node it is emitted for, and
 // every node it computes: that node, and the nodes with no kernel of their own that it computes
-// too (an in_producer tail a matmul's last workgroup finishes, an in_consumer norm or last_row a
-// matmul computes as it reads its x; codegen/matmul.h). The scheduler records this list, and
-// `doppler graph --lowered` prints it.
+// too (a tail a matmul's last workgroup finishes, a norm or last row a matmul computes as it reads
+// its x: codegen/in_matmul.h, decided here). The scheduler records this list, and `doppler graph
+// --lowered` prints it.
 #pragma once
 
 #include <vector>
@@ -26,7 +26,7 @@ bool Computed(graph::OpKind kind);
 
 // The dispatches of a plan of `g` for a bucket of `tokens` on `caps`. Every computed node is
 // covered: by its own dispatches, else by the first dispatch that writes its value, else by every
-// dispatch of a node that reads it (an in_consumer last_row); or lowering fails naming it.
+// dispatch of a node that reads it (a last row in x); or lowering fails naming it.
 absl::StatusOr<std::vector<Dispatch>> Lower(const graph::Graph& g, const TargetCaps& caps, int64_t tokens);
 
 }  // namespace doppler::codegen

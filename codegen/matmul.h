@@ -27,10 +27,10 @@ struct MatMulSpec {
   bool norm = false;
   std::string rows_expr;  // GLSL for the step's row count (runtime for T-shaped x)
   // GLSL shared by the variants: `uint x_row0()` (x's first row in the buffer bound as x: row
-  // T - 1 of a last_row's input where LastRowInConsumer, else 0), y (binding 1), the norm weight
-  // (4) and epilogue inputs, K, N, G, and `void store(uint tok, uint col, float v, float up)`,
-  // which applies the chain to v (up is the second dot product of a gated chain) and writes column
-  // col of row tok.
+  // T - 1 of a last_row's input where the kernel reads the row itself, else 0), y (binding 1), the
+  // norm weight (4) and epilogue inputs, K, N, G, and `void store(uint tok, uint col, float v, float
+  // up)`, which applies the chain to v (up is the second dot product of a gated chain) and writes
+  // column col of row tok.
   std::string io_glsl;
   // For the tiled variants: x (binding 2), and `float staged_x(uint t, uint k, uint m, inout float
   // sum_sq)`: x[t, k] (0 past row m or column K), with a norm prologue times the norm weight, its
@@ -39,36 +39,20 @@ struct MatMulSpec {
   std::string tile_x_glsl;
   std::string variant_suffix;  // "+silu_mul+add+split3" ...
   bool x_q8 = false;           // attr x_quant = "q8": x is rounded through q8 blocks
-  // A row-wide op the kernel computes too, once it has written its rows (TailInMatMul): the node
-  // (-1: none), and the binding of its value; its inputs but the first follow, then the kernel's
-  // scratch. With a tail the output y is declared coherent, for the last workgroup's reads.
+  // A row-wide op the kernel computes too, once it has written its rows (a tail,
+  // codegen/in_matmul.h): the node (-1: none), and the binding of its value; its inputs but the
+  // first follow, then the kernel's scratch. With a tail the output y is declared coherent, for the
+  // last workgroup's reads.
   graph::ValueId tail = -1;
   uint32_t tail_binding = 0;
-  // A residual norm whose normalised sum is x, computed by the kernel as it reads x
-  // (NormInConsumer): the node (-1: none), the binding of its first input (the others follow),
+  // A residual norm whose normalised sum is x, computed by the kernel as it reads x (a norm in x,
+  // codegen/in_matmul.h): the node (-1: none), the binding of its first input (the others follow),
   // and whether this kernel writes the norm's value (the first of its consumers does, at the
   // binding after the inputs).
   graph::ValueId restate = -1;
   uint32_t restate_binding = 0;
   bool restate_writes = false;
 };
-
-// Whether the kernel of an in_producer node's matmul (graph/op.h) computes it for a plan of
-// `tokens`: the q8 matrix-vector variant does, where its config (tuning::ChooseGemvQ8) takes the
-// bucket's rows as one block of rows.
-bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens);
-
-// Whether the kernels of the matmuls reading an in_consumer norm's normalised sum (graph/op.h)
-// compute the norm for a plan of `tokens`: the q8 matrix-vector variant does, where it takes the
-// bucket's rows as one block and their q8 staging takes at most kNormInConsumerStageBytes (every
-// device's shared memory holds them, with the kernel's reductions, in one segment). It takes
-// precedence over the norm's producer (TailInMatMul).
-bool NormInConsumer(const graph::Graph& g, const graph::Node& n, int64_t tokens);
-inline constexpr int64_t kNormInConsumerStageBytes = 12 * 1024;
-
-// Whether the kernel of the matmul reading an in_consumer last_row (graph/op.h) reads the row
-// itself, from the last_row's input: every variant does (x_row0() in MatMulSpec::io_glsl).
-bool LastRowInConsumer(const graph::Graph& g, const graph::Node& n);
 
 // Buckets up to kGemvMaxBucket rows use the matrix-vector variants, whose workgroups take
 // tuning::GemvConfig::rows rows of x each (codegen/tuning/gemv.h). On the H100 a 16-token prefill

@@ -61,15 +61,6 @@ std::vector<ValueId> MatmulsOfNormedPart(const Graph& g, ValueId norm) {
   return matmuls;
 }
 
-std::vector<ValueId> ConsumingMatmuls(const Graph& g, ValueId id) {
-  const Node& n = g.node(id);
-  if (n.kind == OpKind::kRmsNorm && !RmsNormInputsOf(n).group) return MatmulsOfNormedPart(g, id);
-  if (n.kind == OpKind::kLastRow) {
-    if (std::optional<ValueId> m = SoleMatmulOfLastRow(g, id)) return {*m};
-  }
-  return {};
-}
-
 std::optional<ValueId> SoleMatmulOfLastRow(const Graph& g, ValueId last_row) {
   if (g.node(last_row).kind != OpKind::kLastRow) return std::nullopt;
   for (const auto& [name, out] : g.outputs()) {

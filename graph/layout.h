@@ -39,9 +39,4 @@ std::vector<ValueId> MatmulsOfNormedPart(const Graph& g, ValueId norm);
 // read by another node or after the step.
 std::optional<ValueId> SoleMatmulOfLastRow(const Graph& g, ValueId last_row);
 
-// The matmuls that may compute a node as they read their x (attr in_consumer, graph/op.h): for a
-// whole-row residual rms_norm MatmulsOfNormedPart, for a last_row SoleMatmulOfLastRow; none for
-// any other node.
-std::vector<ValueId> ConsumingMatmuls(const Graph& g, ValueId id);
-
 }  // namespace doppler::graph

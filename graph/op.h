@@ -36,9 +36,6 @@ enum class OpKind : uint8_t {
                 // G = head_dim normalises each head). With attr residual = 1 it normalises s = x + r and
                 // returns [T, 2D] = [s | norm(s)], stored split "D,D" (graph/layout.h); the inputs by
                 // role: graph/rms_norm_inputs.h.
-                // Attr in_producer = 1 (whole rows, x a matmul's): as for argmax. Attr in_consumer = 1
-                // (residual, whole rows, its part 1 read by matmuls alone, as x): their kernels may compute
-                // it as they read x, the first one writing part 0 (codegen/matmul.h: NormInConsumer)
   kRope,        // (x[T, H*d], table[P, d/2, 2]) -> rotated x at positions pos..pos+T-1; attrs heads, head_dim, style
   kCacheWrite,  // (state[C, W], x[T, W]) -> state with x[t] in row (pos + t) % C: a cache of C rows
                 // is a ring holding the last C positions (a cache of the whole context never wraps);
@@ -48,12 +45,8 @@ enum class OpKind : uint8_t {
                 // With attr sinks = 1 the last input is f32[H], a logit per head that joins each of the
                 // head's softmaxes as a key of value 0 (GPT-OSS's attention sinks): it adds exp(sink - max)
                 // to the denominator and nothing to the sum of values (graph/attention_inputs.h)
-  kLastRow,     // x[T, D] -> x[T-1 : T, D] for the step's actual T. Attr in_consumer = 1 (one matmul alone
-                // reads it, as x): that matmul's kernel may read the row from x itself (codegen/matmul.h:
-                // LastRowInConsumer)
-  kArgmax,      // x[R, N] -> i32[R]: index of the first maximum of each row. Attr in_producer = 1:
-                // the kernel of its input (a matmul) may compute it too, once it has written x; its value
-                // is then written at the matmul's dispatch (codegen/matmul.h: TailInMatMul)
+  kLastRow,     // x[T, D] -> x[T-1 : T, D] for the step's actual T
+  kArgmax,      // x[R, N] -> i32[R]: index of the first maximum of each row
   kRecordTokens,   // (history i32[R], ids i32[T]) -> history with ids[t] at row (pos + t) % R
   kRepeatPenalty,  // (logits[1, V], history i32[R]) -> logits with every token of the last R positions
                    // penalised (graph::Penalize: x > 0 ? x / penalty : x * penalty); attr penalty

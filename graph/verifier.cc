@@ -69,18 +69,6 @@ absl::Status Verify(const Graph& g) {
       if (in < 0 || in >= i) return NodeError(n, absl::StrCat("input %", in, " is not defined before it"));
     }
     if (absl::Status s = CheckAttrs(n); !s.ok()) return s;
-    if (n.attrs.Has("in_producer") &&
-        (g.node(n.inputs[0]).kind != OpKind::kMatMul ||
-         !(n.kind == OpKind::kArgmax || (n.kind == OpKind::kRmsNorm && !n.attrs.Has("group"))))) {
-      return NodeError(n, "in_producer is for an argmax or a whole-row rms_norm reading a matmul");
-    }
-    if (n.attrs.Has("in_consumer") && n.kind == OpKind::kLastRow && !SoleMatmulOfLastRow(g, i).has_value()) {
-      return NodeError(n, "in_consumer is for a last_row that one matmul alone reads, as x");
-    }
-    if (n.attrs.Has("in_consumer") && n.kind != OpKind::kLastRow &&
-        (n.kind != OpKind::kRmsNorm || n.attrs.Has("group") || n.attrs.Int("residual") == 0)) {
-      return NodeError(n, "in_consumer is for a whole-row residual rms_norm or a last_row");
-    }
     if (IsSource(n.kind)) {
       if (!names.insert({n.kind, n.attrs.Str("name")}).second) {
         return NodeError(n, absl::StrCat("duplicate ", OpName(n.kind), " name '", n.attrs.Str("name"), "'"));

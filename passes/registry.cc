@@ -12,10 +12,7 @@ const std::vector<PassEntry>& Registry() {
       {"fuse-rope", MakeFuseRope},
       {"fuse-head-norm", MakeFuseHeadNorm},
       {"fuse-kv-append", MakeFuseKvAppend},
-      {"fuse-residual-norm-matmul", MakeFuseResidualNormMatmul},
-      {"fuse-last-row-matmul", MakeFuseLastRowMatmul},
       {"fuse-embedding-scale", MakeFuseEmbeddingScale},
-      {"fuse-matmul-tail", MakeFuseMatmulTail},
       {"q8-activations", MakeQ8Activations},
       {"dce", MakeDce},
   };
@@ -28,14 +25,12 @@ const std::vector<PassEntry>& Registry() {
 // matmuls that read them (after the merges above, which take plain matmuls only); rotary
 // embeddings into the cache writes and attention that read them, and then the per-head norms
 // before them; then the cache writes, with those prologues, into the attention that reads them;
-// residual norms (Gemma 3's) into the matmuls that read their normalised sums, the last row into
-// the LM head that reads it (once the final norm is the head's), and row-wide ops (the LM head's
-// argmax, those norms again) into the matmuls they read, for the plans whose kernels take neither;
-// the embeddings' scale into their gather (independent of the rest); dce last.
+// the embeddings' scale into their gather (independent of the rest); dce last. (Which nodes a
+// matmul's kernel computes besides its own, with no dispatch of theirs, lowering decides for each
+// plan: codegen/in_matmul.h.)
 std::vector<std::string> DefaultPipeline() {
-  return {"fuse-gate-up",   "fuse-qkv",       "fuse-matmul-epilogue",      "fuse-residual-rmsnorm", "fuse-norm-matmul",
-          "fuse-rope",      "fuse-head-norm", "fuse-kv-append", "fuse-residual-norm-matmul", "fuse-last-row-matmul",
-          "fuse-matmul-tail", "fuse-embedding-scale", "dce"};
+  return {"fuse-gate-up",   "fuse-qkv",       "fuse-matmul-epilogue", "fuse-residual-rmsnorm", "fuse-norm-matmul",
+          "fuse-rope",      "fuse-head-norm", "fuse-kv-append",       "fuse-embedding-scale",  "dce"};
 }
 
 }  // namespace doppler::passes

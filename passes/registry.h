@@ -24,10 +24,7 @@ std::unique_ptr<Pass> MakeFuseRope();
 std::unique_ptr<Pass> MakeFuseHeadNorm();
 std::unique_ptr<Pass> MakeFuseKvAppend();
 std::unique_ptr<Pass> MakeQ8Activations();
-std::unique_ptr<Pass> MakeFuseResidualNormMatmul();
-std::unique_ptr<Pass> MakeFuseLastRowMatmul();
 std::unique_ptr<Pass> MakeFuseEmbeddingScale();
-std::unique_ptr<Pass> MakeFuseMatmulTail();
 std::unique_ptr<Pass> MakeDce();
 
 }  // namespace doppler::passes

@@ -9,7 +9,6 @@
 #include "graph/activation_quant.h"
 #include "graph/builder.h"
 #include "graph/interpreter.h"
-#include "graph/layout.h"
 #include "graph/verifier.h"
 #include "passes/pass.h"
 #include "tests/support/graph_values.h"
@@ -104,96 +103,6 @@ TEST(Q8ActivationsPass, MarksTheMatmulsWithIntegerQuantsOnly) {
   for (const char* name : {"q4", "q6", "q8"}) EXPECT_TRUE(g.node(*g.output(name)).attrs.Has("x_quant")) << name;
   EXPECT_FALSE(g.node(*g.output("f16")).attrs.Has("x_quant"));
   EXPECT_FALSE(*(*pass)->Run(g)) << "a second run changes nothing";
-}
-
-TEST(FuseMatmulTailPass, MarksTheArgmaxOfAMatmulOnly) {
-  graph::GraphBuilder b;
-  ValueId x = b.Input("x", test::Rows(64));
-  ValueId logits = b.MatMul(x, b.Param("w", test::Matrix(8, 64, DType::kQ8_0)));
-  b.Output("of_matmul", b.Argmax(logits));
-  b.Output("of_add", b.Argmax(b.Add(logits, logits)));
-  graph::Graph g = *std::move(b).Finish();
-  auto pass = passes::MakePass("fuse-matmul-tail");
-  ASSERT_TRUE(pass.ok()) << pass.status();
-  auto changed = (*pass)->Run(g);
-  ASSERT_TRUE(changed.ok() && *changed);
-  ASSERT_TRUE(graph::Verify(g).ok());
-  EXPECT_TRUE(g.node(*g.output("of_matmul")).attrs.Has("in_producer"));
-  EXPECT_FALSE(g.node(*g.output("of_add")).attrs.Has("in_producer"));
-  // The verifier holds the attribute to a matmul's argmax.
-  g.mutable_node(*g.output("of_add")).attrs.Set("in_producer", int64_t{1});
-  EXPECT_NE(graph::Verify(g).message().find("in_producer is for an argmax or a whole-row rms_norm reading a matmul"), std::string::npos);
-}
-
-TEST(FuseResidualNormMatmulPass, MarksANormWhoseNormalisedSumMatmulsAloneRead) {
-  graph::GraphBuilder b;
-  const auto row = test::Rows(64);
-  auto residual_norm = [&](const char* name) {
-    return b.RmsNormResidual(b.Input(std::string(name) + "_x", row), b.Param(std::string(name) + "_g", test::Vector(64)),
-                             b.Input(std::string(name) + "_r", row), 1e-6, 1.0);
-  };
-  // Read by one matmul as x: marked. Its sum (part 0) may have any readers.
-  ValueId alone = residual_norm("alone");
-  b.Output("alone_y", b.MatMul(b.Part(alone, 1), b.Param("w1", test::Matrix(8, 64, DType::kQ8_0))));
-  b.Output("alone_sum", b.Part(alone, 0));
-  // Read by two matmuls as x (a layer's projections of two weight types): marked.
-  ValueId twice = residual_norm("twice");
-  b.Output("twice_a", b.MatMul(b.Part(twice, 1), b.Param("w2", test::Matrix(8, 64, DType::kQ8_0))));
-  b.Output("twice_b", b.MatMul(b.Part(twice, 1), b.Param("w3", test::Matrix(8, 64, DType::kQ5_0))));
-  // Read by a matmul and an add, or as a step output: not.
-  ValueId added = residual_norm("added");
-  ValueId added_part = b.Part(added, 1);
-  b.Output("added_y", b.MatMul(added_part, b.Param("w4", test::Matrix(8, 64, DType::kQ8_0))));
-  b.Output("added_sum", b.Add(added_part, added_part));
-  ValueId output = residual_norm("output");
-  ValueId output_part = b.Part(output, 1);
-  b.Output("output_y", b.MatMul(output_part, b.Param("w5", test::Matrix(8, 64, DType::kQ8_0))));
-  b.Output("output_normed", output_part);
-  graph::Graph g = *std::move(b).Finish();
-  auto pass = passes::MakePass("fuse-residual-norm-matmul");
-  ASSERT_TRUE(pass.ok()) << pass.status();
-  auto changed = (*pass)->Run(g);
-  ASSERT_TRUE(changed.ok() && *changed);
-  ASSERT_TRUE(graph::Verify(g).ok());
-  EXPECT_TRUE(g.node(alone).attrs.Has("in_consumer"));
-  EXPECT_TRUE(g.node(twice).attrs.Has("in_consumer"));
-  EXPECT_EQ(graph::ConsumingMatmuls(g, twice), (std::vector<ValueId>{*g.output("twice_a"), *g.output("twice_b")}));
-  for (ValueId n : {added, output}) EXPECT_FALSE(g.node(n).attrs.Has("in_consumer")) << g.node(n).label;
-  EXPECT_FALSE(*(*pass)->Run(g)) << "a second run changes nothing";
-  // The verifier holds the attribute to a whole-row residual norm.
-  ValueId plain = *g.output("twice_a");
-  g.mutable_node(plain).attrs.Set("in_consumer", int64_t{1});
-  EXPECT_NE(graph::Verify(g).message().find("in_consumer is for a whole-row residual rms_norm or a last_row"), std::string::npos);
-}
-
-TEST(FuseLastRowMatmulPass, MarksALastRowOneMatmulAloneReadsAsX) {
-  graph::GraphBuilder b;
-  const auto row = test::Rows(64);
-  // Read by one matmul as x: marked.
-  ValueId alone = b.LastRow(b.Input("alone_x", row));
-  b.Output("alone_y", b.MatMul(alone, b.Param("w1", test::Matrix(8, 64, DType::kQ8_0))));
-  // Read by a matmul and an add, or by two matmuls, or as a step output: not.
-  ValueId added = b.LastRow(b.Input("added_x", row));
-  b.Output("added_y", b.MatMul(added, b.Param("w2", test::Matrix(8, 64, DType::kQ8_0))));
-  b.Output("added_sum", b.Add(added, added));
-  ValueId twice = b.LastRow(b.Input("twice_x", row));
-  b.Output("twice_a", b.MatMul(twice, b.Param("w3", test::Matrix(8, 64, DType::kQ8_0))));
-  b.Output("twice_b", b.MatMul(twice, b.Param("w4", test::Matrix(8, 64, DType::kQ8_0))));
-  ValueId output = b.LastRow(b.Input("output_x", row));
-  b.Output("output_y", b.MatMul(output, b.Param("w5", test::Matrix(8, 64, DType::kQ8_0))));
-  b.Output("output_row", output);
-  graph::Graph g = *std::move(b).Finish();
-  auto pass = passes::MakePass("fuse-last-row-matmul");
-  ASSERT_TRUE(pass.ok()) << pass.status();
-  auto changed = (*pass)->Run(g);
-  ASSERT_TRUE(changed.ok() && *changed);
-  ASSERT_TRUE(graph::Verify(g).ok());
-  EXPECT_TRUE(g.node(alone).attrs.Has("in_consumer"));
-  for (ValueId n : {added, twice, output}) EXPECT_FALSE(g.node(n).attrs.Has("in_consumer")) << g.node(n).label;
-  EXPECT_FALSE(*(*pass)->Run(g)) << "a second run changes nothing";
-  // The verifier holds the attribute to a last row that one matmul alone reads.
-  g.mutable_node(twice).attrs.Set("in_consumer", int64_t{1});
-  EXPECT_NE(graph::Verify(g).message().find("in_consumer is for a last_row that one matmul alone reads"), std::string::npos);
 }
 
 TEST(Codegen, XQuantIsTakenByTheMatrixVectorKernelOnDevicesWithIntegerDots) {

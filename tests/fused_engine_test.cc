@@ -6,11 +6,10 @@
 #include <cstdio>
 #include <map>
 
-#include "absl/strings/str_join.h"
-#include "passes/registry.h"
 #include "tests/support/engine_env.h"
 #include "tests/support/gpu_runner.h"
 #include "tests/support/reference.h"
+#include "tests/support/scoped_tune.h"
 
 namespace doppler {
 namespace {
@@ -58,31 +57,26 @@ TEST_P(FusedEngineTest, SameLogitsAndTokensAsUnfused) {
 }
 
 // Gemma 3 with Q4_K_M weights and q8 decode: its residual norms computed by the projections that
-// read them (fuse-residual-norm-matmul) against the same plans with those norms in the kernels of
-// the projections before them (fuse-matmul-tail), and against f32 decode of the same weights.
+// read them (norms in x: codegen/in_matmul.h) against the same plans with those norms in the
+// kernels of the projections before them (tails: DOPPLER_TUNE's matmul.norm_in_x=0), and against
+// f32 decode of the same weights.
 TEST(FusedEngineQ8Test, Gemma3ResidualNormsInTheirConsumers) {
   absl::StatusOr<test::HfReference> ref = test::LoadHfReference("gemma3");
   ASSERT_TRUE(ref.ok()) << ref.status();
-  std::vector<std::string> without;
-  for (const std::string& p : passes::DefaultPipeline()) {
-    if (p != "fuse-residual-norm-matmul") without.push_back(p);
-  }
-  auto engine = [&](const std::string& pipeline, runtime::DecodeActivations activations) {
+  auto engine = [&](runtime::DecodeActivations activations) {
     runtime::EngineOptions o;
     o.model_path = ref->dir;
     o.quant = quant::QuantScheme::kQ4_K_M;
     o.weight_dtype = graph::DType::kF32;
     o.decode_activations = activations;
-    o.passes = pipeline;
     o.context = 64;
     o.prefill_chunk = 32;
     o.validation = true;
     return runtime::Engine::Create(o);
   };
-  auto consumer = engine("default", runtime::DecodeActivations::kQ8);
-  auto producer = engine(absl::StrJoin(without, ","), runtime::DecodeActivations::kQ8);
-  auto exact = engine("default", runtime::DecodeActivations::kF32);
-  for (auto* e : {&consumer, &producer, &exact}) ASSERT_TRUE(e->ok()) << e->status();
+  auto consumer = engine(runtime::DecodeActivations::kQ8);
+  auto exact = engine(runtime::DecodeActivations::kF32);
+  for (auto* e : {&consumer, &exact}) ASSERT_TRUE(e->ok()) << e->status();
   // The consumers of one norm share a barrier level: q/k/v in one dispatch, or q and k in one and v
   // in another where v's weights are of another type (Q4_K_M: Q5_0 and Q8_0 in the layers that
   // give v more bits).
@@ -95,8 +89,17 @@ TEST(FusedEngineQ8Test, Gemma3ResidualNormsInTheirConsumers) {
   EXPECT_TRUE(std::any_of(restating.begin(), restating.end(), [](const auto& l) { return l.second == 2; }))
       << "no norm read by two projections";
   const Outputs a = Evaluate(**consumer, *ref);
-  const Outputs b = Evaluate(**producer, *ref);
   const Outputs x = Evaluate(**exact, *ref);
+  Outputs b;
+  {
+    const test::ScopedTune producers("matmul.norm_in_x=0");
+    auto producer = engine(runtime::DecodeActivations::kQ8);
+    ASSERT_TRUE(producer.ok()) << producer.status();
+    for (const vk::PlannedDispatch& d : (*producer)->decode_plan().dispatches()) {
+      EXPECT_EQ(d.variant.find("+residual_norm_x"), std::string::npos) << d.variant;
+    }
+    b = Evaluate(**producer, *ref);
+  }
   ASSERT_EQ(a.decode.size(), b.decode.size());
   ASSERT_EQ(a.decode.size(), x.decode.size());
   double worst_b = 0, worst_x = 0;

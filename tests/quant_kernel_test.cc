@@ -417,19 +417,18 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(graph::Name(c.dtype)) + "_k" + std::to_string(c.k) + "_n" + std::to_string(c.n);
     });
 
-// The LM head's argmax fused into the q8 matrix-vector kernel (fuse-matmul-tail): every workgroup's
-// first maximum, then the last workgroup's; the plan has no argmax dispatch. Run three times (the
-// kernel resets its count of finished workgroups for the next).
+// The LM head's argmax computed by the q8 matrix-vector kernel (a tail: codegen/in_matmul.h):
+// every workgroup's first maximum, then the last workgroup's; the plan has no argmax dispatch. Run
+// three times (the kernel resets its count of finished workgroups for the next).
 class FusedArgmaxTest : public QuantKernelTest {
  protected:
-  // The graph x -> logits = matmul(x, w) -> next = argmax(logits), through q8-activations and
-  // fuse-matmul-tail.
+  // The graph x -> logits = matmul(x, w) -> next = argmax(logits), through q8-activations.
   graph::Graph LmHead(DType dtype, int64_t k, int64_t n) {
     GraphBuilder b;
     ValueId logits = b.MatMul(b.Input("x", Rows(k)), b.Param("w", Matrix(n, k, dtype)));
     b.Output("logits", logits);
     b.Output("next", b.Argmax(logits));
-    return WithPasses(std::move(b), {"q8-activations", "fuse-matmul-tail"});
+    return WithPasses(std::move(b), {"q8-activations"});
   }
   // The builder's graph after `passes`, verified.
   static graph::Graph WithPasses(GraphBuilder b, const std::vector<const char*>& passes) {
@@ -514,7 +513,7 @@ TEST_F(FusedArgmaxTest, TiesGoToTheLowerColumnAcrossWorkgroups) {
 }
 
 // Gemma 3's post-norm, residual add and next pre-norm after a projection, computed by the q8
-// matrix-vector kernel's last workgroup (fuse-residual-rmsnorm, then fuse-matmul-tail): one
+// matrix-vector kernel's last workgroup (fuse-residual-rmsnorm, then a tail in the matmul): one
 // dispatch, the sum and the normalised sum as the interpreter's, three runs in a row.
 TEST_F(FusedArgmaxTest, TheLastWorkgroupNormalisesTheRowsOfAMatmul) {
   for (auto [k, n, tokens, bucket] : {std::tuple{int64_t{512}, int64_t{1152}, int64_t{1}, int64_t{1}},
@@ -526,7 +525,7 @@ TEST_F(FusedArgmaxTest, TheLastWorkgroupNormalisesTheRowsOfAMatmul) {
     ValueId sum = b.Add(post, b.Input("h", Rows(n)));
     b.Output("sum", sum);
     b.Output("normed", b.RmsNorm(sum, b.Param("g2", Vector(n)), 1e-6, 1.0));
-    const graph::Graph g = WithPasses(std::move(b), {"fuse-residual-rmsnorm", "q8-activations", "fuse-matmul-tail"});
+    const graph::Graph g = WithPasses(std::move(b), {"fuse-residual-rmsnorm", "q8-activations"});
     test::RandomParams params(g, 8);
     auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
@@ -536,8 +535,8 @@ TEST_F(FusedArgmaxTest, TheLastWorkgroupNormalisesTheRowsOfAMatmul) {
   }
 }
 
-// A residual norm computed by the q8 matrix-vector kernel that reads its normalised sum
-// (fuse-residual-norm-matmul): Gemma 3's post-norm, residual add and next pre-norm (a norm with a
+// A residual norm computed by the q8 matrix-vector kernel that reads its normalised sum (a norm in
+// x: codegen/in_matmul.h): Gemma 3's post-norm, residual add and next pre-norm (a norm with a
 // prologue), and a plain residual add and norm, before a gated projection. Two dispatches (the
 // producer, then the consumer, whose workgroups all compute the rows and one writes the sum),
 // against the interpreter; three runs in a row. Rows an invocation holds whole, and (4 rows of
@@ -556,8 +555,7 @@ TEST_F(FusedArgmaxTest, TheConsumingMatmulComputesAResidualNorm) {
     b.Output("sum", sum);
     ValueId normed = b.RmsNorm(sum, b.Param("g2", Vector(n)), 1e-5, prologue ? 1.0 : 0.0);
     b.Output("y", b.MatMulFused(normed, b.Param("up", Matrix(2 * outputs, n, DType::kQ8_0)), {}, "gelu_tanh_mul"));
-    const graph::Graph g =
-        WithPasses(std::move(b), {"fuse-residual-rmsnorm", "q8-activations", "fuse-residual-norm-matmul", "fuse-matmul-tail"});
+    const graph::Graph g = WithPasses(std::move(b), {"fuse-residual-rmsnorm", "q8-activations"});
     test::RandomParams params(g, 5);
     auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
@@ -571,10 +569,10 @@ TEST_F(FusedArgmaxTest, TheConsumingMatmulComputesAResidualNorm) {
   }
 }
 
-// The LM head reading the step's last row itself (fuse-last-row-matmul) with its norm prologue,
-// in the float and the q8 matrix-vector kernels: one dispatch (no copy of the row), the logits and
-// the argmax as the interpreter's, for steps of 1, 3 and 4 rows of 4-row buckets and of 1 of a 1-row
-// one; three inputs each.
+// The LM head reading the step's last row itself (a last row in x: codegen/in_matmul.h) with its
+// norm prologue, in the float and the q8 matrix-vector kernels: one dispatch (no copy of the row),
+// the logits and the argmax as the interpreter's, for steps of 1, 3 and 4 rows of 4-row buckets
+// and of 1 of a 1-row one; three inputs each.
 TEST_F(FusedArgmaxTest, TheLmHeadReadsTheLastRowItself) {
   for (bool q8 : {false, true}) {
     const int64_t k = 512, n = 777;
@@ -584,8 +582,8 @@ TEST_F(FusedArgmaxTest, TheLmHeadReadsTheLastRowItself) {
     ValueId logits = b.MatMul(normed, b.Param("w", Matrix(n, k, DType::kQ6_K)));
     b.Output("logits", logits);
     b.Output("next", b.Argmax(logits));
-    std::vector<const char*> passes = {"fuse-norm-matmul", "fuse-last-row-matmul", "fuse-matmul-tail"};
-    if (q8) passes.insert(passes.begin() + 1, "q8-activations");
+    std::vector<const char*> passes = {"fuse-norm-matmul"};
+    if (q8) passes.push_back("q8-activations");
     const graph::Graph g = WithPasses(std::move(b), passes);
     test::RandomParams params(g, 9);
     for (auto [tokens, bucket] : {std::pair{int64_t{1}, int64_t{1}}, std::pair{int64_t{1}, int64_t{4}},

@@ -47,7 +47,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
 absl::StatusOr<DeviceChoice> CoopRowsFrom(const TargetCaps& caps);
 
 // Whether a batched decode step of `rows` rows takes the variant, from CoopRowsFrom's `from`: the
-// rule codegen (codegen/emit_matmul.cc) and the batch engine's choice of decode graph
+// rule codegen (codegen/tuning/matmul.h) and the batch engine's choice of decode graph
 // (runtime/batch_engine.h: such buckets take the graph without x_quant) share.
 inline bool CoopRowsTakeBatchedDecode(int64_t rows, int64_t from) { return rows >= from && rows <= kCoopRowsMaxRows; }
 

@@ -1,0 +1,76 @@
+#include "codegen/in_matmul.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "codegen/tuning/gemv.h"
+#include "codegen/tuning/tuning.h"
+#include "graph/layout.h"
+#include "graph/rms_norm_inputs.h"
+
+namespace doppler::codegen {
+namespace {
+
+// Whether the q8 matrix-vector kernel takes all `rows` rows of x (of k values) in one block of
+// rows (an override it cannot take makes the emitter fail, and here says no).
+bool OneQ8RowBlock(int64_t rows, int64_t k) {
+  absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemvQ8(rows, k);
+  return rows <= tuning::kGemvRowsLimit && config.ok() && config->rows >= rows;
+}
+
+absl::Status ReadRule(const char* key, bool& rule) {
+  absl::StatusOr<std::optional<int64_t>> v = tuning::Override("matmul", key);
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return absl::OkStatus();
+  if (**v != 0 && **v != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: matmul.", key, "=", **v, " is not 0 or 1"));
+  }
+  rule = **v == 1;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<InMatMulRules> InMatMulRulesFromTune() {
+  InMatMulRules rules;
+  for (auto [key, rule] : {std::pair<const char*, bool*>{"tail", &rules.tail},
+                           {"norm_in_x", &rules.norm_in_x},
+                           {"last_row_in_x", &rules.last_row_in_x}}) {
+    if (absl::Status s = ReadRule(key, *rule); !s.ok()) return s;
+  }
+  return rules;
+}
+
+bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
+  const bool row_wide = n.kind == graph::OpKind::kArgmax ||
+                        (n.kind == graph::OpKind::kRmsNorm && !graph::RmsNormInputsOf(n).group);
+  if (!rules.tail || !row_wide || NormInX(g, n, tokens, rules)) return false;
+  const graph::Node& m = g.node(n.inputs[0]);
+  if (m.kind != graph::OpKind::kMatMul || !graph::SplitWidths(m).empty() || !m.attrs.Has("x_quant")) return false;
+  const graph::Node& x = g.node(m.inputs[0]);
+  return OneQ8RowBlock(x.type.shape[0].Resolve(tokens), x.type.shape[1].value);
+}
+
+bool NormInX(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
+  if (!rules.norm_in_x || n.kind != graph::OpKind::kRmsNorm || graph::RmsNormInputsOf(n).group) return false;
+  const std::vector<graph::ValueId> consumers = graph::MatmulsOfNormedPart(g, n.id);
+  const int64_t width = n.type.shape[1].value / 2;
+  return !consumers.empty() && std::all_of(consumers.begin(), consumers.end(), [&](graph::ValueId id) {
+    const graph::Node& m = g.node(id);
+    const int64_t rows = g.node(m.inputs[0]).type.shape[0].Resolve(tokens);
+    return m.attrs.Has("x_quant") && OneQ8RowBlock(rows, width) && rows * width * 9 <= 8 * kNormInXStageBytes;
+  });
+}
+
+bool LastRowInX(const graph::Graph& g, const graph::Node& n, const InMatMulRules& rules) {
+  return rules.last_row_in_x && n.kind == graph::OpKind::kLastRow && graph::SoleMatmulOfLastRow(g, n.id).has_value();
+}
+
+bool InMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
+  return TailInMatMul(g, n, tokens, rules) || NormInX(g, n, tokens, rules) || LastRowInX(g, n, rules);
+}
+
+}  // namespace doppler::codegen

@@ -1,0 +1,56 @@
+// Nodes a matmul's kernel computes besides its own value, so that they take no dispatch (and no
+// barrier level) of their own. These are facts of the step graph and the plan's bucket, derived
+// here on each lowering and stored nowhere: lowering (codegen/lowering.cc) gives such a node no
+// dispatch, and the matmul emitter (codegen/emit_matmul.cc) binds and computes it.
+//
+//  - A tail: an argmax, or a whole-row RMSNorm, whose input is a matmul's unsplit rows (the LM
+//    head's argmax; Gemma 3's post-norm, residual add and next pre-norm after the output and down
+//    projections). The matmul's last workgroup computes it once the others have written their rows.
+//  - A norm in x: a residual RMSNorm whose normalised sum matmuls alone read, as x
+//    (graph::MatmulsOfNormedPart: the next projections, one, or two where v's weight type differs
+//    from q's and k's). Every workgroup of each consumer computes its rows as it reads x, and one
+//    workgroup of the first consumer writes the sum, which later residual adds read. It takes
+//    precedence over a tail (the producer's kernel then stays plain).
+//  - A last row in x: a last_row that one matmul alone reads, as x (the LM head): every matmul
+//    variant reads row T − 1 of the last_row's input itself, so the row is never copied.
+//
+// DOPPLER_TUNE's matmul.tail, matmul.norm_in_x and matmul.last_row_in_x (1 or 0) turn each on or
+// off, to compare plans with and without.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+
+namespace doppler::codegen {
+
+struct InMatMulRules {
+  bool tail = true;
+  bool norm_in_x = true;
+  bool last_row_in_x = true;
+};
+
+// The rules with DOPPLER_TUNE's values in place (an entry other than 0 or 1 is an error naming it).
+absl::StatusOr<InMatMulRules> InMatMulRulesFromTune();
+
+// Whether the kernel of `n`'s input (a matmul) computes `n` as its tail for a plan of `tokens`: the
+// q8 matrix-vector variant does, where its config (tuning::ChooseGemvQ8) takes the bucket's rows
+// as one block of rows, unless the norm is in its consumers' x.
+bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
+
+// Whether the matmuls reading the normalised sum of a residual norm `n` compute the norm for a
+// plan of `tokens`: the q8 matrix-vector variant does, where it takes the bucket's rows as one
+// block and their q8 staging takes at most kNormInXStageBytes (every device's shared memory holds
+// them, with the kernel's reductions, in one segment).
+bool NormInX(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
+inline constexpr int64_t kNormInXStageBytes = 12 * 1024;
+
+// Whether the matmul reading a last_row `n` reads the row itself, from the last_row's input (every
+// variant can: x_row0() in MatMulSpec::io_glsl, codegen/matmul.h).
+bool LastRowInX(const graph::Graph& g, const graph::Node& n, const InMatMulRules& rules);
+
+// Whether a matmul's kernel computes `n` in any of the three ways: `n` then has no dispatch.
+bool InMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
+
+}  // namespace doppler::codegen

@@ -1,0 +1,159 @@
+// Which nodes a matmul's kernel computes besides its own (codegen/in_matmul.h), decided by
+// lowering from the graph and the bucket: a tail, a norm in x, a last row in x; each where the
+// graph allows it and nowhere else, each turned off by its DOPPLER_TUNE key, and lowering giving
+// such a node no dispatch of its own. (The kernels that compute them, against the interpreter:
+// quant_kernel_test.cc.)
+#include "codegen/in_matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "codegen/lowering.h"
+#include "graph/builder.h"
+#include "graph/verifier.h"
+#include "passes/pass.h"
+#include "tests/support/graph_values.h"
+#include "tests/support/scoped_tune.h"
+
+namespace doppler {
+namespace {
+
+using codegen::InMatMulRules;
+using graph::DType;
+using graph::ValueId;
+
+// The builder's graph with its matmuls' x rounded through q8 (the q8-activations pass).
+graph::Graph WithQ8Activations(graph::GraphBuilder b) {
+  graph::Graph g = *std::move(b).Finish();
+  auto pass = passes::MakePass("q8-activations");
+  EXPECT_TRUE(pass.ok() && (*pass)->Run(g).ok());
+  EXPECT_TRUE(graph::Verify(g).ok());
+  return g;
+}
+
+TEST(InMatMul, ATailIsTheArgmaxOrWholeRowNormOfAQ8MatmulsRows) {
+  graph::GraphBuilder b;
+  ValueId x = b.Input("x", test::Rows(96));
+  ValueId logits = b.MatMul(x, b.Param("w", test::Matrix(40, 96, DType::kQ8_0)));
+  b.Output("of_matmul", b.Argmax(logits));
+  b.Output("of_add", b.Argmax(b.Add(logits, logits)));
+  ValueId o = b.MatMul(x, b.Param("wo", test::Matrix(24, 96, DType::kQ4_0)));
+  b.Output("normed", b.RmsNorm(o, b.Param("g", test::Vector(24)), 1e-6, 1.0));
+  ValueId f = b.MatMul(x, b.Param("wf", test::Matrix(24, 96, DType::kF16)));
+  b.Output("of_f16", b.Argmax(f));
+  const graph::Graph g = WithQ8Activations(std::move(b));
+  const InMatMulRules rules;
+  auto tail = [&](const char* name, int64_t tokens) {
+    return codegen::TailInMatMul(g, g.node(*g.output(name)), tokens, rules);
+  };
+  EXPECT_TRUE(tail("of_matmul", 1));
+  EXPECT_TRUE(tail("of_matmul", 13));
+  EXPECT_TRUE(tail("normed", 1));
+  EXPECT_FALSE(tail("of_add", 1)) << "an add's rows";
+  EXPECT_FALSE(tail("of_f16", 1)) << "a matmul whose x is not rounded through q8: no variant takes a tail";
+  EXPECT_FALSE(tail("of_matmul", 64)) << "more rows than the q8 matrix-vector kernel takes";
+  EXPECT_FALSE(codegen::TailInMatMul(g, g.node(*g.output("of_matmul")), 1, InMatMulRules{.tail = false}));
+}
+
+TEST(InMatMul, ANormInXIsAResidualNormWhoseNormalisedSumQ8MatmulsAloneRead) {
+  graph::GraphBuilder b;
+  const auto row = test::Rows(64);
+  auto residual_norm = [&](const std::string& name) {
+    return b.RmsNormResidual(b.Input(name + "_x", row), b.Param(name + "_g", test::Vector(64)),
+                             b.Input(name + "_r", row), 1e-6, 1.0);
+  };
+  // Read by one matmul as x: taken. Its sum (part 0) may have any readers.
+  ValueId alone = residual_norm("alone");
+  b.Output("alone_y", b.MatMul(b.Part(alone, 1), b.Param("w1", test::Matrix(8, 64, DType::kQ8_0))));
+  b.Output("alone_sum", b.Part(alone, 0));
+  // Read by two matmuls as x (a layer's projections of two weight types): taken.
+  ValueId twice = residual_norm("twice");
+  b.Output("twice_a", b.MatMul(b.Part(twice, 1), b.Param("w2", test::Matrix(8, 64, DType::kQ8_0))));
+  b.Output("twice_b", b.MatMul(b.Part(twice, 1), b.Param("w3", test::Matrix(8, 64, DType::kQ5_0))));
+  // Read by a matmul and an add, as a step output, or by a float matmul: not.
+  ValueId added = residual_norm("added");
+  ValueId added_part = b.Part(added, 1);
+  b.Output("added_y", b.MatMul(added_part, b.Param("w4", test::Matrix(8, 64, DType::kQ8_0))));
+  b.Output("added_sum", b.Add(added_part, added_part));
+  ValueId output = residual_norm("output");
+  ValueId output_part = b.Part(output, 1);
+  b.Output("output_y", b.MatMul(output_part, b.Param("w5", test::Matrix(8, 64, DType::kQ8_0))));
+  b.Output("output_normed", output_part);
+  ValueId f16 = residual_norm("f16");
+  b.Output("f16_y", b.MatMul(b.Part(f16, 1), b.Param("w6", test::Matrix(8, 64, DType::kF16))));
+  const graph::Graph g = WithQ8Activations(std::move(b));
+  const InMatMulRules rules;
+  EXPECT_TRUE(codegen::NormInX(g, g.node(alone), 1, rules));
+  EXPECT_TRUE(codegen::NormInX(g, g.node(twice), 4, rules));
+  for (ValueId n : {added, output, f16}) EXPECT_FALSE(codegen::NormInX(g, g.node(n), 1, rules)) << g.node(n).label;
+  EXPECT_FALSE(codegen::NormInX(g, g.node(alone), 1, InMatMulRules{.norm_in_x = false}));
+}
+
+TEST(InMatMul, ALastRowInXIsOneThatOneMatmulAloneReadsAsX) {
+  graph::GraphBuilder b;
+  const auto row = test::Rows(64);
+  // Read by one matmul as x (of any weight type): taken.
+  ValueId alone = b.LastRow(b.Input("alone_x", row));
+  b.Output("alone_y", b.MatMul(alone, b.Param("w1", test::Matrix(8, 64, DType::kF16))));
+  // Read by a matmul and an add, by two matmuls, or as a step output: not.
+  ValueId added = b.LastRow(b.Input("added_x", row));
+  b.Output("added_y", b.MatMul(added, b.Param("w2", test::Matrix(8, 64, DType::kQ8_0))));
+  b.Output("added_sum", b.Add(added, added));
+  ValueId twice = b.LastRow(b.Input("twice_x", row));
+  b.Output("twice_a", b.MatMul(twice, b.Param("w3", test::Matrix(8, 64, DType::kQ8_0))));
+  b.Output("twice_b", b.MatMul(twice, b.Param("w4", test::Matrix(8, 64, DType::kQ8_0))));
+  ValueId output = b.LastRow(b.Input("output_x", row));
+  b.Output("output_y", b.MatMul(output, b.Param("w5", test::Matrix(8, 64, DType::kQ8_0))));
+  b.Output("output_row", output);
+  const graph::Graph g = *std::move(b).Finish();
+  const InMatMulRules rules;
+  EXPECT_TRUE(codegen::LastRowInX(g, g.node(alone), rules));
+  for (ValueId n : {added, twice, output}) EXPECT_FALSE(codegen::LastRowInX(g, g.node(n), rules)) << g.node(n).label;
+  EXPECT_FALSE(codegen::LastRowInX(g, g.node(alone), InMatMulRules{.last_row_in_x = false}));
+}
+
+TEST(InMatMul, DopplerTuneTurnsEachRuleOff) {
+  {
+    const test::ScopedTune tune("matmul.tail=0, matmul.last_row_in_x=1");
+    absl::StatusOr<InMatMulRules> rules = codegen::InMatMulRulesFromTune();
+    ASSERT_TRUE(rules.ok()) << rules.status();
+    EXPECT_FALSE(rules->tail);
+    EXPECT_TRUE(rules->norm_in_x);
+    EXPECT_TRUE(rules->last_row_in_x);
+  }
+  const test::ScopedTune tune("matmul.norm_in_x=2");
+  absl::StatusOr<InMatMulRules> rules = codegen::InMatMulRulesFromTune();
+  ASSERT_FALSE(rules.ok());
+  EXPECT_NE(rules.status().message().find("matmul.norm_in_x=2 is not 0 or 1"), std::string::npos) << rules.status();
+}
+
+// Lowering gives a node a matmul's kernel computes no dispatch, and the matmul's dispatch covers it.
+TEST(InMatMul, LoweringCoversTheTailWithTheMatmulsDispatch) {
+  graph::GraphBuilder b;
+  ValueId h = b.Input("h", test::Rows(96));
+  ValueId logits = b.MatMul(b.LastRow(h), b.Param("w", test::Matrix(40, 96, DType::kQ8_0)));
+  b.Output("next", b.Argmax(logits));
+  const graph::Graph g = WithQ8Activations(std::move(b));
+  const ValueId next = *g.output("next");
+  codegen::TargetCaps caps;
+  caps.integer_dot_product = true;
+  absl::StatusOr<std::vector<codegen::Dispatch>> fused = codegen::Lower(g, caps, 4);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_EQ(fused->size(), 1u);
+  EXPECT_EQ((*fused)[0].node, logits);
+  EXPECT_EQ((*fused)[0].covers, (std::vector<ValueId>{logits, g.node(logits).inputs[0], next}));
+  EXPECT_NE((*fused)[0].kernel.variant.find("+last_row"), std::string::npos) << (*fused)[0].kernel.variant;
+  EXPECT_NE((*fused)[0].kernel.variant.find("+argmax"), std::string::npos) << (*fused)[0].kernel.variant;
+
+  const test::ScopedTune tune("matmul.tail=0,matmul.last_row_in_x=0");
+  absl::StatusOr<std::vector<codegen::Dispatch>> plain = codegen::Lower(g, caps, 4);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_EQ(plain->size(), 3u);
+  EXPECT_EQ((*plain)[2].node, next);
+  for (const codegen::Dispatch& d : *plain) EXPECT_EQ(d.covers, std::vector<ValueId>{d.node});
+}
+
+}  // namespace
+}  // namespace doppler
