@@ -67,11 +67,6 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s);
 // products (TargetCaps::integer_dot_product); block-quantized weights only.
 absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s);
 
-// The float matrix-vector kernel's shape: output columns per workgroup for TM rows of x, and the
-// workgroup size for `workgroups` of them over rows of `parts_per_row` parts.
-int64_t GemvRowsPerWorkgroup(const MatMulSpec& s, int64_t tm);
-uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row);
-
 // GLSL declaring a matrix-vector workgroup's rows of x, t0 .. t0 + m - 1 (`uint m`): a block of
 // TM rows where there are several blocks (returning where it is past the step's rows), else all
 // `rows_expr` of them. The block is gl_WorkGroupID.z or, `interleaved`, wgi % blocks, where wgi

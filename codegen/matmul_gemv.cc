@@ -19,43 +19,10 @@
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
 #include "codegen/tuning/gemv.h"
+#include "codegen/tuning/gemv_shape.h"
 #include "codegen/weight_parts.h"
 
 namespace doppler::codegen {
-namespace {
-// Dot products per workgroup (RN output columns times G weight rows times TM rows of x): x,
-// loaded once per part, serves every weight row, so more rows keep x's reads (from cache) small
-// beside the weights' (from memory); fewer keep more workgroups for small matrices. A
-// workgroup takes one weight row per kRowsPerDot rows of the matrix, from 2 to 4 (on the H100,
-// 8 and 16 were slower for 128k-row LM heads).
-constexpr int64_t kRowsPerDot = 4096, kMinDots = 2, kMaxDots = 4;
-// Invocations a matrix-vector product should keep in flight to saturate a large GPU's memory.
-constexpr int64_t kTargetInvocations = int64_t{1} << 18;
-constexpr uint32_t kMinWorkgroup = 32, kMaxWorkgroup = 256;
-
-}  // namespace
-
-uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row) {
-  const uint32_t cap = std::min(kMaxWorkgroup, caps.max_workgroup_invocations);
-  uint32_t wg = std::min(kMinWorkgroup, cap);
-  while (wg * 2 <= cap && workgroups * wg < kTargetInvocations && wg < parts_per_row) wg *= 2;
-  // Narrower where the last round over a row would leave more than an eighth of the workgroup idle
-  // and the narrower one still keeps half the target in flight: on the H100, Gemma-3-1B's Q8_0
-  // gate and up projections (144 parts a row) took 16.1 µs at 64 invocations and 14.7 at 32.
-  // (Narrowing without the second condition made its smaller matrices slower: tg 580 -> 523.)
-  auto idle = [&](int64_t w) { return CeilDiv(parts_per_row, w) * w - parts_per_row; };
-  while (wg > kMinWorkgroup && idle(wg) * 8 > parts_per_row && idle(wg / 2) < idle(wg) &&
-         workgroups * wg >= kTargetInvocations) {
-    wg /= 2;
-  }
-  return wg;
-}
-
-int64_t GemvRowsPerWorkgroup(const MatMulSpec& s, int64_t tm) {
-  int64_t dots = kMinDots;
-  while (dots * 2 <= kMaxDots && dots * 2 * kRowsPerDot <= s.n * s.gates) dots *= 2;
-  return std::max<int64_t>(1, dots / (s.gates * tm));
-}
 
 std::string GemvRowBlockGlsl(uint32_t blocks, const std::string& rows_expr, bool interleaved) {
   return blocks > 1 ? absl::StrCat("  // This workgroup's block of rows: t0 .. t0 + m - 1.\n  uint rows = ", rows_expr,
@@ -107,22 +74,15 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   if (!parts.ok()) return parts.status();
   absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemv(s.m, parts->values);
   if (!config.ok()) return config.status();
-  const int64_t tm = config->rows;
-  const uint32_t blocks = CeilDiv(s.m, tm);
-  const int64_t rows_per_workgroup = GemvRowsPerWorkgroup(s, tm);
-  // Loads an iteration ahead (on the H100: Llama-3.1-8B decode 215 -> 222 tok/s against loading
-  // every row's part at the top of its own iteration), except for Q6_K parts (seven registers
-  // each) in workgroups of 4 weight rows: there the registers cost more occupancy than the early
-  // loads win. On the H100 the Q6_K LM head of Llama-3.2-1B took 166 µs read as used and 198 µs
-  // read ahead; Gemma 3's Q8_0 one 231 µs read as used and 196 µs read ahead.
-  const bool load_ahead = !(s.w_dtype == graph::DType::kQ6_K && rows_per_workgroup * s.gates >= 4);
-  const uint32_t groups = CeilDiv(s.n, rows_per_workgroup);
+  const tuning::GemvShape shape = tuning::ChooseGemvShape(
+      c.caps, {s.m, s.k, s.n, s.gates, s.w_dtype, parts->values, parts->per_row, s.norm}, *config);
+  const int64_t tm = shape.tm;
+  const uint32_t blocks = shape.row_blocks;
+  const int64_t rows_per_workgroup = shape.rn;
+  const bool load_ahead = shape.load_ahead;
+  const uint32_t groups = shape.groups;
+  const uint32_t wg = shape.wg;
   const bool subgroups = c.caps.subgroup_arithmetic;
-  // Narrower where the reduction's sums of many rows (red: OUTS floats an invocation) would not fit
-  // in shared memory.
-  const int64_t outs = tm * rows_per_workgroup * s.gates + (s.norm ? tm : 0);
-  uint32_t wg = GemvWorkgroupSize(c.caps, groups, parts->per_row);
-  while (wg > kMinWorkgroup && 4 * outs * wg > c.caps.max_shared_memory) wg /= 2;
   // x as vec4 where every run of 4 values of a part is 4-aligned in K (all block formats; floats
   // when K is a multiple of 4).
   const std::string x_decl =

@@ -24,113 +24,12 @@
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
 #include "codegen/tuning/gemv.h"
+#include "codegen/tuning/gemv_shape.h"
 #include "codegen/weight_parts.h"
 #include "graph/activation_quant.h"
 
 namespace doppler::codegen {
 namespace {
-
-// The shape as measured on the H100 (Q4_K_M, decode tok/s of Llama-3.1-8B / Llama-3.2-1B; the
-// float kernel's: 242 / 1,062): teams of one subgroup with 4 dot products, parts loaded one
-// iteration ahead, 128 invocations: 180 / 591; 2 dot products, 4 iterations ahead, 256
-// invocations: 221 / 834; teams of several subgroups (up to 2^18 lanes): 268 / 987; Q4_K parts of
-// 64 values rather than 16: 302 / 1,000; up to 2^17 lanes and no wider than a row's parts: 301 /
-// 1,199.
-//
-// Dot products a team computes at a time (RN output columns times G weight rows times TM rows of
-// x), by the matrix's shape (TeamDots). More give fewer row groups, so fewer teams, each with more
-// loads in flight. Matrices of at most kSmallMatrix weights take one: on the H100 (x staged four
-// values an invocation), one for every matrix made decode of Llama-3.2-1B 1,335 -> 1,381 tok/s,
-// Gemma-3-1B 790 -> 830, Qwen3-0.6B 1,077 -> 1,119 (their small projections 0.5-0.6 µs faster
-// each), but Llama-3.1-8B 363 -> 357 (its down projections 20.7 -> 23.1 µs) and the 1B's LM head
-// 90.6 -> 96.0 µs. Rows of at least kLongRow values take one too, with kLongRowDepth iterations in
-// flight: Llama-3.1-8B's down projections (K = 14,336) 20.2 -> 19.1 µs (Q4_K) and 28.1 -> 27.2
-// (Q6_K), its decode 371 -> 378 tok/s (2 dot products, 4 iterations ahead, before). Matrices up to
-// kLargeMatrix weights take four (Llama-3.2-1B's gate+up 12.8 -> 12.1 µs), but two where rows have
-// kWideRow values or more: with four, Llama-3.1-8B (K = 4,096) decoded at 390.6 tok/s, with two
-// 398.5 (its levels of q+k beside v 13.6 -> 12.1 µs, gate+up 28.3 -> 28.0), with one 397.4; in
-// Q8_0 two took it from 263 to 267. Two took the 1B's gate+up (K = 2,048) from 11.1 to 11.7 µs in
-// Q4_K, and its Q8_0 decode from 1,174 to 1,150 tok/s. Larger ones (LM heads) take one where a row's
-// parts fill a subgroup, else two (four took the 1B's from 91 to 100 µs): with Q6_K rows split on
-// the device, one took Llama-3.2-1B's head (32 parts a row) from 85.6 to 82.2 µs (decode 1,493 ->
-// 1,503 tok/s), and left Llama-3.1-8B's (64) and Gemma-3-1B's Q8_0 head (36) as they were;
-// Qwen3-0.6B's (16 parts a row, so half of each subgroup idle) went from 65.4 to 71.7 µs.
-constexpr int64_t kSmallMatrix = int64_t{1} << 24, kLongRow = 8192, kLongRowDepth = 2, kWideRow = 4096;
-constexpr int64_t kLargeMatrix = int64_t{1} << 27;
-int64_t TeamDots(const MatMulSpec& s, int64_t parts_per_row, int64_t subgroup_size) {
-  const int64_t weights = s.n * s.gates * s.k;
-  if (weights <= kSmallMatrix || s.k >= kLongRow) return 1;
-  if (weights <= kLargeMatrix) return s.k >= kWideRow ? 2 : 4;
-  return parts_per_row >= subgroup_size ? 1 : 2;
-}
-// Iterations whose parts a lane keeps in flight (2 and 4 measured alike), kLongRowDepth for long
-// rows.
-constexpr int64_t kDepth = 4;
-// Gated matrices whose rows' parts leave lanes of a team idle (a row of P parts takes P / TEAM
-// iterations, rounded up) take their team's rows' parts as one list instead ("flat"; see the
-// kernel), with the team's output columns (RN) doubled where that fills its lanes better, and
-// kFlatDepth iterations in flight. On the H100, Gemma-3-1B's gate+up (rows of 36 Q5_0 parts, teams
-// of 32 lanes; its decode is bound by the instructions decoding them): 271 µs a step in turn, 263
-// flat with one column a team (72 parts in 3 iterations, not 2 rows of 2), 250 with two (144 in 5,
-// not 2 rows of 2): decode 964.0 / 964.4 -> 984.5 / 982.7 tok/s. Two or four iterations in flight:
-// 977; four columns: 959-967. Qwen3-0.6B's (16 Q4_K parts a row) keeps one: two took its gate+up
-// from 148.9 to 153.9 µs a step.
-constexpr int64_t kFlatDepth = 3;
-// A lane's accumulators (TM · RN · G floats) at most where flat doubles RN: more cost occupancy.
-constexpr int64_t kMaxAccumulators = 64;
-// Of the team's lanes, the share that a list of `parts` parts keeps busy.
-double LaneFill(int64_t parts, int64_t team) { return static_cast<double>(parts) / static_cast<double>(CeilDiv(parts, team) * team); }
-int64_t FlatColumns(int64_t rn, int64_t gates, int64_t parts_per_row, int64_t team) {
-  return LaneFill(2 * rn * gates * parts_per_row, team) > LaneFill(rn * gates * parts_per_row, team) ? 2 * rn : rn;
-}
-constexpr uint32_t kWorkgroup = 256;
-// Lanes over all teams that keep the memory busy: a team takes more subgroups until there are this
-// many (2^17: Llama-3.2-1B 1,090 tok/s; 2^18: 1,000; Llama-3.1-8B 302 either way; later, 2^16 and
-// 2^15 took the 8B from 344 to 321-322). Rows of kWideRow values or more give each lane more parts,
-// so fewer lanes keep the memory busy: 2^16 for them took Llama-3.1-8B's levels of q+k beside v
-// from 12.0 to 11.2 µs (its fused q/k/v and v projections in teams of one subgroup rather than two,
-// and two rather than four) and its decode from 404.0 / 404.1 to 405.6 / 406.6 tok/s; no other
-// benchmarked model has a matrix whose teams the rule changes.
-constexpr int64_t kTargetLanes = int64_t{1} << 17, kTargetLanesWideRows = int64_t{1} << 16;
-// Workgroups at most: more teams would each stage x for fewer rows. On the H100, 1,024, 2,048 or
-// 8,192 (one row group a team) made Llama-3.2-1B's decode 1,259 -> 1,137-1,165 tok/s and
-// Llama-3.1-8B's 346 -> 291-318; Gemma-3-1B's went 734 -> 739-751.
-constexpr int64_t kMaxWorkgroups = 512;
-// Q8_0 matrices of more than kLargeMatrix weights (LM heads) take up to kMaxWorkgroupsQ8_0: the
-// Q8_0 kernel holds its parts in fewer registers (32 a lane on the H100, against 48 for Q6_K), so a
-// multiprocessor keeps 8 of its workgroups, and more workgroups with fewer row groups each keep
-// more loads in flight. On the H100, Gemma-3-1B's Q8_0 LM head (K = 1,152) took 160.6 µs with 512
-// workgroups and 133.3-133.7 with 4,096 (141.3 with 8,192, 145.2 with 16,384; decode 882 -> 907-909
-// tok/s); Llama-3.2-1B's Q8_0 head 113.8 -> 112.0. The Q6_K heads were slower with more: Llama-3.2-1B's
-// 90.8 -> 92.1-95.5 µs, Llama-3.1-8B's 175.2 -> 179.2-187.4, Qwen3-0.6B's 68.5 -> 73.7.
-constexpr int64_t kMaxWorkgroupsQ8_0 = 4096;
-// A workgroup stages x for at least this many weight rows where it can be made wide enough (up to
-// kWidestWorkgroup): staging a value costs about what several weights' products do. On the H100,
-// Llama-3.1-8B's down projections (K = 14,336) took 28.2 µs in workgroups of 256 invocations with
-// 8 rows each and 21.4-21.7 µs in workgroups of 512 or 1,024 (16 or 32 rows); its decode 302 -> 324
-// tok/s, Llama-3.2-1B's 1,190 -> 1,239-1,247.
-constexpr int64_t kMinStagedRows = 16;
-constexpr uint32_t kWidestWorkgroup = 1024;
-// ...but only while the dispatch keeps at least kMinWorkgroups workgroups (about the H100's 132
-// multiprocessors): Qwen3-0.6B's down projections (1,024 rows) in 128 workgroups of 8 rows took
-// 5.9 µs, in 64 of 16 rows 6.1; Gemma-3-1B's (1,152 rows) the same in 144 workgroups as in 72,
-// while Llama-3.2-1B's (2,048 rows) took 9.5 µs in 256 workgroups of 8 rows and 8.6 in 128 of 16.
-// Decode A/B: Qwen3-0.6B 1,156 -> 1,164 tok/s, Llama-3.2-1B 1,461 -> 1,468, Gemma-3-1B 942.5 ->
-// 945.6, but Llama-3.1-8B 383.6 -> 382.0 (its Q6_K v projections, 1,024 rows beside q and k, in
-// 128 workgroups instead of 64: that level 5.9 -> 6.6 µs).
-// Rows of kWideRow values or more keep kMinWorkgroupsWideRows: Gemma-3-1B's down projections
-// (K = 6,912) in 72 workgroups of 1,024 invocations rather than 144 of 512 took 83.3 + 99.5 µs a
-// step (Q4_K + Q6_K) against 85.3 + 104.5, its decode 998.6 / 997.3 -> 1,004.9 / 1,004.2 tok/s,
-// Llama-3.1-8B's 413.7 / 413.6 -> 414.8 / 414.8 (its Q6_K down projections 365 -> 362 µs); for
-// every row length it took Gemma-3-1B's output and q/k/v projections from 91 and 64 to 97 and 70.
-constexpr int64_t kMinWorkgroups = 128, kMinWorkgroupsWideRows = 64;
-// Steps of x's staging (four values an invocation each) whose loads are issued together, at most.
-constexpr int64_t kStageBatch = 4;
-// Shared memory for the staged x of one row, at most (bytes): within every device's 16 KiB and
-// NVIDIA's 48, and small enough to keep several workgroups on a multiprocessor. Each further row
-// may take as much again, within the device's: several rows staged in one segment
-// (tuning::kOneSegmentBytes) cost the workgroups on a multiprocessor less than staging x again.
-constexpr int64_t kStageBytes = 24 * 1024;
 
 // `vec4 x_value4(uint row, uint t, uint k, uint step)`: x[row, k .. k + 3] (t: the row within
 // the block, step: stage_x's step); with a norm before the products, `vec4 x_weight4(uint k, uint
@@ -140,10 +39,9 @@ constexpr int64_t kStageBytes = 24 * 1024;
 // 0 of the norm's first consumer (MatMulSpec::restate_writes) also writes to part 0 of the norm's
 // value (through a `restrict` buffer, so that the stores do not hold back later loads); the norm's
 // weight and eps are x_weight4's and x_scale's.
-// `restate_rows` runs first. Where an invocation's share of the rows is at most kHeldQuads vectors
+// `restate_rows` runs first. Where an invocation's share of the rows is at most a few vectors
 // (`held`), it loads all of them (x', r and the weights) in one round, finds each row's 1 / rms of
 // x' and keeps s in registers; else it finds the 1 / rms, and x_value4 loads x' again, and r.
-constexpr int64_t kHeldQuads = 4;
 std::string XValueGlsl(const EmitContext& c, const MatMulSpec& s, bool held) {
   if (s.restate < 0) {
     return absl::StrCat("vec4 x_value4(uint row, uint t, uint k, uint step) { return x4[((x_row0() + row) * K + k) / 4u]; }\n",
@@ -281,129 +179,41 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
         absl::StrCat("x_quant needs block-quantized weights with integer quants, not ", graph::Name(s.w_dtype)));
   }
   if (parts->q8_x_pairs && !shuffle_blocks) return absl::InternalError("x_quant: x staged in pairs needs subgroup shuffles");
-  const int64_t tm = config->rows;
-  const uint32_t row_blocks = CeilDiv(s.m, tm);
-  const int64_t parts_per_row = s.k / parts->q8_values;
-  const bool subgroups = c.caps.subgroup_arithmetic;
-  int64_t rn = std::max<int64_t>(1, TeamDots(s, parts_per_row, c.caps.subgroup_size) / (s.gates * tm));
-  if (s.gates > 1 && parts_per_row % c.caps.subgroup_size != 0 && tm * 2 * rn * s.gates <= kMaxAccumulators) {
-    rn = FlatColumns(rn, s.gates, parts_per_row, c.caps.subgroup_size);
-  }
-  uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, kWorkgroup);
-  // Teams of subgroups need every subgroup full and of the size the kernel is built for.
-  const uint32_t sg = c.caps.subgroup_size;
-  const bool subgroup_teams = subgroups && sg == c.caps.min_subgroup_size && sg >= tm * rn && sg <= wg && wg % sg == 0;
-  uint32_t team = wg;
-  if (subgroup_teams) {
-    // Enough lanes over all row groups, but no more than a row has parts.
-    const int64_t lanes = CeilDiv(s.n, rn) * int64_t{sg};
-    team = sg;
-    const int64_t target = s.k >= kWideRow ? kTargetLanesWideRows : kTargetLanes;
-    while (team * 2 <= wg && lanes * (team / sg) < target && team * 2 <= parts_per_row) team *= 2;
-  } else {
-    // One team a workgroup, shaped as the float kernel's workgroups.
-    rn = GemvRowsPerWorkgroup(s, tm);
-    wg = team = GemvWorkgroupSize(c.caps, CeilDiv(s.n, rn), parts_per_row);
-  }
-  // Rows: groups of RN output columns, RG_PER_TEAM groups a team (one where x is staged in segments,
-  // which are staged again for every group).
-  const int64_t row_groups = CeilDiv(s.n, rn);
-  // Each workgroup stages its block's TM rows of x, so a block's workgroups stage the bucket's m rows
-  // over all blocks: fewer of them for more rows, while each block's fill the GPU (teams of
-  // subgroups; a team of the whole workgroup takes as many row groups as with one row).
-  const int64_t max_workgroups =
-      subgroup_teams && config->workgroups > 0
-          ? config->workgroups
-          : std::max<int64_t>(kMinWorkgroups, (s.w_dtype == graph::DType::kQ8_0 && s.n * s.gates * s.k > kLargeMatrix
-                                                   ? kMaxWorkgroupsQ8_0
-                                                   : kMaxWorkgroups) /
-                                                  (subgroup_teams ? s.m : 1));
-  auto groups_per_team = [&](uint32_t teams) {
-    return std::max<int64_t>(1, CeilDiv(row_groups, teams * max_workgroups));
-  };
-  if (subgroup_teams) {
-    // Wider workgroups where a workgroup would stage x for few weight rows.
-    const uint32_t widest = WidestPowerOfTwoWorkgroup(c.caps, kWidestWorkgroup);
-    auto rows = [&](uint32_t w) { return (w / team) * rn * s.gates * tm * groups_per_team(w / team); };
-    auto workgroups_of = [&](uint32_t w) { return CeilDiv(row_groups, (w / team) * groups_per_team(w / team)); };
-    const int64_t min_workgroups = s.k >= kWideRow ? kMinWorkgroupsWideRows : kMinWorkgroups;
-    while (wg * 2 <= widest && rows(wg) < kMinStagedRows && workgroups_of(wg * 2) >= min_workgroups) wg *= 2;
-  }
-
-  // x's staging: SEG values of each of the TM rows, 1 byte each plus a float per 32, in what shared
-  // memory the reductions leave (red, wg_scratch, xam, ...: floats an invocation each).
   const graph::Node* tail = s.tail >= 0 ? &c.g.node(s.tail) : nullptr;
   const bool argmax = tail != nullptr && tail->kind == graph::OpKind::kArgmax;
   const bool norm_tail = tail != nullptr && tail->kind == graph::OpKind::kRmsNorm;
-  const int64_t per_value = tm * 9;  // eighths of a byte
-  // Values of each row a segment takes for workgroups of w invocations (0: not even 256).
-  auto segment_of = [&](uint32_t w) -> int64_t {
-    const int64_t reduce_bytes = 4 * (tm * rn * s.gates + tm + (shuffle_blocks ? 0 : 2) + (argmax ? 2 : 0)) * int64_t{w};
-    const int64_t stage_budget = std::min<int64_t>(
-        kStageBytes * tm, static_cast<int64_t>(c.caps.max_shared_memory) - reduce_bytes - parts->q8_shared_bytes);
-    if (s.k * per_value <= stage_budget * 8) return s.k;
-    return std::max<int64_t>(0, stage_budget * 8 / per_value / 256 * 256);  // whole superblocks of the K-quants
-  };
-  auto segments_of = [&](uint32_t w) {
-    const int64_t seg = segment_of(w);
-    return seg == 0 ? std::numeric_limits<int64_t>::max() : int64_t{CeilDiv(s.k, seg)};
-  };
-  // Narrower while that stages x in fewer segments, or while no segment fits at all (the
-  // reductions' shared memory grows with the rows and the invocations); a team as wide as the
-  // workgroup narrows with it, to a subgroup.
-  const uint32_t narrowest = std::max<uint32_t>(subgroup_teams ? sg : 32, 8);
-  while (wg / 2 >= narrowest && (segment_of(wg) == 0 || segments_of(wg / 2) < segments_of(wg))) {
-    wg /= 2;
-    team = std::min(team, wg);
-  }
-  if (wg % 8 != 0) return absl::InternalError(absl::StrCat("x_quant: workgroups of ", wg, " cannot stage x by blocks of 8 invocations"));
-  const uint32_t subs = subgroup_teams ? team / sg : 1;
-  const uint32_t teams = wg / team;
-  const int64_t seg = segment_of(wg);
-  if (seg == 0) {
-    return absl::ResourceExhaustedError(absl::StrCat("x_quant: ", c.caps.max_shared_memory, " bytes of shared memory cannot stage 256 values of ",
-                                                     tm, tm == 1 ? " row" : " rows", " of x"));
-  }
-  const int64_t segments = CeilDiv(s.k, seg);
-  const int64_t steps = CeilDiv(seg / 4, wg);
-  if (s.restate >= 0 && segments > 1) {
-    return absl::ResourceExhaustedError(absl::StrCat("x_quant: ", c.caps.max_shared_memory, " bytes of shared memory cannot stage ",
-                                                     tm, " rows of ", s.k, " values for the norm it computes"));
-  }
-  const int64_t seg_parts = seg / parts->q8_values;
-  const uint32_t iters = CeilDiv(seg_parts, team);
-  const int64_t depth = std::min<int64_t>(s.k >= kLongRow ? kLongRowDepth : kDepth, iters);
-
-  // Flat: the team's rows' parts as one list, where a row's parts leave lanes idle.
-  const bool flat = segments == 1 && seg_parts % team != 0 && rn * s.gates > 1;
-  const int64_t flat_iters = CeilDiv(rn * s.gates * seg_parts, team);
-  const int64_t flat_depth = std::min(flat_iters, kFlatDepth);
-  const int64_t rg_per_team = segments == 1 ? groups_per_team(teams) : 1;
-  const uint32_t workgroups = CeilDiv(row_groups, teams * rg_per_team);
+  const bool subgroups = c.caps.subgroup_arithmetic;
+  absl::StatusOr<tuning::GemvQ8Shape> shape = tuning::ChooseGemvQ8Shape(
+      c.caps, {s.m, s.k, s.n, s.gates, s.w_dtype, parts->q8_values, s.k / parts->q8_values, s.norm},
+      {parts->q8_shared_bytes, argmax, shuffle_blocks, s.restate >= 0}, *config);
+  if (!shape.ok()) return shape.status();
+  const int64_t tm = shape->tm, rn = shape->rn;
+  const uint32_t wg = shape->wg, team = shape->team, row_blocks = shape->row_blocks, workgroups = shape->workgroups;
+  const bool flat = shape->flat;
 
   const std::vector<std::pair<std::string, std::string>> constants = {
       {"FLAT", flat ? "1" : "0"},
-      {"FITERS", absl::StrCat(flat_iters)},
-      {"FDEPTH", absl::StrCat(flat_depth)},
+      {"FITERS", absl::StrCat(shape->flat_iters)},
+      {"FDEPTH", absl::StrCat(shape->flat_depth)},
       {"ARGMAX", argmax ? "1" : "0"},
       {"NORM_TAIL", norm_tail ? "1" : "0"},
       {"SHUFFLE_BLOCKS", shuffle_blocks ? "1" : "0"},
       {"WORKGROUPS", absl::StrCat(workgroups)},
-      {"SUBGROUP_TEAMS", subgroup_teams ? "1" : "0"},
-      {"SUBS", absl::StrCat(subs)},
+      {"SUBGROUP_TEAMS", shape->subgroup_teams ? "1" : "0"},
+      {"SUBS", absl::StrCat(shape->subs)},
       {"WG", absl::StrCat(wg)},
       {"TEAM", absl::StrCat(team)},
       {"TM", absl::StrCat(tm)},
       {"RN", absl::StrCat(rn)},
       {"PARTS", absl::StrCat(s.k / parts->q8_values)},
-      {"SEG", absl::StrCat(seg)},
-      {"SEGMENTS", absl::StrCat(segments)},
-      {"STEPS", absl::StrCat(steps)},
-      {"BATCH", absl::StrCat(std::min(steps, kStageBatch))},
-      {"ITERS", absl::StrCat(iters)},
-      {"DEPTH", absl::StrCat(depth)},
-      {"RG", absl::StrCat(row_groups)},
-      {"RG_PER_TEAM", absl::StrCat(rg_per_team)},
+      {"SEG", absl::StrCat(shape->seg)},
+      {"SEGMENTS", absl::StrCat(shape->segments)},
+      {"STEPS", absl::StrCat(shape->steps)},
+      {"BATCH", absl::StrCat(shape->batch)},
+      {"ITERS", absl::StrCat(shape->iters)},
+      {"DEPTH", absl::StrCat(shape->depth)},
+      {"RG", absl::StrCat(shape->row_groups)},
+      {"RG_PER_TEAM", absl::StrCat(shape->rg_per_team)},
 };
   Kernel k;
   // The decoding choices that apply to the type: IQ4's pair table and IQ4_XS's parts of 64 values,
@@ -415,8 +225,8 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
                    s.w_dtype == graph::DType::kQ4_0 && config->q4_0_signed != 0 ? ".signed" : "",
                    s.w_dtype == graph::DType::kQ4_0 && config->q4_0_part != 32 ? absl::StrCat(".part", config->q4_0_part) : "");
   k.variant = absl::StrCat("gemv_q8.", graph::Name(s.w_dtype), decoding, ".t", tm, "x", rn, ".wg", wg, ".team", team, ".rg",
-                           rg_per_team, flat ? ".flat" : "", ".d", flat ? flat_depth : depth,
-                           segments > 1 ? absl::StrCat(".seg", segments) : "",
+                           shape->rg_per_team, flat ? ".flat" : "", ".d", flat ? shape->flat_depth : shape->depth,
+                           shape->segments > 1 ? absl::StrCat(".seg", shape->segments) : "",
                            row_blocks > 1 ? absl::StrCat(".blocks", row_blocks) : "", s.variant_suffix,
                            argmax ? "+argmax" : norm_tail ? "+rms_norm_tail" : "", s.restate >= 0 ? "+residual_norm_x" : "");
   k.glsl = absl::StrCat(
@@ -456,7 +266,7 @@ const uint NONE = 0xFFFFFFFFu, WORKGROUPS = {{WORKGROUPS}}u;
 )",
            constants),
       WorkgroupReductions(wg, subgroups), DotsReduceGlsl(subgroups),
-      XValueGlsl(c, s, tm * steps <= kHeldQuads),
+      XValueGlsl(c, s, shape->hold_restated),
       tail == nullptr ? ""
                       : Fill(R"(
 // The dispatch's scratch: done counts the workgroups that finished (the last one resets it); an

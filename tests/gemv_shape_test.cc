@@ -1,0 +1,120 @@
+// The matrix-vector kernels' shapes (codegen/tuning/gemv_shape.h) hold what the kernels rely on,
+// for every known device class and products of many sizes (none a multiple of a workgroup): every
+// output column is some workgroup's, workgroups and teams fit the device and divide evenly, x's
+// staging covers K in segments that fit shared memory, and loads in flight never exceed the
+// iterations. (That each shape computes the right values: the kernel tests against the
+// interpreter, quant_kernel_test.cc and tuning_test.cc.)
+#include "codegen/tuning/gemv_shape.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/known_targets.h"
+
+namespace doppler {
+namespace {
+
+using codegen::TargetCaps;
+namespace tuning = codegen::tuning;
+
+std::vector<std::pair<std::string, TargetCaps>> AllCaps() {
+  return {{"nvidia", codegen::H100LikeCaps()},     {"lavapipe", codegen::LavapipeCaps()},
+          {"amd", codegen::AmdLikeCaps()},         {"intel", codegen::IntelArcLikeCaps()},
+          {"generic", codegen::GenericCaps()}};
+}
+
+// Products of K a multiple of 256 (every block format's superblock), some rows and columns.
+std::vector<tuning::GemvProblem> Problems(int64_t part_values) {
+  std::vector<tuning::GemvProblem> out;
+  for (int64_t k : {256, 768, 2304, 4352, 6912, 14336}) {
+    for (int64_t n : {37, 1001, 5003, 128257}) {
+      for (int64_t gates : {1, 2}) {
+        for (int64_t m : {1, 3, 13}) {
+          out.push_back({m, k, n, gates, graph::DType::kQ4_K, part_values, k / part_values, gates == 1});
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::string Name(const std::string& caps, const tuning::GemvProblem& p) {
+  return absl::StrCat(caps, " m", p.m, " k", p.k, " n", p.n, " g", p.gates, " pv", p.part_values);
+}
+
+TEST(GemvShape, TheFloatKernelCoversEveryColumnWithinTheDevice) {
+  for (const auto& [name, caps] : AllCaps()) {
+    for (const tuning::GemvProblem& p : Problems(16)) {
+      absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemv(p.m, p.part_values);
+      ASSERT_TRUE(config.ok()) << config.status();
+      const tuning::GemvShape s = tuning::ChooseGemvShape(caps, p, *config);
+      const std::string at = Name(name, p);
+      EXPECT_GE(int64_t{s.row_blocks} * s.tm, p.m) << at;
+      EXPECT_GE(int64_t{s.groups} * s.rn, p.n) << at;
+      EXPECT_LT(int64_t{s.groups - 1} * s.rn, p.n) << at << ": a workgroup past the last column";
+      EXPECT_LE(s.wg, caps.max_workgroup_invocations) << at;
+      EXPECT_EQ(s.wg & (s.wg - 1), 0u) << at << ": the reductions take powers of two";
+      // The reductions' sums (OUTS floats an invocation) fit shared memory, down to 32 invocations.
+      const int64_t outs = s.tm * s.rn * p.gates + (p.norm ? s.tm : 0);
+      if (s.wg > 32) EXPECT_LE(4 * outs * s.wg, caps.max_shared_memory) << at;
+    }
+  }
+}
+
+TEST(GemvShape, TheQ8KernelCoversEveryColumnAndStagesXWithinTheDevice) {
+  for (const auto& [name, caps] : AllCaps()) {
+    for (int64_t part_values : {32, 64}) {
+      for (const tuning::GemvProblem& p : Problems(part_values)) {
+        absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemvQ8(p.m, p.k);
+        ASSERT_TRUE(config.ok()) << config.status();
+        for (bool argmax : {false, true}) {
+          const tuning::GemvQ8Extras extras{.decoder_shared_bytes = 1024, .argmax_tail = argmax,
+                                            .shuffle_blocks = caps.subgroup_shuffle && caps.min_subgroup_size >= 8};
+          absl::StatusOr<tuning::GemvQ8Shape> s = tuning::ChooseGemvQ8Shape(caps, p, extras, *config);
+          const std::string at = absl::StrCat(Name(name, p), argmax ? " argmax" : "");
+          ASSERT_TRUE(s.ok()) << at << ": " << s.status();
+          EXPECT_GE(int64_t{s->row_blocks} * s->tm, p.m) << at;
+          EXPECT_LE(s->wg, caps.max_workgroup_invocations) << at;
+          EXPECT_EQ(s->wg % 8, 0u) << at << ": x is staged by blocks of 8 invocations";
+          EXPECT_EQ(s->wg % s->team, 0u) << at;
+          if (s->subgroup_teams) EXPECT_EQ(s->team, s->subs * caps.subgroup_size) << at;
+          EXPECT_EQ(s->row_groups, (p.n + s->rn - 1) / s->rn) << at;
+          EXPECT_GE(int64_t{s->workgroups} * (s->wg / s->team) * s->rg_per_team, s->row_groups) << at;
+          // x in segments of whole superblocks (or all of K), staged (9/8 bytes a value) in what
+          // shared memory the decoder's tables leave.
+          EXPECT_GE(s->seg * s->segments, p.k) << at;
+          EXPECT_LT(s->seg * (s->segments - 1), p.k) << at;
+          EXPECT_TRUE(s->seg == p.k || s->seg % 256 == 0) << at;
+          EXPECT_LE(s->tm * s->seg * 9 / 8 + extras.decoder_shared_bytes, caps.max_shared_memory) << at;
+          EXPECT_GE(int64_t{s->steps} * 4 * s->wg, s->seg) << at;
+          EXPECT_LE(s->batch, s->steps) << at;
+          EXPECT_LE(s->depth, s->iters) << at;
+          EXPECT_LE(s->flat_depth, s->flat_iters) << at;
+          if (s->flat) EXPECT_EQ(s->segments, 1) << at;
+        }
+      }
+    }
+  }
+}
+
+// A norm the kernel computes as it reads x needs x in one segment: where the rows do not fit, the
+// shape says so, naming the shared memory.
+TEST(GemvShape, ARestatedNormNeedsXInOneSegment) {
+  const TargetCaps caps = codegen::GenericCaps();  // 16 KiB of shared memory
+  const tuning::GemvProblem p{4, 14336, 1000, 1, graph::DType::kQ4_K, 32, 14336 / 32, false};
+  absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemvQ8(p.m, p.k);
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<tuning::GemvQ8Shape> plain = tuning::ChooseGemvQ8Shape(caps, p, {}, *config);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_GT(plain->segments, 1);
+  absl::StatusOr<tuning::GemvQ8Shape> restated = tuning::ChooseGemvQ8Shape(caps, p, {.restate = true}, *config);
+  ASSERT_FALSE(restated.ok());
+  EXPECT_NE(restated.status().message().find("bytes of shared memory cannot stage"), std::string::npos)
+      << restated.status();
+}
+
+}  // namespace
+}  // namespace doppler
