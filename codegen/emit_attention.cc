@@ -53,11 +53,6 @@
 
 namespace doppler::codegen {
 namespace {
-constexpr uint32_t kWorkgroup = 64;
-// The block variant: its workgroup, and the smallest bucket that takes it.
-constexpr uint32_t kBlockWorkgroup = 128;
-constexpr int64_t kBlockMinTokens = 8, kBlockMaxHeadDim = 128;
-
 // The token variant's main(): see the file comment. Needs the prelude's q_value, load_kc, load_vc,
 // wg_max, wg_sum and constants.
 constexpr const char* kTokenMain = R"(
@@ -477,54 +472,13 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
   const int64_t heads = c.node.attrs.Int("heads"), kv_heads = c.node.attrs.Int("kv_heads");
   const int64_t head_dim = c.node.attrs.Int("head_dim"), window = c.node.attrs.Int("window");
   const graph::DType cache_dtype = c.input(1).type.dtype;
-  // Invocations per query in the block variant: enough that each owns at most 16 output
-  // dimensions (of a head_dim they divide). Keys per chunk: as many as 16 KiB of shared memory
-  // holds for K (and again for V), up to 32, fewer where the whole does not fit the device's
-  // shared memory (32 KiB on some).
-  const int64_t tpq = std::min<int64_t>(std::max<int64_t>(4, head_dim / 16), kBlockWorkgroup);
-  const int64_t qb = kBlockWorkgroup / tpq;
-  auto block_shared = [&](int64_t keys) {  // s_q, s_k (padded), s_v, s_p, s_part
-    return 4 * (qb * head_dim + keys * (head_dim + 1) + keys * head_dim + qb * keys + qb * tpq);
-  };
-  int64_t kc = std::max<int64_t>(1, std::min<int64_t>(32, 4096 / head_dim));
-  while (kc > 1 && block_shared(kc) > c.caps.max_shared_memory) --kc;
-  // A block of queries per workgroup when the plan's steps can hold several. Heads wider than 128
-  // keep the token variant: their blocks would be 8 queries over 16-key chunks, which measured
-  // slower on the H100 (Gemma 3's 256).
-  // Cooperative-matrix units for prefill buckets from the tokens codegen/tuning/attention.h
-  // chooses for the device, over an f16 cache.
-  const int64_t coop_subgroups = CoopAttentionSubgroups(c.caps, head_dim);
-  // Both stage one range of keys for a block of queries: one sequence's rows only.
-  const bool one_sequence = !c.g.paging().row_per_sequence;
-  const bool coop = one_sequence && c.tokens >= tuning::ChooseAttentionCoopFrom(c.caps).value &&
-                    cache_dtype == graph::DType::kF16 && coop_subgroups > 0;
-  const bool block = one_sequence && !coop && c.tokens >= kBlockMinTokens && head_dim % tpq == 0 && head_dim <= kBlockMaxHeadDim &&
-                     block_shared(kc) <= c.caps.max_shared_memory;
-  const bool subgroups = !coop && !block && c.caps.subgroup_arithmetic;
-  // The subgroups variant: up to 32 subgroups, fewer where their partial outputs (and q) would pass
-  // half the device's shared memory; keys per subgroup per trip (KPI): as many as keep 8 values
-  // of K (and 8 of V) per lane in flight, at most 4. On the H100, with consecutive dimensions, 8
-  // against 16: Gemma-3-1B (256-wide heads: 1 key, not 2) 1,003.0 / 1,002.7 -> 1,010.6 / 1,010.5
-  // tok/s, Qwen3-0.6B (128: 2, not 4) 1,246.7 / 1,245.4 -> 1,264.5 / 1,258.3, Llama-3.1-8B 415.2 /
-  // 415.3 -> 418.1 / 417.9; their attention 172 -> 156, 188 -> 170 and 175 -> 154 µs a step.
-  const int64_t min_sg = std::max<int64_t>(1, c.caps.min_subgroup_size);
-  const int64_t shared_for_partials = static_cast<int64_t>(c.caps.max_shared_memory) / 2 - 4 * head_dim;
-  const int64_t nsg = std::max<int64_t>(1, std::min<int64_t>({32, shared_for_partials / (4 * head_dim + 8),
-                                                              c.caps.max_workgroup_invocations / min_sg}));
-  const int64_t dims_per_lane = (head_dim + min_sg - 1) / min_sg;
-  const int64_t kpi = std::max<int64_t>(1, std::min<int64_t>(4, 8 / dims_per_lane));
-  // A lane's dimensions of a head: consecutive ones, read as vectors of four, where the head
-  // splits into quads a lane (CONSEC). On the H100, against every S-th dimension: Gemma-3-1B
-  // (256-wide heads) 984.9 / 984.2 -> 998.0 / 998.2 tok/s, Qwen3-0.6B (128) 1,212 / 1,218 -> 1,244 /
-  // 1,243, Llama-3.1-8B (128) 409.8 / 409.5 -> 415.1 / 415.0; the kernel's binary 27.3 -> 18.4 KB
-  // for Gemma-3-1B. (Pairs a lane, for 64-wide heads, took Llama-3.2-1B's attention from 81.8 to
-  // 80.6 µs a step, but moved the decode logits of the Gemma 3 fixture with its norms in their
-  // consumers 0.9% from those with the norms in their producers; they are left out.)
-  const bool consec = subgroups && head_dim % (4 * min_sg) == 0;
-  const uint32_t wg = coop    ? static_cast<uint32_t>(32 * coop_subgroups)
-                      : block ? static_cast<uint32_t>(qb * tpq)  // whole queries: 125 for 80-wide heads
-                      : subgroups ? static_cast<uint32_t>(nsg * min_sg)
-                                  : kWorkgroup;
+  const tuning::AttentionConfig config = tuning::ChooseAttention(
+      c.caps, {.tokens = c.tokens, .head_dim = head_dim, .f16_cache = cache_dtype == graph::DType::kF16,
+               .one_sequence = !c.g.paging().row_per_sequence});
+  const bool coop = config.variant == tuning::AttentionVariant::kCoop;
+  const bool block = config.variant == tuning::AttentionVariant::kBlock;
+  const bool subgroups = config.variant == tuning::AttentionVariant::kSubgroups;
+  const uint32_t wg = config.wg;
   Kernel k;
   k.family = "attention";
   k.variant = absl::StrCat(coop ? "coop." : block ? "block." : subgroups ? "subgroups." : "online_softmax.",
@@ -583,8 +537,8 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
                         FloatBuffer(1, "o", graph::DType::kF32, false),
                         FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, !append),
                         FloatBuffer(4, "vc", cache_dtype, !append),
-                        consec ? absl::StrCat(FloatQuadBuffer(3, "kq", cache_dtype, !append), FloatQuadBuffer(4, "vq", cache_dtype, !append)) : "",
-                        coop || block || subgroups ? "" : WorkgroupReductions(kWorkgroup, false),
+                        config.consec ? absl::StrCat(FloatQuadBuffer(3, "kq", cache_dtype, !append), FloatQuadBuffer(4, "vq", cache_dtype, !append)) : "",
+                        coop || block || subgroups ? "" : WorkgroupReductions(wg, false),
                         "const uint QW = ", heads * head_dim, "u;\n", q_value, Fill(R"(
 const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u;
 #define PAGED {{PAGED}}
@@ -598,23 +552,23 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
                                                                                 {"RING", RingGlsl(c, k)},
                                                                                 {"PAGED", c.g.paging().paged() ? "1" : "0"}}),
                         q_norm, append ? AppendGlsl(c, a, cache_dtype) : "#define APPEND 0\n", sinks_glsl,
-                        Fill(coop ? CoopAttentionMain(coop_subgroups, a.sinks.has_value())
+                        Fill(coop ? CoopAttentionMain(config.coop_subgroups, a.sinks.has_value())
                              : block ? kBlockMain
                              : subgroups ? kSubgroupsMain
                                          : kTokenMain,
-                             {{"TPQ", absl::StrCat(tpq)},
-                              {"KC", absl::StrCat(kc)},
-                              {"MIN_SG", absl::StrCat(min_sg)},
-                              {"KPI", absl::StrCat(kpi)},
-                              {"CONSEC", consec ? "1" : "0"},
+                             {{"TPQ", absl::StrCat(config.tpq)},
+                              {"KC", absl::StrCat(config.kc)},
+                              {"MIN_SG", absl::StrCat(config.min_sg)},
+                              {"KPI", absl::StrCat(config.kpi)},
+                              {"CONSEC", config.consec ? "1" : "0"},
                               // The softmax's start: no key yet, or the sink.
                               {"M0", a.sinks ? "sink_logit(h)" : "-3.0e38"},
                               {"L0", a.sinks ? "1.0" : "0.0"},
                               {"MERGED_L0", a.sinks ? "exp(sink_logit(h) - mg)" : "0.0"}}));
   if (append) absl::StrAppend(&k.variant, "+append");
   k.groups = {static_cast<uint32_t>(heads),
-              coop    ? CeilDiv(c.tokens, kCoopAttentionTile * coop_subgroups)
-              : block ? CeilDiv(c.tokens, qb)
+              coop    ? CeilDiv(c.tokens, kCoopAttentionTile * config.coop_subgroups)
+              : block ? CeilDiv(c.tokens, config.qb)
                       : static_cast<uint32_t>(c.tokens),
               1};
   return k;

@@ -1,5 +1,8 @@
 #include "codegen/tuning/attention.h"
 
+#include <algorithm>
+
+#include "codegen/attention_coop.h"
 #include "codegen/tuning/coop.h"
 
 namespace doppler::codegen::tuning {
@@ -10,6 +13,60 @@ DeviceChoice ChooseAttentionCoopFrom(const TargetCaps& caps) {
   return {kCoopMinRows, ClassReason(caps, DeviceClass::kNvidia,
                                     "bench/RESULTS.md, \"issue 7, third session: loads in flight, fewer dispatches, "
                                     "prefill on the tensor units\"")};
+}
+
+namespace {
+
+// The token variant's workgroup.
+constexpr uint32_t kWorkgroup = 64;
+// The block variant: its workgroup, the smallest bucket that takes it, and the widest head (wider
+// ones measured slower than the token variant).
+constexpr uint32_t kBlockWorkgroup = 128;
+constexpr int64_t kBlockMinTokens = 8, kBlockMaxHeadDim = 128;
+
+}  // namespace
+
+AttentionConfig ChooseAttention(const TargetCaps& caps, const AttentionProblem& p) {
+  AttentionConfig a;
+  const int64_t head_dim = p.head_dim;
+  // Invocations per query in the block variant: enough that each owns at most 16 output
+  // dimensions (of a head_dim they divide). Keys per chunk: as many as 16 KiB of shared memory
+  // holds for K (and again for V), up to 32, fewer where the whole does not fit the device's
+  // shared memory (32 KiB on some).
+  a.tpq = std::min<int64_t>(std::max<int64_t>(4, head_dim / 16), kBlockWorkgroup);
+  a.qb = kBlockWorkgroup / a.tpq;
+  auto block_shared = [&](int64_t keys) {  // s_q, s_k (padded), s_v, s_p, s_part
+    return 4 * (a.qb * head_dim + keys * (head_dim + 1) + keys * head_dim + a.qb * keys + a.qb * a.tpq);
+  };
+  a.kc = std::max<int64_t>(1, std::min<int64_t>(32, 4096 / head_dim));
+  while (a.kc > 1 && block_shared(a.kc) > caps.max_shared_memory) --a.kc;
+  a.coop_subgroups = CoopAttentionSubgroups(caps, head_dim);
+  const bool coop = p.one_sequence && p.tokens >= ChooseAttentionCoopFrom(caps).value && p.f16_cache &&
+                    a.coop_subgroups > 0;
+  const bool block = p.one_sequence && !coop && p.tokens >= kBlockMinTokens && head_dim % a.tpq == 0 &&
+                     head_dim <= kBlockMaxHeadDim && block_shared(a.kc) <= caps.max_shared_memory;
+  const bool subgroups = !coop && !block && caps.subgroup_arithmetic;
+  // The subgroups variant: up to 32 subgroups, fewer where their partial outputs (and q) would pass
+  // half the device's shared memory; keys per subgroup per trip: as many as keep 8 values of K
+  // (and 8 of V) per lane in flight, at most 4.
+  a.min_sg = std::max<int64_t>(1, caps.min_subgroup_size);
+  const int64_t shared_for_partials = static_cast<int64_t>(caps.max_shared_memory) / 2 - 4 * head_dim;
+  a.nsg = std::max<int64_t>(1, std::min<int64_t>({32, shared_for_partials / (4 * head_dim + 8),
+                                                   caps.max_workgroup_invocations / a.min_sg}));
+  const int64_t dims_per_lane = (head_dim + a.min_sg - 1) / a.min_sg;
+  a.kpi = std::max<int64_t>(1, std::min<int64_t>(4, 8 / dims_per_lane));
+  // A lane's dimensions of a head: consecutive ones, read as vectors of four, where the head
+  // splits into quads a lane.
+  a.consec = subgroups && head_dim % (4 * a.min_sg) == 0;
+  a.variant = coop        ? AttentionVariant::kCoop
+              : block     ? AttentionVariant::kBlock
+              : subgroups ? AttentionVariant::kSubgroups
+                          : AttentionVariant::kToken;
+  a.wg = coop        ? static_cast<uint32_t>(32 * a.coop_subgroups)
+         : block     ? static_cast<uint32_t>(a.qb * a.tpq)  // whole queries: 125 for 80-wide heads
+         : subgroups ? static_cast<uint32_t>(a.nsg * a.min_sg)
+                     : kWorkgroup;
+  return a;
 }
 
 }  // namespace doppler::codegen::tuning

@@ -1,6 +1,9 @@
-// The attention's choice that follows the device (codegen/emit_attention.cc renders it): from how
-// many tokens a prefill bucket takes the cooperative-matrix variant (codegen/attention_coop.h).
+// The attention family's choices (codegen/emit_attention.cc renders them): its variant for a
+// plan's bucket, and each variant's shape. The measurements behind each rule: bench/RESULTS.md,
+// "The attention's shape rules".
 #pragma once
+
+#include <cstdint>
 
 #include "codegen/kernel.h"
 #include "codegen/tuning/tuning.h"
@@ -11,5 +14,37 @@ namespace doppler::codegen::tuning {
 // cooperative-matrix variant on `caps`: kCoopMinRows, as the matmuls take their tiles (their f16
 // operands keep short prompts off both), or kNever where the device has no cooperative matrices.
 DeviceChoice ChooseAttentionCoopFrom(const TargetCaps& caps);
+
+enum class AttentionVariant {
+  kCoop,       // prefill over an f16 cache on the cooperative-matrix units (codegen/attention_coop.h)
+  kBlock,      // prefill: a block of queries a workgroup, keys and values staged once for it
+  kSubgroups,  // decode where the device has subgroup arithmetic: a workgroup a (head, query)
+  kToken,      // decode elsewhere: a workgroup a (head, query), one key an invocation
+};
+
+struct AttentionProblem {
+  int64_t tokens = 1;  // the plan's bucket
+  int64_t head_dim = 0;
+  bool f16_cache = false;
+  bool one_sequence = true;  // not a graph with a row per sequence (block and coop take one only)
+};
+
+struct AttentionConfig {
+  AttentionVariant variant = AttentionVariant::kToken;
+  uint32_t wg = 64;  // invocations a workgroup
+  // block: invocations a query (TPQ), queries a workgroup (QB), keys a chunk staged (KC)
+  int64_t tpq = 4, qb = 32, kc = 1;
+  // subgroups: subgroups a workgroup (NSG), the smallest subgroup a shader may get (MIN_SG), keys a
+  // subgroup loads a trip (KPI), and whether a lane owns consecutive dimensions, read as vectors
+  // of four (CONSEC)
+  int64_t nsg = 1, min_sg = 32, kpi = 1;
+  bool consec = false;
+  int64_t coop_subgroups = 0;  // coop: subgroups a workgroup
+};
+
+// The variant and its shape: coop from ChooseAttentionCoopFrom's tokens where the head fits it;
+// else block from 8 tokens, for heads of at most 128 dimensions whose staging fits the device;
+// else subgroups where the device has subgroup arithmetic, else token.
+AttentionConfig ChooseAttention(const TargetCaps& caps, const AttentionProblem& p);
 
 }  // namespace doppler::codegen::tuning
