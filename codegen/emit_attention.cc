@@ -481,6 +481,7 @@ absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
   const uint32_t wg = config.wg;
   Kernel k;
   k.family = "attention";
+  k.config = config;
   k.variant = absl::StrCat(coop ? "coop." : block ? "block." : subgroups ? "subgroups." : "online_softmax.",
                            graph::Name(cache_dtype),
                            window > 0 ? ".window" : "");

@@ -1,9 +1,9 @@
 // Lowering: a plan's step graph → the dispatches it records, in order. Each dispatch is one
-// kernel (its family, variant, bindings, workgroups and GLSL), the node it is emitted for, and
-// every node it computes: that node, and the nodes with no kernel of their own that it computes
-// too (a tail a matmul's last workgroup finishes, a norm or last row a matmul computes as it reads
-// its x: codegen/in_matmul.h, decided here). The scheduler records this list, and `doppler graph
-// --lowered` prints it.
+// kernel (its family, variant, the family's config, bindings, workgroups and GLSL), the node it is
+// emitted for, and every node it computes: that node, and the nodes with no kernel of their own
+// that it computes too (a tail a matmul's last workgroup finishes, a norm or last row a matmul
+// computes as it reads its x: codegen/in_matmul.h, decided here). The scheduler records this list,
+// and `doppler graph --lowered` prints it.
 #pragma once
 
 #include <vector>

@@ -50,6 +50,7 @@ absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
   const tuning::CoopConfig& t = *config;
   const int64_t subgroups = tuning::CoopSubgroups(t);
   Kernel k;
+  k.config = *config;
   k.variant = absl::StrCat("coop.", graph::Name(s.w_dtype), ".tile", t.bm, "x", t.bn, ".sg", t.sm, "x", t.sn, ".k",
                            t.bk, t.prefetch ? "" : ".pf0", s.variant_suffix);
   k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * subgroups)), s.io_glsl, s.tile_x_glsl,

@@ -193,6 +193,7 @@ void main() {
                               {"F", absl::StrCat(t.frags)},
                               {"BK", absl::StrCat(t.bk)}}));
   k.groups = {CeilDiv(s.n, tuning::CoopRowsColumns(t)), 1, 1};
+  k.config = t;
   return k;
 }
 

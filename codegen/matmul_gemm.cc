@@ -24,6 +24,7 @@ absl::StatusOr<Kernel> EmitGemm(const EmitContext& c, const MatMulSpec& s) {
   if (!config.ok()) return config.status();
   const int64_t row_tiles = CeilDiv(s.m, 64), bn = config->bn, bk = config->bk;
   Kernel k;
+  k.config = *config;
   k.variant = absl::StrCat("gemm.", graph::Name(s.w_dtype), ".tile64x", bn, ".k", bk, s.variant_suffix);
   k.glsl = absl::StrCat(ShaderHeader(256), s.io_glsl, s.tile_x_glsl, WeightSlices(3, s.w_dtype, s.k), Fill(R"(
 #define NORM {{NORM}}

@@ -109,6 +109,7 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
           : "void scale_by_norm_weight(uint p, inout float v[PV]) {\n"
             "  [[unroll]] for (uint i = 0u; i < PV; ++i) v[i] *= norm_weight(w_part_k(p, i));\n}\n";
   Kernel k;
+  k.config = shape;
   k.variant = absl::StrCat("gemv.", graph::Name(s.w_dtype), ".t", tm, "x", rows_per_workgroup, ".wg", wg,
                            subgroups ? ".sg" : "", s.variant_suffix);
   k.glsl = absl::StrCat(ShaderHeader(wg),

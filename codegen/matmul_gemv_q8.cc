@@ -216,6 +216,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
       {"RG_PER_TEAM", absl::StrCat(shape->rg_per_team)},
 };
   Kernel k;
+  k.config = *shape;
   // The decoding choices that apply to the type: IQ4's pair table and IQ4_XS's parts of 64 values,
   // Q4_0's signed quants and parts of 64 values.
   const bool iq4 = s.w_dtype == graph::DType::kIQ4_NL || s.w_dtype == graph::DType::kIQ4_XS;

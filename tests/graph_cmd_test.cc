@@ -147,7 +147,8 @@ std::vector<StatsRow> ParseStats(const std::string& out) {
 }
 
 // --lowered: one line per dispatch, as many as --emit-glsl prints kernels, each naming
-// the nodes it computes, its bindings (read or written, where they live) and its workgroups.
+// the nodes it computes, its bindings (read or written, where they live), its workgroups and its
+// family's config (every matmul's and attention's has one).
 TEST(GraphCmd, LoweredListsEveryDispatch) {
   const std::filesystem::path f = test::FixturesDir();
   for (const std::filesystem::path& model : {f / "hf" / "llama", f / "hf" / "gemma3", f / "hf" / "phi3",
@@ -163,7 +164,7 @@ TEST(GraphCmd, LoweredListsEveryDispatch) {
     EXPECT_EQ(header_count, static_cast<int>(lines.size()) - 1);
     for (size_t i = 1; i < lines.size(); ++i) {
       const std::vector<std::string> fields = absl::StrSplit(lines[i], " | ");
-      ASSERT_EQ(fields.size(), 4u) << lines[i];
+      ASSERT_EQ(fields.size(), 5u) << lines[i];
       EXPECT_EQ(fields[0].rfind(absl::StrCat("#", i - 1, " "), 0), 0u) << lines[i];
       EXPECT_NE(fields[0].find('.'), std::string::npos) << "family.variant: " << lines[i];
       EXPECT_EQ(fields[1].rfind("%", 0), 0u) << "nodes computed: " << lines[i];
@@ -174,6 +175,12 @@ TEST(GraphCmd, LoweredListsEveryDispatch) {
       }
       EXPECT_GE(written, 1) << "a dispatch writes something: " << lines[i];
       EXPECT_EQ(std::count(fields[3].begin(), fields[3].end(), 'x'), 2) << "workgroups: " << lines[i];
+      if (absl::StartsWith(fields[0], absl::StrCat("#", i - 1, " matmul.")) ||
+          absl::StartsWith(fields[0], absl::StrCat("#", i - 1, " attention."))) {
+        EXPECT_TRUE(fields[4] != "-" && absl::StrContains(fields[4], "=")) << "config: " << lines[i];
+      } else {
+        EXPECT_EQ(fields[4], "-") << "config: " << lines[i];
+      }
     }
     EXPECT_NE(lines[1].find("embedding"), std::string::npos) << lines[1];
     // As many as the GLSL listing has kernels.

@@ -157,7 +157,7 @@ absl::Status PrintLowered(const graph::Graph& g, const codegen::TargetCaps& caps
   absl::StatusOr<PlanPlaces> memory = LocateForPlan(g, caps, tokens, tokens == 1);
   if (!memory.ok()) return memory.status();
   const std::vector<codegen::Dispatch>* dispatches = &memory->step.dispatches;
-  std::printf("# %zu dispatches, T=%lld: family.variant | nodes computed | bindings | workgroups\n", dispatches->size(),
+  std::printf("# %zu dispatches, T=%lld: family.variant | nodes computed | bindings | workgroups | config\n", dispatches->size(),
               static_cast<long long>(tokens));
   for (size_t i = 0; i < dispatches->size(); ++i) {
     const codegen::Dispatch& d = (*dispatches)[i];
@@ -174,7 +174,7 @@ absl::Status PrintLowered(const graph::Graph& g, const codegen::TargetCaps& caps
     const std::string line =
         absl::StrCat("#", i, " ", d.kernel.family, ".", d.kernel.variant, " | ", absl::StrJoin(covers, ", "), " | ",
                      absl::StrJoin(bindings, ", "), " | ", d.kernel.groups[0], "x", d.kernel.groups[1], "x",
-                     d.kernel.groups[2], "\n");
+                     d.kernel.groups[2], " | ", codegen::tuning::ConfigText(d.kernel.config), "\n");
     std::fwrite(line.data(), 1, line.size(), stdout);
   }
   return absl::OkStatus();

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "codegen/kernel.h"
+#include "codegen/target_caps.h"
 #include "codegen/tuning/tuning.h"
 
 namespace doppler::codegen::tuning {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "codegen/kernel.h"
+#include "codegen/target_caps.h"
 
 namespace doppler::codegen::tuning {
 

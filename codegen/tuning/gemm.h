@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "codegen/kernel.h"
+#include "codegen/target_caps.h"
 
 namespace doppler::codegen::tuning {
 

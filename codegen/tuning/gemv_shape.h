@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "codegen/kernel.h"
+#include "codegen/target_caps.h"
 #include "codegen/tuning/gemv.h"
 #include "graph/dtype.h"
 

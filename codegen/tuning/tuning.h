@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "codegen/kernel.h"
+#include "codegen/target_caps.h"
 
 namespace doppler::codegen::tuning {
 

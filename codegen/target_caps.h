@@ -1,0 +1,29 @@
+// The target device as codegen sees it (filled from the device by backend_vk, or from
+// codegen/known_targets.h for a known one).
+#pragma once
+
+#include <cstdint>
+
+#include "codegen/device_class.h"
+
+namespace doppler::codegen {
+
+// What the target device offers that changes the generated code, and its class, which says which
+// measurements a tuning choice for it stands on (codegen/tuning/tuning.h).
+struct TargetCaps {
+  DeviceClass device_class = DeviceClass::kGeneric;
+  uint32_t subgroup_size = 32;
+  uint32_t min_subgroup_size = 32;  // the smallest a shader may get (devices with varying sizes)
+  uint32_t max_shared_memory = 16384;
+  uint32_t max_workgroup_invocations = 128;
+  bool subgroup_arithmetic = false;  // subgroupAdd etc. in compute shaders
+  bool subgroup_shuffle = false;     // subgroupShuffleXor etc. in compute shaders
+  // VK_NV_cooperative_matrix enabled, with f16 arithmetic, subgroup arithmetic and shuffles, and
+  // subgroups of 32 (its 16 x 16 x 16 f16 → f32 shape is NVIDIA's)
+  bool coop_matrix_nv = false;
+  // Dot products of packed 8-bit integers (SPV_KHR_integer_dot_product), for matmuls whose x is
+  // rounded through q8 blocks (attr x_quant)
+  bool integer_dot_product = false;
+};
+
+}  // namespace doppler::codegen
