@@ -128,7 +128,7 @@ TEST(EngineBehaviour, GpuLoopsStartedAheadDecodeWhatOneStepDecodingDoes) {
   const int64_t start = e.position();
   std::vector<int32_t> got;
   // 17 wanted: this loop and the next; then 13 and 9: one more ahead each; then 5: none.
-  for (const auto [wanted, submits] : {std::pair{17, 2u}, {13, 1u}, {9, 1u}, {5, 0u}}) {
+  for (const auto& [wanted, submits] : {std::pair{17, 2u}, {13, 1u}, {9, 1u}, {5, 0u}}) {
     const uint64_t before = e.device().submit_count();
     absl::StatusOr<std::vector<int32_t>> t = e.DecodeUpTo(wanted);
     ASSERT_TRUE(t.ok()) << t.status();

@@ -333,7 +333,9 @@ TEST_P(AppendingAttentionTest, WritesTheNewKeysThenAttends) {
   for (const graph::Node& n : g->nodes()) {
     ASSERT_TRUE(n.kind != graph::OpKind::kCacheWrite && n.kind != graph::OpKind::kRope && n.kind != graph::OpKind::kRmsNorm)
         << graph::ToText(*g);
-    if (n.kind == graph::OpKind::kAttention) ASSERT_EQ(n.attrs.Int("append"), 1);
+    if (n.kind == graph::OpKind::kAttention) {
+      ASSERT_EQ(n.attrs.Int("append"), 1);
+    }
   }
   auto step = [&](int64_t tokens, uint32_t seed) {
     return std::map<std::string, Tensor>{{"q", RandomRows(tokens, q_width, seed)},
@@ -350,7 +352,9 @@ TEST_P(AppendingAttentionTest, WritesTheNewKeysThenAttends) {
     ASSERT_TRUE(runner.ok()) << runner.status();
     const bool appends = vk::TargetCapsOf(ctx().info()).subgroup_arithmetic;
     EXPECT_EQ((*runner)->plan().dispatches().size(), appends ? 1u : 3u);
-    if (appends) EXPECT_NE((*runner)->plan().dispatches()[0].variant.find("+append"), std::string::npos);
+    if (appends) {
+      EXPECT_NE((*runner)->plan().dispatches()[0].variant.find("+append"), std::string::npos);
+    }
   }
   // A key normalised and rotated in another order than the interpreter's can round to the
   // neighbouring f16 value (a step of 4.9e-4 relative) in an f16 cache: a looser bound there (up
