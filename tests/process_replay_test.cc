@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -74,8 +75,20 @@ TEST(ProcessReplay, KernelsMatchTheGoldenFile) {
   std::stringstream want;
   want << in.rdbuf();
   if (want.str() == now) return;
-  // The first lines that differ, so that a failure says which kernels moved.
   const std::vector<std::string> a = absl::StrSplit(want.str(), '\n'), b = absl::StrSplit(now, '\n');
+  // A model the file records that this run did not find (a fixture missing) is named as such.
+  auto models = [](const std::vector<std::string>& lines) {
+    std::set<std::string> names;
+    for (const std::string& l : lines) {
+      if (!l.empty()) names.insert(l.substr(0, l.find(' ')));
+    }
+    return names;
+  };
+  const std::set<std::string> recorded = models(a), found = models(b);
+  for (const std::string& m : recorded) {
+    EXPECT_TRUE(found.count(m) > 0) << m << " is in " << golden << " but was not found (is its fixture there?)";
+  }
+  // The first lines that differ, so that a failure says which kernels moved.
   int shown = 0;
   for (size_t i = 0; i < std::max(a.size(), b.size()) && shown < 10; ++i) {
     const std::string& was = i < a.size() ? a[i] : "(none)";
