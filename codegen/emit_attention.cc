@@ -10,7 +10,7 @@
 // per sequence (no row reads another's keys), it also takes an appending attention
 // (fuse-kv-append) whole: each workgroup computes its row's key and value, uses them for its own
 // position, and the group's first head writes them to the caches.
-// Elsewhere an appending attention is its cache writes, then a plain attention (EmitAttention).
+// Elsewhere lowering gives an appending attention its cache writes, then a plain attention.
 //
 // token (decode, without subgroup arithmetic): one workgroup per (query head, token). Keys are
 // visited in chunks of one key per invocation: each chunk's scores update a running max and sum,
@@ -427,15 +427,6 @@ float new_v(uint d) { return {{UNPACK}}(s_vc[d >> 1])[d & 1u]; }
   return out;
 }
 
-// Whether the kernel itself appends an appending attention's keys and values: the subgroups
-// variant where no row reads another's new key, at one token (the decode step) or with a row per
-// sequence (a batched decode step, unless rows share sequences), for heads it can write in pairs.
-bool KernelAppends(const EmitContext& c) {
-  const graph::Paging& p = c.g.paging();
-  return (c.tokens == 1 || (p.row_per_sequence && !p.rows_share_sequences)) && c.caps.subgroup_arithmetic &&
-         c.node.attrs.Int("head_dim") % 2 == 0;
-}
-
 // Whether the graph's attention nodes differ in their window or their cache's rows (Gemma 3's
 // windowed and global layers).
 bool RingsDiffer(const graph::Graph& g) {
@@ -467,8 +458,10 @@ std::string RingGlsl(const EmitContext& c, Kernel& k) {
                       ") readonly buffer NodeParams { uint WINDOW; uint CAP; };\n");
 }
 
-// One attention dispatch: plain, or (where KernelAppends) appending.
-absl::StatusOr<Kernel> EmitAttentionKernel(const EmitContext& c) {
+}  // namespace
+
+// One attention dispatch: plain, or appending (where AttentionAppendsItself).
+absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   const int64_t heads = c.node.attrs.Int("heads"), kv_heads = c.node.attrs.Int("kv_heads");
   const int64_t head_dim = c.node.attrs.Int("head_dim"), window = c.node.attrs.Int("window");
   const graph::DType cache_dtype = c.input(1).type.dtype;
@@ -575,32 +568,11 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
   return k;
 }
 
-}  // namespace
-
-absl::StatusOr<std::vector<Kernel>> EmitAttention(const EmitContext& c) {
-  const graph::AttentionInputs a = graph::AttentionInputsOf(c.node);
-  if (!a.k_new || KernelAppends(c)) {
-    absl::StatusOr<Kernel> k = EmitAttentionKernel(c);
-    if (!k.ok()) return k.status();
-    return std::vector<Kernel>{*std::move(k)};
-  }
-  // Elsewhere the cache-write kernels append the keys and values first, then attention reads the
-  // caches as a plain one.
-  std::vector<Kernel> out;
-  for (const graph::Node& w : graph::AppendedCacheWrites(c.g, c.node)) {
-    absl::StatusOr<Kernel> k = EmitCacheWrite(EmitContext{c.g, w, c.caps, c.tokens});
-    if (!k.ok()) return k.status();
-    out.push_back(*std::move(k));
-  }
-  graph::Node plain = c.node;
-  graph::AttentionInputs plain_inputs = a;
-  plain_inputs.k_new = plain_inputs.v_new = plain_inputs.k_norm = std::nullopt;
-  plain.inputs = graph::AttentionInputList(plain_inputs);
-  plain.attrs.Set("append", int64_t{0});
-  absl::StatusOr<Kernel> k = EmitAttentionKernel(EmitContext{c.g, plain, c.caps, c.tokens});
-  if (!k.ok()) return k.status();
-  out.push_back(*std::move(k));
-  return out;
+bool AttentionAppendsItself(const graph::Graph& g, const graph::Node& attention, const TargetCaps& caps,
+                            int64_t tokens) {
+  const graph::Paging& p = g.paging();
+  return (tokens == 1 || (p.row_per_sequence && !p.rows_share_sequences)) && caps.subgroup_arithmetic &&
+         attention.attrs.Int("head_dim") % 2 == 0;
 }
 
 }  // namespace doppler::codegen

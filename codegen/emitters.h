@@ -33,9 +33,8 @@ struct NormRowIo {
 std::string RmsNormRowGlsl(const EmitContext& c, const NormRowIo& io, uint32_t wg);
 absl::StatusOr<Kernel> EmitRope(const EmitContext& c);
 absl::StatusOr<Kernel> EmitCacheWrite(const EmitContext& c);
-// One dispatch, or (where the decode kernel does not append an appending attention's keys and
-// values itself) the two cache writes it absorbed and then a plain attention.
-absl::StatusOr<std::vector<Kernel>> EmitAttention(const EmitContext& c);
+// An attention's dispatch; an appending one only where AttentionAppendsItself (kernel.h).
+absl::StatusOr<Kernel> EmitAttention(const EmitContext& c);
 absl::StatusOr<Kernel> EmitLastRow(const EmitContext& c);
 absl::StatusOr<Kernel> EmitArgmax(const EmitContext& c);
 absl::StatusOr<Kernel> EmitRecordTokens(const EmitContext& c);

@@ -45,7 +45,8 @@ absl::StatusOr<Kernel> EmitOne(const EmitContext& c) {
       return EmitRouteWeights(c);
     case OpKind::kExpertMatMul:
       return EmitExpertMatMul(c);
-    case OpKind::kAttention:   // EmitKernels: one dispatch or several
+    case OpKind::kAttention:
+      return EmitAttention(c);
     case OpKind::kPart:        // a view of its parent's buffer
     case OpKind::kConcatRows:  // materialised at load
     case OpKind::kInput:
@@ -59,13 +60,8 @@ absl::StatusOr<Kernel> EmitOne(const EmitContext& c) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<Kernel>> EmitKernels(const graph::Graph& g, const graph::Node& node, const TargetCaps& caps,
-                                                int64_t tokens) {
-  const EmitContext c{g, node, caps, tokens};
-  if (node.kind == graph::OpKind::kAttention) return EmitAttention(c);
-  absl::StatusOr<Kernel> k = EmitOne(c);
-  if (!k.ok()) return k.status();
-  return std::vector<Kernel>{*std::move(k)};
+absl::StatusOr<Kernel> EmitKernel(const graph::Graph& g, const graph::Node& node, const TargetCaps& caps, int64_t tokens) {
+  return EmitOne(EmitContext{g, node, caps, tokens});
 }
 
 }  // namespace doppler::codegen

@@ -49,12 +49,18 @@ inline uint32_t ParamsBinding(size_t args, bool scratch) {
 }
 
 // The kernel for a compute node; `tokens` is the token bucket of the plan (the largest T a step
-// may have). Source nodes (inputs, params, consts, states) have no kernel.
-// Most nodes are one dispatch; an appending attention may be three (codegen/emit_attention.cc),
-// recorded in order, with barriers placed as between any dispatches. Lowering calls it for the
-// nodes that have dispatches of their own (codegen/lowering.h).
-absl::StatusOr<std::vector<Kernel>> EmitKernels(const graph::Graph& g, const graph::Node& node, const TargetCaps& caps,
-                                                int64_t tokens);
+// may have). Source nodes (inputs, params, consts, states) have no kernel. Lowering
+// (codegen/lowering.h) decides which nodes get one: not those a matmul's kernel computes
+// (codegen/in_matmul.h), and for an appending attention that does not append itself, its two cache
+// writes (graph::AppendedCacheWrites) and then the plain attention (graph::PlainAttention).
+absl::StatusOr<Kernel> EmitKernel(const graph::Graph& g, const graph::Node& node, const TargetCaps& caps, int64_t tokens);
+
+// Whether an appending attention's kernel writes the step's keys and values itself for a plan of
+// `tokens`: the subgroups variant where no row reads another's new key, at one token (the decode
+// step) or with a row per sequence (a batched decode step, unless rows share sequences), for heads
+// it can write in pairs.
+bool AttentionAppendsItself(const graph::Graph& g, const graph::Node& attention, const TargetCaps& caps,
+                            int64_t tokens);
 
 // The first words of the step block at binding 0, as the host writes them (a paged graph's block
 // goes on: codegen/step_rows.h).

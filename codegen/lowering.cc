@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/in_matmul.h"
+#include "graph/attention_inputs.h"
 
 namespace doppler::codegen {
 
@@ -25,9 +26,22 @@ absl::StatusOr<std::vector<Dispatch>> Lower(const graph::Graph& g, const TargetC
       absorbed.push_back(n.id);
       continue;
     }
-    absl::StatusOr<std::vector<Kernel>> ks = EmitKernels(g, n, caps, tokens);
-    if (!ks.ok()) return ks.status();
-    for (Kernel& k : *ks) out.push_back(Dispatch{n.id, {n.id}, std::move(k)});
+    auto emit = [&](const graph::Node& e) -> absl::Status {
+      absl::StatusOr<Kernel> k = EmitKernel(g, e, caps, tokens);
+      if (!k.ok()) return k.status();
+      out.push_back(Dispatch{n.id, {n.id}, *std::move(k)});
+      return absl::OkStatus();
+    };
+    // An appending attention that does not append itself: its cache writes, then a plain attention.
+    if (n.kind == graph::OpKind::kAttention && graph::AttentionInputsOf(n).k_new &&
+        !AttentionAppendsItself(g, n, caps, tokens)) {
+      for (const graph::Node& w : graph::AppendedCacheWrites(g, n)) {
+        if (absl::Status s = emit(w); !s.ok()) return s;
+      }
+      if (absl::Status s = emit(graph::PlainAttention(n)); !s.ok()) return s;
+    } else if (absl::Status s = emit(n); !s.ok()) {
+      return s;
+    }
   }
   // A node another kernel computes is covered by the first dispatch that writes its value (a tail,
   // a norm's value), else by the dispatches of the nodes that read it (a last_row whose reader

@@ -64,4 +64,13 @@ std::array<Node, 2> AppendedCacheWrites(const Graph& g, const Node& attention) {
   return {k, v};
 }
 
+Node PlainAttention(const Node& attention) {
+  AttentionInputs a = AttentionInputsOf(attention);
+  a.k_new = a.v_new = a.k_norm = std::nullopt;
+  Node plain = attention;
+  plain.inputs = AttentionInputList(a);
+  plain.attrs.Set("append", int64_t{0});
+  return plain;
+}
+
 }  // namespace doppler::graph

@@ -33,4 +33,8 @@ size_t AppendedInputCount(const Attrs& attrs);
 // the norm's, and (v cache, v). Their ids are the attention's (they are not in the graph).
 std::array<Node, 2> AppendedCacheWrites(const Graph& g, const Node& attention);
 
+// The same attention without its appended inputs (append = 0): what it attends once its cache
+// writes are done. Its id is the attention's (it is not in the graph).
+Node PlainAttention(const Node& attention);
+
 }  // namespace doppler::graph

@@ -111,13 +111,13 @@ TEST(Codegen, XQuantIsTakenByTheMatrixVectorKernelOnDevicesWithIntegerDots) {
   y.attrs.Set("x_quant", std::string("q8"));
   codegen::TargetCaps caps;
   caps.integer_dot_product = true;
-  EXPECT_TRUE(codegen::EmitKernels(g, y, caps, 1).ok());
-  absl::StatusOr<std::vector<codegen::Kernel>> many_rows = codegen::EmitKernels(g, y, caps, 64);
+  EXPECT_TRUE(codegen::EmitKernel(g, y, caps, 1).ok());
+  absl::StatusOr<codegen::Kernel> many_rows = codegen::EmitKernel(g, y, caps, 64);
   ASSERT_FALSE(many_rows.ok());
   EXPECT_NE(many_rows.status().message().find("matrix-vector kernel only, for at most 16 rows"), std::string::npos)
       << many_rows.status();
   caps.integer_dot_product = false;
-  absl::StatusOr<std::vector<codegen::Kernel>> no_dots = codegen::EmitKernels(g, y, caps, 1);
+  absl::StatusOr<codegen::Kernel> no_dots = codegen::EmitKernel(g, y, caps, 1);
   ASSERT_FALSE(no_dots.ok());
   EXPECT_NE(no_dots.status().message().find("integer dot products"), std::string::npos) << no_dots.status();
 }

@@ -167,10 +167,9 @@ TEST(Tuning, GemvQ8StagesXInOneSegmentOnAnH100LikeDevice) {
     ASSERT_TRUE(g.ok()) << g.status();
     graph::Node& node = g->mutable_node(*g->output("y"));
     node.attrs.Set("x_quant", std::string("q8"));
-    absl::StatusOr<std::vector<codegen::Kernel>> kernels = codegen::EmitKernels(*g, node, nvidia, c.bucket);
-    ASSERT_TRUE(kernels.ok()) << kernels.status();
-    ASSERT_EQ(kernels->size(), 1u);
-    const codegen::Kernel& k = kernels->front();
+    absl::StatusOr<codegen::Kernel> kernel = codegen::EmitKernel(*g, node, nvidia, c.bucket);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    const codegen::Kernel& k = *kernel;
     std::printf("[ k%lld n%lld, bucket %lld ] %s, %u x %u x %u workgroups\n", static_cast<long long>(c.k),
                 static_cast<long long>(c.w_rows), static_cast<long long>(c.bucket), k.variant.c_str(), k.groups[0],
                 k.groups[1], k.groups[2]);

@@ -19,14 +19,11 @@ codegen::TargetCaps NvidiaCoopCaps() {
 
 absl::StatusOr<CompiledKernel> EmitAndCompile(const graph::Graph& g, const graph::Node& n,
                                               const codegen::TargetCaps& caps, int64_t tokens) {
-  absl::StatusOr<std::vector<codegen::Kernel>> ks = codegen::EmitKernels(g, n, caps, tokens);
-  if (!ks.ok()) return ks.status();
-  if (ks->size() != 1) {
-    return absl::InternalError(absl::StrCat("node '", n.label, "': ", ks->size(), " kernels, not one"));
-  }
-  absl::StatusOr<codegen::CompiledShader> spirv = codegen::CompileComputeShader(ks->front().glsl, {});
-  if (!spirv.ok()) return absl::InternalError(absl::StrCat(ks->front().variant, ": ", spirv.status().message()));
-  return CompiledKernel{std::move(ks->front()), *std::move(spirv)};
+  absl::StatusOr<codegen::Kernel> k = codegen::EmitKernel(g, n, caps, tokens);
+  if (!k.ok()) return k.status();
+  absl::StatusOr<codegen::CompiledShader> spirv = codegen::CompileComputeShader(k->glsl, {});
+  if (!spirv.ok()) return absl::InternalError(absl::StrCat(k->variant, ": ", spirv.status().message()));
+  return CompiledKernel{*std::move(k), *std::move(spirv)};
 }
 
 absl::StatusOr<uint64_t> SharedMemoryBytes(const std::vector<uint32_t>& spirv) {
