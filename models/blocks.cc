@@ -219,6 +219,16 @@ absl::StatusOr<double> ConfigNumber(const formats::ModelConfig& c, const char* k
   return it->get<double>();
 }
 
+absl::StatusOr<int64_t> ConfigCount(const formats::ModelConfig& c, const char* key, int64_t fallback, int64_t max) {
+  absl::StatusOr<double> v = ConfigNumber(c, key, static_cast<double>(fallback));
+  if (!v.ok()) return v.status();
+  // Compared as doubles first: a cast of a value past int64's range would be undefined.
+  if (!(*v >= 1 && *v <= static_cast<double>(max) && std::floor(*v) == *v)) {
+    return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' must be an integer from 1 to ", max, ", got ", *v));
+  }
+  return static_cast<int64_t>(*v);
+}
+
 absl::StatusOr<bool> ConfigBool(const formats::ModelConfig& c, const char* key, bool fallback) {
   auto it = c.raw.find(key);
   if (it == c.raw.end() || it->is_null()) return fallback;

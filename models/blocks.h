@@ -183,6 +183,9 @@ absl::StatusOr<graph::Graph> BuildDecoder(const formats::ModelConfig& c, const D
 // another type is an error naming the key.
 absl::StatusOr<double> ConfigNumber(const formats::ModelConfig& c, const char* key, double fallback);
 absl::StatusOr<bool> ConfigBool(const formats::ModelConfig& c, const char* key, bool fallback);
+// An integer from 1 to `max` (a count, a period): anything else, fractions and values past any
+// int64 included, is an error naming the key and the range.
+absl::StatusOr<int64_t> ConfigCount(const formats::ModelConfig& c, const char* key, int64_t fallback, int64_t max);
 
 // Gives every sliding-window layer its window (attn.window = config.sliding_window). Which layers
 // slide: config.layer_types when the config has them ("sliding_attention" or "full_attention";

@@ -27,9 +27,8 @@ absl::StatusOr<graph::Graph> BuildGemma3(const formats::ModelConfig& c, const Bu
   absl::StatusOr<double> scalar = ConfigNumber(c, "query_pre_attn_scalar", c.head_dim);
   if (!scalar.ok()) return scalar.status();
   if (!(*scalar > 0)) return absl::InvalidArgumentError("config key 'query_pre_attn_scalar' must be positive");
-  absl::StatusOr<double> pattern = ConfigNumber(c, "sliding_window_pattern", 6);
-  if (!pattern.ok()) return pattern.status();
-  if (!(*pattern >= 1)) return absl::InvalidArgumentError("config key 'sliding_window_pattern' must be at least 1");
+  absl::StatusOr<int64_t> every = ConfigCount(c, "sliding_window_pattern", 6, int64_t{1} << 30);
+  if (!every.ok()) return every.status();
 
   d->embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size)));
   if (!d->rope_local) d->rope_local = formats::RopeConfig{10000.0f, formats::RopeScaling{}};
@@ -47,8 +46,7 @@ absl::StatusOr<graph::Graph> BuildGemma3(const formats::ModelConfig& c, const Bu
     s.attn.qk_norm_offset = 1.0;
   }
   d->final_norm.offset = 1.0;
-  const int64_t every = static_cast<int64_t>(*pattern);
-  if (absl::Status s = SetSlidingWindows(c, [&](int l) { return (l + 1) % every != 0; }, *d); !s.ok()) return s;
+  if (absl::Status s = SetSlidingWindows(c, [&](int l) { return (l + 1) % *every != 0; }, *d); !s.ok()) return s;
   for (DecoderLayerSpec& s : d->layers) s.local_rope = s.attn.window > 0;
   return BuildDecoder(c, *d, o);
 }

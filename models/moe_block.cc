@@ -74,36 +74,24 @@ ValueId MoeMlp(GraphBuilder& b, const MoeSpec& s, ValueId x, int64_t hidden, con
 }
 
 int64_t ConfigExpertCount(const formats::ModelConfig& c) {
-  absl::StatusOr<double> experts = ConfigNumber(c, ExpertsKey(c), 0);
-  return experts.ok() && *experts >= 1 && *experts < (1 << 30) && *experts == static_cast<int64_t>(*experts)
-             ? static_cast<int64_t>(*experts)
-             : 0;
+  absl::StatusOr<int64_t> experts = ConfigCount(c, ExpertsKey(c), 0, int64_t{1} << 30);
+  return experts.ok() ? *experts : 0;
 }
 
 absl::StatusOr<MoeSpec> ConfigMoe(const formats::ModelConfig& c) {
   const char* experts_key = ExpertsKey(c);
-  absl::StatusOr<double> experts = ConfigNumber(c, experts_key, 0);
+  absl::StatusOr<int64_t> experts = ConfigCount(c, experts_key, 0, int64_t{1} << 30);
   if (!experts.ok()) return experts.status();
-  absl::StatusOr<double> top_k = ConfigNumber(c, "num_experts_per_tok", 0);
+  absl::StatusOr<int64_t> top_k = ConfigCount(c, "num_experts_per_tok", 0, *experts);
   if (!top_k.ok()) return top_k.status();
-  absl::StatusOr<double> width = ConfigNumber(c, "moe_intermediate_size", static_cast<double>(c.intermediate_size));
+  absl::StatusOr<int64_t> width = ConfigCount(c, "moe_intermediate_size", c.intermediate_size, int64_t{1} << 30);
   if (!width.ok()) return width.status();
-  if (*experts < 1 || *experts != static_cast<int64_t>(*experts)) {
-    return absl::InvalidArgumentError(absl::StrCat("config: ", experts_key, " must be a positive integer"));
-  }
-  if (*top_k < 1 || *top_k > *experts || *top_k != static_cast<int64_t>(*top_k)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config: num_experts_per_tok must be an integer between 1 and ", experts_key, " (", *experts, ")"));
-  }
-  if (*width < 1 || *width != static_cast<int64_t>(*width)) {
-    return absl::InvalidArgumentError("config: the experts' intermediate size must be a positive integer");
-  }
   absl::StatusOr<Activation> act = ParseActivation(c.hidden_act);
   if (!act.ok()) return act.status();
   MoeSpec s;
-  s.experts = static_cast<int64_t>(*experts);
-  s.top_k = static_cast<int64_t>(*top_k);
-  s.intermediate = static_cast<int64_t>(*width);
+  s.experts = *experts;
+  s.top_k = *top_k;
+  s.intermediate = *width;
   s.act = *act;
   return s;
 }

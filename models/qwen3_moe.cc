@@ -33,18 +33,15 @@ absl::StatusOr<graph::Graph> BuildQwen3Moe(const formats::ModelConfig& c, const 
   if (!moe.ok()) return moe.status();
   absl::StatusOr<bool> norm_topk = ConfigBool(c, "norm_topk_prob", false);
   if (!norm_topk.ok()) return norm_topk.status();
-  absl::StatusOr<double> step = ConfigNumber(c, "decoder_sparse_step", 1);
+  absl::StatusOr<int64_t> step = ConfigCount(c, "decoder_sparse_step", 1, int64_t{1} << 30);
   if (!step.ok()) return step.status();
-  if (*step < 1 || *step != static_cast<int64_t>(*step)) {
-    return absl::InvalidArgumentError("config: decoder_sparse_step must be a positive integer");
-  }
   absl::StatusOr<std::vector<int64_t>> dense = MlpOnlyLayers(c);
   if (!dense.ok()) return dense.status();
   moe->weighting = *norm_topk ? "softmax_chosen" : "softmax_all";
   for (size_t l = 0; l < d->layers.size(); ++l) {
     const int64_t layer = static_cast<int64_t>(l);
     if (std::find(dense->begin(), dense->end(), layer) != dense->end() ||
-        (layer + 1) % static_cast<int64_t>(*step) != 0) {
+        (layer + 1) % *step != 0) {
       continue;
     }
     const std::string p = absl::StrCat("model.layers.", l, ".mlp.");

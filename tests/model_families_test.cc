@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "checkpoints/weights.h"
 #include "formats/safetensors.h"
@@ -201,6 +202,28 @@ TEST(ModelFamilies, UnsupportedConfigsAreErrors) {
   c.sliding_window.reset();
   EXPECT_THAT(std::string(models::BuildModelGraph(c, Options(64, 7)).status().message()),
               HasSubstr("no sliding_window"));
+  // A layer pattern that is no integer a layer index can be taken modulo (1e28 found by the
+  // config fuzzer), with and without layer_types.
+  for (double pattern : {1.22e28, 2.5, 0.0}) {
+    for (bool types : {true, false}) {
+      c = Config("gemma3");
+      c.raw["sliding_window_pattern"] = pattern;
+      if (!types) c.layer_types.clear();
+      EXPECT_THAT(std::string(models::BuildModelGraph(c, Options(64, 7)).status().message()),
+                  HasSubstr("config key 'sliding_window_pattern' must be an integer from 1 to 1073741824"))
+          << pattern;
+    }
+  }
+  // The experts' counts and the sparse layers' period likewise.
+  for (const auto& [key, value, message] :
+       {std::tuple<const char*, double, const char*>{"num_local_experts", 1.22e28, "'num_local_experts' must be an integer from 1 to 1073741824"},
+        {"num_experts_per_tok", 9, "'num_experts_per_tok' must be an integer from 1 to 8, got 9"},
+        {"num_experts_per_tok", 1.5, "'num_experts_per_tok' must be an integer from 1 to 8"},
+        {"decoder_sparse_step", -3e30, "'decoder_sparse_step' must be an integer from 1 to 1073741824"}}) {
+    c = Config("qwen3_moe");
+    c.raw[key] = value;
+    EXPECT_THAT(std::string(models::BuildModelGraph(c, Options(64, 7)).status().message()), HasSubstr(message)) << key;
+  }
   c = Config("qwen3");
   c.hidden_act = "relu2";
   EXPECT_THAT(std::string(models::BuildModelGraph(c, Options(64, 7)).status().message()),
