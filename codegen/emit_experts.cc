@@ -1,15 +1,21 @@
-// The mixture-of-experts kernels: the router (top_k, route_weights) and the expert matrix product.
+// The mixture-of-experts kernels: the router (top_k, route_weights, route_sum) and the expert
+// matrix product.
 //
 // They read the expert ids from a device buffer written by top_k in the same step, so a decode
 // step routes with no readback and the command buffer replays as recorded. expert_matmul reads
-// only the chosen experts' rows: a workgroup computes kCols output columns of one token's slot
-// (or, summing, of one token over all its slots), its invocations taking the rows' parts
-// (codegen/weight_parts.h: a few values under one block scale, in whole-word loads) in turn and
-// reducing the column sums over the workgroup. Its epilogue's bias steps read the chosen
-// expert's row of the biases.
+// only the chosen experts' rows. For a few rows (decode), a workgroup computes kCols output
+// columns of one token's slot (or, computing the route_sum, of one token over all its slots), its
+// invocations taking the rows' parts (codegen/weight_parts.h: a few values under one block scale,
+// in whole-word loads) in turn and reducing the column sums over the workgroup. For many rows
+// (prefill, from tuning::ExpertsGroupedFrom rows), the rows are grouped by expert and each group
+// is a tiled product (the matmul family's tiled variants over one expert's matrix), so that an
+// expert's weights are read once a tile of its rows rather than once a row. The epilogue's bias
+// steps read the chosen expert's row of the biases.
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
+#include "codegen/in_matmul.h"
+#include "codegen/matmul.h"
 #include "codegen/weight_parts.h"
 #include "graph/epilogue.h"
 
@@ -111,55 +117,57 @@ void main() {
   return out;
 }
 
-// Workgroup i is (token, slot group, column block): with weighted_sum a token's slots are one
-// group, summed in the workgroup; else each slot is its own. Each column needs one dot product,
-// or two where gated (the expert's gate row c and up row N/2 + c).
-absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
-  const graph::Node& x = c.input(0);
-  const graph::Node& w = c.input(1);
-  const int64_t experts = c.node.attrs.Int("experts");
-  const int64_t slots = c.input(2).type.shape[1].value;
-  const int64_t rows = w.type.shape[0].value / experts, kdim = w.type.shape[1].value;
-  const bool weighted = c.node.attrs.Int("weighted_sum") == 1;
-  const bool per_slot_x = x.type.shape[1].value != kdim;
+namespace {
+
+// An expert product's epilogue chain as GLSL statements on a column's value g (and u, its up value,
+// where gated) that define `float v`, for expert e at column bcol; bias steps before the gated one
+// add to both halves, later ones to v, each reading its expert's row of its input (node input i at
+// binding i + `binding_shift`).
+struct ExpertEpilogue {
+  std::string buffers;     // the biases' buffers, the clamped SwiGLU's function
+  std::string statements;  // uses g, u, e, bcol; defines v
+  std::string variant;     // "+bias+clamped_swiglu" ...
+  bool gated = false;
+  int biases = 0;
+};
+
+absl::StatusOr<ExpertEpilogue> ExpertEpilogueGlsl(const EmitContext& c, uint32_t binding_shift) {
   absl::StatusOr<std::vector<graph::EpilogueStep>> steps = graph::ParseEpilogue(c.node.attrs.Str("epilogue"));
   if (!steps.ok()) return steps.status();
-  const bool gated = graph::IsGated(*steps);
-  const int64_t cols = gated ? rows / 2 : rows;
-  // The epilogue on one column's value v (and u, its up value, where gated): g and u (bias steps
-  // before the gated one adding to both halves), then v. A bias step reads its expert's row of
-  // the biases, input i at binding i + 2 (after x, w, ids and the route weights).
-  const size_t first_extra = weighted ? 4 : 3;
-  std::string epilogue = gated ? "" : "float v = g;\n", buffers, variant;
-  bool gated_yet = !gated;
-  size_t biases = 0;
+  ExpertEpilogue out;
+  out.gated = graph::IsGated(*steps);
+  if (!out.gated) out.statements = "float v = g;\n";
+  bool gated_yet = !out.gated;
+  size_t input = 3;  // the first bias, after x, w and ids
   for (graph::EpilogueStep s : *steps) {
     switch (s) {
       case graph::EpilogueStep::kSiluMul:
-        absl::StrAppend(&epilogue, "float v = act_silu(g) * u;\n");
+        absl::StrAppend(&out.statements, "float v = act_silu(g) * u;\n");
         break;
       case graph::EpilogueStep::kGeluTanhMul:
-        absl::StrAppend(&epilogue, "float v = act_gelu_tanh(g) * u;\n");
+        absl::StrAppend(&out.statements, "float v = act_gelu_tanh(g) * u;\n");
         break;
       case graph::EpilogueStep::kClampedSwiglu:
-        absl::StrAppend(&epilogue, "float v = act_clamped_swiglu(g, u);\n");
-        absl::StrAppend(&buffers, ClampedSwigluGlsl(c.node.attrs.Float("alpha"), c.node.attrs.Float("limit")));
+        absl::StrAppend(&out.statements, "float v = act_clamped_swiglu(g, u);\n");
+        absl::StrAppend(&out.buffers, ClampedSwigluGlsl(c.node.attrs.Float("alpha"), c.node.attrs.Float("limit")));
         break;
       case graph::EpilogueStep::kSilu:
-        absl::StrAppend(&epilogue, "v = act_silu(v);\n");
+        absl::StrAppend(&out.statements, "v = act_silu(v);\n");
         break;
       case graph::EpilogueStep::kGeluTanh:
-        absl::StrAppend(&epilogue, "v = act_gelu_tanh(v);\n");
+        absl::StrAppend(&out.statements, "v = act_gelu_tanh(v);\n");
         break;
       case graph::EpilogueStep::kBias: {
-        const size_t input = first_extra + biases++;
         const std::string name = absl::StrCat("b", input);
-        absl::StrAppend(&buffers, FloatBuffer(static_cast<uint32_t>(input + 2), name, c.input(static_cast<int>(input)).type.dtype, true));
+        absl::StrAppend(&out.buffers, FloatBuffer(static_cast<uint32_t>(input + binding_shift), name,
+                                                  c.input(static_cast<int>(input)).type.dtype, true));
+        ++input;
+        ++out.biases;
         if (!gated_yet) {
-          absl::StrAppend(&epilogue, "g += load_", name, "(e * 2u * COLS + bcol);\nu += load_", name,
+          absl::StrAppend(&out.statements, "g += load_", name, "(e * 2u * COLS + bcol);\nu += load_", name,
                           "(e * 2u * COLS + COLS + bcol);\n");
         } else {
-          absl::StrAppend(&epilogue, "v += load_", name, "(e * COLS + bcol);\n");
+          absl::StrAppend(&out.statements, "v += load_", name, "(e * COLS + bcol);\n");
         }
         break;
       }
@@ -169,9 +177,28 @@ absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
     }
     gated_yet = gated_yet || graph::IsGatedStep(s);
     if (s == graph::EpilogueStep::kBias || s == graph::EpilogueStep::kClampedSwiglu) {
-      absl::StrAppend(&variant, "+", graph::EpilogueStepName(s));
+      absl::StrAppend(&out.variant, "+", graph::EpilogueStepName(s));
     }
   }
+  return out;
+}
+
+// The route_sum this product's kernel computes, if any (codegen/in_matmul.h).
+const graph::Node* RouteSumInProduct(const EmitContext& c, const InMatMulRules& rules) {
+  for (graph::ValueId u : c.g.Users(c.node.id)) {
+    if (RouteSumInExperts(c.g, c.g.node(u), c.tokens, rules)) return &c.g.node(u);
+  }
+  return nullptr;
+}
+
+// The matrix-vector pass a row: workgroup i is (token, slot group, column block); `weighted`: the
+// kernel computes the route_sum, a token's slots one group, weighted (the route weights at binding
+// 5) and summed in the workgroup; else each slot is its own group.
+absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue& epilogue, bool weighted, int64_t experts,
+                                      int64_t slots, int64_t kdim, int64_t rows, int64_t cols, bool per_slot_x) {
+  const graph::Node& x = c.input(0);
+  const graph::Node& w = c.input(1);
+  const bool gated = epilogue.gated;
   absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, w.type.dtype, kdim);
   if (!parts.ok()) return parts.status();
   const int64_t blocks = (cols + kCols - 1) / kCols, groups_per_token = weighted ? 1 : slots;
@@ -181,13 +208,12 @@ absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
   while (wanted < kExpertWorkgroup && wanted < parts->per_row) wanted *= 2;
   const uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, wanted);
   Kernel k;
-  k.family = "expert_matmul";
   k.variant = absl::StrCat("gemv.", graph::Name(w.type.dtype), gated ? ".gated" : "", weighted ? ".sum" : "",
-                           per_slot_x ? ".slot_x" : "", variant);
+                           per_slot_x ? ".slot_x" : "", epilogue.variant);
   k.glsl = absl::StrCat(
       ShaderHeader(wg), FloatBuffer(1, "y", graph::DType::kF32, false), FloatBuffer(2, "x", graph::DType::kF32, true),
       parts->glsl, IntBuffer(4, "ids", true),
-      weighted ? FloatBuffer(5, "rw", graph::DType::kF32, true) : "", ActivationGlsl(), buffers,
+      weighted ? FloatBuffer(5, "rw", graph::DType::kF32, true) : "", ActivationGlsl(), epilogue.buffers,
       WorkgroupReductions(wg, c.caps.subgroup_arithmetic),
       Fill(R"(
 const uint WG = {{WG}}u, E = {{E}}u, S = {{S}}u, N = {{N}}u, KD = {{KD}}u, COLS = {{COLS}}u, C = {{C}}u;
@@ -257,12 +283,207 @@ void main() {
             {"GATED", gated ? "true" : "false"},
             {"WEIGHTED", weighted ? "true" : "false"},
             {"SLOT_X", per_slot_x ? "true" : "false"},
-            {"EPILOGUE", biases > 0 ? absl::StrCat("uint bcol = min(blk * C + c, COLS - 1u);\n", epilogue) : epilogue},
+            {"EPILOGUE", epilogue.biases > 0 ? absl::StrCat("uint bcol = min(blk * C + c, COLS - 1u);\n", epilogue.statements)
+                                          : epilogue.statements},
             {"SLOT_WEIGHT", weighted ? "rw[t * S + j]" : "1.0"},
             {"ROWS", RowsExpr(x.type.shape[0].tokens, bucket_rows)}}));
-  k.args = {{c.node.id, true}};
-  for (graph::ValueId in : c.node.inputs) k.args.push_back({in, false});
   k.groups = WideGrid(static_cast<uint32_t>(bucket_rows * groups_per_token * blocks));
+  return k;
+}
+
+// Rows grouped by expert: row r = t·S + j is token t's slot j. A workgroup finds its tile as the
+// gl_WorkGroupID.y-th of the experts' tiles of bm rows, in expert order, by counting every
+// expert's rows; then lists the tile's rows in row order, from the ranks of its expert's rows
+// (RANKERS invocations count them in contiguous runs of rows, then each lists its run's rows whose
+// rank falls in the tile), so that every workgroup of an expert splits its rows alike.
+constexpr const char* kGroupedRows = R"(
+const uint E = {{E}}u, S = {{S}}u, MAX_TILE = 256u, RANKERS = 64u;
+shared uint expert_rows[E];
+shared uint ranked[RANKERS];
+shared uint tile_row[MAX_TILE];
+shared uint tile_e, tile_first;
+// An id out of range reads the last expert rather than past the weight.
+uint row_expert(uint r) { return min(uint(ids[r]), E - 1u); }
+bool tile_rows(uint bm, out uint tok0, out uint m) {
+  uint lid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x, rows = ({{ROWS}}) * S;
+  for (uint e = lid; e < E; e += wg) expert_rows[e] = 0u;
+  barrier();
+  for (uint r = lid; r < rows; r += wg) atomicAdd(expert_rows[row_expert(r)], 1u);
+  barrier();
+  if (lid == 0u) {
+    uint y = gl_WorkGroupID.y, e = 0u;
+    for (; e < E; ++e) {
+      uint tiles = (expert_rows[e] + bm - 1u) / bm;
+      if (y < tiles) break;
+      y -= tiles;
+    }
+    tile_e = e;
+    tile_first = y * bm;
+  }
+  barrier();
+  uint e = tile_e, first = tile_first;
+  if (e >= E) return false;
+  tok0 = 0u;
+  m = min(bm, expert_rows[e] - first);
+  uint rankers = min(RANKERS, wg), run = (rows + rankers - 1u) / rankers;
+  uint lo = min(lid * run, rows), hi = min(lo + run, rows);
+  if (lid < rankers) {
+    uint own = 0u;
+    for (uint r = lo; r < hi; ++r) own += row_expert(r) == e ? 1u : 0u;
+    ranked[lid] = own;
+  }
+  barrier();
+  if (lid < rankers) {
+    uint rank = 0u;
+    for (uint i = 0u; i < lid; ++i) rank += ranked[i];
+    for (uint r = lo; r < hi && rank < first + m; ++r) {
+      if (row_expert(r) != e) continue;
+      if (rank >= first) tile_row[rank - first] = r;
+      ++rank;
+    }
+  }
+  barrier();
+  return true;
+}
+uint w_row0() { return tile_e * {{EXPERT_ROWS}}u; }
+)";
+
+// Shared memory kGroupedRows declares for E experts.
+int64_t GroupedRowsSharedBytes(int64_t experts) { return 4 * experts + 4 * 64 + 4 * 256 + 8; }
+
+// The grouped product: the matmul family's tiled variant (cooperative-matrix or float tiles) over
+// tiles of one expert's rows, each row's result stored in its slot.
+absl::StatusOr<Kernel> EmitGroupedExperts(const EmitContext& c, const ExpertEpilogue& epilogue, int64_t experts,
+                                          int64_t slots, int64_t kdim, int64_t cols, bool per_slot_x) {
+  const graph::Node& x = c.input(0);
+  const graph::Node& w = c.input(1);
+  const int64_t tokens = c.rows(x);
+  MatMulSpec s;
+  s.m = tokens * slots;
+  s.groups = experts;
+  s.group_rows = tokens;
+  s.k = kdim;
+  s.n = cols;
+  s.gates = epilogue.gated ? 2 : 1;
+  s.w_dtype = w.type.dtype;
+  s.rows_expr = RowsExpr(x.type.shape[0].tokens, tokens);
+  s.variant_suffix = absl::StrCat(epilogue.gated ? ".gated" : "", per_slot_x ? ".slot_x" : "", epilogue.variant);
+  s.io_glsl = absl::StrCat(
+      FloatBuffer(1, "y", graph::DType::kF32, false),
+      Fill(R"(
+const uint K = {{K}}u, N = {{N}}u, COLS = N, G = {{G}}u, XW = {{XW}}u;
+const bool SLOT_X = {{SLOT_X}};
+// Where value k of tile row t's x lies: its token's row, or the slot's part of it.
+uint x_at(uint t, uint k) {
+  uint r = tile_row[t];
+  return (r / S) * XW + (SLOT_X ? (r % S) * K : 0u) + k;
+}
+)",
+           {{"K", absl::StrCat(kdim)},
+            {"N", absl::StrCat(cols)},
+            {"G", absl::StrCat(s.gates)},
+            {"XW", absl::StrCat(x.type.shape[1].value)},
+            {"SLOT_X", per_slot_x ? "true" : "false"}}),
+      ActivationGlsl(), epilogue.buffers,
+      "float store(uint tok, uint col, float g, float u) {\n  uint e = tile_e, bcol = col;\n", epilogue.statements,
+      "  y[tile_row[tok] * N + col] = v;\n  return v;\n}\n");
+  s.tile_rows_glsl = absl::StrCat(IntBuffer(4, "ids", true), Fill(kGroupedRows, {{"E", absl::StrCat(experts)},
+                                                                                 {"S", absl::StrCat(slots)},
+                                                                                 {"EXPERT_ROWS", absl::StrCat(s.gates * cols)},
+                                                                                 {"ROWS", s.rows_expr}}));
+  s.tile_x_glsl = absl::StrCat(
+      kdim % 4 == 0 ? FloatQuadBuffer(2, "x", graph::DType::kF32, true) : FloatBuffer(2, "x", graph::DType::kF32, true),
+      "float staged_x(uint t, uint k, uint m, inout float sum_sq) { return t < m && k < K ? load_x(x_at(t, k)) : 0.0; }\n",
+      "vec4 staged_x4(uint t, uint k, uint m, inout float sum_sq) {\n",
+      kdim % 4 == 0 ? "  return t < m && k < K ? load4_x(x_at(t, k)) : vec4(0.0);\n"
+                    : "  return vec4(staged_x(t, k, m, sum_sq), staged_x(t, k + 1u, m, sum_sq), staged_x(t, k + 2u, m, sum_sq),\n"
+                      "              staged_x(t, k + 3u, m, sum_sq));\n",
+      "}\n");
+  // The tile's shape is chosen for the shared memory the grouping leaves.
+  const int64_t grouping_bytes = GroupedRowsSharedBytes(experts);
+  if (grouping_bytes > int64_t{c.caps.max_shared_memory} / 2) {
+    return absl::InvalidArgumentError(absl::StrCat("expert_matmul '", c.node.label, "': grouping the rows of ", experts,
+                                                   " experts takes ", grouping_bytes, " bytes of shared memory; the device has ",
+                                                   c.caps.max_shared_memory));
+  }
+  TargetCaps caps = c.caps;
+  caps.max_shared_memory -= static_cast<uint32_t>(grouping_bytes);
+  const EmitContext tiles{c.g, c.node, caps, c.tokens};
+  const bool coop = caps.coop_matrix_nv && s.w_dtype != graph::DType::kF32;
+  absl::StatusOr<Kernel> k = coop ? EmitCoopGemm(tiles, s) : EmitGemm(tiles, s);
+  if (!k.ok()) return absl::InvalidArgumentError(absl::StrCat("expert_matmul '", c.node.label, "': ", k.status().message()));
+  k->variant = "grouped." + k->variant;
+  return k;
+}
+
+}  // namespace
+
+// A matrix-vector pass a row (workgroup i is (token, slot group, column block): where the kernel
+// computes the route_sum a token's slots are one group, weighted and summed in the workgroup; else
+// each slot is its own), or where the rows are grouped by expert, the tiled products above. Each
+// column needs one dot product, or two where gated (the expert's gate row c and up row N/2 + c).
+absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
+  const graph::Node& x = c.input(0);
+  const graph::Node& w = c.input(1);
+  const int64_t experts = c.node.attrs.Int("experts");
+  const int64_t slots = c.input(2).type.shape[1].value;
+  const int64_t rows = w.type.shape[0].value / experts, kdim = w.type.shape[1].value;
+  const bool per_slot_x = x.type.shape[1].value != kdim;
+  absl::StatusOr<InMatMulRules> rules = InMatMulRulesFromTune();
+  if (!rules.ok()) return rules.status();
+  const graph::Node* sum = RouteSumInProduct(c, *rules);
+  const bool weighted = sum != nullptr;
+  // Bindings: y, x, w, ids, then the route weights where the kernel sums, then the biases.
+  absl::StatusOr<ExpertEpilogue> epilogue = ExpertEpilogueGlsl(c, weighted ? 3 : 2);
+  if (!epilogue.ok()) return epilogue.status();
+  const bool gated = epilogue->gated;
+  const int64_t cols = gated ? rows / 2 : rows;
+  Kernel k;
+  if (ExpertsGrouped(c.node, c.tokens, *rules)) {
+    absl::StatusOr<Kernel> grouped = EmitGroupedExperts(c, *epilogue, experts, slots, kdim, cols, per_slot_x);
+    if (!grouped.ok()) return grouped.status();
+    k = *std::move(grouped);
+  } else {
+    absl::StatusOr<Kernel> gemv = EmitExpertGemv(c, *epilogue, weighted, experts, slots, kdim, rows, cols, per_slot_x);
+    if (!gemv.ok()) return gemv.status();
+    k = *std::move(gemv);
+  }
+  k.family = "expert_matmul";
+  k.args = {{weighted ? sum->id : c.node.id, true}};
+  for (size_t i = 0; i < c.node.inputs.size(); ++i) {
+    k.args.push_back({c.node.inputs[i], false});
+    if (i == 2 && weighted) k.args.push_back({sum->inputs[1], false});
+  }
+  return k;
+}
+
+// One invocation an element of the sum, the slots in order.
+absl::StatusOr<Kernel> EmitRouteSum(const EmitContext& c) {
+  const graph::Node& y = c.input(0);
+  const int64_t slots = c.input(1).type.shape[1].value, width = c.node.type.shape[1].value;
+  const int64_t rows = c.rows(y);
+  constexpr uint32_t kWorkgroup = 64;
+  Kernel k;
+  k.family = "router";
+  k.variant = "route_sum";
+  k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), FloatBuffer(1, "sum", graph::DType::kF32, false),
+                        FloatBuffer(2, "y", graph::DType::kF32, true), FloatBuffer(3, "rw", graph::DType::kF32, true),
+                        Fill(R"(
+const uint S = {{S}}u, N = {{N}}u;
+void main() {
+  uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+  uint t = i / N, col = i % N;
+  if (t >= {{ROWS}}) return;
+  float total = 0.0;
+  for (uint j = 0u; j < S; ++j) total += rw[t * S + j] * y[(t * S + j) * N + col];
+  sum[i] = total;
+}
+)",
+                             {{"S", absl::StrCat(slots)},
+                              {"N", absl::StrCat(width)},
+                              {"ROWS", RowsExpr(y.type.shape[0].tokens, rows)}}));
+  k.args = {{c.node.id, true}, {c.node.inputs[0], false}, {c.node.inputs[1], false}};
+  k.groups = WideGrid(CeilDiv(rows * width, kWorkgroup));
   return k;
 }
 

@@ -39,6 +39,15 @@ const char* ActivationFunction(graph::EpilogueStep s) {
 
 }  // namespace
 
+uint32_t RowTiles(const MatMulSpec& s, int64_t bm) {
+  if (s.groups == 0) return CeilDiv(s.m, bm);
+  // Each group's last tile may be partial: at most (m + groups·(bm − 1)) / bm tiles, and no group
+  // has more than ceil(group_rows / bm).
+  return static_cast<uint32_t>(std::min<int64_t>(s.groups * CeilDiv(s.group_rows, bm), (s.m + s.groups * (bm - 1)) / bm));
+}
+
+int64_t TileShapeRows(const MatMulSpec& s) { return s.groups == 0 ? s.m : CeilDiv(s.m, s.groups); }
+
 absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   using graph::EpilogueStep;
   const graph::Node& x = c.input(0);
@@ -141,6 +150,8 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
                            "u, G = ", s.gates, "u;\n", extras, ActivationGlsl(), OutputIndex(widths, c.rows(c.node), s.n),
                            "float store(uint tok, uint col, float v, float up) {\n", chain,
                            "  y[out_index(tok, col)] = v;\n  return v;\n}\n");
+  s.tile_rows_glsl = absl::StrCat("bool tile_rows(uint bm, out uint tok0, out uint m) {\n  tok0 = gl_WorkGroupID.y * bm;\n  m = ",
+                                  s.rows_expr, ";\n  return tok0 < m;\n}\nuint w_row0() { return 0u; }\n");
 
 
   s.x_q8 = c.node.attrs.Has("x_quant");

@@ -44,6 +44,7 @@ absl::StatusOr<Kernel> EmitSample(const EmitContext& c);
 absl::StatusOr<Kernel> EmitTopK(const EmitContext& c);
 absl::StatusOr<Kernel> EmitRouteWeights(const EmitContext& c);
 absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c);
+absl::StatusOr<Kernel> EmitRouteSum(const EmitContext& c);
 
 // ceil(a / b)
 inline uint32_t CeilDiv(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "codegen/tuning/experts.h"
 #include "codegen/tuning/gemv.h"
 #include "codegen/tuning/tuning.h"
 #include "graph/layout.h"
@@ -38,9 +39,13 @@ absl::StatusOr<InMatMulRules> InMatMulRulesFromTune() {
   InMatMulRules rules;
   for (auto [key, rule] : {std::pair<const char*, bool*>{"tail", &rules.tail},
                            {"norm_in_x", &rules.norm_in_x},
-                           {"last_row_in_x", &rules.last_row_in_x}}) {
+                           {"last_row_in_x", &rules.last_row_in_x},
+                           {"route_sum", &rules.route_sum}}) {
     if (absl::Status s = ReadRule(key, *rule); !s.ok()) return s;
   }
+  absl::StatusOr<int64_t> grouped_from = tuning::ExpertsGroupedFrom();
+  if (!grouped_from.ok()) return grouped_from.status();
+  rules.experts_grouped_from = *grouped_from;
   return rules;
 }
 
@@ -69,8 +74,22 @@ bool LastRowInX(const graph::Graph& g, const graph::Node& n, const InMatMulRules
   return rules.last_row_in_x && n.kind == graph::OpKind::kLastRow && graph::SoleMatmulOfLastRow(g, n.id).has_value();
 }
 
+bool ExpertsGrouped(const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
+  return n.kind == graph::OpKind::kExpertMatMul && n.type.shape[0].Resolve(tokens) >= rules.experts_grouped_from;
+}
+
+bool RouteSumInExperts(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
+  if (!rules.route_sum || n.kind != graph::OpKind::kRouteSum) return false;
+  const graph::Node& product = g.node(n.inputs[0]);
+  const bool is_output = std::any_of(g.outputs().begin(), g.outputs().end(),
+                                     [&](const auto& o) { return o.second == product.id; });
+  return product.kind == graph::OpKind::kExpertMatMul && g.Users(product.id).size() == 1 && !is_output &&
+         !ExpertsGrouped(product, tokens, rules);
+}
+
 bool InMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
-  return TailInMatMul(g, n, tokens, rules) || NormInX(g, n, tokens, rules) || LastRowInX(g, n, rules);
+  return TailInMatMul(g, n, tokens, rules) || NormInX(g, n, tokens, rules) || LastRowInX(g, n, rules) ||
+         RouteSumInExperts(g, n, tokens, rules);
 }
 
 }  // namespace doppler::codegen

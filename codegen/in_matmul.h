@@ -13,9 +13,15 @@
 //    precedence over a tail (the producer's kernel then stays plain).
 //  - A last row in x: a last_row that one matmul alone reads, as x (the LM head): every matmul
 //    variant reads row T − 1 of the last_row's input itself, so the row is never copied.
+//  - A route sum in the expert product: a route_sum whose slots an expert product alone writes,
+//    where that product takes a matrix-vector pass a row (its rows not grouped by expert): the
+//    product's workgroups weight and sum a token's slots as they compute them, so the slots are
+//    never stored. Where the product groups its rows by expert (from
+//    tuning::ExpertsGroupedFrom rows), a token's slots come from different workgroups: the
+//    slots are stored and the route_sum is a dispatch of its own.
 //
-// DOPPLER_TUNE's matmul.tail, matmul.norm_in_x and matmul.last_row_in_x (1 or 0) turn each on or
-// off, to compare plans with and without.
+// DOPPLER_TUNE's matmul.tail, matmul.norm_in_x, matmul.last_row_in_x and matmul.route_sum (1 or
+// 0) turn each on or off, to compare plans with and without.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +35,8 @@ struct InMatMulRules {
   bool tail = true;
   bool norm_in_x = true;
   bool last_row_in_x = true;
+  bool route_sum = true;
+  int64_t experts_grouped_from = 0;  // tuning::ExpertsGroupedFrom()
 };
 
 // The rules with DOPPLER_TUNE's values in place (an entry other than 0 or 1 is an error naming it).
@@ -50,7 +58,16 @@ inline constexpr int64_t kNormInXStageBytes = 12 * 1024;
 // variant can: x_row0() in MatMulSpec::io_glsl, codegen/matmul.h).
 bool LastRowInX(const graph::Graph& g, const graph::Node& n, const InMatMulRules& rules);
 
-// Whether a matmul's kernel computes `n` in any of the three ways: `n` then has no dispatch.
+// Whether the expert product `n` groups its rows by expert in a plan of `tokens`: x has at least
+// rules.experts_grouped_from rows. Each group is then a tiled product of its rows (the matmul
+// family's tiled variants), so that an expert's weights are read once a tile of its rows.
+bool ExpertsGrouped(const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
+
+// Whether the expert product whose slots a route_sum `n` sums computes `n` in a plan of `tokens`:
+// where `n` is its only reader and it does not group its rows.
+bool RouteSumInExperts(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
+
+// Whether a matmul's kernel computes `n` in any of the four ways: `n` then has no dispatch.
 bool InMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
 
 }  // namespace doppler::codegen

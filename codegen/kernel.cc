@@ -45,6 +45,8 @@ absl::StatusOr<Kernel> EmitOne(const EmitContext& c) {
       return EmitRouteWeights(c);
     case OpKind::kExpertMatMul:
       return EmitExpertMatMul(c);
+    case OpKind::kRouteSum:
+      return EmitRouteSum(c);
     case OpKind::kAttention:
       return EmitAttention(c);
     case OpKind::kPart:        // a view of its parent's buffer

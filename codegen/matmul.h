@@ -16,7 +16,7 @@
 namespace doppler::codegen {
 
 struct MatMulSpec {
-  int64_t m = 0;      // rows of x for the plan's bucket
+  int64_t m = 0;      // rows of x for the plan's bucket (grouped: rows in all)
   int64_t k = 0;      // reduction length
   int64_t n = 0;      // output columns
   int64_t gates = 1;  // weight rows per output column: 2 when the chain starts with a gated step
@@ -32,6 +32,16 @@ struct MatMulSpec {
   // up)`, which applies the chain to v (up is the second dot product of a gated chain) and writes
   // column col of row tok.
   std::string io_glsl;
+  // For the tiled variants (before io_glsl): `bool tile_rows(uint bm, out uint tok0, out uint m)`,
+  // which a workgroup calls first, uniformly (it may pass barriers): the first row of its tile of
+  // bm rows, and the rows there are (rows from m on read as zeros and are not stored); false where
+  // it has none. And `uint w_row0()`: the first row of its weight matrix in w.
+  std::string tile_rows_glsl;
+  // Rows grouped (an expert product's rows by expert, codegen/emit_experts.cc): `groups` groups of
+  // at most `group_rows` rows each, m in all; a tile holds rows of one group (tile_rows says
+  // which). 0: one group of m rows.
+  int64_t groups = 0;
+  int64_t group_rows = 0;
   // For the tiled variants: x (binding 2), and `float staged_x(uint t, uint k, uint m, inout float
   // sum_sq)`: x[t, k] (0 past row m or column K), with a norm prologue times the norm weight, its
   // square added to sum_sq first; and `vec4 staged_x4(...)`, the same for x[t, k .. k + 3] (k a
@@ -79,6 +89,11 @@ std::string GemvRowBlockGlsl(uint32_t blocks, const std::string& rows_expr, bool
 // workgroup gets the workgroup's sums (WG a power of two without subgroup arithmetic). A caller
 // that reduces again must pass a barrier first (the previous call's reads of red).
 std::string DotsReduceGlsl(bool subgroups);
+// Workgroups along y of a tiled variant with tiles of bm rows: one a tile of the m rows, or for
+// grouped rows as many as any split of them among the groups can fill.
+uint32_t RowTiles(const MatMulSpec& s, int64_t bm);
+// The rows a tiled variant's tile shape is chosen for: m, or a group's mean.
+int64_t TileShapeRows(const MatMulSpec& s);
 absl::StatusOr<Kernel> EmitGemm(const EmitContext& c, const MatMulSpec& s);
 absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s);
 // The cooperative-matrix variant for at most tuning::kCoopRowsMaxRows rows of x, streaming the

@@ -45,7 +45,7 @@ std::string CoopStagingGlsl() {
 }
 
 absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
-  absl::StatusOr<tuning::CoopConfig> config = tuning::ChooseCoop(c.caps, s.m, s.n, s.gates, s.norm);
+  absl::StatusOr<tuning::CoopConfig> config = tuning::ChooseCoop(c.caps, TileShapeRows(s), s.n, s.gates, s.norm);
   if (!config.ok()) return config.status();
   const tuning::CoopConfig& t = *config;
   const int64_t subgroups = tuning::CoopSubgroups(t);
@@ -53,7 +53,7 @@ absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
   k.config = *config;
   k.variant = absl::StrCat("coop.", graph::Name(s.w_dtype), ".tile", t.bm, "x", t.bn, ".sg", t.sm, "x", t.sn, ".k",
                            t.bk, t.prefetch ? "" : ".pf0", s.variant_suffix);
-  k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * subgroups)), s.io_glsl, s.tile_x_glsl,
+  k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * subgroups)), s.tile_rows_glsl, s.io_glsl, s.tile_x_glsl,
                         WeightSlices(3, s.w_dtype, s.k),
                         Fill(R"(
 #define NORM {{NORM}}
@@ -95,7 +95,7 @@ void fetch(uint kb) {
   [[unroll]] for (uint g = 0u; g < G; ++g) {
     [[unroll]] for (uint u = 0u; u < WSL; ++u) {
       uint sl = gl_LocalInvocationID.x + WG * u;
-      w_slice8(min(col0 + sl / (BK / 8u), N - 1u) + g * N, slice_k(at + 8u * (sl % (BK / 8u))), wv[g][u]);
+      w_slice8(w_row0() + min(col0 + sl / (BK / 8u), N - 1u) + g * N, slice_k(at + 8u * (sl % (BK / 8u))), wv[g][u]);
     }
   }
 }
@@ -120,10 +120,8 @@ void stage_slice(uint kb) {
 void main() {
   lane = gl_SubgroupInvocationID;
   sg = gl_SubgroupID;
-  tok0 = gl_WorkGroupID.y * BM;
   col0 = gl_WorkGroupID.x * BN;
-  m = {{ROWS}};
-  if (tok0 >= m) return;  // uniform across the workgroup
+  if (!tile_rows(BM, tok0, m)) return;  // uniform across the workgroup
   uint wm = sg / (BN / SN), wn = sg % (BN / SN);  // this subgroup's block of the tile
 
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[G][FM][FN];
@@ -203,8 +201,7 @@ void main() {
   }
 }
 )",
-                             {{"ROWS", s.rows_expr},
-                              {"SLICE_K", CoopStagingGlsl()},
+                             {{"SLICE_K", CoopStagingGlsl()},
                               {"NORM", s.norm ? "1" : "0"},
                               {"PREFETCH", t.prefetch ? "1" : "0"},
                               {"BM", absl::StrCat(t.bm)},
@@ -212,7 +209,7 @@ void main() {
                               {"BK", absl::StrCat(t.bk)},
                               {"SM", absl::StrCat(t.sm)},
                               {"SN", absl::StrCat(t.sn)}}));
-  k.groups = {CeilDiv(s.n, t.bn), CeilDiv(s.m, t.bm), 1};
+  k.groups = {CeilDiv(s.n, t.bn), RowTiles(s, t.bm), 1};
   return k;
 }
 

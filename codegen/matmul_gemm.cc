@@ -20,13 +20,13 @@ namespace doppler::codegen {
 
 absl::StatusOr<Kernel> EmitGemm(const EmitContext& c, const MatMulSpec& s) {
   // The tile's width and K-slice: codegen/tuning/gemm.h.
-  absl::StatusOr<tuning::GemmConfig> config = tuning::ChooseGemm(c.caps, s.m, s.n, s.gates);
+  absl::StatusOr<tuning::GemmConfig> config = tuning::ChooseGemm(c.caps, TileShapeRows(s), s.n, s.gates);
   if (!config.ok()) return config.status();
-  const int64_t row_tiles = CeilDiv(s.m, 64), bn = config->bn, bk = config->bk;
+  const int64_t bn = config->bn, bk = config->bk;
   Kernel k;
   k.config = *config;
   k.variant = absl::StrCat("gemm.", graph::Name(s.w_dtype), ".tile64x", bn, ".k", bk, s.variant_suffix);
-  k.glsl = absl::StrCat(ShaderHeader(256), s.io_glsl, s.tile_x_glsl, WeightSlices(3, s.w_dtype, s.k), Fill(R"(
+  k.glsl = absl::StrCat(ShaderHeader(256), s.tile_rows_glsl, s.io_glsl, s.tile_x_glsl, WeightSlices(3, s.w_dtype, s.k), Fill(R"(
 #define NORM {{NORM}}
 #define KG {{KG}}  // groups of invocations sharing the tile, each taking every KG-th column of a slice
 const uint BM = 64u, BN = {{BN}}u, BK = {{BK}}u;
@@ -55,9 +55,8 @@ void main() {
   // This invocation's rows 4tm.., columns 4tn.. of the tile, and its group kg (columns kg + KG·i
   // of each slice).
   uint tn = lid % (BN / 4u), tm = (lid / (BN / 4u)) % 16u, kg = lid / (4u * BN);
-  uint tok0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
-  uint m = {{ROWS}};
-  if (tok0 >= m) return;  // uniform across the workgroup
+  uint tok0, m, col0 = gl_WorkGroupID.x * BN;
+  if (!tile_rows(BM, tok0, m)) return;  // uniform across the workgroup
 
   vec4 acc[G][4];  // acc[g][i][j]: row 4tm + i, column 4tn + j
   [[unroll]] for (uint g = 0u; g < G; ++g)
@@ -65,12 +64,12 @@ void main() {
 
   uint q = lid % RPR, r = lid / RPR;
   bool stages_x = r < BM, stages_w = r < BN, live = col0 + r < N;
-  uint col = min(col0 + r, N - 1u);
+  uint w_row = w_row0() + min(col0 + r, N - 1u);  // the weight row this invocation stages
   float sum_sq = 0.0;
   float xv[8], wv[G][8];
   if (stages_x) load_x8(tok0 + r, 8u * q, m, sum_sq, xv);
   if (stages_w) {
-    [[unroll]] for (uint g = 0u; g < G; ++g) w_slice8(col + g * N, 8u * q, wv[g]);
+    [[unroll]] for (uint g = 0u; g < G; ++g) w_slice8(w_row + g * N, 8u * q, wv[g]);
   }
   for (uint k0 = 0u; k0 < K; k0 += BK) {
     barrier();  // the previous round's products have read xs and ws
@@ -93,7 +92,7 @@ void main() {
       sum_sq += more ? s : 0.0;
     }
     if (stages_w) {
-      [[unroll]] for (uint g = 0u; g < G; ++g) w_slice8(col + g * N, next + 8u * q, wv[g]);
+      [[unroll]] for (uint g = 0u; g < G; ++g) w_slice8(w_row + g * N, next + 8u * q, wv[g]);
     }
     [[unroll]] for (uint i = 0u; i < BK / KG; ++i) {
       uint kk = kg + KG * i;
@@ -142,12 +141,11 @@ void main() {
   }
 }
 )",
-                                                                                                  {{"ROWS", s.rows_expr},
-                                                                                                   {"NORM", s.norm ? "1" : "0"},
+                                                                                                  {{"NORM", s.norm ? "1" : "0"},
                                                                                                    {"BN", absl::StrCat(bn)},
                                                                                                    {"BK", absl::StrCat(bk)},
                                                                                                    {"KG", absl::StrCat(64 / bn)}}));
-  k.groups = {CeilDiv(s.n, bn), static_cast<uint32_t>(row_tiles), 1};
+  k.groups = {CeilDiv(s.n, bn), RowTiles(s, 64), 1};
   return k;
 }
 

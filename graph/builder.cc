@@ -170,18 +170,16 @@ ValueId GraphBuilder::RouteWeights(ValueId logits, ValueId ids, const std::strin
   return Compute(OpKind::kRouteWeights, {logits, ids}, {{"weighting", weighting}}, label);
 }
 ValueId GraphBuilder::ExpertMatMul(ValueId x, ValueId w, ValueId ids, int64_t experts, const std::string& epilogue,
-                                   ValueId weights, std::string_view label, const std::vector<ValueId>& biases,
-                                   const Attrs& more) {
+                                   std::string_view label, const std::vector<ValueId>& biases, const Attrs& more) {
   std::vector<ValueId> inputs = {x, w, ids};
   Attrs attrs = more;
   attrs.Set("experts", experts);
   if (!epilogue.empty()) attrs.Set("epilogue", epilogue);
-  if (weights >= 0) {
-    inputs.push_back(weights);
-    attrs.Set("weighted_sum", int64_t{1});
-  }
   inputs.insert(inputs.end(), biases.begin(), biases.end());
   return Compute(OpKind::kExpertMatMul, std::move(inputs), std::move(attrs), label);
+}
+ValueId GraphBuilder::RouteSum(ValueId y, ValueId weights, std::string_view label) {
+  return Compute(OpKind::kRouteSum, {y, weights}, {}, label);
 }
 
 void GraphBuilder::Output(const std::string& name, ValueId id) {

@@ -79,12 +79,14 @@ class GraphBuilder {
   ValueId TopK(ValueId x, int64_t k, std::string_view label = "top_k");
   ValueId RouteWeights(ValueId logits, ValueId ids, const std::string& weighting,
                        std::string_view label = "route_weights");
-  // The chosen experts of the stacked weight w[experts*N, K] applied to each token; with
-  // weights >= 0 (f32[T, k]) the slots' results are weighted and summed. `biases` are the bias
-  // steps' inputs, `attrs` more attributes (a clamped_swiglu step's alpha and limit).
+  // The chosen experts of the stacked weight w[experts*N, K] applied to each token, a slot each.
+  // `biases` are the bias steps' inputs, `attrs` more attributes (a clamped_swiglu step's alpha
+  // and limit).
   ValueId ExpertMatMul(ValueId x, ValueId w, ValueId ids, int64_t experts, const std::string& epilogue = "",
-                       ValueId weights = -1, std::string_view label = "expert_matmul",
-                       const std::vector<ValueId>& biases = {}, const Attrs& attrs = {});
+                       std::string_view label = "expert_matmul", const std::vector<ValueId>& biases = {},
+                       const Attrs& attrs = {});
+  // Each token's slots of y weighted by weights f32[T, k] and summed.
+  ValueId RouteSum(ValueId y, ValueId weights, std::string_view label = "route_sum");
 
   void Output(const std::string& name, ValueId id);
 

@@ -29,16 +29,14 @@ absl::StatusOr<int64_t> ExpertIds(OpKind kind, const TensorType& ids) {
 
 absl::StatusOr<TensorType> ExpertMatMulType(const std::vector<TensorType>& in, const Attrs& attrs) {
   constexpr OpKind kind = OpKind::kExpertMatMul;
-  const bool weighted = attrs.Int("weighted_sum") == 1;
   absl::StatusOr<std::vector<EpilogueStep>> steps = ParseEpilogue(attrs.Str("epilogue"));
   if (!steps.ok()) return Error(kind, std::string(steps.status().message()));
   if (std::find(steps->begin(), steps->end(), EpilogueStep::kAdd) != steps->end()) {
     return Error(kind, "an expert product's epilogue takes no add steps");
   }
-  const size_t first_extra = weighted ? 4u : 3u;
+  const size_t first_extra = 3;
   if (in.size() != first_extra + static_cast<size_t>(ExtraInputs(*steps))) {
-    return Error(kind, "takes (x, w, ids), the route weights after them with weighted_sum = 1, then a bias for each "
-                       "bias step of its epilogue");
+    return Error(kind, "takes (x, w, ids), then a bias for each bias step of its epilogue");
   }
   absl::StatusOr<int64_t> k = ExpertIds(kind, in[2]);
   if (!k.ok()) return k.status();
@@ -73,11 +71,21 @@ absl::StatusOr<TensorType> ExpertMatMulType(const std::vector<TensorType>& in, c
     }
     ++next;
   }
-  if (!weighted) return TensorType{DType::kF32, {x.shape[0], Dim::Static(*k * n)}};
-  if (in[3] != TensorType{DType::kF32, {x.shape[0], Dim::Static(*k)}}) {
-    return Error(kind, absl::StrCat("the route weights must be f32[T, ", *k, "], got ", ToString(in[3])));
+  return TensorType{DType::kF32, {x.shape[0], Dim::Static(*k * n)}};
+}
+
+// (y f32[T, k*N], weights f32[T, k]) -> f32[T, N].
+absl::StatusOr<TensorType> RouteSumType(const std::vector<TensorType>& in) {
+  constexpr OpKind kind = OpKind::kRouteSum;
+  const TensorType &y = in[0], &w = in[1];
+  if (!IsRowsOf(w, DType::kF32) || w.shape[1].value < 1) {
+    return Error(kind, absl::StrCat("the route weights must be f32[T, k], got ", ToString(w)));
   }
-  return TensorType{DType::kF32, {x.shape[0], Dim::Static(n)}};
+  const int64_t k = w.shape[1].value;
+  if (!IsRowsOf(y, DType::kF32) || y.shape[0] != w.shape[0] || y.shape[1].value % k != 0) {
+    return Error(kind, absl::StrCat("y must be f32[T, k*N] with the route weights' T and k ", k, ", got ", ToString(y)));
+  }
+  return TensorType{DType::kF32, {y.shape[0], Dim::Static(y.shape[1].value / k)}};
 }
 
 }  // namespace
@@ -112,6 +120,8 @@ absl::StatusOr<TensorType> InferExpertOpType(OpKind kind, const std::vector<Tens
     }
     case OpKind::kExpertMatMul:
       return ExpertMatMulType(in, attrs);
+    case OpKind::kRouteSum:
+      return RouteSumType(in);
     default:
       return Error(kind, "is not an expert op");
   }

@@ -1,4 +1,4 @@
-// Type inference of the mixture-of-experts ops (top_k, route_weights, expert_matmul; meanings in
+// Type inference of the mixture-of-experts ops (top_k, route_weights, expert_matmul, route_sum; meanings in
 // graph/op.h), kept beside the other ops' in type_inference.cc.
 #pragma once
 

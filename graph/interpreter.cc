@@ -282,16 +282,16 @@ TensorPtr RouteWeights(const Tensor& logits, const Tensor& ids, const std::strin
 
 // Slot j of token t: y = x_j · W[ids[t, j]]ᵀ (x_j the row, or its j-th K-wide part when x holds
 // one input per slot), then the epilogue per slot, a bias step adding its expert's bias; with
-// route weights, the slots weighted and summed. `extras` are the bias steps' inputs.
+// `extras` are the bias steps' inputs.
 absl::StatusOr<TensorPtr> ExpertMatMul(const Node& n, const Tensor& x, const Tensor& w, const Tensor& ids,
-                                       const Tensor* route_weights, const std::vector<const Tensor*>& extras) {
+                                       const std::vector<const Tensor*>& extras) {
   const int64_t tokens = x.shape[0], k = ids.shape[1], experts = n.attrs.Int("experts");
   const int64_t rows = w.shape[0] / experts, kdim = w.shape[1];
   const bool per_slot = x.shape[1] != kdim;
   absl::StatusOr<std::vector<EpilogueStep>> steps = ParseEpilogue(n.attrs.Str("epilogue"));
   if (!steps.ok()) return OpError(n, std::string(steps.status().message()));
   const int64_t width = IsGated(*steps) ? rows / 2 : rows;
-  TensorPtr out = NewF32({tokens, route_weights ? width : k * width});
+  TensorPtr out = NewF32({tokens, k * width});
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t j = 0; j < k; ++j) {
       const int32_t e = ids.i[static_cast<size_t>(t * k + j)];
@@ -311,14 +311,23 @@ absl::StatusOr<TensorPtr> ExpertMatMul(const Node& n, const Tensor& x, const Ten
         }
         y = ApplyEpilogueStep(n, s, *y, s == EpilogueStep::kBias ? &bias : nullptr);
       }
-      for (int64_t c = 0; c < width; ++c) {
-        const float v = y->f[static_cast<size_t>(c)];
-        if (route_weights) {
-          out->f[static_cast<size_t>(t * width + c)] += route_weights->f[static_cast<size_t>(t * k + j)] * v;
-        } else {
-          out->f[static_cast<size_t>(t * k * width + j * width + c)] = v;
-        }
+      std::copy(y->f.begin(), y->f.begin() + width, out->f.begin() + t * k * width + j * width);
+    }
+  }
+  return out;
+}
+
+// Token t's slots j of y, each N wide, weighted by weights[t, j] and summed in slot order.
+TensorPtr RouteSum(const Tensor& y, const Tensor& weights) {
+  const int64_t tokens = y.shape[0], k = weights.shape[1], width = y.shape[1] / k;
+  TensorPtr out = NewF32({tokens, width});
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t c = 0; c < width; ++c) {
+      float sum = 0.0f;
+      for (int64_t j = 0; j < k; ++j) {
+        sum += weights.f[static_cast<size_t>(t * k + j)] * y.f[static_cast<size_t>((t * k + j) * width + c)];
       }
+      out->f[static_cast<size_t>(t * width + c)] = sum;
     }
   }
   return out;
@@ -527,11 +536,12 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
     case OpKind::kRouteWeights:
       return RouteWeights(in(0), in(1), n.attrs.Str("weighting"));
     case OpKind::kExpertMatMul: {
-      const bool weighted = n.attrs.Int("weighted_sum") == 1;
       std::vector<const Tensor*> extras;
-      for (size_t i = weighted ? 4 : 3; i < n.inputs.size(); ++i) extras.push_back(&in(static_cast<int>(i)));
-      return ExpertMatMul(n, in(0), in(1), in(2), weighted ? &in(3) : nullptr, extras);
+      for (size_t i = 3; i < n.inputs.size(); ++i) extras.push_back(&in(static_cast<int>(i)));
+      return ExpertMatMul(n, in(0), in(1), in(2), extras);
     }
+    case OpKind::kRouteSum:
+      return RouteSum(in(0), in(1));
     case OpKind::kClampedSwiglu: {
       TensorPtr out = NewF32(in(0).shape);
       const float alpha = static_cast<float>(n.attrs.Float("alpha")), limit = static_cast<float>(n.attrs.Float("limit"));

@@ -10,7 +10,6 @@ MatMulInputs MatMulInputsOf(const Node& n) {
   size_t next = 2;
   if (n.kind == OpKind::kExpertMatMul) {
     m.ids = at(next++);
-    if (n.attrs.Int("weighted_sum") == 1) m.route_weights = at(next++);
     m.experts = n.attrs.Int("experts");
   } else if (n.attrs.Has("norm_eps")) {
     m.x_norm = at(next++);
@@ -24,7 +23,7 @@ MatMulInputs MatMulInputsOf(const Node& n) {
 
 std::vector<ValueId> MatMulInputList(const MatMulInputs& m) {
   std::vector<ValueId> in = {m.x, m.w};
-  for (const std::optional<ValueId>& v : {m.x_norm, m.ids, m.route_weights}) {
+  for (const std::optional<ValueId>& v : {m.x_norm, m.ids}) {
     if (v) in.push_back(*v);
   }
   in.insert(in.end(), m.extras.begin(), m.extras.end());
@@ -32,7 +31,7 @@ std::vector<ValueId> MatMulInputList(const MatMulInputs& m) {
 }
 
 bool IsPlainProduct(const MatMulInputs& m) {
-  return !m.x_norm && !m.route_weights && m.extras.empty() && m.epilogue.empty() && !m.split;
+  return !m.x_norm && m.extras.empty() && m.epilogue.empty() && !m.split;
 }
 
 }  // namespace doppler::graph

@@ -67,17 +67,18 @@ enum class OpKind : uint8_t {
                   // "softmax_chosen" softmax over the k chosen logits (Mixtral; GPT-OSS, of biased logits;
                   // Qwen3-MoE with norm_topk_prob, whose softmax-then-renormalise is this), "softmax_all"
                   // softmax over all E logits, read at the chosen (Qwen3-MoE without norm_topk_prob)
-  kExpertMatMul,  // (x, w[E*N, K], ids i32[T, k], [weights f32[T, k]]) -> each token's chosen experts
+  kExpertMatMul,  // (x, w[E*N, K], ids i32[T, k]) -> each token's chosen experts
                   // applied to it: slot j's y_j = x_j · W[ids[t, j]]ᵀ, x_j = x[t] when x is [T, K] (one
                   // input for every slot, as gate/up read) or x[t, j*K..] when x is [T, k*K] (a slot's own
                   // input, as down reads). Then the optional attr epilogue per slot (graph/epilogue.h:
                   // gated steps take each expert's rows as [gate | up], silu, gelu_tanh). The value is
-                  // [T, k*N'] (slot j in columns j*N'.., N' = N, or N/2 gated); with attr weighted_sum = 1
-                  // (the weights given) it is [T, N'] = sum_j weights[t, j] * y_j. The epilogue's bias
+                  // [T, k*N'] (slot j in columns j*N'.., N' = N, or N/2 gated). The epilogue's bias
                   // steps take per-expert biases, slot j adding its expert's. Attr experts = E. The
                   // inputs by role: graph/matmul_inputs.h
   kClampedSwiglu,  // (gate[R, C], up[R, C]) -> (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha * g) with
                    // g = min(gate, limit) (GPT-OSS's experts; graph::ClampedSwiglu); attrs alpha, limit
+  kRouteSum,  // (y f32[T, k*N], weights f32[T, k]) -> f32[T, N]: each token's slots weighted and summed,
+              // sum_j weights[t, j] * y[t, j*N..], in f32, slot 0 first (an expert product's slots)
 };
 
 const char* OpName(OpKind kind);

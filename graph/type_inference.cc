@@ -352,6 +352,7 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
     case OpKind::kTopK:
     case OpKind::kRouteWeights:
     case OpKind::kExpertMatMul:
+    case OpKind::kRouteSum:
       return InferExpertOpType(kind, in, attrs);
     case OpKind::kArgmax: {
       if (auto s = ExpectMatrix(kind, "x", in[0]); !s.ok()) return s;

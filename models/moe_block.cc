@@ -36,9 +36,9 @@ ValueId Stacked(GraphBuilder& b, const MoeSpec& s, const std::function<ExpertTen
 
 // An expert product with its bias, if it has one.
 ValueId ExpertLinear(GraphBuilder& b, ValueId x, ValueId w, ValueId bias, ValueId ids, int64_t experts,
-                     ValueId weights, std::string_view label) {
-  if (bias < 0) return b.ExpertMatMul(x, w, ids, experts, "", weights, label);
-  return b.ExpertMatMul(x, w, ids, experts, "bias", weights, label, {bias});
+                     std::string_view label) {
+  if (bias < 0) return b.ExpertMatMul(x, w, ids, experts, "", label);
+  return b.ExpertMatMul(x, w, ids, experts, "bias", label, {bias});
 }
 
 // The config key of the expert count: Mixtral's name, else Qwen3-MoE's.
@@ -59,9 +59,9 @@ ValueId MoeMlp(GraphBuilder& b, const MoeSpec& s, ValueId x, int64_t hidden, con
   ValueId wg = Stacked(b, s, s.gate, s.gate_stacked, s.intermediate, hidden, o);
   ValueId wu = Stacked(b, s, s.up, s.up_stacked, s.intermediate, hidden, o);
   ValueId wd = Stacked(b, s, s.down, s.down_stacked, hidden, s.intermediate, o);
-  ValueId g = ExpertLinear(b, x, wg, Stacked(b, s, s.gate_bias, s.gate_bias_stacked, s.intermediate, 0, o), ids, s.experts, -1,
+  ValueId g = ExpertLinear(b, x, wg, Stacked(b, s, s.gate_bias, s.gate_bias_stacked, s.intermediate, 0, o), ids, s.experts,
                            "moe.gate_proj");
-  ValueId u = ExpertLinear(b, x, wu, Stacked(b, s, s.up_bias, s.up_bias_stacked, s.intermediate, 0, o), ids, s.experts, -1,
+  ValueId u = ExpertLinear(b, x, wu, Stacked(b, s, s.up_bias, s.up_bias_stacked, s.intermediate, 0, o), ids, s.experts,
                            "moe.up_proj");
   ValueId a;
   if (s.clamped_swiglu) {
@@ -70,7 +70,9 @@ ValueId MoeMlp(GraphBuilder& b, const MoeSpec& s, ValueId x, int64_t hidden, con
     g = s.act == Activation::kGeluTanh ? b.GeluTanh(g, "moe.act") : b.Silu(g, "moe.act");
     a = b.Mul(g, u, "moe.gate_mul");
   }
-  return ExpertLinear(b, a, wd, Stacked(b, s, s.down_bias, s.down_bias_stacked, hidden, 0, o), ids, s.experts, weights, "moe.down_proj");
+  ValueId down = ExpertLinear(b, a, wd, Stacked(b, s, s.down_bias, s.down_bias_stacked, hidden, 0, o), ids, s.experts,
+                              "moe.down_proj");
+  return b.RouteSum(down, weights, "moe.route_sum");
 }
 
 int64_t ConfigExpertCount(const formats::ModelConfig& c) {

@@ -1,16 +1,20 @@
-// The mixture-of-experts kernels (router and expert matmul) against the interpreter on random
-// inputs: expert counts, top-k and sizes that are not the fixtures' nor multiples of any
-// workgroup, steps shorter than the bucket, a decode step after them, each weight type.
+// The mixture-of-experts kernels (router, expert matmul, route sum) against the interpreter on
+// random inputs: expert counts, top-k and sizes that are not the fixtures' nor multiples of any
+// workgroup, steps shorter than the bucket, a decode step after them, each weight type; the
+// products a row at a time and grouped by expert.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "graph/builder.h"
 #include "tests/support/gpu_runner.h"
 #include "tests/support/graph_values.h"
+#include "tests/support/scoped_tune.h"
 #include "tests/support/vk_test_env.h"
 
 namespace doppler {
@@ -29,12 +33,21 @@ using Step = std::pair<std::map<std::string, Tensor>, uint32_t>;
 class ExpertKernelTest : public vk::VkTest {
  protected:
   // Runs `g` on the GPU and in the interpreter for each step; ids must be equal, floats within
-  // `tolerance` of the largest value.
-  void Compare(const graph::Graph& g, int64_t bucket, const std::vector<Step>& steps, double tolerance,
-               std::optional<codegen::TargetCaps> caps = std::nullopt) {
+  // `tolerance` of the largest value (test::ToleranceFor's where products take f16 operands).
+  // Returns the plan's dispatches' variants.
+  std::vector<std::string> Compare(const graph::Graph& g, int64_t bucket, const std::vector<Step>& steps,
+                                   double tolerance, std::optional<codegen::TargetCaps> caps = std::nullopt) {
+    std::vector<std::string> variants;
+    CompareInto(g, bucket, steps, tolerance, caps, variants);
+    return variants;
+  }
+  void CompareInto(const graph::Graph& g, int64_t bucket, const std::vector<Step>& steps, double tolerance,
+                   std::optional<codegen::TargetCaps> caps, std::vector<std::string>& variants) {
     test::RandomParams params(g, 77);
     auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params, caps);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
+    for (const auto& d : (*gpu)->plan().dispatches()) variants.push_back(d.family + "." + d.variant);
+    tolerance = test::ToleranceFor((*gpu)->plan(), tolerance);
     graph::Interpreter interp(params);
     for (size_t s = 0; s < steps.size(); ++s) {
       auto want = interp.Run(g, steps[s].first, steps[s].second);
@@ -92,7 +105,7 @@ TEST_P(ExpertMatMulKernelTest, ExpertMlpMatchesTheInterpreter) {
   ValueId h = b.ExpertMatMul(x, gate_up, ids, c.experts, "silu_mul");
   b.Output("h", h);
   b.Output("gate", b.ExpertMatMul(x, gate, ids, c.experts));
-  b.Output("y", b.ExpertMatMul(h, down, ids, c.experts, "", weights));
+  b.Output("y", b.RouteSum(b.ExpertMatMul(h, down, ids, c.experts), weights));
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
   auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
@@ -122,12 +135,12 @@ TEST_P(ExpertMatMulKernelTest, BiasedClampedExpertMlpMatchesTheInterpreter) {
   ValueId up = b.Param("up", Matrix(c.experts * c.width, c.hidden, c.dtype));
   ValueId down = b.Param("down", Matrix(c.experts * c.hidden, c.width, c.dtype));
   ValueId bd = bias(b, "down_bias", c.hidden);
-  ValueId h = b.ExpertMatMul(x, gate_up, ids, c.experts, "bias,clamped_swiglu", -1, "gate_up",
+  ValueId h = b.ExpertMatMul(x, gate_up, ids, c.experts, "bias,clamped_swiglu", "gate_up",
                              {bias(b, "gate_up_bias", 2 * c.width)}, clamp);
   b.Output("h", h);
-  b.Output("y", b.ExpertMatMul(h, down, ids, c.experts, "bias", weights, "down", {bd}));
-  ValueId g = b.ExpertMatMul(x, gate, ids, c.experts, "bias", -1, "gate", {bias(b, "gate_bias", c.width)});
-  ValueId u = b.ExpertMatMul(x, up, ids, c.experts, "bias", -1, "up", {bias(b, "up_bias", c.width)});
+  b.Output("y", b.RouteSum(b.ExpertMatMul(h, down, ids, c.experts, "bias", "down", {bd}), weights));
+  ValueId g = b.ExpertMatMul(x, gate, ids, c.experts, "bias", "gate", {bias(b, "gate_bias", c.width)});
+  ValueId u = b.ExpertMatMul(x, up, ids, c.experts, "bias", "up", {bias(b, "up_bias", c.width)});
   b.Output("unfused", b.ClampedSwiglu(g, u, 1.702, 1.5));
   auto graph = std::move(b).Finish();
   ASSERT_TRUE(graph.ok()) << graph.status();
@@ -140,6 +153,52 @@ TEST_P(ExpertMatMulKernelTest, BiasedClampedExpertMlpMatchesTheInterpreter) {
   const double tolerance = 4 * c.tolerance;
   Compare(*graph, 8, {step(5, 10, 0), step(1, 20, 5)}, tolerance);
   Compare(*graph, 8, {step(3, 30, 0)}, tolerance, WithoutSubgroupArithmetic());
+}
+
+// Many rows, grouped by expert (the tiled products a group, then the route sum as a dispatch of its
+// own): a bucket past tuning::kExpertsGroupedFrom with steps of 70 rows (an expert's rows then
+// fill more than one 64-row tile where it is chosen by most tokens) and of 13, then grouping
+// forced on a bucket of 8 (DOPPLER_TUNE experts.grouped_from=1: tiles of a few rows, some experts
+// chosen by none), and the biased, clamped products of GPT-OSS grouped too.
+TEST_P(ExpertMatMulKernelTest, GroupedExpertMlpMatchesTheInterpreter) {
+  const ExpertCase& c = GetParam();
+  const graph::Attrs clamp{{"alpha", 1.702}, {"limit", 1.5}};
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(c.hidden));
+  ValueId logits = b.Input("logits", Rows(c.experts));
+  ValueId ids = b.TopK(logits, c.k);
+  ValueId weights = b.RouteWeights(logits, ids, "softmax_chosen");
+  ValueId gate_up = b.Param("gate_up", Matrix(c.experts * 2 * c.width, c.hidden, c.dtype));
+  ValueId down = b.Param("down", Matrix(c.experts * c.hidden, c.width, c.dtype));
+  ValueId h = b.ExpertMatMul(x, gate_up, ids, c.experts, "silu_mul");
+  b.Output("h", h);
+  b.Output("y", b.RouteSum(b.ExpertMatMul(h, down, ids, c.experts), weights));
+  ValueId hb = b.ExpertMatMul(x, gate_up, ids, c.experts, "bias,clamped_swiglu", "gate_up.biased",
+                              {b.Param("gate_up_bias", {DType::kF32, {graph::Dim::Static(c.experts * 2 * c.width)}})}, clamp);
+  b.Output("hb", hb);
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
+    return Step{{{"x", RandomRows(tokens, c.hidden, seed)}, {"logits", RandomRows(tokens, c.experts, seed + 1)}}, pos};
+  };
+  auto grouped = [](const std::vector<std::string>& variants) {
+    int products = 0, sums = 0;
+    for (const std::string& v : variants) {
+      products += v.rfind("expert_matmul.grouped.", 0) == 0 ? 1 : 0;
+      sums += v == "router.route_sum" ? 1 : 0;
+    }
+    return products == 3 && sums == 1;
+  };
+  const double tolerance = 4 * c.tolerance;  // the clamped products' (BiasedClampedExpertMlpMatchesTheInterpreter)
+  EXPECT_TRUE(grouped(Compare(*g, 80, {step(70, 10, 0), step(13, 20, 70)}, tolerance)));
+  {
+    test::ScopedTune tune("experts.grouped_from=1");
+    EXPECT_TRUE(grouped(Compare(*g, 8, {step(5, 30, 0), step(1, 40, 5)}, tolerance)));
+  }
+  // Below the rows it groups from, the down product sums a token's slots itself.
+  const std::vector<std::string> rows = Compare(*g, 8, {step(3, 50, 0)}, tolerance);
+  EXPECT_FALSE(grouped(rows));
+  EXPECT_EQ(std::count(rows.begin(), rows.end(), "router.route_sum"), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, ExpertMatMulKernelTest,

@@ -78,8 +78,9 @@ TEST(ExpertOps, ExpertMatMulAppliesEachSlotsExpert) {
   ValueId x = b.Input("x", Rows(3));
   ValueId ids = b.Input("ids", Rows(2, DType::kI32));
   ValueId w = b.Param("w", Mat(6, 3));
-  b.Output("y", b.ExpertMatMul(x, w, ids, 3));
-  b.Output("sum", b.ExpertMatMul(x, w, ids, 3, "", b.Input("weights", Rows(2))));
+  ValueId y = b.ExpertMatMul(x, w, ids, 3);
+  b.Output("y", y);
+  b.Output("sum", b.RouteSum(y, b.Input("weights", Rows(2))));
   absl::StatusOr<Graph> g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->node(*g->output("y")).type, Rows(4));
@@ -153,11 +154,11 @@ TEST(ExpertOps, BadShapesAreTypeErrors) {
               b.ExpertMatMul(b.Input("x", Rows(4)), b.Param("w", Mat(6, 3)), b.Input("ids", Rows(2, DType::kI32)), 3);
             }).find("x must be"),
             std::string::npos);
-  // The route weights must be [T, k].
-  EXPECT_NE(error([](GraphBuilder& b) {
-              b.ExpertMatMul(b.Input("x", Rows(3)), b.Param("w", Mat(6, 3)), b.Input("ids", Rows(2, DType::kI32)), 3,
-                             "", b.Input("weights", Rows(3)));
-            }).find("route weights"),
+  // The route weights must be [T, k], and y's width a multiple of k.
+  EXPECT_NE(error([](GraphBuilder& b) { b.RouteSum(b.Input("y", Rows(6)), b.Input("weights", Rows(2, DType::kI32))); })
+                .find("route weights"),
+            std::string::npos);
+  EXPECT_NE(error([](GraphBuilder& b) { b.RouteSum(b.Input("y", Rows(7)), b.Input("weights", Rows(2))); }).find("y must be"),
             std::string::npos);
 }
 

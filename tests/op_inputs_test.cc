@@ -55,7 +55,7 @@ TEST(MatMulInputs, PlainProduct) {
   const MatMulInputs m = MatMulInputsOf(g.node(y));
   EXPECT_EQ(m.x, x);
   EXPECT_EQ(m.w, w);
-  EXPECT_FALSE(m.x_norm || m.ids || m.route_weights);
+  EXPECT_FALSE(m.x_norm || m.ids);
   EXPECT_TRUE(m.extras.empty() && m.epilogue.empty() && !m.split);
   EXPECT_TRUE(IsPlainProduct(m));
   EXPECT_EQ(MatMulInputList(m), g.node(y).inputs);
@@ -105,29 +105,27 @@ TEST(MatMulInputs, ExpertProduct) {
   GraphBuilder b;
   ValueId x = b.Input("x", Rows(8));
   ValueId ids = b.Input("ids", Rows(2, DType::kI32));
-  ValueId route = b.Input("route", Rows(2));
   ValueId w = b.Param("w", Mat(3 * 4, 8));
   ValueId bias = b.Param("b", Vec(3 * 4));
   ValueId plain = b.ExpertMatMul(x, w, ids, 3);
-  ValueId summed = b.ExpertMatMul(x, w, ids, 3, "bias", route, "down", {bias});
+  ValueId biased = b.ExpertMatMul(x, w, ids, 3, "bias", "down", {bias});
   b.Output("plain", plain);
-  b.Output("summed", summed);
+  b.Output("biased", biased);
   Graph g = Finished(b);
   const MatMulInputs p = MatMulInputsOf(g.node(plain));
   EXPECT_EQ(p.x, x);
   EXPECT_EQ(p.w, w);
   EXPECT_EQ(p.ids, ids);
-  EXPECT_FALSE(p.route_weights || p.x_norm);
+  EXPECT_FALSE(p.x_norm);
   EXPECT_EQ(p.experts, 3);
   EXPECT_TRUE(IsPlainProduct(p));
   EXPECT_EQ(MatMulInputList(p), g.node(plain).inputs);
-  const MatMulInputs s = MatMulInputsOf(g.node(summed));
+  const MatMulInputs s = MatMulInputsOf(g.node(biased));
   EXPECT_EQ(s.ids, ids);
-  EXPECT_EQ(s.route_weights, route);
   EXPECT_EQ(s.extras, std::vector<ValueId>{bias});
   EXPECT_EQ(s.epilogue, std::vector<EpilogueStep>{EpilogueStep::kBias});
   EXPECT_FALSE(IsPlainProduct(s));
-  EXPECT_EQ(MatMulInputList(s), g.node(summed).inputs);
+  EXPECT_EQ(MatMulInputList(s), g.node(biased).inputs);
 }
 
 TEST(RmsNormInputs, WholeRowsGroupsAndResidual) {

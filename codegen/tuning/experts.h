@@ -1,0 +1,22 @@
+// The expert products' choice (codegen/emit_experts.cc renders it): from how many rows of x a
+// product groups its rows by expert.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+
+namespace doppler::codegen::tuning {
+
+// Rows of x from which an expert product groups its rows (a token's slot each) by expert and
+// runs each group as a tiled product, reading an expert's weights once a tile of its rows, instead
+// of a matrix-vector pass a row that reads them once a row. Prefill chunks and large mixed steps
+// take it; decode steps, whose rows mostly choose different experts, keep the matrix-vector
+// kernel, which also sums a token's slots as it goes (codegen/in_matmul.h). Measured:
+// bench/RESULTS.md, "issue 32: expert products grouped by expert".
+inline constexpr int64_t kExpertsGroupedFrom = 64;
+
+// kExpertsGroupedFrom, or DOPPLER_TUNE's experts.grouped_from (at least 1).
+absl::StatusOr<int64_t> ExpertsGroupedFrom();
+
+}  // namespace doppler::codegen::tuning
