@@ -88,7 +88,11 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, EngineFixtureTest,
                                            Case{"mixtral", graph::DType::kF16, 7},
                                            Case{"gpt_oss", graph::DType::kF32, 32},
                                            Case{"gpt_oss", graph::DType::kF32, 7},
-                                           Case{"gpt_oss", graph::DType::kF16, 32}),
+                                           Case{"gpt_oss", graph::DType::kF16, 32},
+                                           // Prefill chunks of 64 rows group the expert products' rows by
+                                           // expert (codegen/tuning/experts.h).
+                                           Case{"qwen3_moe", graph::DType::kF32, 64}, Case{"mixtral", graph::DType::kF32, 64},
+                                           Case{"gpt_oss", graph::DType::kF32, 64}, Case{"gpt_oss", graph::DType::kF16, 64}),
                          CaseName);
 
 }  // namespace
