@@ -546,7 +546,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionSinksTest,
                          ::testing::Values(SinkCase{4, 2, 32, 0, 160, DType::kF32, true},
                                            SinkCase{6, 3, 20, 9, 100, DType::kF16, false},
                                            SinkCase{6, 2, 40, 0, 160, DType::kF16, true},
-                                           SinkCase{3, 1, 72, 13, 96, DType::kF32, true}),
+                                           SinkCase{3, 1, 72, 13, 96, DType::kF32, true},
+                                           // Head sizes the cooperative-matrix variant takes (f16 caches).
+                                           SinkCase{4, 2, 32, 8, 100, DType::kF16, false},
+                                           SinkCase{4, 1, 64, 0, 160, DType::kF16, false},
+                                           SinkCase{4, 2, 32, 0, 160, DType::kF16, true},
+                                           SinkCase{4, 2, 32, 8, 100, DType::kF16, true}),
                          [](const ::testing::TestParamInfo<SinkCase>& i) {
                            const SinkCase& c = i.param;
                            return absl::StrCat("h", c.heads, "_kv", c.kv_heads, "_d", c.head_dim, "_w", c.window, "_",

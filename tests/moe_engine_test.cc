@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "checkpoints/weights.h"
 #include "formats/safetensors.h"
@@ -67,12 +68,17 @@ absl::StatusOr<std::vector<bool>> NearTies(const test::HfReference& ref, double 
   return ties;
 }
 
-class MoeQ8EngineTest : public ::testing::TestWithParam<std::string> {};
+struct MoeCase {
+  std::string model;
+  int64_t prefill_chunk;  // 64: the expert products' rows grouped by expert (codegen/tuning/experts.h)
+};
+
+class MoeQ8EngineTest : public ::testing::TestWithParam<MoeCase> {};
 
 TEST_P(MoeQ8EngineTest, LogitsNearTransformersAndTheSameGreedyTokens) {
-  absl::StatusOr<test::HfReference> ref = test::LoadHfReference(GetParam());
+  absl::StatusOr<test::HfReference> ref = test::LoadHfReference(GetParam().model);
   ASSERT_TRUE(ref.ok()) << ref.status();
-  runtime::EngineOptions o = test::ReferenceEngineOptions(ref->dir);
+  runtime::EngineOptions o = test::ReferenceEngineOptions(ref->dir, GetParam().prefill_chunk);
   o.quant = quant::QuantScheme::kQ8_0;
   o.weight_dtype = graph::DType::kF32;
   absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(o);
@@ -114,14 +120,19 @@ TEST_P(MoeQ8EngineTest, LogitsNearTransformersAndTheSameGreedyTokens) {
     worst = std::max(worst, test::WorstRowError(logits, want, 1, vocab));
   }
   std::printf("[ %s q8_0 ] worst row error: prefill %.3g, decode %.3g (of max |logit|; %lld near ties left out)\n",
-              GetParam().c_str(), prefill_err, decode_err, static_cast<long long>(left_out));
+              GetParam().model.c_str(), prefill_err, decode_err, static_cast<long long>(left_out));
   EXPECT_LE(left_out, static_cast<int64_t>(ties->size()) / 8) << "so many near ties leave little to compare";
   EXPECT_LE(prefill_err, 0.05);
   EXPECT_LE(decode_err, 0.05);
   EXPECT_EQ(e.device().validation_messages(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, MoeQ8EngineTest, ::testing::Values("qwen3_moe", "mixtral", "gpt_oss"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, MoeQ8EngineTest,
+                         ::testing::Values(MoeCase{"qwen3_moe", 32}, MoeCase{"mixtral", 32}, MoeCase{"gpt_oss", 32},
+                                           MoeCase{"qwen3_moe", 64}, MoeCase{"mixtral", 64}, MoeCase{"gpt_oss", 64}),
+                         [](const ::testing::TestParamInfo<MoeCase>& i) {
+                           return i.param.model + "_chunk" + std::to_string(i.param.prefill_chunk);
+                         });
 
 }  // namespace
 }  // namespace doppler
