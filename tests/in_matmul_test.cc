@@ -155,5 +155,58 @@ TEST(InMatMul, LoweringCoversTheTailWithTheMatmulsDispatch) {
   for (const codegen::Dispatch& d : *plain) EXPECT_EQ(d.covers, std::vector<ValueId>{d.node});
 }
 
+// A route_sum is computed by the expert product it sums where that product takes a row at a time
+// (below tuning::kExpertsGroupedFrom rows, or DOPPLER_TUNE's experts.grouped_from), and is a
+// dispatch of its own where the product groups its rows by expert, or where another node reads the
+// slots.
+TEST(InMatMul, ARouteSumIsTheExpertProductsWhereItTakesARowAtATime) {
+  graph::GraphBuilder b;
+  ValueId x = b.Input("x", test::Rows(96));
+  ValueId logits = b.Input("logits", test::Rows(5));
+  ValueId ids = b.TopK(logits, 2);
+  ValueId weights = b.RouteWeights(logits, ids, "softmax_chosen");
+  ValueId down = b.ExpertMatMul(x, b.Param("w", test::Matrix(5 * 24, 96, DType::kQ8_0)), ids, 5);
+  ValueId sum = b.RouteSum(down, weights);
+  b.Output("y", sum);
+  ValueId seen = b.ExpertMatMul(x, b.Param("w2", test::Matrix(5 * 24, 96, DType::kQ8_0)), ids, 5);
+  b.Output("slots", seen);
+  b.Output("y2", b.RouteSum(seen, weights));
+  const graph::Graph g = *std::move(b).Finish();
+  absl::StatusOr<InMatMulRules> rules = codegen::InMatMulRulesFromTune();
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  EXPECT_EQ(rules->experts_grouped_from, 64);
+  EXPECT_TRUE(codegen::RouteSumInExperts(g, g.node(sum), 1, *rules));
+  EXPECT_TRUE(codegen::RouteSumInExperts(g, g.node(sum), 63, *rules));
+  EXPECT_FALSE(codegen::RouteSumInExperts(g, g.node(sum), 64, *rules)) << "the product groups its rows";
+  EXPECT_TRUE(codegen::ExpertsGrouped(g.node(down), 64, *rules));
+  EXPECT_FALSE(codegen::RouteSumInExperts(g, g.node(*g.output("y2")), 1, *rules)) << "the slots are an output";
+  EXPECT_FALSE(codegen::RouteSumInExperts(g, g.node(sum), 1, InMatMulRules{.route_sum = false}));
+
+  // Lowering: one dispatch computes the product and its sum, writing the sum.
+  absl::StatusOr<std::vector<codegen::Dispatch>> decode = codegen::Lower(g, codegen::TargetCaps{}, 1);
+  ASSERT_TRUE(decode.ok()) << decode.status();
+  int sums = 0;
+  for (const codegen::Dispatch& d : *decode) {
+    sums += d.node == sum ? 1 : 0;
+    if (d.node != down) continue;
+    EXPECT_EQ(d.covers, (std::vector<ValueId>{down, sum}));
+    EXPECT_EQ(d.kernel.args[0].value, sum);
+    EXPECT_NE(d.kernel.variant.find(".sum"), std::string::npos) << d.kernel.variant;
+  }
+  EXPECT_EQ(sums, 0);
+  {
+    const test::ScopedTune tune("experts.grouped_from=1");
+    absl::StatusOr<std::vector<codegen::Dispatch>> grouped = codegen::Lower(g, codegen::TargetCaps{}, 1);
+    ASSERT_TRUE(grouped.ok()) << grouped.status();
+    for (const codegen::Dispatch& d : *grouped) {
+      if (d.node == down) EXPECT_EQ(d.kernel.variant.rfind("grouped.gemm.", 0), 0u) << d.kernel.variant;
+      sums += d.node == sum ? 1 : 0;
+    }
+    EXPECT_EQ(sums, 1);
+  }
+  const test::ScopedTune tune("experts.grouped_from=0");
+  EXPECT_FALSE(codegen::InMatMulRulesFromTune().ok());
+}
+
 }  // namespace
 }  // namespace doppler
