@@ -3,8 +3,8 @@
 //
 // They read the expert ids from a device buffer written by top_k in the same step, so a decode
 // step routes with no readback and the command buffer replays as recorded. expert_matmul reads
-// only the chosen experts' rows. For a few rows (decode), a workgroup computes kCols output
-// columns of one token's slot (or, computing the route_sum, of one token over all its slots), its
+// only the chosen experts' rows. For a few rows (decode), a workgroup computes a few output
+// columns (tuning::ExpertGemvConfig) of one token's slot (or, computing the route_sum, of one token over all its slots), its
 // invocations taking the rows' parts (codegen/weight_parts.h: a few values under one block scale,
 // in whole-word loads) in turn and reducing the column sums over the workgroup. For many rows
 // (prefill, from tuning::ExpertsGroupedFrom rows), the rows are grouped by expert and each group
@@ -16,14 +16,14 @@
 #include "codegen/glsl_common.h"
 #include "codegen/in_matmul.h"
 #include "codegen/matmul.h"
+#include "codegen/tuning/experts.h"
 #include "codegen/weight_parts.h"
 #include "graph/epilogue.h"
 
 namespace doppler::codegen {
 namespace {
 
-// Output columns of a workgroup of expert_matmul (twice the weight rows where gated).
-constexpr int64_t kCols = 4;
+// The widest workgroup of the matrix-vector kernel.
 constexpr uint32_t kExpertWorkgroup = 128;
 constexpr uint32_t kRouteWorkgroup = 64;
 
@@ -199,17 +199,21 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
   const graph::Node& x = c.input(0);
   const graph::Node& w = c.input(1);
   const bool gated = epilogue.gated;
+  absl::StatusOr<tuning::ExpertGemvConfig> config = tuning::ChooseExpertGemv();
+  if (!config.ok()) return config.status();
   absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, w.type.dtype, kdim);
   if (!parts.ok()) return parts.status();
-  const int64_t blocks = (cols + kCols - 1) / kCols, groups_per_token = weighted ? 1 : slots;
+  const int64_t blocks = (cols + config->cols - 1) / config->cols, groups_per_token = weighted ? 1 : slots;
   const int64_t bucket_rows = c.rows(x);
   // As many invocations as a row has parts (a subgroup at least), up to kExpertWorkgroup.
   uint32_t wanted = c.caps.subgroup_size;
   while (wanted < kExpertWorkgroup && wanted < parts->per_row) wanted *= 2;
   const uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, wanted);
   Kernel k;
+  k.config = *config;
   k.variant = absl::StrCat("gemv.", graph::Name(w.type.dtype), gated ? ".gated" : "", weighted ? ".sum" : "",
-                           per_slot_x ? ".slot_x" : "", epilogue.variant);
+                           per_slot_x ? ".slot_x" : "", epilogue.variant,
+                           config->cols != tuning::ExpertGemvConfig{}.cols ? absl::StrCat(".c", config->cols) : "");
   k.glsl = absl::StrCat(
       ShaderHeader(wg), FloatBuffer(1, "y", graph::DType::kF32, false), FloatBuffer(2, "x", graph::DType::kF32, true),
       parts->glsl, IntBuffer(4, "ids", true),
@@ -275,7 +279,7 @@ void main() {
             {"N", absl::StrCat(rows)},
             {"KD", absl::StrCat(kdim)},
             {"COLS", absl::StrCat(cols)},
-            {"C", absl::StrCat(kCols)},
+            {"C", absl::StrCat(config->cols)},
             {"BLOCKS", absl::StrCat(blocks)},
             {"GROUPS", absl::StrCat(groups_per_token)},
             {"XW", absl::StrCat(x.type.shape[1].value)},

@@ -121,6 +121,34 @@ TEST_P(ExpertMatMulKernelTest, ExpertMlpMatchesTheInterpreter) {
   Compare(*g, 8, {step(3, 30, 0)}, c.tolerance, WithoutSubgroupArithmetic());
 }
 
+// Every shape of the matrix-vector kernel (tuning::ExpertGemvConfig: columns a workgroup), on the
+// whole expert MLP with its route sum.
+TEST_P(ExpertMatMulKernelTest, EveryGemvShapeMatchesTheInterpreter) {
+  const ExpertCase& c = GetParam();
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(c.hidden));
+  ValueId logits = b.Input("logits", Rows(c.experts));
+  ValueId ids = b.TopK(logits, c.k);
+  ValueId gate_up = b.Param("gate_up", Matrix(c.experts * 2 * c.width, c.hidden, c.dtype));
+  ValueId down = b.Param("down", Matrix(c.experts * c.hidden, c.width, c.dtype));
+  ValueId h = b.ExpertMatMul(x, gate_up, ids, c.experts, "silu_mul");
+  b.Output("h", h);
+  b.Output("y", b.RouteSum(b.ExpertMatMul(h, down, ids, c.experts), b.RouteWeights(logits, ids, "softmax_chosen")));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
+    return Step{{{"x", RandomRows(tokens, c.hidden, seed)}, {"logits", RandomRows(tokens, c.experts, seed + 1)}}, pos};
+  };
+  for (const char* tune : {"experts.cols=1", "experts.cols=2", "experts.cols=8", "experts.cols=16"}) {
+    SCOPED_TRACE(tune);
+    const test::ScopedTune scoped(tune);
+    const std::vector<std::string> variants = Compare(*g, 8, {step(5, 10, 0), step(1, 20, 5)}, c.tolerance);
+    EXPECT_EQ(std::count_if(variants.begin(), variants.end(),
+                            [](const std::string& v) { return v.rfind("expert_matmul.gemv.", 0) == 0; }),
+              2);
+  }
+}
+
 // GPT-OSS's experts: per-expert biases before the gate (on both halves of the stacked [gate | up]
 // rows) and after down (before the route weight), and the clamped SwiGLU, fused into the gated
 // product; and unfused, as the model declares them (a bias step each, then clamped_swiglu). A

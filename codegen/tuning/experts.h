@@ -1,5 +1,5 @@
-// The expert products' choice (codegen/emit_experts.cc renders it): from how many rows of x a
-// product groups its rows by expert.
+// The expert products' choices (codegen/emit_experts.cc renders them): from how many rows of x a
+// product groups its rows by expert, and the shape of the matrix-vector kernel below that.
 #pragma once
 
 #include <cstdint>
@@ -20,5 +20,18 @@ inline constexpr int64_t kExpertsGroupedFrom = 64;
 
 // kExpertsGroupedFrom, or DOPPLER_TUNE's experts.grouped_from (at least 1).
 absl::StatusOr<int64_t> ExpertsGroupedFrom();
+
+// The matrix-vector kernel's shape: a workgroup (as many invocations as a row has parts, a
+// subgroup at least, at most 128) computes `cols` output columns of a token's slot (or of its
+// slots' weighted sum), its invocations taking the rows' parts in turn and reducing the columns'
+// sums over the workgroup. Teams of a subgroup each, a workgroup of several, reducing with
+// subgroup adds, were slower at every shape measured (gpt-oss-20b tg32 215.8 tok/s against
+// 64.5–185.7): bench/RESULTS.md, "The expert matrix-vector kernel's teams".
+struct ExpertGemvConfig {
+  int64_t cols = 4;  // output columns a workgroup computes: 1, 2, 4, 8 or 16
+};
+
+// The shape, with DOPPLER_TUNE's experts.cols in place of the choice's.
+absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv();
 
 }  // namespace doppler::codegen::tuning
