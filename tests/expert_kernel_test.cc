@@ -95,30 +95,41 @@ class ExpertMatMulKernelTest : public ExpertKernelTest, public ::testing::WithPa
 // How much larger a clamped SwiGLU's error is, relative to its largest value, than its products'.
 constexpr double kClampSpread = 4;
 
+// The expert MLP the tests share: gate and up stacked per expert ([gate | up] rows, gated silu) as
+// output h, then down with a slot's own input, its slots weighted and summed, as output y.
+struct Mlp {
+  ValueId x, logits, ids, weights, gate_up;
+};
+Mlp BuildMlp(GraphBuilder& b, const ExpertCase& c) {
+  Mlp m;
+  m.x = b.Input("x", Rows(c.hidden));
+  m.logits = b.Input("logits", Rows(c.experts));
+  m.ids = b.TopK(m.logits, c.k);
+  m.weights = b.RouteWeights(m.logits, m.ids, "softmax_chosen");
+  m.gate_up = b.Param("gate_up", Matrix(c.experts * 2 * c.width, c.hidden, c.dtype));
+  ValueId down = b.Param("down", Matrix(c.experts * c.hidden, c.width, c.dtype));
+  ValueId h = b.ExpertMatMul(m.x, m.gate_up, m.ids, c.experts, "silu_mul");
+  b.Output("h", h);
+  b.Output("y", b.RouteSum(b.ExpertMatMul(h, down, m.ids, c.experts), m.weights));
+  return m;
+}
+// A step of `tokens` random rows of x and router logits at position `pos`.
+Step MlpStep(const ExpertCase& c, int64_t tokens, uint32_t seed, uint32_t pos) {
+  return Step{{{"x", RandomRows(tokens, c.hidden, seed)}, {"logits", RandomRows(tokens, c.experts, seed + 1)}}, pos};
+}
+
 // A whole expert MLP: gate and up stacked per expert ([gate | up] rows, gated epilogue), the
 // products of gate and of up each on its own (shared x), and down with a slot's own input,
 // weighted and summed.
 TEST_P(ExpertMatMulKernelTest, ExpertMlpMatchesTheInterpreter) {
   const ExpertCase& c = GetParam();
   GraphBuilder b;
-  ValueId x = b.Input("x", Rows(c.hidden));
-  ValueId logits = b.Input("logits", Rows(c.experts));
-  ValueId ids = b.TopK(logits, c.k);
-  ValueId weights = b.RouteWeights(logits, ids, "softmax_chosen");
-  ValueId gate_up = b.Param("gate_up", Matrix(c.experts * 2 * c.width, c.hidden, c.dtype));
-  ValueId gate = b.Param("gate", Matrix(c.experts * c.width, c.hidden, c.dtype));
-  ValueId down = b.Param("down", Matrix(c.experts * c.hidden, c.width, c.dtype));
-  ValueId h = b.ExpertMatMul(x, gate_up, ids, c.experts, "silu_mul");
-  b.Output("h", h);
-  b.Output("gate", b.ExpertMatMul(x, gate, ids, c.experts));
-  b.Output("y", b.RouteSum(b.ExpertMatMul(h, down, ids, c.experts), weights));
+  const Mlp m = BuildMlp(b, c);
+  b.Output("gate", b.ExpertMatMul(m.x, b.Param("gate", Matrix(c.experts * c.width, c.hidden, c.dtype)), m.ids, c.experts));
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
-  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
-    return Step{{{"x", RandomRows(tokens, c.hidden, seed)}, {"logits", RandomRows(tokens, c.experts, seed + 1)}}, pos};
-  };
-  Compare(*g, 8, {step(5, 10, 0), step(1, 20, 5)}, c.tolerance);
-  Compare(*g, 8, {step(3, 30, 0)}, c.tolerance, WithoutSubgroupArithmetic());
+  Compare(*g, 8, {MlpStep(c, 5, 10, 0), MlpStep(c, 1, 20, 5)}, c.tolerance);
+  Compare(*g, 8, {MlpStep(c, 3, 30, 0)}, c.tolerance, WithoutSubgroupArithmetic());
 }
 
 // Every shape of the matrix-vector kernel (tuning::ExpertGemvConfig: columns a workgroup), on the
@@ -126,23 +137,13 @@ TEST_P(ExpertMatMulKernelTest, ExpertMlpMatchesTheInterpreter) {
 TEST_P(ExpertMatMulKernelTest, EveryGemvShapeMatchesTheInterpreter) {
   const ExpertCase& c = GetParam();
   GraphBuilder b;
-  ValueId x = b.Input("x", Rows(c.hidden));
-  ValueId logits = b.Input("logits", Rows(c.experts));
-  ValueId ids = b.TopK(logits, c.k);
-  ValueId gate_up = b.Param("gate_up", Matrix(c.experts * 2 * c.width, c.hidden, c.dtype));
-  ValueId down = b.Param("down", Matrix(c.experts * c.hidden, c.width, c.dtype));
-  ValueId h = b.ExpertMatMul(x, gate_up, ids, c.experts, "silu_mul");
-  b.Output("h", h);
-  b.Output("y", b.RouteSum(b.ExpertMatMul(h, down, ids, c.experts), b.RouteWeights(logits, ids, "softmax_chosen")));
+  BuildMlp(b, c);
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
-  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
-    return Step{{{"x", RandomRows(tokens, c.hidden, seed)}, {"logits", RandomRows(tokens, c.experts, seed + 1)}}, pos};
-  };
   for (const char* tune : {"experts.cols=1", "experts.cols=2", "experts.cols=8", "experts.cols=16"}) {
     SCOPED_TRACE(tune);
     const test::ScopedTune scoped(tune);
-    const std::vector<std::string> variants = Compare(*g, 8, {step(5, 10, 0), step(1, 20, 5)}, c.tolerance);
+    const std::vector<std::string> variants = Compare(*g, 8, {MlpStep(c, 5, 10, 0), MlpStep(c, 1, 20, 5)}, c.tolerance);
     EXPECT_EQ(std::count_if(variants.begin(), variants.end(),
                             [](const std::string& v) { return v.rfind("expert_matmul.gemv.", 0) == 0; }),
               2);
@@ -178,9 +179,7 @@ TEST_P(ExpertMatMulKernelTest, BiasedClampedExpertMlpMatchesTheInterpreter) {
   b.Output("unfused", b.ClampedSwiglu(g, u, 1.702, 1.5));
   auto graph = std::move(b).Finish();
   ASSERT_TRUE(graph.ok()) << graph.status();
-  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
-    return Step{{{"x", RandomRows(tokens, c.hidden, seed)}, {"logits", RandomRows(tokens, c.experts, seed + 1)}}, pos};
-  };
+  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) { return MlpStep(c, tokens, seed, pos); };
   // The clamp keeps h within (limit + 1) * limit, well under the sums it is made of (of up to 256
   // products, about 5 in size here), so their f32 rounding is a larger share of it: 2.4e-5 of the
   // largest h seen (Q4_K) against 1e-5 unclamped.
@@ -197,23 +196,13 @@ TEST_P(ExpertMatMulKernelTest, GroupedExpertMlpMatchesTheInterpreter) {
   const ExpertCase& c = GetParam();
   const graph::Attrs clamp{{"alpha", 1.702}, {"limit", 1.5}};
   GraphBuilder b;
-  ValueId x = b.Input("x", Rows(c.hidden));
-  ValueId logits = b.Input("logits", Rows(c.experts));
-  ValueId ids = b.TopK(logits, c.k);
-  ValueId weights = b.RouteWeights(logits, ids, "softmax_chosen");
-  ValueId gate_up = b.Param("gate_up", Matrix(c.experts * 2 * c.width, c.hidden, c.dtype));
-  ValueId down = b.Param("down", Matrix(c.experts * c.hidden, c.width, c.dtype));
-  ValueId h = b.ExpertMatMul(x, gate_up, ids, c.experts, "silu_mul");
-  b.Output("h", h);
-  b.Output("y", b.RouteSum(b.ExpertMatMul(h, down, ids, c.experts), weights));
-  ValueId hb = b.ExpertMatMul(x, gate_up, ids, c.experts, "bias,clamped_swiglu", "gate_up.biased",
-                              {b.Param("gate_up_bias", {DType::kF32, {graph::Dim::Static(c.experts * 2 * c.width)}})}, clamp);
-  b.Output("hb", hb);
+  const Mlp m = BuildMlp(b, c);
+  b.Output("hb", b.ExpertMatMul(m.x, m.gate_up, m.ids, c.experts, "bias,clamped_swiglu", "gate_up.biased",
+                                {b.Param("gate_up_bias", {DType::kF32, {graph::Dim::Static(c.experts * 2 * c.width)}})},
+                                clamp));
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
-  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
-    return Step{{{"x", RandomRows(tokens, c.hidden, seed)}, {"logits", RandomRows(tokens, c.experts, seed + 1)}}, pos};
-  };
+  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) { return MlpStep(c, tokens, seed, pos); };
   auto grouped = [](const std::vector<std::string>& variants) {
     int products = 0, sums = 0;
     for (const std::string& v : variants) {
