@@ -299,7 +299,8 @@ void main() {
 // gl_WorkGroupID.y-th of the experts' tiles of bm rows, in expert order, by counting every
 // expert's rows; then lists the tile's rows in row order, from the ranks of its expert's rows
 // (RANKERS invocations count them in contiguous runs of rows, then each lists its run's rows whose
-// rank falls in the tile), so that every workgroup of an expert splits its rows alike.
+// rank falls in the tile), so that every workgroup of an expert splits its rows alike. MAX_TILE is
+// the most rows a tiled variant's tile has (CoopConfig's bm, at most 256).
 constexpr const char* kGroupedRows = R"(
 const uint E = {{E}}u, S = {{S}}u, MAX_TILE = 256u, RANKERS = 64u;
 shared uint expert_rows[E];
