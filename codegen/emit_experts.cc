@@ -396,14 +396,7 @@ uint x_at(uint t, uint k) {
                                                                                  {"S", absl::StrCat(slots)},
                                                                                  {"EXPERT_ROWS", absl::StrCat(s.gates * cols)},
                                                                                  {"ROWS", s.rows_expr}}));
-  s.tile_x_glsl = absl::StrCat(
-      kdim % 4 == 0 ? FloatQuadBuffer(2, "x", graph::DType::kF32, true) : FloatBuffer(2, "x", graph::DType::kF32, true),
-      "float staged_x(uint t, uint k, uint m, inout float sum_sq) { return t < m && k < K ? load_x(x_at(t, k)) : 0.0; }\n",
-      "vec4 staged_x4(uint t, uint k, uint m, inout float sum_sq) {\n",
-      kdim % 4 == 0 ? "  return t < m && k < K ? load4_x(x_at(t, k)) : vec4(0.0);\n"
-                    : "  return vec4(staged_x(t, k, m, sum_sq), staged_x(t, k + 1u, m, sum_sq), staged_x(t, k + 2u, m, sum_sq),\n"
-                      "              staged_x(t, k + 3u, m, sum_sq));\n",
-      "}\n");
+  s.tile_x_glsl = TileXGlsl(kdim, "x_at(t, k)", false);
   // The tile's shape is chosen for the shared memory the grouping leaves.
   const int64_t grouping_bytes = GroupedRowsSharedBytes(experts);
   if (grouping_bytes > int64_t{c.caps.max_shared_memory} / 2) {

@@ -48,6 +48,20 @@ uint32_t RowTiles(const MatMulSpec& s, int64_t bm) {
 
 int64_t TileShapeRows(const MatMulSpec& s) { return s.groups == 0 ? s.m : CeilDiv(s.m, s.groups); }
 
+std::string TileXGlsl(int64_t k, const std::string& index, bool norm) {
+  return absl::StrCat(
+      k % 4 == 0 ? FloatQuadBuffer(2, "x", graph::DType::kF32, true) : FloatBuffer(2, "x", graph::DType::kF32, true),
+      "\nfloat staged_x(uint t, uint k, uint m, inout float sum_sq) {\n  float v = t < m && k < K ? load_x(", index,
+      ") : 0.0;\n", norm ? "  sum_sq += v * v;\n  if (k < K) v *= norm_weight(k);\n" : "", "  return v;\n}\n",
+      "vec4 staged_x4(uint t, uint k, uint m, inout float sum_sq) {\n",
+      k % 4 == 0 ? absl::StrCat("  vec4 v = t < m && k < K ? load4_x(", index, ") : vec4(0.0);\n",
+                                norm ? "  sum_sq += dot(v, v);\n  if (k < K) v *= norm_weight4(k);\n" : "",
+                                "  return v;\n")
+                 : "  return vec4(staged_x(t, k, m, sum_sq), staged_x(t, k + 1u, m, sum_sq), staged_x(t, k + 2u, m, sum_sq),\n"
+                   "              staged_x(t, k + 3u, m, sum_sq));\n",
+      "}\n");
+}
+
 absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   using graph::EpilogueStep;
   const graph::Node& x = c.input(0);
@@ -166,19 +180,7 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
     }
     absl::StrAppend(&s.variant_suffix, "+x_q8");
   }
-  s.tile_x_glsl = absl::StrCat(
-      s.k % 4 == 0 ? FloatQuadBuffer(2, "x", graph::DType::kF32, true) : FloatBuffer(2, "x", graph::DType::kF32, true), R"(
-float staged_x(uint t, uint k, uint m, inout float sum_sq) {
-  float v = t < m && k < K ? load_x((x_row0() + t) * K + k) : 0.0;
-)",
-      s.norm ? "  sum_sq += v * v;\n  if (k < K) v *= norm_weight(k);\n" : "", "  return v;\n}\n",
-      "vec4 staged_x4(uint t, uint k, uint m, inout float sum_sq) {\n",
-      s.k % 4 == 0 ? absl::StrCat("  vec4 v = t < m && k < K ? load4_x((x_row0() + t) * K + k) : vec4(0.0);\n",
-                                  s.norm ? "  sum_sq += dot(v, v);\n  if (k < K) v *= norm_weight4(k);\n" : "",
-                                  "  return v;\n")
-                   : "  return vec4(staged_x(t, k, m, sum_sq), staged_x(t, k + 1u, m, sum_sq), staged_x(t, k + 2u, m, sum_sq),\n"
-                     "              staged_x(t, k + 3u, m, sum_sq));\n",
-      "}\n");
+  s.tile_x_glsl = TileXGlsl(s.k, "(x_row0() + t) * K + k", s.norm);
 
   absl::StatusOr<tuning::MatMulVariant> variant = tuning::ChooseMatMulVariant(
       c.caps, {.rows = s.m, .w_dtype = s.w_dtype, .x_q8 = s.x_q8, .row_per_sequence = c.g.paging().row_per_sequence});

@@ -94,6 +94,10 @@ std::string DotsReduceGlsl(bool subgroups);
 uint32_t RowTiles(const MatMulSpec& s, int64_t bm);
 // The rows a tiled variant's tile shape is chosen for: m, or a group's mean.
 int64_t TileShapeRows(const MatMulSpec& s);
+// A tiled variant's x (MatMulSpec::tile_x_glsl) for rows of k values, with `index` the GLSL
+// expression of x[t, k]'s element (k a multiple of 4 where k is), and with `norm` the norm
+// prologue's weight and sum of squares.
+std::string TileXGlsl(int64_t k, const std::string& index, bool norm);
 absl::StatusOr<Kernel> EmitGemm(const EmitContext& c, const MatMulSpec& s);
 absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s);
 // The cooperative-matrix variant for at most tuning::kCoopRowsMaxRows rows of x, streaming the
