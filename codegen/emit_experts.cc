@@ -4,13 +4,16 @@
 // They read the expert ids from a device buffer written by top_k in the same step, so a decode
 // step routes with no readback and the command buffer replays as recorded. expert_matmul reads
 // only the chosen experts' rows. For a few rows (decode), a workgroup computes a few output
-// columns (tuning::ExpertGemvConfig) of one token's slot (or, computing the route_sum, of one token over all its slots), its
-// invocations taking the rows' parts (codegen/weight_parts.h: a few values under one block scale,
-// in whole-word loads) in turn and reducing the column sums over the workgroup. For many rows
+// columns (tuning::ExpertGemvConfig) of one token's slot (or, computing the route_sum, of one
+// token's slots together), its invocations taking the rows' parts (codegen/weight_parts.h: a few
+// values under one block scale, in whole-word loads; of every slot, where summing) in turn and
+// reducing the column sums over the workgroup once. For many rows
 // (prefill, from tuning::ExpertsGroupedFrom rows), the rows are grouped by expert and each group
 // is a tiled product (the matmul family's tiled variants over one expert's matrix), so that an
 // expert's weights are read once a tile of its rows rather than once a row. The epilogue's bias
 // steps read the chosen expert's row of the biases.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
@@ -24,49 +27,62 @@ namespace doppler::codegen {
 namespace {
 
 // The widest workgroup of the matrix-vector kernel.
-constexpr uint32_t kExpertWorkgroup = 128;
+constexpr uint32_t kExpertWorkgroup = 256;
 constexpr uint32_t kRouteWorkgroup = 64;
 
 }  // namespace
 
-// One workgroup per row: k rounds of the workgroup's first maximum over the values not yet taken
-// (the larger value, on ties the lower index: top_k's order).
+// One workgroup per row, a subgroup where subgroups reduce (no barriers in the reduction): each
+// invocation holds its experts' logits in registers, and k rounds take the workgroup's first
+// maximum over the values not yet taken (the larger value, on ties the lower index: top_k's order);
+// the invocation holding the chosen one marks it taken.
 absl::StatusOr<Kernel> EmitTopK(const EmitContext& c) {
   const graph::Node& x = c.input(0);
   const int64_t experts = x.type.shape[1].value, k = c.node.attrs.Int("k");
-  const uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, kRouteWorkgroup);
+  const bool subgroups = c.caps.subgroup_arithmetic;
+  // Each invocation marks its values taken in the bits of a word: 32 values an invocation at most.
+  uint32_t wanted = subgroups ? c.caps.subgroup_size : kRouteWorkgroup;
+  while (int64_t{wanted} * 32 < experts) wanted *= 2;
+  const uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, wanted);
+  if (int64_t{wg} * 32 < experts) {
+    return absl::InvalidArgumentError(absl::StrCat("top_k '", c.node.label, "': ", experts,
+                                                   " experts are more than a workgroup of ", wg, " can rank"));
+  }
   Kernel out;
   out.family = "router";
-  out.variant = absl::StrCat("top_k", c.caps.subgroup_arithmetic ? ".sg" : "");
+  out.variant = absl::StrCat("top_k", subgroups ? ".sg" : "");
   out.glsl = absl::StrCat(ShaderHeader(wg), IntBuffer(1, "ids", false),
                           Fill(absl::StrCat(R"(
-const uint WG = {{WG}}u, E = {{E}}u, K = {{K}}u, NONE = 0xFFFFFFFFu;
+const uint WG = {{WG}}u, E = {{E}}u, K = {{K}}u, NONE = 0xFFFFFFFFu, PER = (E + WG - 1u) / WG;
 layout(std430, set = 0, binding = 2) readonly buffer Buf_x { float x[]; };
-shared uint chosen[K];
-bool taken(uint e, uint n) {
-  for (uint j = 0u; j < n; ++j) {
-    if (chosen[j] == e) return true;
-  }
-  return false;
-}
+shared uint chosen;
 )",
-                                            FirstMaxReductionGlsl(c.caps.subgroup_arithmetic), R"(
+                                            FirstMaxReductionGlsl(subgroups), R"(
 void main() {
   uint row = gl_WorkGroupID.x;
   if (row >= {{ROWS}}) return;  // uniform across the workgroup
+  uint lid = gl_LocalInvocationID.x, taken = 0u;
+  float v[PER];
+  [[unroll]] for (uint i = 0u; i < PER; ++i) {
+    uint e = lid + i * WG;
+    v[i] = e < E ? x[row * E + e] : 0.0;
+  }
   for (uint j = 0u; j < K; ++j) {
     float best = uintBitsToFloat(0xFF800000u);  // -inf
     uint best_i = NONE;
-    for (uint e = gl_LocalInvocationID.x; e < E; e += WG) {
-      float v = x[row * E + e];
-      if (!taken(e, j) && (best_i == NONE || v > best)) { best = v; best_i = e; }
+    [[unroll]] for (uint i = 0u; i < PER; ++i) {
+      uint e = lid + i * WG;
+      if (e < E && (taken & (1u << i)) == 0u && (best_i == NONE || v[i] > best)) { best = v[i]; best_i = e; }
     }
-    best_i = first_max(best, best_i);
-    if (gl_LocalInvocationID.x == 0u) {
-      chosen[j] = best_i;
+    best_i = first_max(best, best_i);  // the workgroup's in invocation 0
+    if (lid == 0u) {
       ids[row * K + j] = int(best_i);
+      chosen = best_i;
     }
-    barrier();  // chosen[j] is seen by all, and first_max may run again
+    barrier();
+    uint e = chosen;
+    if (e != NONE && e % WG == lid) taken |= 1u << (e / WG);
+    barrier();  // chosen is read before it is written again, and first_max may run again
   }
 }
 )"),
@@ -191,87 +207,90 @@ const graph::Node* RouteSumInProduct(const EmitContext& c, const InMatMulRules& 
   return nullptr;
 }
 
+// A column's value from its reduced dot products (acc), as `float total`: a slot's epilogue, or
+// where weighted, the epilogue's value at 0 for each slot, weighted, beside the weighted dots.
+constexpr const char* kSlotColumn = R"(    uint e = slot_expert(t, group);
+    float g = acc[c * G], u = acc[c * G + G - 1u];
+    {{EPILOGUE}}
+    float total = v;
+)";
+constexpr const char* kWeightedColumn = R"(    float total = acc[c];
+    for (uint j = 0u; j < S; ++j) {
+      uint e = slot_expert(t, j);
+      float g = 0.0;
+      {{EPILOGUE}}
+      total += rw[t * S + j] * v;
+    }
+)";
+
 // The matrix-vector pass a row: workgroup i is (token, slot group, column block); `weighted`: the
 // kernel computes the route_sum, a token's slots one group, weighted (the route weights at binding
-// 5) and summed in the workgroup; else each slot is its own group.
+// 5) and summed in the workgroup; else each slot is its own group. Each invocation accumulates its
+// parts' dot products of every slot of the group (weighted, where summing) before the workgroup
+// reduces them once (the workgroup's invocations take the items of one list, a slot's part each:
+// every slot's parts where summing, the group's one slot's else): a weighted product's epilogue is affine (RouteSumInExperts asks for bias steps
+// only), so the weighted sum of the slots' values is the weighted sum of their dot products plus
+// the weighted sum of the epilogue's value at 0, and the slots' loads are never held up by a
+// reduction.
 absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue& epilogue, bool weighted, int64_t experts,
                                       int64_t slots, int64_t kdim, int64_t rows, int64_t cols, bool per_slot_x) {
   const graph::Node& x = c.input(0);
   const graph::Node& w = c.input(1);
   const bool gated = epilogue.gated;
-  absl::StatusOr<tuning::ExpertGemvConfig> config = tuning::ChooseExpertGemv();
-  if (!config.ok()) return config.status();
+  if (weighted && gated) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expert_matmul '", c.node.label, "': a gated product cannot sum its slots in its kernel"));
+  }
   absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, w.type.dtype, kdim);
   if (!parts.ok()) return parts.status();
-  const int64_t blocks = (cols + config->cols - 1) / config->cols, groups_per_token = weighted ? 1 : slots;
+  const int64_t groups_per_token = weighted ? 1 : slots, items = (weighted ? slots : 1) * parts->per_row;
   const int64_t bucket_rows = c.rows(x);
-  // As many invocations as a row has parts (a subgroup at least), up to kExpertWorkgroup.
-  uint32_t wanted = c.caps.subgroup_size;
-  while (wanted < kExpertWorkgroup && wanted < parts->per_row) wanted *= 2;
-  const uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, wanted);
+  const bool subgroups = c.caps.subgroup_arithmetic;
+  // As many invocations as the list has items, up to kExpertWorkgroup (half as many while the last
+  // round over the list would leave more than an eighth of them idle, and fewer with half), and
+  // one a column at least (each writes one): whole subgroups where the reduction takes subgroup
+  // adds, else a power of two (its tree in shared memory).
+  auto workgroup = [&](int64_t columns) {
+    const int64_t unit = subgroups ? c.caps.subgroup_size : 1;
+    auto whole = [&](int64_t n) {
+      if (subgroups) return (n + unit - 1) / unit * unit;
+      int64_t pow2 = 1;
+      while (pow2 < n) pow2 *= 2;
+      return pow2;
+    };
+    auto idle = [&](int64_t w) { return (items + w - 1) / w * w - items; };
+    int64_t wanted = whole(std::min<int64_t>(items, kExpertWorkgroup));
+    while (wanted / 2 >= unit && whole(wanted / 2) == wanted / 2 && idle(wanted) * 8 > items &&
+           idle(wanted / 2) < idle(wanted)) {
+      wanted /= 2;
+    }
+    wanted = whole(std::max(wanted, columns));
+    return subgroups ? static_cast<uint32_t>(wanted) : WidestPowerOfTwoWorkgroup(c.caps, static_cast<uint32_t>(wanted));
+  };
+  absl::StatusOr<tuning::ExpertGemvConfig> config =
+      tuning::ChooseExpertGemv(bucket_rows * groups_per_token * cols, workgroup(1));
+  if (!config.ok()) return config.status();
+  const int64_t blocks = (cols + config->cols - 1) / config->cols;
+  const uint32_t wg = workgroup(config->cols);
   Kernel k;
   k.config = *config;
   k.variant = absl::StrCat("gemv.", graph::Name(w.type.dtype), gated ? ".gated" : "", weighted ? ".sum" : "",
-                           per_slot_x ? ".slot_x" : "", epilogue.variant,
+                           per_slot_x ? ".slot_x" : "", epilogue.variant, ".wg", wg,
                            config->cols != tuning::ExpertGemvConfig{}.cols ? absl::StrCat(".c", config->cols) : "");
   k.glsl = absl::StrCat(
-      ShaderHeader(wg), FloatBuffer(1, "y", graph::DType::kF32, false), FloatBuffer(2, "x", graph::DType::kF32, true),
-      parts->glsl, IntBuffer(4, "ids", true),
-      weighted ? FloatBuffer(5, "rw", graph::DType::kF32, true) : "", ActivationGlsl(), epilogue.buffers,
-      WorkgroupReductions(wg, c.caps.subgroup_arithmetic),
+      ShaderHeader(wg),
+      subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
+                  "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
+                : "",
+      FloatBuffer(1, "y", graph::DType::kF32, false), FloatBuffer(2, "x", graph::DType::kF32, true), parts->glsl,
+      IntBuffer(4, "ids", true), weighted ? FloatBuffer(5, "rw", graph::DType::kF32, true) : "", ActivationGlsl(),
+      epilogue.buffers,
       Fill(R"(
 const uint WG = {{WG}}u, E = {{E}}u, S = {{S}}u, N = {{N}}u, KD = {{KD}}u, COLS = {{COLS}}u, C = {{C}}u;
 const uint BLOCKS = {{BLOCKS}}u, GROUPS = {{GROUPS}}u, XW = {{XW}}u, PARTS = {{PARTS}}u;
 const bool GATED = {{GATED}}, WEIGHTED = {{WEIGHTED}}, SLOT_X = {{SLOT_X}};
-
-void main() {
-  uint i = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-  uint blk = i % BLOCKS, group = (i / BLOCKS) % GROUPS, t = i / (BLOCKS * GROUPS);
-  if (t >= {{ROWS}}) return;  // uniform across the workgroup
-  float total[C];
-  [[unroll]] for (uint c = 0u; c < C; ++c) total[c] = 0.0;
-  uint first = WEIGHTED ? 0u : group, last = WEIGHTED ? S : group + 1u;
-  for (uint j = first; j < last; ++j) {
-    // An id out of range reads the last expert rather than past the weight.
-    uint e = min(uint(ids[t * S + j]), E - 1u);
-    uint xo = t * XW + (SLOT_X ? j * KD : 0u);
-    float gs[C], us[C];
-    [[unroll]] for (uint c = 0u; c < C; ++c) { gs[c] = 0.0; us[c] = 0.0; }
-    for (uint p = gl_LocalInvocationID.x; p < PARTS; p += WG) {
-      // Every row's part is loaded before the first is used, so the loads are in flight together.
-      WPart gp[C], up[C];
-      [[unroll]] for (uint c = 0u; c < C; ++c) {
-        uint col = min(blk * C + c, COLS - 1u);
-        gp[c] = w_load(e * N + col, p);
-        if (GATED) up[c] = w_load(e * N + COLS + col, p);
-      }
-      float xv[PV], xrun[RUNS];
-      [[unroll]] for (uint v = 0u; v < PV; ++v) xv[v] = x[xo + w_part_k(p, v)];
-      [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
-        float sum = 0.0;
-        [[unroll]] for (uint v = 0u; v < PV / RUNS; ++v) sum += xv[r * (PV / RUNS) + v];
-        xrun[r] = sum;
-      }
-      [[unroll]] for (uint c = 0u; c < C; ++c) {
-        gs[c] += w_dot(gp[c], p, xv, xrun);
-        if (GATED) us[c] += w_dot(up[c], p, xv, xrun);
-      }
-    }
-    float slot_weight = {{SLOT_WEIGHT}};
-    [[unroll]] for (uint c = 0u; c < C; ++c) {
-      float g = wg_sum(gs[c]);
-      float u = GATED ? wg_sum(us[c]) : 0.0;
-      {{EPILOGUE}}
-      total[c] += slot_weight * v;
-    }
-  }
-  if (gl_LocalInvocationID.x == 0u) {
-    [[unroll]] for (uint c = 0u; c < C; ++c) {
-      uint col = blk * C + c;
-      if (col < COLS) y[(t * GROUPS + group) * COLS + col] = total[c];
-    }
-  }
-}
+// The list of items, a slot's part each: every slot's parts where summing, else the group's slot's.
+const uint G = GATED ? 2u : 1u, OUTS = C * G, ITEMS = (WEIGHTED ? S : 1u) * PARTS, ITERS = (ITEMS + WG - 1u) / WG;
 )",
            {{"WG", absl::StrCat(wg)},
             {"E", absl::StrCat(experts)},
@@ -286,9 +305,53 @@ void main() {
             {"PARTS", absl::StrCat(parts->per_row)},
             {"GATED", gated ? "true" : "false"},
             {"WEIGHTED", weighted ? "true" : "false"},
-            {"SLOT_X", per_slot_x ? "true" : "false"},
-            {"EPILOGUE", epilogue.biases > 0 ? absl::StrCat("uint bcol = min(blk * C + c, COLS - 1u);\n", epilogue.statements)
-                                          : epilogue.statements},
+            {"SLOT_X", per_slot_x ? "true" : "false"}}),
+      DotsReduceGlsl(subgroups),
+      Fill(R"(
+// An id out of range reads the last expert rather than past the weight.
+uint slot_expert(uint t, uint j) { return min(uint(ids[t * S + j]), E - 1u); }
+
+void main() {
+  uint i = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  uint blk = i % BLOCKS, group = (i / BLOCKS) % GROUPS, t = i / (BLOCKS * GROUPS);
+  if (t >= {{ROWS}}) return;  // uniform across the workgroup
+  uint lid = gl_LocalInvocationID.x;
+  float acc[OUTS];
+  [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] = 0.0;
+  [[unroll]] for (uint it = 0u; it < ITERS; ++it) {
+    // Past the last item (when WG does not divide ITEMS), read the last one again with x = 0.
+    uint item = min(lid + it * WG, ITEMS - 1u);
+    bool live = lid + it * WG < ITEMS;
+    uint p = item % PARTS, j = WEIGHTED ? item / PARTS : group;
+    uint e = slot_expert(t, j);
+    uint xo = t * XW + (SLOT_X ? j * KD : 0u);
+    // Every row's part is loaded before the first is used, so the loads are in flight together.
+    WPart wp[OUTS];
+    [[unroll]] for (uint c = 0u; c < C; ++c) {
+      uint col = min(blk * C + c, COLS - 1u);
+      [[unroll]] for (uint g = 0u; g < G; ++g) wp[c * G + g] = w_load(e * N + g * COLS + col, p);
+    }
+    float xv[PV], xrun[RUNS];
+    [[unroll]] for (uint v = 0u; v < PV; ++v) xv[v] = live ? x[xo + w_part_k(p, v)] : 0.0;
+    [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
+      float sum = 0.0;
+      [[unroll]] for (uint v = 0u; v < PV / RUNS; ++v) sum += xv[r * (PV / RUNS) + v];
+      xrun[r] = sum;
+    }
+    float slot_weight = {{SLOT_WEIGHT}};
+    [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] += slot_weight * w_dot(wp[o], p, xv, xrun);
+  }
+  wg_reduce(acc);
+  // Invocation c writes column c of the block: the selects with constant indices keep acc in
+  // registers.
+  [[unroll]] for (uint c = 0u; c < C; ++c) {
+    uint bcol = blk * C + c;
+    if (lid != c || bcol >= COLS) continue;
+{{COLUMN}}    y[(t * GROUPS + group) * COLS + bcol] = total;
+  }
+}
+)",
+           {{"COLUMN", Fill(weighted ? kWeightedColumn : kSlotColumn, {{"EPILOGUE", epilogue.statements}})},
             {"SLOT_WEIGHT", weighted ? "rw[t * S + j]" : "1.0"},
             {"ROWS", RowsExpr(x.type.shape[0].tokens, bucket_rows)}}));
   k.groups = WideGrid(static_cast<uint32_t>(bucket_rows * groups_per_token * blocks));

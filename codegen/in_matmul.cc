@@ -9,6 +9,7 @@
 #include "codegen/tuning/experts.h"
 #include "codegen/tuning/gemv.h"
 #include "codegen/tuning/tuning.h"
+#include "graph/epilogue.h"
 #include "graph/layout.h"
 #include "graph/rms_norm_inputs.h"
 
@@ -83,8 +84,14 @@ bool RouteSumInExperts(const graph::Graph& g, const graph::Node& n, int64_t toke
   const graph::Node& product = g.node(n.inputs[0]);
   const bool is_output = std::any_of(g.outputs().begin(), g.outputs().end(),
                                      [&](const auto& o) { return o.second == product.id; });
-  return product.kind == graph::OpKind::kExpertMatMul && g.Users(product.id).size() == 1 && !is_output &&
-         !ExpertsGrouped(product, tokens, rules);
+  if (product.kind != graph::OpKind::kExpertMatMul || g.Users(product.id).size() != 1 || is_output ||
+      ExpertsGrouped(product, tokens, rules)) {
+    return false;
+  }
+  // The kernel sums the slots' dot products before its epilogue, which must therefore be affine.
+  absl::StatusOr<std::vector<graph::EpilogueStep>> steps = graph::ParseEpilogue(product.attrs.Str("epilogue"));
+  return steps.ok() && std::all_of(steps->begin(), steps->end(),
+                                   [](graph::EpilogueStep s) { return s == graph::EpilogueStep::kBias; });
 }
 
 bool InMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {

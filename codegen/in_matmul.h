@@ -14,9 +14,9 @@
 //  - A last row in x: a last_row that one matmul alone reads, as x (the LM head): every matmul
 //    variant reads row T − 1 of the last_row's input itself, so the row is never copied.
 //  - A route sum in the expert product: a route_sum whose slots an expert product alone writes,
-//    where that product takes a matrix-vector pass a row (its rows not grouped by expert): the
-//    product's workgroups weight and sum a token's slots as they compute them, so the slots are
-//    never stored. Where the product groups its rows by expert (from
+//    where that product takes a matrix-vector pass a row (its rows not grouped by expert) and its
+//    epilogue is affine (bias steps only): the product's workgroups weight and sum a token's slots
+//    as they compute them, so the slots are never stored. Where the product groups its rows by expert (from
 //    tuning::ExpertsGroupedFrom rows), a token's slots come from different workgroups: the
 //    slots are stored and the route_sum is a dispatch of its own.
 //
@@ -64,7 +64,7 @@ bool LastRowInX(const graph::Graph& g, const graph::Node& n, const InMatMulRules
 bool ExpertsGrouped(const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
 
 // Whether the expert product whose slots a route_sum `n` sums computes `n` in a plan of `tokens`:
-// where `n` is its only reader and it does not group its rows.
+// where `n` is its only reader, it does not group its rows, and its epilogue adds biases at most.
 bool RouteSumInExperts(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
 
 // Whether a matmul's kernel computes `n` in any of the four ways: `n` then has no dispatch.

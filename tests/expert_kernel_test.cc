@@ -64,7 +64,7 @@ class ExpertKernelTest : public vk::VkTest {
 
 // top_k over more experts than the router's workgroup has invocations, and both weightings.
 TEST_F(ExpertKernelTest, RouterMatchesTheInterpreter) {
-  for (auto [experts, k] : std::vector<std::pair<int64_t, int64_t>>{{150, 7}, {5, 3}, {9, 1}}) {
+  for (auto [experts, k] : std::vector<std::pair<int64_t, int64_t>>{{150, 7}, {5, 3}, {9, 1}, {1000, 4}}) {
     GraphBuilder b;
     ValueId logits = b.Input("x", Rows(experts));
     ValueId ids = b.TopK(logits, k);

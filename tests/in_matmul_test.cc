@@ -208,5 +208,27 @@ TEST(InMatMul, ARouteSumIsTheExpertProductsWhereItTakesARowAtATime) {
   EXPECT_FALSE(codegen::InMatMulRulesFromTune().ok());
 }
 
+// The kernel sums the slots' dot products before its epilogue: an epilogue with an activation
+// keeps the route_sum a dispatch of its own; biases alone do not.
+TEST(InMatMul, ARouteSumStaysOutOfAnExpertProductWhoseEpilogueIsNotAffine) {
+  graph::GraphBuilder b;
+  ValueId x = b.Input("x", test::Rows(96));
+  ValueId logits = b.Input("logits", test::Rows(5));
+  ValueId ids = b.TopK(logits, 2);
+  ValueId weights = b.RouteWeights(logits, ids, "softmax_chosen");
+  ValueId bias = b.Param("b", {DType::kF32, {graph::Dim::Static(5 * 24)}});
+  ValueId silu = b.ExpertMatMul(x, b.Param("w", test::Matrix(5 * 24, 96, DType::kQ8_0)), ids, 5, "silu");
+  ValueId silu_sum = b.RouteSum(silu, weights);
+  b.Output("y", silu_sum);
+  ValueId biased = b.ExpertMatMul(x, b.Param("w2", test::Matrix(5 * 24, 96, DType::kQ8_0)), ids, 5, "bias", "down", {bias});
+  ValueId biased_sum = b.RouteSum(biased, weights);
+  b.Output("y2", biased_sum);
+  const graph::Graph g = *std::move(b).Finish();
+  absl::StatusOr<InMatMulRules> rules = codegen::InMatMulRulesFromTune();
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  EXPECT_FALSE(codegen::RouteSumInExperts(g, g.node(silu_sum), 1, *rules));
+  EXPECT_TRUE(codegen::RouteSumInExperts(g, g.node(biased_sum), 1, *rules));
+}
+
 }  // namespace
 }  // namespace doppler

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -99,16 +100,28 @@ TEST_P(MoeQ8EngineTest, LogitsNearTransformersAndTheSameGreedyTokens) {
   // wrong weights or routing are off by about the logits' whole range. Positions the exact model
   // routes with a near tie (router logits less than 0.01 apart) are left out: rounded weights may
   // route them to the other expert, as they do gpt_oss's prompt's one (1e-4 apart in layer 1), and
-  // with 64-row prefill chunks on NVIDIA's f16 products, mixtral's first decode step.
+  // with 64-row prefill chunks on NVIDIA's f16 products. The greedy tokens are compared where the
+  // reference's two largest logits are further apart than the error bound below (mixtral's first
+  // decode step's are 0.008 of its largest apart, which Q8_0's rounding may reverse).
+  constexpr double kBound = 0.05;
   absl::StatusOr<std::vector<bool>> ties = NearTies(*ref, 0.01);
   ASSERT_TRUE(ties.ok()) << ties.status();
   const int64_t vocab = ref->prefill_logits.shape[1], prompt = static_cast<int64_t>(ref->input_ids.size());
-  // Each decode step's greedy token, but where the step's token is routed with a near tie.
+  // Each decode step's greedy token, but where the step's token is routed with a near tie or its
+  // top two logits are within the bound.
   const std::vector<int32_t> following = test::FollowingTokens(ref->greedy_tokens, ref->next_token_after_greedy);
   ASSERT_EQ(run->decode_top.size(), following.size());
+  int64_t compared = 0;
   for (size_t i = 0; i < following.size(); ++i) {
-    if (!(*ties)[static_cast<size_t>(prompt) + i]) EXPECT_EQ(run->decode_top[i], following[i]) << "decode step " << i;
+    const float* want = ref->decode_logits.data.data() + i * static_cast<size_t>(vocab);
+    std::vector<float> row(want, want + vocab);
+    std::sort(row.rbegin(), row.rend());
+    const double largest = std::max(std::abs(row.front()), std::abs(row.back()));
+    if ((*ties)[static_cast<size_t>(prompt) + i] || row[0] - row[1] <= kBound * largest) continue;
+    EXPECT_EQ(run->decode_top[i], following[i]) << "decode step " << i;
+    ++compared;
   }
+  EXPECT_GE(compared, static_cast<int64_t>(following.size()) / 2) << "so few clear steps leave little to compare";
   double prefill_err = 0, decode_err = 0;
   int64_t left_out = 0;
   for (size_t r = 0; r < ties->size(); ++r) {
@@ -128,8 +141,8 @@ TEST_P(MoeQ8EngineTest, LogitsNearTransformersAndTheSameGreedyTokens) {
   std::printf("[ %s q8_0 ] worst row error: prefill %.3g, decode %.3g (of max |logit|; %lld near ties left out)\n",
               GetParam().model.c_str(), prefill_err, decode_err, static_cast<long long>(left_out));
   EXPECT_LE(left_out, static_cast<int64_t>(ties->size()) / 8) << "so many near ties leave little to compare";
-  EXPECT_LE(prefill_err, 0.05);
-  EXPECT_LE(decode_err, 0.05);
+  EXPECT_LE(prefill_err, kBound);
+  EXPECT_LE(decode_err, kBound);
   EXPECT_EQ(e.device().validation_messages(), 0);
 }
 

@@ -21,6 +21,7 @@
 #include "codegen/tuning/coop.h"
 #include "codegen/tuning/coop_rows.h"
 #include "codegen/tuning/device_choices.h"
+#include "codegen/tuning/experts.h"
 #include "codegen/tuning/gemm.h"
 #include "codegen/tuning/gemv.h"
 #include "codegen/tuning/tuning.h"
@@ -37,9 +38,11 @@
 namespace doppler {
 namespace {
 
+using codegen::tuning::ChooseExpertGemv;
 using codegen::tuning::ChooseGemm;
 using codegen::tuning::ChooseGemv;
 using codegen::tuning::ChooseGemvQ8;
+using codegen::tuning::ExpertGemvConfig;
 using codegen::tuning::GemmConfig;
 using codegen::tuning::GemvConfig;
 using codegen::tuning::Override;
@@ -120,6 +123,30 @@ TEST(Tuning, GemvRowsFollowTheRegistersAndTheStaging) {
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->rows, c.rows) << "q8, " << c.m << " rows of " << c.k_or_part_values;
   }
+}
+
+// The expert matrix-vector kernel takes as many columns a workgroup, up to 4, as keep 2^18
+// invocations in the dispatch: a decode step's gated product of 8 slots × 768 columns in 64-wide
+// workgroups takes one, GPT-OSS's of 4 × 2,880 in 128-wide ones four, its down product's weighted
+// sum (2,880 columns in 256-wide workgroups) two; DOPPLER_TUNE's experts.cols overrides.
+TEST(Tuning, ExpertGemvColumnsKeepTheDispatchFull) {
+  unsetenv("DOPPLER_TUNE");
+  struct Case {
+    int64_t column_workgroups, workgroup, cols;
+  };
+  for (const Case& c : std::vector<Case>{{8 * 768, 64, 1}, {4 * 2880, 128, 4}, {2880, 256, 2}, {10, 32, 1}}) {
+    absl::StatusOr<ExpertGemvConfig> got = ChooseExpertGemv(c.column_workgroups, c.workgroup);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->cols, c.cols) << c.column_workgroups << " workgroups of " << c.workgroup;
+  }
+  {
+    ScopedTune tune("experts.cols=8");
+    absl::StatusOr<ExpertGemvConfig> got = ChooseExpertGemv(10, 32);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->cols, 8);
+  }
+  ScopedTune tune("experts.cols=3");
+  EXPECT_FALSE(ChooseExpertGemv(10, 32).ok());
 }
 
 TEST(Tuning, GemvRowsOverridesAreCheckedAndUsedForAtMostTheBucket) {

@@ -19,8 +19,10 @@ absl::StatusOr<int64_t> ExpertsGroupedFrom() {
   return **v;
 }
 
-absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv() {
+absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv(int64_t column_workgroups, int64_t workgroup) {
   ExpertGemvConfig c;
+  c.cols = kExpertGemvMaxCols;
+  while (c.cols > 1 && column_workgroups / c.cols * workgroup < kExpertGemvTargetInvocations) c.cols /= 2;
   absl::StatusOr<std::optional<int64_t>> cols = Override("experts", "cols");
   if (!cols.ok()) return cols.status();
   if (*cols) {

@@ -21,17 +21,25 @@ inline constexpr int64_t kExpertsGroupedFrom = 64;
 // kExpertsGroupedFrom, or DOPPLER_TUNE's experts.grouped_from (at least 1).
 absl::StatusOr<int64_t> ExpertsGroupedFrom();
 
-// The matrix-vector kernel's shape: a workgroup (as many invocations as a row has parts, a
-// subgroup at least, at most 128) computes `cols` output columns of a token's slot (or of its
-// slots' weighted sum), its invocations taking the rows' parts in turn and reducing the columns'
-// sums over the workgroup. Teams of a subgroup each, a workgroup of several, reducing with
+// The matrix-vector kernel's shape: a workgroup computes `cols` output columns of a token's slot
+// (or of its slots' weighted sum), its invocations taking the rows' parts (of every slot, where
+// summing) as one list and reducing the columns' sums over the workgroup once. The most columns,
+// up to kExpertGemvMaxCols, that keep kExpertGemvTargetInvocations invocations in the dispatch:
+// each column a workgroup takes costs the dispatch invocations, and with few (a down product's
+// weighted sum of slots, one workgroup a column block for all of them) the loads in flight are too
+// few to keep the memory busy. Teams of a subgroup each, a workgroup of several, reducing with
 // subgroup adds, were slower at every shape measured (gpt-oss-20b tg32 215.8 tok/s against
-// 64.5–185.7): bench/RESULTS.md, "The expert matrix-vector kernel's teams".
+// 64.5–185.7): bench/RESULTS.md, "The expert matrix-vector kernel's teams" and "The expert
+// matrix-vector kernel's columns".
 struct ExpertGemvConfig {
   int64_t cols = 4;  // output columns a workgroup computes: 1, 2, 4, 8 or 16
 };
+inline constexpr int64_t kExpertGemvMaxCols = 4;
+inline constexpr int64_t kExpertGemvTargetInvocations = int64_t{1} << 18;
 
-// The shape, with DOPPLER_TUNE's experts.cols in place of the choice's.
-absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv();
+// The shape for a dispatch of `column_workgroups` workgroups at one column each (tokens × slot
+// groups × columns) of `workgroup` invocations, with DOPPLER_TUNE's experts.cols in place of the
+// choice's.
+absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv(int64_t column_workgroups, int64_t workgroup);
 
 }  // namespace doppler::codegen::tuning
