@@ -155,16 +155,25 @@ TEST(InMatMul, LoweringCoversTheTailWithTheMatmulsDispatch) {
   for (const codegen::Dispatch& d : *plain) EXPECT_EQ(d.covers, std::vector<ValueId>{d.node});
 }
 
+// A router's inputs for the tests below: x of 96 values a row, 5 experts, the top 2.
+struct Routed {
+  ValueId x, ids, weights;
+};
+Routed Route(graph::GraphBuilder& b) {
+  ValueId x = b.Input("x", test::Rows(96));
+  ValueId logits = b.Input("logits", test::Rows(5));
+  ValueId ids = b.TopK(logits, 2);
+  return {x, ids, b.RouteWeights(logits, ids, "softmax_chosen")};
+}
+
 // A route_sum is computed by the expert product it sums where that product takes a row at a time
 // (below tuning::kExpertsGroupedFrom rows, or DOPPLER_TUNE's experts.grouped_from), and is a
 // dispatch of its own where the product groups its rows by expert, or where another node reads the
 // slots.
+
 TEST(InMatMul, ARouteSumIsTheExpertProductsWhereItTakesARowAtATime) {
   graph::GraphBuilder b;
-  ValueId x = b.Input("x", test::Rows(96));
-  ValueId logits = b.Input("logits", test::Rows(5));
-  ValueId ids = b.TopK(logits, 2);
-  ValueId weights = b.RouteWeights(logits, ids, "softmax_chosen");
+  const auto [x, ids, weights] = Route(b);
   ValueId down = b.ExpertMatMul(x, b.Param("w", test::Matrix(5 * 24, 96, DType::kQ8_0)), ids, 5);
   ValueId sum = b.RouteSum(down, weights);
   b.Output("y", sum);
@@ -212,10 +221,7 @@ TEST(InMatMul, ARouteSumIsTheExpertProductsWhereItTakesARowAtATime) {
 // keeps the route_sum a dispatch of its own; biases alone do not.
 TEST(InMatMul, ARouteSumStaysOutOfAnExpertProductWhoseEpilogueIsNotAffine) {
   graph::GraphBuilder b;
-  ValueId x = b.Input("x", test::Rows(96));
-  ValueId logits = b.Input("logits", test::Rows(5));
-  ValueId ids = b.TopK(logits, 2);
-  ValueId weights = b.RouteWeights(logits, ids, "softmax_chosen");
+  const auto [x, ids, weights] = Route(b);
   ValueId bias = b.Param("b", {DType::kF32, {graph::Dim::Static(5 * 24)}});
   ValueId silu = b.ExpertMatMul(x, b.Param("w", test::Matrix(5 * 24, 96, DType::kQ8_0)), ids, 5, "silu");
   ValueId silu_sum = b.RouteSum(silu, weights);
