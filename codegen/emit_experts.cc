@@ -272,6 +272,13 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
   if (!config.ok()) return config.status();
   const int64_t blocks = (cols + config->cols - 1) / config->cols;
   const uint32_t wg = workgroup(config->cols);
+  // The reduction's shared floats: a column's (and its up row's) sum an invocation.
+  const int64_t reduce_bytes = 4 * config->cols * (gated ? 2 : 1) * int64_t{wg};
+  if (reduce_bytes > int64_t{c.caps.max_shared_memory}) {
+    return absl::InvalidArgumentError(absl::StrCat("expert_matmul '", c.node.label, "': ", config->cols,
+                                                   " columns a workgroup of ", wg, " take ", reduce_bytes,
+                                                   " bytes of shared memory; the device has ", c.caps.max_shared_memory));
+  }
   Kernel k;
   k.config = *config;
   k.variant = absl::StrCat("gemv.", graph::Name(w.type.dtype), gated ? ".gated" : "", weighted ? ".sum" : "",

@@ -236,5 +236,24 @@ TEST(InMatMul, ARouteSumStaysOutOfAnExpertProductWhoseEpilogueIsNotAffine) {
   EXPECT_TRUE(codegen::RouteSumInExperts(g, g.node(biased_sum), 1, *rules));
 }
 
+// An expert product whose workgroup's reduction would not fit the device's shared memory (16
+// gated columns a workgroup, 128 bytes an invocation, on an 8 KiB device) is an error naming it,
+// not a kernel the device cannot run.
+TEST(InMatMul, AnExpertShapeBeyondTheSharedMemoryIsAnError) {
+  graph::GraphBuilder b;
+  ValueId x = b.Input("x", test::Rows(4096));
+  ValueId ids = b.TopK(b.Input("logits", test::Rows(5)), 2);
+  b.Output("h", b.ExpertMatMul(x, b.Param("w", test::Matrix(5 * 2 * 24, 4096, DType::kQ8_0)), ids, 5, "silu_mul"));
+  const graph::Graph g = *std::move(b).Finish();
+  codegen::TargetCaps caps;
+  caps.max_shared_memory = 8192;
+  ASSERT_TRUE(codegen::Lower(g, caps, 1).ok());
+  const test::ScopedTune tune("experts.cols=16");
+  absl::StatusOr<std::vector<codegen::Dispatch>> lowered = codegen::Lower(g, caps, 1);
+  ASSERT_FALSE(lowered.ok());
+  EXPECT_NE(lowered.status().message().find("bytes of shared memory; the device has 8192"), std::string::npos)
+      << lowered.status();
+}
+
 }  // namespace
 }  // namespace doppler
