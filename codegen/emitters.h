@@ -40,7 +40,7 @@ absl::StatusOr<Kernel> EmitArgmax(const EmitContext& c);
 absl::StatusOr<Kernel> EmitRecordTokens(const EmitContext& c);
 absl::StatusOr<Kernel> EmitRepeatPenalty(const EmitContext& c);
 absl::StatusOr<Kernel> EmitSample(const EmitContext& c);
-// Mixture of experts (codegen/emit_experts.cc).
+// Mixture of experts (codegen/emit_router.cc, codegen/emit_experts.cc).
 absl::StatusOr<Kernel> EmitTopK(const EmitContext& c);
 absl::StatusOr<Kernel> EmitRouteWeights(const EmitContext& c);
 absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c);
