@@ -12,8 +12,6 @@
 // is a tiled product (the matmul family's tiled variants over one expert's matrix), so that an
 // expert's weights are read once a tile of its rows rather than once a row. The epilogue's bias
 // steps read the chosen expert's row of the biases.
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
@@ -26,9 +24,6 @@
 namespace doppler::codegen {
 namespace {
 
-// The widest workgroup of the matrix-vector kernel.
-constexpr uint32_t kExpertWorkgroup = 256;
-
 // An expert product's epilogue chain as GLSL statements on a column's value g (and u, its up value,
 // where gated) that define `float v`, for expert e at column bcol; bias steps before the gated one
 // add to both halves, later ones to v, each reading its expert's row of its input (node input i at
@@ -38,7 +33,6 @@ struct ExpertEpilogue {
   std::string statements;  // uses g, u, e, bcol; defines v
   std::string variant;     // "+bias+clamped_swiglu" ...
   bool gated = false;
-  int biases = 0;
 };
 
 absl::StatusOr<ExpertEpilogue> ExpertEpilogueGlsl(const EmitContext& c, uint32_t binding_shift) {
@@ -72,7 +66,6 @@ absl::StatusOr<ExpertEpilogue> ExpertEpilogueGlsl(const EmitContext& c, uint32_t
         absl::StrAppend(&out.buffers, FloatBuffer(static_cast<uint32_t>(input + binding_shift), name,
                                                   c.input(static_cast<int>(input)).type.dtype, true));
         ++input;
-        ++out.biases;
         if (!gated_yet) {
           absl::StrAppend(&out.statements, "g += load_", name, "(e * 2u * COLS + bcol);\nu += load_", name,
                           "(e * 2u * COLS + COLS + bcol);\n");
@@ -119,53 +112,27 @@ constexpr const char* kWeightedColumn = R"(    float total = acc[c];
 
 // The matrix-vector pass a row: workgroup i is (token, slot group, column block); `weighted`: the
 // kernel computes the route_sum, a token's slots one group, weighted (the route weights at binding
-// 5) and summed in the workgroup; else each slot is its own group. Each invocation accumulates its
-// parts' dot products of every slot of the group (weighted, where summing) before the workgroup
-// reduces them once (the workgroup's invocations take the items of one list, a slot's part each:
-// every slot's parts where summing, the group's one slot's else): a weighted product's epilogue is affine (RouteSumInExperts asks for bias steps
-// only), so the weighted sum of the slots' values is the weighted sum of their dot products plus
-// the weighted sum of the epilogue's value at 0, and the slots' loads are never held up by a
-// reduction.
+// 5) and summed in the workgroup; else each slot is its own group. The workgroup's invocations take
+// the items of one list, a slot's part of the rows each (every slot's parts where summing, the
+// group's one slot's else), and accumulate their dot products (weighted, where summing) before the
+// workgroup reduces them once. A summed product's epilogue is affine (RouteSumInExperts asks for
+// bias steps only), so the weighted sum of the slots' values is the weighted sum of their dot
+// products plus the weighted sum of the epilogue's value at 0.
 absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue& epilogue, bool weighted, int64_t experts,
                                       int64_t slots, int64_t kdim, int64_t rows, int64_t cols, bool per_slot_x) {
   const graph::Node& x = c.input(0);
   const graph::Node& w = c.input(1);
   const bool gated = epilogue.gated;
-  if (weighted && gated) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expert_matmul '", c.node.label, "': a gated product cannot sum its slots in its kernel"));
-  }
   absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, w.type.dtype, kdim);
   if (!parts.ok()) return parts.status();
   const int64_t groups_per_token = weighted ? 1 : slots, items = (weighted ? slots : 1) * parts->per_row;
   const int64_t bucket_rows = c.rows(x);
   const bool subgroups = c.caps.subgroup_arithmetic;
-  // As many invocations as the list has items, up to kExpertWorkgroup (half as many while the last
-  // round over the list would leave more than an eighth of them idle, and fewer with half), and
-  // one a column at least (each writes one): whole subgroups where the reduction takes subgroup
-  // adds, else a power of two (its tree in shared memory).
-  auto workgroup = [&](int64_t columns) {
-    const int64_t unit = subgroups ? c.caps.subgroup_size : 1;
-    auto whole = [&](int64_t n) {
-      if (subgroups) return (n + unit - 1) / unit * unit;
-      int64_t pow2 = 1;
-      while (pow2 < n) pow2 *= 2;
-      return pow2;
-    };
-    auto idle = [&](int64_t w) { return (items + w - 1) / w * w - items; };
-    int64_t wanted = whole(std::min<int64_t>(items, kExpertWorkgroup));
-    while (wanted / 2 >= unit && whole(wanted / 2) == wanted / 2 && idle(wanted) * 8 > items &&
-           idle(wanted / 2) < idle(wanted)) {
-      wanted /= 2;
-    }
-    wanted = whole(std::max(wanted, columns));
-    return subgroups ? static_cast<uint32_t>(wanted) : WidestPowerOfTwoWorkgroup(c.caps, static_cast<uint32_t>(wanted));
-  };
   absl::StatusOr<tuning::ExpertGemvConfig> config =
-      tuning::ChooseExpertGemv(bucket_rows * groups_per_token * cols, workgroup(1));
+      tuning::ChooseExpertGemv(c.caps, items, bucket_rows * groups_per_token * cols);
   if (!config.ok()) return config.status();
   const int64_t blocks = (cols + config->cols - 1) / config->cols;
-  const uint32_t wg = workgroup(config->cols);
+  const uint32_t wg = tuning::ExpertGemvWorkgroup(c.caps, items, config->cols);
   // The reduction's shared floats: a column's (and its up row's) sum an invocation.
   const int64_t reduce_bytes = 4 * config->cols * (gated ? 2 : 1) * int64_t{wg};
   if (reduce_bytes > int64_t{c.caps.max_shared_memory}) {

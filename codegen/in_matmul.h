@@ -16,9 +16,9 @@
 //  - A route sum in the expert product: a route_sum whose slots an expert product alone writes,
 //    where that product takes a matrix-vector pass a row (its rows not grouped by expert) and its
 //    epilogue is affine (bias steps only): the product's workgroups weight and sum a token's slots
-//    as they compute them, so the slots are never stored. Where the product groups its rows by expert (from
-//    tuning::ExpertsGroupedFrom rows), a token's slots come from different workgroups: the
-//    slots are stored and the route_sum is a dispatch of its own.
+//    as they compute them, so the slots are never stored. Where the product groups its rows by
+//    expert (from tuning::ExpertsGroupedFrom rows), a token's slots come from different
+//    workgroups: the slots are stored and the route_sum is a dispatch of its own.
 //
 // DOPPLER_TUNE's matmul.tail, matmul.norm_in_x, matmul.last_row_in_x and matmul.route_sum (1 or
 // 0) turn each on or off, to compare plans with and without.

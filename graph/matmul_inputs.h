@@ -4,9 +4,10 @@
 //   expert_matmul:  (x, w[E*N, K], ids i32[T, k], extra...)
 //
 // x_norm is there with attr norm_eps (a norm prologue, fuse-norm-matmul): x is RMS-normalised
-// with this weight first (attrs norm_eps, norm_offset). The extra inputs are the epilogue's (attr epilogue, graph/epilogue.h), one
-// for each bias or add step in the order of the chain; an expert product's bias step takes every
-// expert's bias, a vector [E*W] (W the width at that step: expert e's bias is values e*W..).
+// with this weight first (attrs norm_eps, norm_offset). The extra inputs are the epilogue's (attr
+// epilogue, graph/epilogue.h), one for each bias or add step in the order of the chain; an expert
+// product's bias step takes every expert's bias, a vector [E*W] (W the width at that step: expert
+// e's bias is values e*W..).
 #pragma once
 
 #include <optional>

@@ -208,7 +208,9 @@ TEST(InMatMul, ARouteSumIsTheExpertProductsWhereItTakesARowAtATime) {
     absl::StatusOr<std::vector<codegen::Dispatch>> grouped = codegen::Lower(g, codegen::TargetCaps{}, 1);
     ASSERT_TRUE(grouped.ok()) << grouped.status();
     for (const codegen::Dispatch& d : *grouped) {
-      if (d.node == down) EXPECT_EQ(d.kernel.variant.rfind("grouped.gemm.", 0), 0u) << d.kernel.variant;
+      if (d.node == down) {
+        EXPECT_EQ(d.kernel.variant.rfind("grouped.gemm.", 0), 0u) << d.kernel.variant;
+      }
       sums += d.node == sum ? 1 : 0;
     }
     EXPECT_EQ(sums, 1);

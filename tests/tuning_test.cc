@@ -126,27 +126,33 @@ TEST(Tuning, GemvRowsFollowTheRegistersAndTheStaging) {
 }
 
 // The expert matrix-vector kernel takes as many columns a workgroup, up to 4, as keep 2^18
-// invocations in the dispatch: a decode step's gated product of 8 slots × 768 columns in 64-wide
-// workgroups takes one, GPT-OSS's of 4 × 2,880 in 128-wide ones four, its down product's weighted
-// sum (2,880 columns in 256-wide workgroups) two; DOPPLER_TUNE's experts.cols overrides.
+// invocations in the dispatch (on an H100-like device, subgroups of 32): a decode step's gated
+// product of 8 slots × 768 columns over 64 parts a row (workgroups of 64) takes one, GPT-OSS's of 4
+// × 2,880 over 360 parts (128: 256 would leave 152 idle in its last round) four, its down product's
+// weighted sum of 4 slots' 360 parts (2,880 columns, workgroups of 256) two; DOPPLER_TUNE's
+// experts.cols overrides.
 TEST(Tuning, ExpertGemvColumnsKeepTheDispatchFull) {
   unsetenv("DOPPLER_TUNE");
+  const codegen::TargetCaps nvidia = codegen::H100LikeCaps();
   struct Case {
-    int64_t column_workgroups, workgroup, cols;
+    int64_t items, column_workgroups;
+    uint32_t workgroup;
+    int64_t cols;
   };
-  for (const Case& c : std::vector<Case>{{8 * 768, 64, 1}, {4 * 2880, 128, 4}, {2880, 256, 2}, {10, 32, 1}}) {
-    absl::StatusOr<ExpertGemvConfig> got = ChooseExpertGemv(c.column_workgroups, c.workgroup);
+  for (const Case& c : std::vector<Case>{{64, 8 * 768, 64, 1}, {360, 4 * 2880, 128, 4}, {4 * 360, 2880, 256, 2}, {24, 10, 32, 1}}) {
+    EXPECT_EQ(codegen::tuning::ExpertGemvWorkgroup(nvidia, c.items, 1), c.workgroup) << c.items << " items";
+    absl::StatusOr<ExpertGemvConfig> got = ChooseExpertGemv(nvidia, c.items, c.column_workgroups);
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->cols, c.cols) << c.column_workgroups << " workgroups of " << c.workgroup;
   }
   {
     ScopedTune tune("experts.cols=8");
-    absl::StatusOr<ExpertGemvConfig> got = ChooseExpertGemv(10, 32);
+    absl::StatusOr<ExpertGemvConfig> got = ChooseExpertGemv(nvidia, 24, 10);
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->cols, 8);
   }
   ScopedTune tune("experts.cols=3");
-  EXPECT_FALSE(ChooseExpertGemv(10, 32).ok());
+  EXPECT_FALSE(ChooseExpertGemv(nvidia, 24, 10).ok());
 }
 
 TEST(Tuning, GemvRowsOverridesAreCheckedAndUsedForAtMostTheBucket) {

@@ -7,6 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codegen/emitters.h"
+#include "codegen/tuning/gemv_shape.h"
 #include "codegen/tuning/tuning.h"
 
 namespace doppler::codegen::tuning {
@@ -19,10 +21,26 @@ absl::StatusOr<int64_t> ExpertsGroupedFrom() {
   return **v;
 }
 
-absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv(int64_t column_workgroups, int64_t workgroup) {
+uint32_t ExpertGemvWorkgroup(const TargetCaps& caps, int64_t items, int64_t cols) {
+  const int64_t unit = caps.subgroup_arithmetic ? caps.subgroup_size : 1;
+  auto whole = [&](int64_t n) {
+    if (caps.subgroup_arithmetic) return (n + unit - 1) / unit * unit;
+    int64_t pow2 = 1;
+    while (pow2 < n) pow2 *= 2;
+    return pow2;
+  };
+  int64_t wg = whole(std::min(items, kExpertGemvMaxWorkgroup));
+  while (wg / 2 >= unit && whole(wg / 2) == wg / 2 && HalfWorkgroupIdlesLess(items, wg)) wg /= 2;
+  wg = whole(std::max(wg, cols));
+  return caps.subgroup_arithmetic ? std::min(static_cast<uint32_t>(wg), caps.max_workgroup_invocations)
+                                  : WidestPowerOfTwoWorkgroup(caps, static_cast<uint32_t>(wg));
+}
+
+absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv(const TargetCaps& caps, int64_t items, int64_t column_workgroups) {
   ExpertGemvConfig c;
+  const int64_t workgroup = ExpertGemvWorkgroup(caps, items, 1);
   c.cols = kExpertGemvMaxCols;
-  while (c.cols > 1 && column_workgroups / c.cols * workgroup < kExpertGemvTargetInvocations) c.cols /= 2;
+  while (c.cols > 1 && column_workgroups / c.cols * workgroup < kGemvTargetInvocations) c.cols /= 2;
   absl::StatusOr<std::optional<int64_t>> cols = Override("experts", "cols");
   if (!cols.ok()) return cols.status();
   if (*cols) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "codegen/target_caps.h"
 
 namespace doppler::codegen::tuning {
 
@@ -23,8 +24,8 @@ absl::StatusOr<int64_t> ExpertsGroupedFrom();
 
 // The matrix-vector kernel's shape: a workgroup computes `cols` output columns of a token's slot
 // (or of its slots' weighted sum), its invocations taking the rows' parts (of every slot, where
-// summing) as one list and reducing the columns' sums over the workgroup once. The most columns,
-// up to kExpertGemvMaxCols, that keep kExpertGemvTargetInvocations invocations in the dispatch:
+// summing) as one list of items and reducing the columns' sums over the workgroup once. The most
+// columns, up to kExpertGemvMaxCols, that keep kGemvTargetInvocations invocations in the dispatch:
 // each column a workgroup takes costs the dispatch invocations, and with few (a down product's
 // weighted sum of slots, one workgroup a column block for all of them) the loads in flight are too
 // few to keep the memory busy. Teams of a subgroup each, a workgroup of several, reducing with
@@ -36,11 +37,19 @@ struct ExpertGemvConfig {
   int64_t cols = 4;  // output columns a workgroup computes: 1, 2, 4, 8 or 16
 };
 inline constexpr int64_t kExpertGemvMaxCols = 4;
-inline constexpr int64_t kExpertGemvTargetInvocations = int64_t{1} << 18;
+// The widest workgroup.
+inline constexpr int64_t kExpertGemvMaxWorkgroup = 256;
+
+// The workgroup for a list of `items` and `cols` columns: as many invocations as the list has
+// items, up to kExpertGemvMaxWorkgroup (half as many where that leaves fewer idle in the last
+// round, tuning::HalfWorkgroupIdlesLess), and one a column at least (each writes one); whole
+// subgroups where the device reduces with subgroup arithmetic, else a power of two (the reduction's
+// tree in shared memory).
+uint32_t ExpertGemvWorkgroup(const TargetCaps& caps, int64_t items, int64_t cols);
 
 // The shape for a dispatch of `column_workgroups` workgroups at one column each (tokens × slot
-// groups × columns) of `workgroup` invocations, with DOPPLER_TUNE's experts.cols in place of the
+// groups × columns) over lists of `items`, with DOPPLER_TUNE's experts.cols in place of the
 // choice's.
-absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv(int64_t column_workgroups, int64_t workgroup);
+absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv(const TargetCaps& caps, int64_t items, int64_t column_workgroups);
 
 }  // namespace doppler::codegen::tuning

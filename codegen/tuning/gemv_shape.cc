@@ -13,8 +13,6 @@ namespace {
 // The float kernel (bench/RESULTS.md, "The matrix-vector kernels' shape rules": float kernel).
 // A weight row a workgroup per kRowsPerDot rows of the matrix, kMinDots to kMaxDots dot products.
 constexpr int64_t kRowsPerDot = 4096, kMinDots = 2, kMaxDots = 4;
-// Invocations in flight that saturate a large GPU's memory.
-constexpr int64_t kTargetInvocations = int64_t{1} << 18;
 constexpr uint32_t kMinWorkgroup = 32, kMaxWorkgroup = 256;
 
 // The q8 kernel (bench/RESULTS.md, "The matrix-vector kernels' shape rules": q8 kernel).
@@ -66,6 +64,11 @@ int64_t FlatColumns(int64_t rn, int64_t gates, int64_t parts_per_row, int64_t te
 
 }  // namespace
 
+bool HalfWorkgroupIdlesLess(int64_t items, int64_t width) {
+  auto idle = [&](int64_t w) { return CeilDiv(items, w) * w - items; };
+  return idle(width) * 8 > items && idle(width / 2) < idle(width);
+}
+
 int64_t GemvColumnsPerWorkgroup(const GemvProblem& p, int64_t tm) {
   int64_t dots = kMinDots;
   while (dots * 2 <= kMaxDots && dots * 2 * kRowsPerDot <= p.n * p.gates) dots *= 2;
@@ -75,12 +78,10 @@ int64_t GemvColumnsPerWorkgroup(const GemvProblem& p, int64_t tm) {
 uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row) {
   const uint32_t cap = std::min(kMaxWorkgroup, caps.max_workgroup_invocations);
   uint32_t wg = std::min(kMinWorkgroup, cap);
-  while (wg * 2 <= cap && workgroups * wg < kTargetInvocations && wg < parts_per_row) wg *= 2;
-  // Narrower where the last round over a row would leave more than an eighth of the workgroup idle
-  // and the narrower one still keeps half the target in flight.
-  auto idle = [&](int64_t w) { return CeilDiv(parts_per_row, w) * w - parts_per_row; };
-  while (wg > kMinWorkgroup && idle(wg) * 8 > parts_per_row && idle(wg / 2) < idle(wg) &&
-         workgroups * wg >= kTargetInvocations) {
+  while (wg * 2 <= cap && workgroups * wg < kGemvTargetInvocations && wg < parts_per_row) wg *= 2;
+  // Narrower where the last round over a row would leave many idle and the narrower one still
+  // keeps half the target in flight.
+  while (wg > kMinWorkgroup && HalfWorkgroupIdlesLess(parts_per_row, wg) && workgroups * wg >= kGemvTargetInvocations) {
     wg /= 2;
   }
   return wg;

@@ -43,8 +43,13 @@ GemvShape ChooseGemvShape(const TargetCaps& caps, const GemvProblem& p, const Ge
 // The float kernel's output columns a workgroup (RN) for TM rows of x: a weight row per 4,096 rows
 // of the matrix, 2 to 4 dot products.
 int64_t GemvColumnsPerWorkgroup(const GemvProblem& p, int64_t tm);
+// Invocations in flight that saturate a large GPU's memory.
+inline constexpr int64_t kGemvTargetInvocations = int64_t{1} << 18;
+// Whether a workgroup half as wide takes a list of `items` with fewer idle in its last round, where
+// this one's would leave more than an eighth of them idle.
+bool HalfWorkgroupIdlesLess(int64_t items, int64_t width);
 // The float kernel's workgroup size for `workgroups` of them over rows of `parts_per_row` parts:
-// wide enough to keep 2^18 invocations in flight, never wider than a row has parts.
+// wide enough to keep kGemvTargetInvocations invocations in flight, never wider than a row has parts.
 uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row);
 
 // What the q8 kernel's shape depends on beside the product.
