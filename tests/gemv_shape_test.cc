@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codegen/known_targets.h"
+#include "tests/support/scoped_tune.h"
 
 namespace doppler {
 namespace {
@@ -114,6 +115,25 @@ TEST(GemvShape, ARestatedNormNeedsXInOneSegment) {
   ASSERT_FALSE(restated.ok());
   EXPECT_NE(restated.status().message().find("bytes of shared memory cannot stage"), std::string::npos)
       << restated.status();
+}
+
+// DOPPLER_TUNE's gemv_q8.depth sets the iterations a lane keeps in flight, plain and flat, at most
+// the iterations there are.
+TEST(GemvShape, DepthOverrideSetsTheLoadsInFlight) {
+  const TargetCaps caps = codegen::H100LikeCaps();
+  for (const int64_t k : {int64_t{4096}, int64_t{14336}}) {
+    const tuning::GemvProblem p{1, k, 4096, 2, graph::DType::kQ4_0, 32, k / 32, false};
+    for (const int64_t depth : {int64_t{1}, int64_t{3}, int64_t{8}}) {
+      test::ScopedTune tune(absl::StrCat("gemv_q8.depth=", depth).c_str());
+      absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemvQ8(p.m, p.k, {p.w_dtype, true});
+      ASSERT_TRUE(config.ok()) << config.status();
+      EXPECT_EQ(config->depth, depth);
+      absl::StatusOr<tuning::GemvQ8Shape> s = tuning::ChooseGemvQ8Shape(caps, p, {}, *config);
+      ASSERT_TRUE(s.ok()) << s.status();
+      EXPECT_EQ(s->depth, std::min<int64_t>(depth, s->iters)) << k;
+      EXPECT_EQ(s->flat_depth, std::min<int64_t>(depth, s->flat_iters)) << k;
+    }
+  }
 }
 
 }  // namespace

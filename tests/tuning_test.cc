@@ -253,6 +253,7 @@ TEST(Tuning, BadGemvQ8DecodingEntriesAreErrorsNamingThem) {
            {"gemv_q8.q4_0_signed=2", "gemv_q8.q4_0_signed=2 is not one of 0, 1"},
            {"gemv_q8.iq4_xs_part=128", "gemv_q8.iq4_xs_part=128 is not one of 32, 64"},
            {"gemv_q8.q4_0_part=48", "gemv_q8.q4_0_part=48 is not one of 32, 64"},
+           {"gemv_q8.depth=9", "gemv_q8.depth=9 is not one of 1, 2, 3, 4, 5, 6, 7, 8"},
            {"gemv_q8.iq4_pairs=16", "gemv_q8.iq4_pairs=16 stages x in pairs through subgroup shuffles"}}) {
     ScopedTune scoped(tune.c_str());
     absl::StatusOr<GemvConfig> c = ChooseGemvQ8(1, 4096, {graph::DType::kIQ4_XS, false});
@@ -303,6 +304,8 @@ TEST_F(TunedKernelTest, EveryGemvQ8DecodingMatchesTheInterpreter) {
   for (const char* part : {"gemv_q8.q4_0_part=32,", "gemv_q8.q4_0_part=64,"}) {
     for (const char* tune : {"gemv_q8.q4_0_signed=0", "gemv_q8.q4_0_signed=1"}) q4_0.push_back(absl::StrCat(part, tune));
   }
+  // And with one and with three iterations' parts in flight (the value read below is the last entry's).
+  for (const char* depth : {"gemv_q8.depth=1,", "gemv_q8.depth=3,"}) q4_0.push_back(absl::StrCat(depth, "gemv_q8.q4_0_signed=1"));
   for (const Case& c : {Case{DType::kIQ4_XS, 1, 1, 768, 37, false, iq4_xs}, Case{DType::kIQ4_XS, 3, 4, 1280, 13, true, iq4_xs},
                         Case{DType::kIQ4_NL, 1, 1, 96, 37, false, iq4}, Case{DType::kIQ4_NL, 3, 4, 160, 67, true, iq4},
                         Case{DType::kIQ4_XS, 1, 1, 23296, 5, false,

@@ -85,6 +85,7 @@ absl::StatusOr<GemvConfig> ChooseGemvQ8(int64_t m, int64_t k, const GemvQ8Weight
   if (absl::Status s = OverrideOneOf("gemv_q8", "q4_0_signed", {0, 1}, config->q4_0_signed); !s.ok()) return s;
   if (absl::Status s = OverrideOneOf("gemv_q8", "iq4_xs_part", {32, 64}, config->iq4_xs_part); !s.ok()) return s;
   if (absl::Status s = OverrideOneOf("gemv_q8", "q4_0_part", {32, 64}, config->q4_0_part); !s.ok()) return s;
+  if (absl::Status s = OverrideOneOf("gemv_q8", "depth", {1, 2, 3, 4, 5, 6, 7, 8}, config->depth); !s.ok()) return s;
   if (k % 64 != 0) config->q4_0_part = 32;
   if (iq4 && config->iq4_pairs > 0 && !weights.shuffles) {
     return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: gemv_q8.iq4_pairs=", config->iq4_pairs,

@@ -33,6 +33,9 @@ struct GemvConfig {
   // The q8 kernel's Q4_0 parts: 32 values (a block) or 64 (two, their d's one word), the latter only
   // for rows of a multiple of 64 values (others keep 32). DOPPLER_TUNE's gemv_q8.q4_0_part.
   int64_t q4_0_part = 32;
+  // The q8 kernel's iterations whose weight parts a lane keeps in flight (the shape's depth, and
+  // its flat list's); 0: the shape's rule. DOPPLER_TUNE's gemv_q8.depth (1 .. 8).
+  int64_t depth = 0;
 };
 
 // What the q8 kernel's decoding choices depend on beside the shape: the weights' type, and whether

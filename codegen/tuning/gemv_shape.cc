@@ -210,11 +210,11 @@ absl::StatusOr<GemvQ8Shape> ChooseGemvQ8Shape(const TargetCaps& caps, const Gemv
   shape.steps = steps;
   shape.batch = std::min(steps, kStageBatch);
   shape.iters = iters;
-  shape.depth = std::min<int64_t>(p.k >= kLongRow ? kLongRowDepth : kDepth, iters);
+  shape.depth = std::min<int64_t>(config.depth > 0 ? config.depth : p.k >= kLongRow ? kLongRowDepth : kDepth, iters);
   // Flat: the team's rows' parts as one list, where a row's parts leave lanes idle.
   shape.flat = segments == 1 && seg_parts % team != 0 && rn * p.gates > 1;
   shape.flat_iters = CeilDiv(rn * p.gates * seg_parts, team);
-  shape.flat_depth = std::min(shape.flat_iters, kFlatDepth);
+  shape.flat_depth = std::min(shape.flat_iters, config.depth > 0 ? config.depth : kFlatDepth);
   shape.rg_per_team = segments == 1 ? groups_per_team(teams) : 1;
   shape.workgroups = CeilDiv(row_groups, teams * shape.rg_per_team);
   shape.hold_restated = tm * steps <= kHeldQuads;

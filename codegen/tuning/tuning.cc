@@ -20,7 +20,7 @@ const std::vector<std::string>& KnownKeys() {
   static const std::vector<std::string> keys = {"gemm.bn", "gemm.bk", "coop.bm", "coop.bn", "coop.bk", "coop.sm",
                                                 "coop.sn", "coop.prefetch", "gemv.rows", "gemv_q8.rows",
                                                 "gemv_q8.workgroups", "gemv_q8.iq4_pairs", "gemv_q8.q4_0_signed",
-                                                "gemv_q8.iq4_xs_part", "gemv_q8.q4_0_part", "coop_rows.subgroups",
+                                                "gemv_q8.iq4_xs_part", "gemv_q8.q4_0_part", "gemv_q8.depth", "coop_rows.subgroups",
                                                 "coop_rows.ksplit", "coop_rows.frags", "coop_rows.bk", "coop_rows.prefetch", "coop_rows.from",
                                                 "matmul.tail", "matmul.norm_in_x", "matmul.last_row_in_x",
                                                 "matmul.route_sum", "experts.grouped_from", "experts.cols"};
