@@ -92,7 +92,7 @@ std::string BlockDecoder(const std::string& name, graph::DType dtype, int64_t k)
   float d = {{N}}_half(base + {{D_AT}}u + b * 2u);
 )",
                           dtype == graph::DType::kQ4_0 ? "  precise float y = float(int(nib) - 8) * d;\n"
-                                                       : "  precise float y = d * float(IQ4NL_VALUES[nib]);\n",
+                                                       : "  precise float y = d * float(iq4_value(nib));\n",
                           "  return y;\n");
       break;
     case graph::DType::kQ4_1:  // qs[16], (f16 d, f16 m): q * d + m
@@ -144,7 +144,7 @@ std::string BlockDecoder(const std::string& name, graph::DType dtype, int64_t k)
   uint ls = (({{N}}_byte(head + 4u + (s >> 1)) >> (4u * (s & 1u))) & 15u) | (((word0 >> (16u + 2u * s)) & 3u) << 4);
   uint nib = ({{N}}_byte(base + b * 128u + 16u * s + (l & 15u)) >> ((l >> 4) * 4u)) & 15u;
   precise float dl = unpackHalf2x16(word0).x * float(int(ls) - 32);
-  precise float y = dl * float(IQ4NL_VALUES[nib]);
+  precise float y = dl * float(iq4_value(nib));
   return y;
 )";
       break;
@@ -153,7 +153,7 @@ std::string BlockDecoder(const std::string& name, graph::DType dtype, int64_t k)
   uint row = i / {{K}}u, e = i - row * {{K}}u, base = row * {{ROW_BYTES}}u;
   uint b = e >> 5, v = e & 31u;
   uint nib = ({{N}}_byte(base + b * 16u + (v & 15u)) >> ((v >> 4) * 4u)) & 15u;
-  precise float y = float(MXFP4_VALUES[nib]) * e8m0_half({{N}}_byte(base + {{SC_AT}}u + b));
+  precise float y = float(mxfp4_value(nib)) * e8m0_half({{N}}_byte(base + {{SC_AT}}u + b));
   return y;
 )";
       break;
@@ -172,29 +172,29 @@ float load_{{N}}(uint i) {)",
               values);
 }
 
-// A 16-value grid of signed bytes that a format's nibbles index, as `const int <P>_VALUES[16]`,
-// `const uvec4 <P>_BYTES`, `uint <p>_bytes(uint)` and `uvec2 <p>_word(uint)`, and `extra`,
-// declared once.
+// A 16-value grid of signed bytes that a format's nibbles index, as `const uvec4 <P>_BYTES`,
+// `uint <p>_byte_at(uint)`, `int <p>_value(uint)`, `uint <p>_bytes(uint)` and `uvec2
+// <p>_word(uint)`, and `extra`, declared once.
 std::string NibbleGridGlsl(const std::string& upper, const std::string& lower, const int8_t (&grid)[16],
                            const std::string& extra) {
-  std::string values;
   uint32_t words[4] = {};
-  for (int i = 0; i < 16; ++i) {
-    absl::StrAppend(&values, i == 0 ? "" : ", ", grid[i]);
-    words[i / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(grid[i])) << (8 * (i % 4));
-  }
+  for (int i = 0; i < 16; ++i) words[i / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(grid[i])) << (8 * (i % 4));
   // Guarded: a shader may declare more than one weight of the format.
-  return Fill(absl::StrCat("#ifndef {{P}}_DECLARED\n#define {{P}}_DECLARED\nconst int {{P}}_VALUES[16] = int[16](", values,
-                           ");\nconst uvec4 {{P}}_BYTES = uvec4(", words[0], "u, ", words[1], "u, ", words[2], "u, ",
+  return Fill(absl::StrCat("#ifndef {{P}}_DECLARED\n#define {{P}}_DECLARED\nconst uvec4 {{P}}_BYTES = uvec4(", words[0], "u, ", words[1], "u, ", words[2], "u, ",
                            words[3],
                            R"(u);
+// Grid value n (0..15) as an unsigned byte. Its word is chosen by selects: a constant indexed
+// by a value the compiler cannot know may be copied to each invocation's local memory.
+uint {{p}}_byte_at(uint n) {
+  uint w = (n & 8u) != 0u ? ((n & 4u) != 0u ? {{P}}_BYTES.w : {{P}}_BYTES.z) : ((n & 4u) != 0u ? {{P}}_BYTES.y : {{P}}_BYTES.x);
+  return (w >> ((n & 3u) << 3)) & 255u;
+}
+// Grid value n.
+int {{p}}_value(uint n) { return bitfieldExtract(int({{p}}_byte_at(n)), 0, 8); }
 // Four nibbles, one a byte, as their grid values, one a signed byte.
 uint {{p}}_bytes(uint nibbles) {
   uint r = 0u;
-  [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-    uint n = (nibbles >> (8u * i)) & 15u;
-    r |= (({{P}}_BYTES[n >> 2] >> ((n & 3u) << 3)) & 255u) << (8u * i);
-  }
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) r |= {{p}}_byte_at((nibbles >> (8u * i)) & 15u) << (8u * i);
   return r;
 }
 // A word of a block's nibbles (byte j: a low and a high nibble) as the grid values of its low

@@ -30,12 +30,15 @@ std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType 
 // vectors, `uvec4 <name>4[]`. Plain types are FloatBuffer's.
 std::string WeightRowsBuffer(uint32_t binding, const std::string& name, graph::DType dtype, int64_t k);
 
-// `const int IQ4NL_VALUES[16]`: graph::kIQ4NLValues, the grid IQ4_NL's and IQ4_XS's nibbles index,
-// `uint iq4_bytes(uint)`: four nibbles (one a byte) as their four values (signed bytes), for
-// integer dot products, and `uvec2 iq4_word(uint)`: a word of nibbles as the values of its low and
-// of its high nibbles (declared once however often included).
+// The grid IQ4_NL's and IQ4_XS's nibbles index (graph::kIQ4NLValues) as `const uvec4 IQ4NL_BYTES`
+// (value n in byte n % 4 of word n / 4), `uint iq4_byte_at(uint n)` and `int iq4_value(uint n)`:
+// value n as an unsigned byte and as an int, `uint iq4_bytes(uint)`: four nibbles (one a byte) as
+// their four values (signed bytes), for integer dot products, and `uvec2 iq4_word(uint)`: a word
+// of nibbles as the values of its low and of its high nibbles (declared once however often
+// included).
 std::string Iq4NlValuesGlsl();
-// The same for MXFP4's grid (graph::kMXFP4Values: MXFP4_VALUES, mxfp4_bytes, mxfp4_word), with
+// The same for MXFP4's grid (graph::kMXFP4Values: MXFP4_BYTES, mxfp4_byte_at, mxfp4_value,
+// mxfp4_bytes, mxfp4_word), with
 // `float e8m0_half(uint e)`: a block's scale byte as the grid's multiplier, 2^(e - 128).
 std::string Mxfp4ValuesGlsl();
 

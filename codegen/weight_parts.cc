@@ -384,7 +384,7 @@ constexpr const char* kIQ4SharedGrid = R"(
 shared uint iq4_grid[64];
 void w_shared_init() {
   for (uint i = gl_LocalInvocationID.x; i < 64u; i += gl_WorkGroupSize.x) {
-    iq4_grid[i] = (uint(IQ4NL_VALUES[i & 15u]) & 255u) << (8u * (i >> 4));
+    iq4_grid[i] = iq4_byte_at(i & 15u) << (8u * (i >> 4));
   }
 }
 // iq4_bytes' result from the grid in shared memory (after the mask, byte i of `nibbles` is its nibble).
@@ -414,7 +414,7 @@ std::string IQ4PairTable(int64_t replicas) {
 const uint IQ4_R = {{R}}u, IQ4_RS = {{RS}}u;
 shared uint iq4_pairs[256u * IQ4_R];
 uint iq4_pair_value(uint e) {
-  return ((uint(IQ4NL_VALUES[e & 15u]) & 255u) | ((uint(IQ4NL_VALUES[e >> 4]) & 255u) << 8)) * 0x10001u;
+  return (iq4_byte_at(e & 15u) | (iq4_byte_at(e >> 4) << 8)) * 0x10001u;
 }
 void w_shared_init() {
   for (uint i = 4u * gl_LocalInvocationID.x; i < 256u * IQ4_R; i += 4u * gl_WorkGroupSize.x) {
