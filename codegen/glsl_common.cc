@@ -213,7 +213,15 @@ std::string Mxfp4ValuesGlsl() {
   // ggml's E8M0-to-float scale halved (the grid's values are doubled): 2^(e - 128), written as
   // float bits, subnormal for e < 2.
   return NibbleGridGlsl("MXFP4", "mxfp4", graph::kMXFP4Values,
-                        "float e8m0_half(uint e) { return uintBitsToFloat(e < 2u ? 0x00200000u << e : (e - 1u) << 23); }\n");
+                        R"(float e8m0_half(uint e) { return uintBitsToFloat(e < 2u ? 0x00200000u << e : (e - 1u) << 23); }
+// The grid's values of the nibbles at bits `shift` and 16 + `shift` of q, times 2^-15: an E2M1
+// nibble (sign, 2-bit exponent, 1-bit mantissa) is the f16 of its sign, exponent and mantissa bits
+// at the top of f16's, 2^-15 times the doubled value (exponent 0 is an f16 subnormal, as E2M1's).
+vec2 mxfp4_pair(uint q, uint shift) {
+  uint n = q >> shift;
+  return unpackHalf2x16(((n << 9) & 0x0E000E00u) | ((n << 12) & 0x80008000u));
+}
+)");
 }
 
 std::string ShaderHeader(uint32_t workgroup_size) {

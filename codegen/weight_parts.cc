@@ -502,6 +502,18 @@ std::string SmallBlockBytes(const SmallBlockForm& f, const std::string& q, const
   return absl::StrCat("    uint lo = ", lo, ", hi = ", hi, ";\n");
 }
 
+// A part's sums against x as floats: of its grid values as signed bytes, of its linear quants as
+// bytes through byte_unit, and of MXFP4's values as floats straight from the nibbles' bits
+// (mxfp4_pair, 2^-15 times the value: s is scaled back by 2^15, exactly).
+constexpr const char* kGridBytesDots =
+    "    [[unroll]] for (uint i = 0u; i < 4u; ++i) s += float(bitfieldExtract(int(lo), int(8u * i), 8)) * xv[i] + "
+    "float(bitfieldExtract(int(hi), int(8u * i), 8)) * xv[i + 4u];\n";
+constexpr const char* kUnitBytesDots =
+    "    [[unroll]] for (uint i = 0u; i < 4u; ++i) s += byte_unit(lo, int(8u * i)) * xv[i] + byte_unit(hi, int(8u * i)) * xv[i + 4u];\n";
+constexpr const char* kMxfp4PartDots = R"(    vec2 a = mxfp4_pair(w.q, 0u), b = mxfp4_pair(w.q, 8u), c = mxfp4_pair(w.q, 4u), e = mxfp4_pair(w.q, 12u);
+    s = a.x * xv[0] + b.x * xv[1] + a.y * xv[2] + b.y * xv[3] + c.x * xv[4] + e.x * xv[5] + c.y * xv[6] + e.y * xv[7];
+)";
+
 // Against x as floats: part q (0..3) of a block is values 4q + 0..3 and 16 + 4q + 0..3 (as Q5_0's
 // parts): word q of the block's nibbles, its fifth bits and d (and m). Linear quants become floats
 // through byte_unit (Σ q·x = 256 · (Σ unit·x − Σ x / 2)), IQ4_NL's grid values by sign extension.
@@ -526,11 +538,10 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
   uint at = 4u * (p & 3u);
   float s = 0.0;
   {
-)", SmallBlockBytes(f, "w.q", "w.h", "at", f.grid ? absl::StrCat(f.grid, "_word") : ""),
-                      f.grid ? "    [[unroll]] for (uint i = 0u; i < 4u; ++i) s += float(bitfieldExtract(int(lo), int(8u * i), 8)) * xv[i] + "
-                               "float(bitfieldExtract(int(hi), int(8u * i), 8)) * xv[i + 4u];\n"
-                             : "    [[unroll]] for (uint i = 0u; i < 4u; ++i) s += byte_unit(lo, int(8u * i)) * xv[i] + byte_unit(hi, int(8u * i)) * xv[i + 4u];\n",
-                      "  }\n", result, "}\n");
+)", f.e8m0 ? kMxfp4PartDots
+                               : absl::StrCat(SmallBlockBytes(f, "w.q", "w.h", "at", f.grid ? absl::StrCat(f.grid, "_word") : ""),
+                                              f.grid ? kGridBytesDots : kUnitBytesDots),
+                      "  }\n", f.e8m0 ? "  return w.d.x * (32768.0 * s);\n" : result, "}\n");
 }
 
 // Against x in q8 blocks: a part is a whole block (32 values, x's block): its nibbles in one 16-byte
