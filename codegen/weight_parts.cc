@@ -979,14 +979,21 @@ void w_slice8(uint row, uint k, out float v[8]) {
         head = "  float d = w_half(base + SLICE_D_AT + g * 2u);\n";
       }
       if (f.fifth) absl::StrAppend(&head, "  uint qh = w_word((base + SLICE_SC_AT + g * 4u) >> 2);\n");
-      // The grid's values four at a time from registers (<grid>_bytes), not by indexing an array.
-      if (grid != nullptr) {
+      // The grid's values four at a time from registers (<grid>_bytes), not by indexing an array;
+      // MXFP4's two at a time as floats from their f16 bits (mxfp4_pair).
+      if (f.e8m0) {
+        absl::StrAppend(&head, "  vec2 pv[4] = vec2[4](mxfp4_pair(q[0], shift), mxfp4_pair(q[0], shift + 8u), "
+                               "mxfp4_pair(q[1], shift), mxfp4_pair(q[1], shift + 8u));\n");
+      } else if (grid != nullptr) {
         absl::StrAppend(&head, "  uint gv[2] = uint[2](", grid, "_bytes((q[0] >> shift) & 0x0F0F0F0Fu), ", grid,
                         "_bytes((q[1] >> shift) & 0x0F0F0F0Fu));\n");
       }
       const char* nib = "    uint nib = (q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;\n";
       std::string value;
-      if (grid != nullptr) {
+      if (f.e8m0) {
+        // Value i of the slice is pair 2(i / 4) + i % 2's component (i / 2) % 2, 2^-15 times itself.
+        value = "    v[i] = d * (32768.0 * pv[2u * (i >> 2) + (i & 1u)][(i >> 1) & 1u]);\n";
+      } else if (grid != nullptr) {
         value = "    v[i] = d * float(bitfieldExtract(int(gv[i >> 2]), int(8u * (i & 3u)), 8));\n";
       } else if (f.min) {
         value = absl::StrCat(nib, f.fifth ? "    nib |= ((qh >> (r + i)) & 1u) << 4;\n" : "",
