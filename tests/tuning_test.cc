@@ -139,7 +139,7 @@ TEST(Tuning, ExpertGemvColumnsKeepTheDispatchFull) {
     uint32_t workgroup;
     int64_t cols;
   };
-  for (const Case& c : std::vector<Case>{{64, 8 * 768, 64, 1}, {360, 4 * 2880, 128, 4}, {4 * 360, 2880, 256, 2}, {24, 10, 32, 1}}) {
+  for (const Case& c : std::vector<Case>{{64, 8 * 768, 64, 4}, {360, 4 * 2880, 128, 4}, {4 * 360, 2880, 256, 4}, {64, 1536, 64, 2}, {24, 10, 32, 1}}) {
     EXPECT_EQ(codegen::tuning::ExpertGemvWorkgroup(nvidia, c.items, 1), c.workgroup) << c.items << " items";
     absl::StatusOr<ExpertGemvConfig> got = ChooseExpertGemv(nvidia, c.items, c.column_workgroups);
     ASSERT_TRUE(got.ok()) << got.status();

@@ -40,7 +40,7 @@ absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv(const TargetCaps& caps, int64_
   ExpertGemvConfig c;
   const int64_t workgroup = ExpertGemvWorkgroup(caps, items, 1);
   c.cols = kExpertGemvMaxCols;
-  while (c.cols > 1 && column_workgroups / c.cols * workgroup < kGemvTargetInvocations) c.cols /= 2;
+  while (c.cols > 1 && column_workgroups / c.cols * workgroup < kExpertGemvMinInvocations) c.cols /= 2;
   absl::StatusOr<std::optional<int64_t>> cols = Override("experts", "cols");
   if (!cols.ok()) return cols.status();
   if (*cols) {

@@ -25,10 +25,10 @@ absl::StatusOr<int64_t> ExpertsGroupedFrom();
 // The matrix-vector kernel's shape: a workgroup computes `cols` output columns of a token's slot
 // (or of its slots' weighted sum), its invocations taking the rows' parts (of every slot, where
 // summing) as one list of items and reducing the columns' sums over the workgroup once. The most
-// columns, up to kExpertGemvMaxCols, that keep kGemvTargetInvocations invocations in the dispatch:
-// each column a workgroup takes costs the dispatch invocations, and with few (a down product's
-// weighted sum of slots, one workgroup a column block for all of them) the loads in flight are too
-// few to keep the memory busy. Teams of a subgroup each, a workgroup of several, reducing with
+// columns, up to kExpertGemvMaxCols, that keep kExpertGemvMinInvocations invocations in the
+// dispatch: the columns of a workgroup share each load of x (a summed product's x is every slot's,
+// read again by each workgroup), but each column a workgroup takes costs the dispatch invocations,
+// and with too few the loads in flight cannot keep the memory busy. Teams of a subgroup each, a workgroup of several, reducing with
 // subgroup adds, were slower at every shape measured (gpt-oss-20b tg32 215.8 tok/s against
 // 64.5–185.7): bench/RESULTS.md, "The expert matrix-vector kernel's teams"; the list and the
 // columns' rule took qwen3-30b-a3b's decode from 259 to 344 tok/s: "the expert matrix-vector
@@ -37,6 +37,10 @@ struct ExpertGemvConfig {
   int64_t cols = 4;  // output columns a workgroup computes: 1, 2, 4, 8 or 16
 };
 inline constexpr int64_t kExpertGemvMaxCols = 4;
+// With decoders that no longer bound the kernel, 4 columns beat 2 on the H200 at 184K invocations
+// (gpt-oss-20b's down product: 25.0 -> 18.7 us a layer) and 1 at 64K (qwen3-30b-a3b's: 12.1 ->
+// 11.4): bench/RESULTS.md, "MXFP4 decoded through f16 bits".
+inline constexpr int64_t kExpertGemvMinInvocations = int64_t{1} << 15;
 // The widest workgroup.
 inline constexpr int64_t kExpertGemvMaxWorkgroup = 256;
 
