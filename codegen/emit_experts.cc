@@ -110,14 +110,6 @@ constexpr const char* kWeightedColumn = R"(    float total = acc[c];
     }
 )";
 
-// A part's x (zeros past the list), value by value, or four at a time.
-constexpr const char* kLoadX = "    [[unroll]] for (uint v = 0u; v < PV; ++v) xv[v] = live ? x[xo + w_part_k(p, v)] : 0.0;\n";
-constexpr const char* kLoadXQuads = R"(    [[unroll]] for (uint v = 0u; v < PV; v += 4u) {
-      vec4 q = live ? x4[(xo + w_part_k(p, v)) >> 2] : vec4(0.0);
-      xv[v] = q.x; xv[v + 1u] = q.y; xv[v + 2u] = q.z; xv[v + 3u] = q.w;
-    }
-)";
-
 // The matrix-vector pass a row: workgroup i is (token, slot group, column block); `weighted`: the
 // kernel computes the route_sum, a token's slots one group, weighted (the route weights at binding
 // 5) and summed in the workgroup; else each slot is its own group. The workgroup's invocations take
@@ -134,9 +126,6 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
   absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, w.type.dtype, kdim);
   if (!parts.ok()) return parts.status();
   const int64_t groups_per_token = weighted ? 1 : slots, items = (weighted ? slots : 1) * parts->per_row;
-  // A part's x in 16-byte loads where its values come in aligned runs of 4 (WeightParts::glsl's
-  // w_part_k; every row of x, and every slot's part of one, starts a multiple of PV values in).
-  const bool quads = parts->values % 4 == 0;
   const int64_t bucket_rows = c.rows(x);
   const bool subgroups = c.caps.subgroup_arithmetic;
   absl::StatusOr<tuning::ExpertGemvConfig> config =
@@ -162,9 +151,7 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
                   "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
                 : "",
       FloatBuffer(1, "y", graph::DType::kF32, false),
-      quads ? "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };\n"
-            : FloatBuffer(2, "x", graph::DType::kF32, true),
-      parts->glsl,
+      parts->glsl, PartXGlsl(*parts, 2),
       IntBuffer(4, "ids", true), weighted ? FloatBuffer(5, "rw", graph::DType::kF32, true) : "", ActivationGlsl(),
       epilogue.buffers,
       Fill(R"(
@@ -214,7 +201,12 @@ void main() {
       [[unroll]] for (uint g = 0u; g < G; ++g) wp[c * G + g] = w_load(e * N + g * COLS + col, p);
     }
     float xv[PV], xrun[RUNS];
-{{LOAD_X}}    [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
+    // Every row of x, and every slot's part of one, starts a multiple of PV values in.
+    load_part_x(xo, p, xv);
+    if (!live) {
+      [[unroll]] for (uint v = 0u; v < PV; ++v) xv[v] = 0.0;
+    }
+    [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
       float sum = 0.0;
       [[unroll]] for (uint v = 0u; v < PV / RUNS; ++v) sum += xv[r * (PV / RUNS) + v];
       xrun[r] = sum;
@@ -233,7 +225,6 @@ void main() {
 }
 )",
            {{"COLUMN", Fill(weighted ? kWeightedColumn : kSlotColumn, {{"EPILOGUE", epilogue.statements}})},
-            {"LOAD_X", quads ? kLoadXQuads : kLoadX},
             {"SLOT_WEIGHT", weighted ? "rw[t * S + j]" : "1.0"},
             {"ROWS", RowsExpr(x.type.shape[0].tokens, bucket_rows)}}));
   k.groups = WideGrid(static_cast<uint32_t>(bucket_rows * groups_per_token * blocks));

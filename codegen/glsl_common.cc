@@ -180,9 +180,8 @@ std::string NibbleGridGlsl(const std::string& upper, const std::string& lower, c
   uint32_t words[4] = {};
   for (int i = 0; i < 16; ++i) words[i / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(grid[i])) << (8 * (i % 4));
   // Guarded: a shader may declare more than one weight of the format.
-  return Fill(absl::StrCat("#ifndef {{P}}_DECLARED\n#define {{P}}_DECLARED\nconst uvec4 {{P}}_BYTES = uvec4(", words[0], "u, ", words[1], "u, ", words[2], "u, ",
-                           words[3],
-                           R"(u);
+  return Fill(absl::StrCat("#ifndef {{P}}_DECLARED\n#define {{P}}_DECLARED\nconst uvec4 {{P}}_BYTES = uvec4(", words[0],
+                           "u, ", words[1], "u, ", words[2], "u, ", words[3], R"(u);
 // Grid value n (0..15) as an unsigned byte. Its word is chosen by selects: a constant indexed
 // by a value the compiler cannot know may be copied to each invocation's local memory.
 uint {{p}}_byte_at(uint n) {

@@ -38,8 +38,9 @@ std::string WeightRowsBuffer(uint32_t binding, const std::string& name, graph::D
 // included).
 std::string Iq4NlValuesGlsl();
 // The same for MXFP4's grid (graph::kMXFP4Values: MXFP4_BYTES, mxfp4_byte_at, mxfp4_value,
-// mxfp4_bytes, mxfp4_word), with
-// `float e8m0_half(uint e)`: a block's scale byte as the grid's multiplier, 2^(e - 128).
+// mxfp4_bytes, mxfp4_word), with `float e8m0_half(uint e)`: a block's scale byte as the grid's
+// multiplier, 2^(e - 128), and `vec2 mxfp4_pair(uint q, uint shift)`: the values of the nibbles at
+// bits shift and 16 + shift of q as floats, 2^-15 times the grid's.
 std::string Mxfp4ValuesGlsl();
 
 // FloatBuffer for a float buffer whose length is a multiple of 4, declared in 4-element vectors

@@ -83,19 +83,8 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   const uint32_t groups = shape.groups;
   const uint32_t wg = shape.wg;
   const bool subgroups = c.caps.subgroup_arithmetic;
-  // x as vec4 where every run of 4 values of a part is 4-aligned in K (all block formats; floats
-  // when K is a multiple of 4).
-  const std::string x_decl =
-      parts->values % 4 == 0
-          ? "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };\n"
-            "void load_x(uint t, uint p, out float v[PV]) {\n"
-            "  [[unroll]] for (uint i = 0u; i < PV; i += 4u) {\n"
-            "    vec4 q = x4[((x_row0() + t) * K + w_part_k(p, i)) >> 2];\n"
-            "    v[i] = q.x; v[i + 1u] = q.y; v[i + 2u] = q.z; v[i + 3u] = q.w;\n"
-            "  }\n}\n"
-          : absl::StrCat(FloatBuffer(2, "x", graph::DType::kF32, true),
-                         "void load_x(uint t, uint p, out float v[PV]) {\n"
-                         "  [[unroll]] for (uint i = 0u; i < PV; ++i) v[i] = x[(x_row0() + t) * K + w_part_k(p, i)];\n}\n");
+  const std::string x_decl = absl::StrCat(
+      PartXGlsl(*parts, 2), "void load_x(uint t, uint p, out float v[PV]) { load_part_x((x_row0() + t) * K, p, v); }\n");
   // `void scale_by_norm_weight(uint p, inout float v[PV])`, for a norm prologue: the weight is read
   // in 4-value loads wherever x is.
   const std::string norm_decl =

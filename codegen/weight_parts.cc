@@ -878,6 +878,22 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
   return parts;
 }
 
+std::string PartXGlsl(const WeightParts& parts, uint32_t binding) {
+  if (parts.values % 4 != 0) {
+    return absl::StrCat(FloatBuffer(binding, "x", graph::DType::kF32, true),
+                        "void load_part_x(uint at, uint p, out float v[PV]) {\n"
+                        "  [[unroll]] for (uint i = 0u; i < PV; ++i) v[i] = x[at + w_part_k(p, i)];\n}\n");
+  }
+  return absl::StrCat("layout(std430, set = 0, binding = ", binding, R"() readonly buffer Buf_x { vec4 x4[]; };
+void load_part_x(uint at, uint p, out float v[PV]) {
+  [[unroll]] for (uint i = 0u; i < PV; i += 4u) {
+    vec4 q = x4[(at + w_part_k(p, i)) >> 2];
+    v[i] = q.x; v[i + 1u] = q.y; v[i + 2u] = q.z; v[i + 3u] = q.w;
+  }
+}
+)");
+}
+
 }  // namespace doppler::codegen
 
 namespace doppler::codegen {

@@ -75,6 +75,12 @@ struct Q8PartForm {
 absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dtype, int64_t k,
                                               const Q8PartForm& q8 = {});
 
+// A float x at `binding` and `void load_part_x(uint at, uint p, out float v[PV])`: x's values at
+// the columns (w_part_k) of part p of a row whose first value is x's element `at`, in 16-byte loads
+// where the parts' runs of 4 values are 4-aligned (parts of a multiple of 4 values; `at` is then a
+// multiple of 4, as a row of K values is), else value by value.
+std::string PartXGlsl(const WeightParts& parts, uint32_t binding);
+
 }  // namespace doppler::codegen
 
 namespace doppler::codegen {

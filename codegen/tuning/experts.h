@@ -28,11 +28,11 @@ absl::StatusOr<int64_t> ExpertsGroupedFrom();
 // columns, up to kExpertGemvMaxCols, that keep kExpertGemvMinInvocations invocations in the
 // dispatch: the columns of a workgroup share each load of x (a summed product's x is every slot's,
 // read again by each workgroup), but each column a workgroup takes costs the dispatch invocations,
-// and with too few the loads in flight cannot keep the memory busy. Teams of a subgroup each, a workgroup of several, reducing with
-// subgroup adds, were slower at every shape measured (gpt-oss-20b tg32 215.8 tok/s against
-// 64.5–185.7): bench/RESULTS.md, "The expert matrix-vector kernel's teams"; the list and the
-// columns' rule took qwen3-30b-a3b's decode from 259 to 344 tok/s: "the expert matrix-vector
-// kernel's list of slot parts".
+// and with too few the loads in flight cannot keep the memory busy. Teams of a subgroup each, a
+// workgroup of several, reducing with subgroup adds, were slower at every shape measured
+// (gpt-oss-20b tg32 215.8 tok/s against 64.5–185.7): bench/RESULTS.md, "The expert matrix-vector
+// kernel's teams"; the list and the columns' rule took qwen3-30b-a3b's decode from 259 to 344
+// tok/s: "the expert matrix-vector kernel's list of slot parts".
 struct ExpertGemvConfig {
   int64_t cols = 4;  // output columns a workgroup computes: 1, 2, 4, 8 or 16
 };
