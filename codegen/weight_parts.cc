@@ -1,5 +1,7 @@
 #include "codegen/weight_parts.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "codegen/device_layout.h"
 #include "codegen/glsl_common.h"
@@ -369,6 +371,47 @@ float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
   return s;
 }
 )");
+}
+
+// Plain floats (f32, f16, bf16) PV to a part, PV a whole number of words: the part's raw words
+// in the widest loads they fill (uvec4: eight f16 values one 16-byte load, against four word
+// loads), decoded in w_dot, so a part held in flight takes a register a word.
+std::string FloatWordParts(uint32_t binding, graph::DType dtype, int64_t values, int64_t k) {
+  const int64_t words = dtype == graph::DType::kF32 ? values : values / 2;
+  const int64_t width = std::min<int64_t>(words, 4);
+  const char* vec = width == 4 ? "uvec4" : width == 2 ? "uvec2" : "uint";
+  const char* value = dtype == graph::DType::kF32   ? "uintBitsToFloat(w.q[i])"
+                      : dtype == graph::DType::kF16 ? "unpackHalf2x16(w.q[i >> 1])[i & 1u]"
+                                                    : "uintBitsToFloat((i & 1u) == 0u ? w.q[i >> 1] << 16 : w.q[i >> 1] & 0xFFFF0000u)";
+  return Fill(R"(
+layout(std430, set = 0, binding = {{BINDING}}) readonly buffer Buf_w { {{VEC}} w_vec[]; };
+const uint PV = {{PV}}u, RUNS = 1u, K_W = {{K}}u, WORDS = {{WORDS}}u, WIDTH = {{WIDTH}}u;
+struct WPart { uint q[WORDS]; };
+uint w_part_k(uint p, uint i) { return p * PV + i; }
+WPart w_load(uint row, uint p) {
+  WPart w;
+  // Values per load: PV / (WORDS / WIDTH); a part starts at a multiple of PV, so loads align.
+  uint at = (row * K_W + p * PV) / (PV * WIDTH / WORDS);
+  [[unroll]] for (uint j = 0u; j < WORDS / WIDTH; ++j) {
+{{SPLIT}}  }
+  return w;
+}
+float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
+  float s = 0.0;
+  [[unroll]] for (uint i = 0u; i < PV; ++i) s += {{VALUE}} * xv[i];
+  return s;
+}
+)",
+              {{"BINDING", absl::StrCat(binding)},
+               {"VEC", vec},
+               {"PV", absl::StrCat(values)},
+               {"K", absl::StrCat(k)},
+               {"WORDS", absl::StrCat(words)},
+               {"WIDTH", absl::StrCat(width)},
+               {"SPLIT", width == 1 ? "    w.q[j] = w_vec[at + j];\n"
+                                    : absl::StrCat("    ", vec, " v = w_vec[at + j];\n",
+                                                   "    [[unroll]] for (uint c = 0u; c < WIDTH; ++c) w.q[j * WIDTH + c] = v[c];\n")},
+               {"VALUE", value}});
 }
 
 // The IQ4 grid in shared memory, for the q8 kernel, once for each byte of a word: entry 16i + n
@@ -787,10 +830,13 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
   WeightParts parts;
   const std::string row_size = RowConstants("", dtype, k);
   if (graph::IsFloat(dtype)) {
-    // Plain floats: the widest run of 8, 4, 2 or 1 consecutive values that divides K.
+    // Plain floats: the widest run of 8, 4, 2 or 1 consecutive values that divides K, in whole
+    // words where the run fills them (every run but a single 16-bit value).
     parts.values = k % 8 == 0 ? 8 : k % 4 == 0 ? 4 : k % 2 == 0 ? 2 : 1;
     parts.runs = 1;
-    parts.glsl = absl::StrCat(FloatBuffer(binding, "w", dtype, true), ElementParts(parts.values, k));
+    parts.glsl = dtype != graph::DType::kF32 && parts.values == 1
+                     ? absl::StrCat(FloatBuffer(binding, "w", dtype, true), ElementParts(parts.values, k))
+                     : FloatWordParts(binding, dtype, parts.values, k);
     parts.per_row = k / parts.values;
     return parts;
   }

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -28,13 +29,13 @@ std::vector<std::pair<std::string, TargetCaps>> AllCaps() {
 }
 
 // Products of K a multiple of 256 (every block format's superblock), some rows and columns.
-std::vector<tuning::GemvProblem> Problems(int64_t part_values) {
+std::vector<tuning::GemvProblem> Problems(int64_t part_values, graph::DType dtype = graph::DType::kQ4_K) {
   std::vector<tuning::GemvProblem> out;
   for (int64_t k : {256, 768, 2304, 4352, 6912, 14336}) {
     for (int64_t n : {37, 1001, 5003, 128257}) {
       for (int64_t gates : {1, 2}) {
         for (int64_t m : {1, 3, 13}) {
-          out.push_back({m, k, n, gates, graph::DType::kQ4_K, part_values, k / part_values, gates == 1});
+          out.push_back({m, k, n, gates, dtype, part_values, k / part_values, gates == 1});
         }
       }
     }
@@ -47,8 +48,10 @@ std::string Name(const std::string& caps, const tuning::GemvProblem& p) {
 }
 
 TEST(GemvShape, TheFloatKernelCoversEveryColumnWithinTheDevice) {
+  std::vector<tuning::GemvProblem> problems = Problems(16);
+  for (const tuning::GemvProblem& p : Problems(8, graph::DType::kF16)) problems.push_back(p);
   for (const auto& [name, caps] : AllCaps()) {
-    for (const tuning::GemvProblem& p : Problems(16)) {
+    for (const tuning::GemvProblem& p : problems) {
       absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemv(p.m, p.part_values);
       ASSERT_TRUE(config.ok()) << config.status();
       const tuning::GemvShape s = tuning::ChooseGemvShape(caps, p, *config);
@@ -133,6 +136,54 @@ TEST(GemvShape, DepthOverrideSetsTheLoadsInFlight) {
       EXPECT_EQ(s->depth, std::min<int64_t>(depth, s->iters)) << k;
       EXPECT_EQ(s->flat_depth, std::min<int64_t>(depth, s->flat_iters)) << k;
     }
+  }
+}
+
+// Float weights for one row of x take workgroups as wide as a row's parts allow (up to 256), one
+// half as wide where the last round over a row would leave more than an eighth idle; quantized
+// weights and more rows keep the invocation target's.
+TEST(GemvShape, FloatWeightsForOneRowTakeWorkgroupsAsWideAsTheRow) {
+  const TargetCaps caps = codegen::H100LikeCaps();
+  struct Case {
+    int64_t m, k, n;
+    graph::DType dtype;
+    uint32_t wg;
+  };
+  for (const Case& c : std::vector<Case>{{1, 4096, 6144, graph::DType::kF16, 256},
+                                         {1, 4096, 128256, graph::DType::kF16, 256},
+                                         {1, 14336, 4096, graph::DType::kBF16, 256},
+                                         {1, 2880, 5120, graph::DType::kF16, 128},  // 360 parts: 3 rounds of 128
+                                         {1, 2880, 32, graph::DType::kF32, 256},    // few workgroups: the target
+                                         {1, 1000, 4096, graph::DType::kF16, 128},  // 125 parts
+                                         {8, 4096, 6144, graph::DType::kF16, 64},
+                                         {1, 4096, 6144, graph::DType::kQ4_K, 128}}) {
+    const int64_t pv = graph::IsFloat(c.dtype) ? 8 : 16;
+    const tuning::GemvProblem p{c.m, c.k, c.n, 1, c.dtype, pv, c.k / pv, false};
+    absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemv(p.m, p.part_values);
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(tuning::ChooseGemvShape(caps, p, *config).wg, c.wg) << Name("nvidia", p) << " " << graph::Name(c.dtype);
+  }
+}
+
+TEST(GemvShape, FloatColumnsAndWorkgroupOverridesSetTheShape) {
+  const TargetCaps caps = codegen::H100LikeCaps();
+  const tuning::GemvProblem p{1, 2880, 5120, 1, graph::DType::kF16, 8, 360, false};
+  // {cols, wg, the workgroup made}: the reductions' shared memory (4 bytes an output an
+  // invocation) halves one that would not fit it (16 · 1,024 · 4 bytes > 48 KiB).
+  for (const auto& [cols, wg, made] : {std::tuple<int64_t, int64_t, uint32_t>{1, 64, 64}, {8, 256, 256}, {16, 1024, 512}}) {
+    test::ScopedTune tune(absl::StrCat("gemv.cols=", cols, ",gemv.wg=", wg).c_str());
+    absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemv(p.m, p.part_values);
+    ASSERT_TRUE(config.ok()) << config.status();
+    const tuning::GemvShape s = tuning::ChooseGemvShape(caps, p, *config);
+    EXPECT_EQ(s.rn, cols);
+    EXPECT_EQ(s.groups, (5120 + cols - 1) / cols);
+    EXPECT_EQ(s.wg, made) << cols;
+  }
+  for (const char* bad : {"gemv.cols=3", "gemv.wg=48"}) {
+    test::ScopedTune tune(bad);
+    absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemv(1, 8);
+    ASSERT_FALSE(config.ok()) << bad;
+    EXPECT_NE(config.status().message().find(bad), std::string::npos) << config.status();
   }
 }
 

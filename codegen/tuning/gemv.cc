@@ -55,7 +55,12 @@ absl::StatusOr<GemvConfig> WithOverride(absl::string_view family, int64_t m, int
 }  // namespace
 
 absl::StatusOr<GemvConfig> ChooseGemv(int64_t m, int64_t part_values) {
-  return WithOverride("gemv", m, std::max<int64_t>(1, kXRegisters / std::max<int64_t>(1, part_values)));
+  absl::StatusOr<GemvConfig> config =
+      WithOverride("gemv", m, std::max<int64_t>(1, kXRegisters / std::max<int64_t>(1, part_values)));
+  if (!config.ok()) return config;
+  if (absl::Status s = OverrideOneOf("gemv", "cols", {1, 2, 4, 8, 16}, config->cols); !s.ok()) return s;
+  if (absl::Status s = OverrideOneOf("gemv", "wg", {32, 64, 128, 256, 512, 1024}, config->wg); !s.ok()) return s;
+  return config;
 }
 
 absl::StatusOr<GemvConfig> ChooseGemvQ8(int64_t m, int64_t k, const GemvQ8Weights& weights) {

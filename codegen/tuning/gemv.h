@@ -36,6 +36,10 @@ struct GemvConfig {
   // The q8 kernel's iterations whose weight parts a lane keeps in flight (the shape's depth, and
   // its flat list's); 0: the shape's rule. DOPPLER_TUNE's gemv_q8.depth (1 .. 8).
   int64_t depth = 0;
+  // The float kernel's output columns a workgroup (RN) and its invocations; 0: the shape's rules.
+  // DOPPLER_TUNE's gemv.cols (1, 2, 4, 8 or 16) and gemv.wg (32 .. 1024, powers of two).
+  int64_t cols = 0;
+  int64_t wg = 0;
 };
 
 // What the q8 kernel's decoding choices depend on beside the shape: the weights' type, and whether

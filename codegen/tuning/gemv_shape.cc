@@ -75,10 +75,10 @@ int64_t GemvColumnsPerWorkgroup(const GemvProblem& p, int64_t tm) {
   return std::max<int64_t>(1, dots / (p.gates * tm));
 }
 
-uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row) {
+uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row, bool whole_row) {
   const uint32_t cap = std::min(kMaxWorkgroup, caps.max_workgroup_invocations);
   uint32_t wg = std::min(kMinWorkgroup, cap);
-  while (wg * 2 <= cap && workgroups * wg < kGemvTargetInvocations && wg < parts_per_row) wg *= 2;
+  while (wg * 2 <= cap && (whole_row || workgroups * wg < kGemvTargetInvocations) && wg < parts_per_row) wg *= 2;
   // Narrower where the last round over a row would leave many idle and the narrower one still
   // keeps half the target in flight.
   while (wg > kMinWorkgroup && HalfWorkgroupIdlesLess(parts_per_row, wg) && workgroups * wg >= kGemvTargetInvocations) {
@@ -91,7 +91,7 @@ GemvShape ChooseGemvShape(const TargetCaps& caps, const GemvProblem& p, const Ge
   GemvShape shape;
   shape.tm = config.rows;
   shape.row_blocks = CeilDiv(p.m, shape.tm);
-  shape.rn = GemvColumnsPerWorkgroup(p, shape.tm);
+  shape.rn = config.cols > 0 ? config.cols : GemvColumnsPerWorkgroup(p, shape.tm);
   // Loads an iteration ahead, but for Q6_K parts (seven registers each) in workgroups of 4 weight
   // rows, where the registers cost more occupancy than the early loads win.
   shape.load_ahead = !(p.w_dtype == graph::DType::kQ6_K && shape.rn * p.gates >= 4);
@@ -99,7 +99,11 @@ GemvShape ChooseGemvShape(const TargetCaps& caps, const GemvProblem& p, const Ge
   // Narrower where the reduction's sums of many rows (OUTS floats an invocation) would not fit in
   // shared memory.
   const int64_t outs = shape.tm * shape.rn * p.gates + (p.norm ? shape.tm : 0);
-  shape.wg = GemvWorkgroupSize(caps, shape.groups, p.parts_per_row);
+  // Float weights for one row of x: as wide as a row's parts allow, each invocation taking fewer
+  // of a row's parts (their loads are 16 bytes and their registers few).
+  const bool whole_row = graph::IsFloat(p.w_dtype) && shape.tm == 1;
+  shape.wg = config.wg > 0 ? std::min<uint32_t>(static_cast<uint32_t>(config.wg), caps.max_workgroup_invocations)
+                           : GemvWorkgroupSize(caps, shape.groups, p.parts_per_row, whole_row);
   while (shape.wg > kMinWorkgroup && 4 * outs * shape.wg > caps.max_shared_memory) shape.wg /= 2;
   return shape;
 }
@@ -128,7 +132,7 @@ absl::StatusOr<GemvQ8Shape> ChooseGemvQ8Shape(const TargetCaps& caps, const Gemv
   } else {
     // One team a workgroup, shaped as the float kernel's workgroups.
     rn = GemvColumnsPerWorkgroup(p, tm);
-    wg = team = GemvWorkgroupSize(caps, CeilDiv(p.n, rn), p.parts_per_row);
+    wg = team = GemvWorkgroupSize(caps, CeilDiv(p.n, rn), p.parts_per_row, /*whole_row=*/false);
   }
   // Rows: groups of RN output columns, RG_PER_TEAM groups a team (one where x is staged in segments,
   // which are staged again for every group).

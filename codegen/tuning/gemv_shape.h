@@ -49,8 +49,10 @@ inline constexpr int64_t kGemvTargetInvocations = int64_t{1} << 18;
 // this one's would leave more than an eighth of them idle.
 bool HalfWorkgroupIdlesLess(int64_t items, int64_t width);
 // The float kernel's workgroup size for `workgroups` of them over rows of `parts_per_row` parts:
-// wide enough to keep kGemvTargetInvocations invocations in flight, never wider than a row has parts.
-uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row);
+// wide enough to keep kGemvTargetInvocations invocations in flight (with `whole_row`, as wide as a
+// row's parts allow, up to 256), never wider than a row has parts; narrower where the last round
+// over a row would leave many idle (HalfWorkgroupIdlesLess) and the target stays in flight.
+uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row, bool whole_row);
 
 // What the q8 kernel's shape depends on beside the product.
 struct GemvQ8Extras {
