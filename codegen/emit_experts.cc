@@ -123,7 +123,9 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
   const graph::Node& x = c.input(0);
   const graph::Node& w = c.input(1);
   const bool gated = epilogue.gated;
-  absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, w.type.dtype, kdim);
+  absl::StatusOr<int64_t> block_part = tuning::ExpertGemvBlockPart();
+  if (!block_part.ok()) return block_part.status();
+  absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, w.type.dtype, kdim, {}, FloatPartForm{*block_part});
   if (!parts.ok()) return parts.status();
   const int64_t groups_per_token = weighted ? 1 : slots, items = (weighted ? slots : 1) * parts->per_row;
   const int64_t bucket_rows = c.rows(x);
@@ -143,7 +145,7 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
   Kernel k;
   k.config = *config;
   k.variant = absl::StrCat("gemv.", graph::Name(w.type.dtype), gated ? ".gated" : "", weighted ? ".sum" : "",
-                           per_slot_x ? ".slot_x" : "", epilogue.variant, ".wg", wg,
+                           per_slot_x ? ".slot_x" : "", epilogue.variant, parts->values == 32 ? ".block" : "", ".wg", wg,
                            config->cols != tuning::ExpertGemvConfig{}.cols ? absl::StrCat(".c", config->cols) : "");
   k.glsl = absl::StrCat(
       ShaderHeader(wg),

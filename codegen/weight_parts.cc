@@ -553,38 +553,55 @@ constexpr const char* kGridBytesDots =
     "float(bitfieldExtract(int(hi), int(8u * i), 8)) * xv[i + 4u];\n";
 constexpr const char* kUnitBytesDots =
     "    [[unroll]] for (uint i = 0u; i < 4u; ++i) s += byte_unit(lo, int(8u * i)) * xv[i] + byte_unit(hi, int(8u * i)) * xv[i + 4u];\n";
-constexpr const char* kMxfp4PartDots = R"(    vec2 a = mxfp4_pair(w.q, 0u), b = mxfp4_pair(w.q, 8u), c = mxfp4_pair(w.q, 4u), e = mxfp4_pair(w.q, 12u);
+constexpr const char* kMxfp4PartDots = R"(    vec2 a = mxfp4_pair(q, 0u), b = mxfp4_pair(q, 8u), c = mxfp4_pair(q, 4u), e = mxfp4_pair(q, 12u);
     s = a.x * xv[0] + b.x * xv[1] + a.y * xv[2] + b.y * xv[3] + c.x * xv[4] + e.x * xv[5] + c.y * xv[6] + e.y * xv[7];
 )";
 
-// Against x as floats: part q (0..3) of a block is values 4q + 0..3 and 16 + 4q + 0..3 (as Q5_0's
-// parts): word q of the block's nibbles, its fifth bits and d (and m). Linear quants become floats
-// through byte_unit (Σ q·x = 256 · (Σ unit·x − Σ x / 2)), IQ4_NL's grid values by sign extension.
-std::string SmallBlockParts(graph::DType dtype) {
+// Against x as floats: a part is `values` values, 8 (a word of nibbles) or 32 (the whole block,
+// its nibbles one 16-byte load). Word j of a block's nibbles holds values 4j + 0..3 (low nibbles)
+// and 16 + 4j + 0..3 (high), so a part's values go by words: value i of a part is value
+// 4(i / 8) + i % 4 + 16 · ((i / 4) % 2) of its words (a part of 8 is word p % 4 of block p / 4).
+// Each word's sum (word_dot) takes its eight values of x; linear quants become floats through
+// byte_unit (Σ q·x = 256 · (Σ unit·x − Σ x / 2)), IQ4_NL's grid values by sign extension, MXFP4's
+// through f16 bits.
+std::string SmallBlockParts(graph::DType dtype, int64_t values) {
   const SmallBlockForm f = SmallBlockFormOf(dtype);
-  const char* result = f.grid ? "  return w.d.x * s;\n"
-                       : f.min ? "  return w.d.x * (256.0 * s - 128.0 * xrun[0]) + w.d.y * xrun[0];\n"
-                               : "  return w.d.x * (256.0 * s - 136.0 * xrun[0]);  // Σ (q − 8)·x\n";
-  return absl::StrCat(R"(
-const uint PV = 8u, RUNS = 1u;
-struct WPart { uint q; uint h; vec2 d; };
-uint w_part_k(uint p, uint i) { return (p >> 2) * 32u + 4u * (p & 3u) + (i & 3u) + 16u * (i >> 2); }
+  const char* result = f.e8m0 ? "  return w.d.x * (32768.0 * s);\n"
+                       : f.grid ? "  return w.d.x * s;\n"
+                       : f.min  ? "  return w.d.x * (256.0 * s - 128.0 * xrun[0]) + w.d.y * xrun[0];\n"
+                                : "  return w.d.x * (256.0 * s - 136.0 * xrun[0]);  // Σ (q − 8)·x\n";
+  const bool block = values == 32;
+  return absl::StrCat("\nconst uint PV = ", values, "u, RUNS = 1u, PARTS_A_BLOCK = ", 32 / values, "u;\n", R"(
+struct WPart { )", block ? "uvec4 q" : "uint q", R"(; uint h; vec2 d; };
+uint w_part_k(uint p, uint i) {
+  uint word = (p % PARTS_A_BLOCK) * (PV / 8u) + (i >> 3);
+  return (p / PARTS_A_BLOCK) * 32u + 4u * word + (i & 3u) + 16u * ((i >> 2) & 1u);
+}
 WPart w_load(uint row, uint p) {
-  uint base = row * ROW_BYTES, b = p >> 2;
+  uint base = row * ROW_BYTES, b = p / PARTS_A_BLOCK;
   WPart r;
-  r.q = w_word(((base + b * 16u) >> 2) + (p & 3u));
+  r.q = )", block ? "w4[(base + b * 16u) >> 4]" : "w_word(((base + b * 16u) >> 2) + (p & 3u))", R"(;
   r.h = )", f.fifth ? "w_word((base + SC_AT + b * 4u) >> 2)" : "0u", R"(;
   r.d = )", SmallBlockScale(f, "b"), R"(;
   return r;
 }
-float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
-  uint at = 4u * (p & 3u);
+// The sum of word q's values (at byte `at` of the block) against their x.
+float word_dot(uint q, uint h, uint at, float xv[8]) {
   float s = 0.0;
-  {
 )", f.e8m0 ? kMxfp4PartDots
-                               : absl::StrCat(SmallBlockBytes(f, "w.q", "w.h", "at", f.grid ? absl::StrCat(f.grid, "_word") : ""),
-                                              f.grid ? kGridBytesDots : kUnitBytesDots),
-                      "  }\n", f.e8m0 ? "  return w.d.x * (32768.0 * s);\n" : result, "}\n");
+           : absl::StrCat(SmallBlockBytes(f, "q", "h", "at", f.grid ? absl::StrCat(f.grid, "_word") : ""),
+                          f.grid ? kGridBytesDots : kUnitBytesDots),
+                      R"(  return s;
+}
+float w_dot(WPart w, uint p, float xv[PV], float xrun[RUNS]) {
+)", block ? R"(  float s = 0.0;
+  [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+    float xw[8];
+    [[unroll]] for (uint i = 0u; i < 8u; ++i) xw[i] = xv[8u * j + i];
+    s += word_dot(w.q[j], w.h, 4u * j, xw);
+  }
+)" : "  float s = word_dot(w.q, w.h, 4u * (p & 3u), xv);\n",
+                      result, "}\n");
 }
 
 // Against x in q8 blocks: a part is a whole block (32 values, x's block): its nibbles in one 16-byte
@@ -826,7 +843,8 @@ std::string RowConstants(const std::string& prefix, graph::DType dtype, int64_t 
 
 }  // namespace
 
-absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dtype, int64_t k, const Q8PartForm& q8) {
+absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dtype, int64_t k, const Q8PartForm& q8,
+                                              const FloatPartForm& form) {
   WeightParts parts;
   const std::string row_size = RowConstants("", dtype, k);
   if (graph::IsFloat(dtype)) {
@@ -878,9 +896,13 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
     case graph::DType::kQ5_1:
     case graph::DType::kIQ4_NL:
     case graph::DType::kMXFP4:
-      parts.values = 8;
+      if (form.small_block_values != 8 && form.small_block_values != 32) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("parts of ", form.small_block_values, " values of ", graph::Name(dtype), ": 8 or 32"));
+      }
+      parts.values = form.small_block_values;
       parts.runs = 1;
-      parts.glsl = absl::StrCat(decl, row_size, kByteUnit, kQ5_0Bits, SmallBlockParts(dtype));
+      parts.glsl = absl::StrCat(decl, row_size, kByteUnit, kQ5_0Bits, SmallBlockParts(dtype, parts.values));
       parts.q8_glsl = SmallBlockPartsQ8(dtype, q8);
       parts.q8_values = dtype == graph::DType::kQ4_0 ? q8.q4_0_part : 32;
       if (dtype == graph::DType::kIQ4_NL) {

@@ -71,9 +71,16 @@ struct Q8PartForm {
   int64_t q4_0_part = 32;    // Q4_0: values a part, one block (32) or two (64; K a multiple of 64)
 };
 
+// How the parts against float x are cut where a type leaves a choice: the values a part of the
+// 32-value small-block formats (Q4_0, Q4_1, Q5_1, IQ4_NL, MXFP4) takes, 8 (a word of nibbles) or
+// 32 (the whole block: its nibbles one 16-byte load, its scale loaded once).
+struct FloatPartForm {
+  int64_t small_block_values = 8;
+};
+
 // The part decoder of a [rows, k] weight matrix stored as `dtype`.
 absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dtype, int64_t k,
-                                              const Q8PartForm& q8 = {});
+                                              const Q8PartForm& q8 = {}, const FloatPartForm& form = {});
 
 // A float x at `binding` and `void load_part_x(uint at, uint p, out float v[PV])`: x's values at
 // the columns (w_part_k) of part p of a row whose first value is x's element `at`, in 16-byte loads

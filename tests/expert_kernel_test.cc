@@ -132,7 +132,8 @@ TEST_P(ExpertMatMulKernelTest, ExpertMlpMatchesTheInterpreter) {
   Compare(*g, 8, {MlpStep(c, 3, 30, 0)}, c.tolerance, WithoutSubgroupArithmetic());
 }
 
-// Every shape of the matrix-vector kernel (tuning::ExpertGemvConfig: columns a workgroup), on the
+// Every shape of the matrix-vector kernel (tuning::ExpertGemvConfig: columns a workgroup; the
+// small-block formats' parts of a word, experts.part=8, beside the rule's whole block), on the
 // whole expert MLP with its route sum.
 TEST_P(ExpertMatMulKernelTest, EveryGemvShapeMatchesTheInterpreter) {
   const ExpertCase& c = GetParam();
@@ -140,7 +141,8 @@ TEST_P(ExpertMatMulKernelTest, EveryGemvShapeMatchesTheInterpreter) {
   BuildMlp(b, c);
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
-  for (const char* tune : {"experts.cols=1", "experts.cols=2", "experts.cols=8", "experts.cols=16"}) {
+  for (const char* tune : {"experts.cols=1", "experts.cols=2", "experts.cols=8", "experts.cols=16", "experts.part=8",
+                           "experts.part=8,experts.cols=1"}) {
     SCOPED_TRACE(tune);
     const test::ScopedTune scoped(tune);
     const std::vector<std::string> variants = Compare(*g, 8, {MlpStep(c, 5, 10, 0), MlpStep(c, 1, 20, 5)}, c.tolerance);
@@ -185,6 +187,8 @@ TEST_P(ExpertMatMulKernelTest, BiasedClampedExpertMlpMatchesTheInterpreter) {
   // largest h seen (Q4_K) against 1e-5 unclamped.
   Compare(*graph, 8, {step(5, 10, 0), step(1, 20, 5)}, c.tolerance, std::nullopt, kClampSpread);
   Compare(*graph, 8, {step(3, 30, 0)}, c.tolerance, WithoutSubgroupArithmetic(), kClampSpread);
+  const test::ScopedTune word_parts("experts.part=8");
+  Compare(*graph, 8, {step(5, 10, 0), step(1, 20, 5)}, c.tolerance, std::nullopt, kClampSpread);
 }
 
 // Many rows, grouped by expert (the tiled products a group, then the route sum as a dispatch of its

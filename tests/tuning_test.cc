@@ -155,6 +155,23 @@ TEST(Tuning, ExpertGemvColumnsKeepTheDispatchFull) {
   EXPECT_FALSE(ChooseExpertGemv(nvidia, 24, 10).ok());
 }
 
+TEST(Tuning, ExpertGemvBlockPartIsTheRuleOrAnOverrideOf8Or32) {
+  unsetenv("DOPPLER_TUNE");
+  absl::StatusOr<int64_t> rule = codegen::tuning::ExpertGemvBlockPart();
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  EXPECT_EQ(*rule, codegen::tuning::kExpertGemvBlockPart);
+  {
+    ScopedTune tune("experts.part=8");
+    absl::StatusOr<int64_t> got = codegen::tuning::ExpertGemvBlockPart();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, 8);
+  }
+  ScopedTune tune("experts.part=16");
+  absl::StatusOr<int64_t> bad = codegen::tuning::ExpertGemvBlockPart();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("experts.part=16 is not one of 8, 32"), std::string::npos) << bad.status();
+}
+
 TEST(Tuning, GemvRowsOverridesAreCheckedAndUsedForAtMostTheBucket) {
   {
     ScopedTune tune("gemv.rows=16,gemv_q8.rows=3");

@@ -39,6 +39,7 @@ CommandSpec Spec() {
       "--dump-after is given.",
       {
           {"model", "m", "PATH", "HF model directory (config.json) or a GGUF file", ""},
+          {"synthetic", "", "NAME", "instead of --model: the shapes of a synthetic model (doppler bench --synthetic's names)", ""},
           {"passes", "", "LIST", "the pass pipeline: default, none, or pass names, comma-separated", "default"},
           {"dump-after", "", "PASS",
            "print the graph after this pass of the pipeline instead of the final graph; all: the input graph and "

@@ -21,6 +21,14 @@ absl::StatusOr<int64_t> ExpertsGroupedFrom() {
   return **v;
 }
 
+absl::StatusOr<int64_t> ExpertGemvBlockPart() {
+  absl::StatusOr<std::optional<int64_t>> v = Override("experts", "part");
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return kExpertGemvBlockPart;
+  if (**v != 8 && **v != 32) return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: experts.part=", **v, " is not one of 8, 32"));
+  return **v;
+}
+
 uint32_t ExpertGemvWorkgroup(const TargetCaps& caps, int64_t items, int64_t cols) {
   const int64_t unit = caps.subgroup_arithmetic ? caps.subgroup_size : 1;
   auto whole = [&](int64_t n) {
