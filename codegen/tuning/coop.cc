@@ -104,13 +104,9 @@ absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t
   for (const Key& k : {Key{"bm", &c.bm, {64, 128, 256}}, Key{"bn", &c.bn, {64, 128}}, Key{"bk", &c.bk, {32, 64}},
                        Key{"sm", &c.sm, {16, 32, 64}}, Key{"sn", &c.sn, {16, 32, 64}},
                        Key{"prefetch", &c.prefetch, {0, 1}}}) {
-    absl::StatusOr<std::optional<int64_t>> v = Override("coop", k.name);
+    absl::StatusOr<std::optional<int64_t>> v = OverrideOneOf("coop", k.name, k.values);
     if (!v.ok()) return v.status();
     if (!*v) continue;
-    if (std::find(k.values.begin(), k.values.end(), **v) == k.values.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("DOPPLER_TUNE: coop.", k.name, "=", **v, " is not one of ", absl::StrJoin(k.values, ", ")));
-    }
     *k.field = **v;
     bk_chosen |= k.field == &c.bk;
     set.push_back(absl::StrCat("coop.", k.name, "=", **v));

@@ -64,13 +64,9 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
                 {"bk", {16, 32, 64}, {}}, {"prefetch", {0, 1}, {}}};
   std::vector<std::string> set;
   for (Key& key : keys) {
-    absl::StatusOr<std::optional<int64_t>> v = Override("coop_rows", key.name);
+    absl::StatusOr<std::optional<int64_t>> v = OverrideOneOf("coop_rows", key.name, key.values);
     if (!v.ok()) return v.status();
     if (!*v) continue;
-    if (std::find(key.values.begin(), key.values.end(), **v) == key.values.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: coop_rows.", key.name, "=", **v, " is not one of ",
-                                                     absl::StrJoin(key.values, ", ")));
-    }
     key.value = *v;
     set.push_back(absl::StrCat("coop_rows.", key.name, "=", **v));
   }

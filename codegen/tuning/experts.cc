@@ -1,12 +1,10 @@
 #include "codegen/tuning/experts.h"
 
 #include <algorithm>
-#include <initializer_list>
 #include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "codegen/emitters.h"
 #include "codegen/tuning/gemv_shape.h"
 #include "codegen/tuning/tuning.h"
@@ -22,11 +20,9 @@ absl::StatusOr<int64_t> ExpertsGroupedFrom() {
 }
 
 absl::StatusOr<int64_t> ExpertGemvBlockPart() {
-  absl::StatusOr<std::optional<int64_t>> v = Override("experts", "part");
+  absl::StatusOr<std::optional<int64_t>> v = OverrideOneOf("experts", "part", {8, 32});
   if (!v.ok()) return v.status();
-  if (!v->has_value()) return kExpertGemvBlockPart;
-  if (**v != 8 && **v != 32) return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: experts.part=", **v, " is not one of 8, 32"));
-  return **v;
+  return v->value_or(kExpertGemvBlockPart);
 }
 
 uint32_t ExpertGemvWorkgroup(const TargetCaps& caps, int64_t items, int64_t cols) {
@@ -49,16 +45,9 @@ absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv(const TargetCaps& caps, int64_
   const int64_t workgroup = ExpertGemvWorkgroup(caps, items, 1);
   c.cols = kExpertGemvMaxCols;
   while (c.cols > 1 && column_workgroups / c.cols * workgroup < kExpertGemvMinInvocations) c.cols /= 2;
-  absl::StatusOr<std::optional<int64_t>> cols = Override("experts", "cols");
+  absl::StatusOr<std::optional<int64_t>> cols = OverrideOneOf("experts", "cols", {1, 2, 4, 8, 16});
   if (!cols.ok()) return cols.status();
-  if (*cols) {
-    const std::initializer_list<int64_t> allowed = {1, 2, 4, 8, 16};
-    if (std::find(allowed.begin(), allowed.end(), **cols) == allowed.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("DOPPLER_TUNE: experts.cols=", **cols, " is not one of ", absl::StrJoin(allowed, ", ")));
-    }
-    c.cols = **cols;
-  }
+  c.cols = cols->value_or(c.cols);
   return c;
 }
 

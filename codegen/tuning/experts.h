@@ -36,15 +36,6 @@ absl::StatusOr<int64_t> ExpertsGroupedFrom();
 struct ExpertGemvConfig {
   int64_t cols = 4;  // output columns a workgroup computes: 1, 2, 4, 8 or 16
 };
-
-// The values a part of the 32-value small-block formats (MXFP4: gpt-oss's experts) takes against
-// float x in the matrix-vector kernel (codegen/weight_parts.h FloatPartForm): kExpertGemvBlockPart,
-// or DOPPLER_TUNE's experts.part (8 or 32).
-absl::StatusOr<int64_t> ExpertGemvBlockPart();
-// The whole block, its nibbles one 16-byte load and its scale one byte load, against a word and
-// the scale's byte for every 8 values: gpt-oss-20b's down product 17.9 -> 16.0 us a layer on the
-// H200, its decode 394.5 -> 402.2 tok/s (bench/RESULTS.md, "float weights in 16-byte loads").
-inline constexpr int64_t kExpertGemvBlockPart = 32;
 inline constexpr int64_t kExpertGemvMaxCols = 4;
 // With decoders that no longer bound the kernel, 4 columns beat 2 on the H200 at 184K invocations
 // (gpt-oss-20b's down product: 25.0 -> 18.7 us a layer) and 1 at 64K (qwen3-30b-a3b's: 12.1 ->
@@ -64,5 +55,14 @@ uint32_t ExpertGemvWorkgroup(const TargetCaps& caps, int64_t items, int64_t cols
 // groups × columns) over lists of `items`, with DOPPLER_TUNE's experts.cols in place of the
 // choice's.
 absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv(const TargetCaps& caps, int64_t items, int64_t column_workgroups);
+
+// The values a part of the 32-value small-block formats (MXFP4: gpt-oss's experts) takes against
+// float x in the matrix-vector kernel (codegen/weight_parts.h FloatPartForm): kExpertGemvBlockPart,
+// or DOPPLER_TUNE's experts.part (8 or 32).
+absl::StatusOr<int64_t> ExpertGemvBlockPart();
+// The whole block, its nibbles one 16-byte load and its scale one byte load, against a word and
+// the scale's byte for every 8 values: gpt-oss-20b's down product 17.9 -> 16.0 us a layer on the
+// H200, its decode 394.5 -> 402.2 tok/s (bench/RESULTS.md, "float weights in 16-byte loads").
+inline constexpr int64_t kExpertGemvBlockPart = 32;
 
 }  // namespace doppler::codegen::tuning

@@ -5,7 +5,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "codegen/emitters.h"
 #include "codegen/tuning/tuning.h"
@@ -27,14 +26,9 @@ constexpr int64_t kIQ4PairReplicas = 16;
 // DOPPLER_TUNE's value of family.key, if any, into `field`; it must be one of `allowed`.
 absl::Status OverrideOneOf(absl::string_view family, absl::string_view key, std::initializer_list<int64_t> allowed,
                            int64_t& field) {
-  absl::StatusOr<std::optional<int64_t>> tuned = Override(family, key);
+  absl::StatusOr<std::optional<int64_t>> tuned = tuning::OverrideOneOf(family, key, allowed);
   if (!tuned.ok()) return tuned.status();
-  if (!*tuned) return absl::OkStatus();
-  if (std::find(allowed.begin(), allowed.end(), **tuned) == allowed.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("DOPPLER_TUNE: ", family, ".", key, "=", **tuned, " is not one of ", absl::StrJoin(allowed, ", ")));
-  }
-  field = **tuned;
+  if (*tuned) field = **tuned;
   return absl::OkStatus();
 }
 

@@ -53,6 +53,17 @@ absl::StatusOr<std::optional<int64_t>> Override(absl::string_view family, absl::
   return value;
 }
 
+absl::StatusOr<std::optional<int64_t>> OverrideOneOf(absl::string_view family, absl::string_view key,
+                                                     std::initializer_list<int64_t> allowed) {
+  absl::StatusOr<std::optional<int64_t>> tuned = Override(family, key);
+  if (!tuned.ok() || !*tuned) return tuned;
+  if (std::find(allowed.begin(), allowed.end(), **tuned) == allowed.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DOPPLER_TUNE: ", family, ".", key, "=", **tuned, " is not one of ", absl::StrJoin(allowed, ", ")));
+  }
+  return tuned;
+}
+
 std::string ClassReason(const TargetCaps& caps, DeviceClass measured_on, absl::string_view where) {
   if (caps.device_class == measured_on) return absl::StrCat("measured on ", DeviceClassName(measured_on), ": ", where);
   return absl::StrCat("portable default, not measured on ", DeviceClassName(caps.device_class), " (",

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -30,6 +31,9 @@ namespace doppler::codegen::tuning {
 // that a test can set it). Every entry is checked against the keys the families know, whichever
 // family asks.
 absl::StatusOr<std::optional<int64_t>> Override(absl::string_view family, absl::string_view key);
+// Override's value, which must be one of `allowed` (else an error naming the entry and them).
+absl::StatusOr<std::optional<int64_t>> OverrideOneOf(absl::string_view family, absl::string_view key,
+                                                     std::initializer_list<int64_t> allowed);
 
 // A choice that follows the device, and why it holds there.
 struct DeviceChoice {
