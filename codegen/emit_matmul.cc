@@ -185,9 +185,6 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   absl::StatusOr<tuning::MatMulVariant> variant = tuning::ChooseMatMulVariant(
       c.caps, {.rows = s.m, .w_dtype = s.w_dtype, .x_q8 = s.x_q8, .row_per_sequence = c.g.paging().row_per_sequence});
   if (!variant.ok()) return variant.status();
-  if (s.tail >= 0 && *variant != tuning::MatMulVariant::kGemvQ8 && *variant != tuning::MatMulVariant::kGemv) {
-    return absl::InternalError(absl::StrCat("matmul '", c.node.label, "': its variant computes no tail"));
-  }
   absl::StatusOr<Kernel> k = [&] {
     switch (*variant) {
       case tuning::MatMulVariant::kGemvQ8:

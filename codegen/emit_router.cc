@@ -13,78 +13,64 @@ constexpr uint32_t kRouteWorkgroup = 64;
 
 }  // namespace
 
-// A row by a whole workgroup: each invocation holds its experts' logits in registers, and k
-// rounds take the workgroup's first maximum over the values not yet taken (the larger value, on
-// ties the lower index: top_k's order); the invocation holding the chosen one marks it taken (in
-// the bits of a word: 32 values an invocation at most).
-absl::StatusOr<std::string> TopKRowGlsl(const EmitContext& c, uint32_t wg, uint32_t ids_binding,
-                                        const std::string& logit) {
-  const int64_t experts = c.input(0).type.shape[1].value, k = c.node.attrs.Int("k");
+// One workgroup per row, a subgroup where subgroups reduce (no barriers in the reduction): each
+// invocation holds its experts' logits in registers, and k rounds take the workgroup's first
+// maximum over the values not yet taken (the larger value, on ties the lower index: top_k's order);
+// the invocation holding the chosen one marks it taken.
+absl::StatusOr<Kernel> EmitTopK(const EmitContext& c) {
+  const graph::Node& x = c.input(0);
+  const int64_t experts = x.type.shape[1].value, k = c.node.attrs.Int("k");
+  const bool subgroups = c.caps.subgroup_arithmetic;
+  // Each invocation marks its values taken in the bits of a word: 32 values an invocation at most.
+  uint32_t wanted = subgroups ? c.caps.subgroup_size : kRouteWorkgroup;
+  while (int64_t{wanted} * 32 < experts) wanted *= 2;
+  const uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, wanted);
   if (int64_t{wg} * 32 < experts) {
     return absl::InvalidArgumentError(absl::StrCat("top_k '", c.node.label, "': ", experts,
                                                    " experts are more than a workgroup of ", wg, " can rank"));
   }
-  return absl::StrCat(Fill(R"(
-layout(std430, set = 0, binding = {{IDS}}) buffer Buf_ids { int ids[]; };
-const uint TOPK_E = {{E}}u, TOPK_K = {{K}}u, NONE = 0xFFFFFFFFu, TOPK_PER = (TOPK_E + WG - 1u) / WG;
-shared uint topk_chosen;
-)",
-                           {{"IDS", absl::StrCat(ids_binding)}, {"E", absl::StrCat(experts)}, {"K", absl::StrCat(k)}}),
-                      FirstMaxReductionGlsl(c.caps.subgroup_arithmetic), Fill(R"(
-float topk_logit(uint row, uint e) { return {{LOGIT}}; }
-void top_k_row(uint row) {
-  uint lid = gl_LocalInvocationID.x, taken = 0u;
-  float v[TOPK_PER];
-  [[unroll]] for (uint i = 0u; i < TOPK_PER; ++i) {
-    uint e = lid + i * WG;
-    v[i] = e < TOPK_E ? topk_logit(row, e) : 0.0;
-  }
-  for (uint j = 0u; j < TOPK_K; ++j) {
-    float best = uintBitsToFloat(0xFF800000u);  // -inf
-    uint best_i = NONE;
-    [[unroll]] for (uint i = 0u; i < TOPK_PER; ++i) {
-      uint e = lid + i * WG;
-      if (e < TOPK_E && (taken & (1u << i)) == 0u && (best_i == NONE || v[i] > best)) { best = v[i]; best_i = e; }
-    }
-    best_i = first_max(best, best_i);  // the workgroup's in invocation 0
-    if (lid == 0u) {
-      ids[row * TOPK_K + j] = int(best_i);
-      topk_chosen = best_i;
-    }
-    barrier();
-    uint e = topk_chosen;
-    if (e != NONE && e % WG == lid) taken |= 1u << (e / WG);
-    barrier();  // topk_chosen is read before it is written again, and first_max may run again
-  }
-}
-)",
-                                                                          {{"LOGIT", logit}}));
-}
-
-// One workgroup a row (TopKRowGlsl), a subgroup where subgroups reduce (no barriers in the
-// reduction).
-absl::StatusOr<Kernel> EmitTopK(const EmitContext& c) {
-  const graph::Node& x = c.input(0);
-  const int64_t experts = x.type.shape[1].value;
-  const bool subgroups = c.caps.subgroup_arithmetic;
-  uint32_t wanted = subgroups ? c.caps.subgroup_size : kRouteWorkgroup;
-  while (int64_t{wanted} * 32 < experts) wanted *= 2;
-  const uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, wanted);
-  absl::StatusOr<std::string> row = TopKRowGlsl(c, wg, 1, "x[row * TOPK_E + e]");
-  if (!row.ok()) return row.status();
   Kernel out;
   out.family = "router";
   out.variant = absl::StrCat("top_k", subgroups ? ".sg" : "");
-  out.glsl = absl::StrCat(ShaderHeader(wg), "const uint WG = ", wg, "u;\n",
-                          "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { float x[]; };\n", *row,
-                          Fill(R"(
+  out.glsl = absl::StrCat(ShaderHeader(wg), IntBuffer(1, "ids", false),
+                          Fill(absl::StrCat(R"(
+const uint WG = {{WG}}u, E = {{E}}u, K = {{K}}u, NONE = 0xFFFFFFFFu, PER = (E + WG - 1u) / WG;
+layout(std430, set = 0, binding = 2) readonly buffer Buf_x { float x[]; };
+shared uint chosen;
+)",
+                                            FirstMaxReductionGlsl(subgroups), R"(
 void main() {
   uint row = gl_WorkGroupID.x;
   if (row >= {{ROWS}}) return;  // uniform across the workgroup
-  top_k_row(row);
+  uint lid = gl_LocalInvocationID.x, taken = 0u;
+  float v[PER];
+  [[unroll]] for (uint i = 0u; i < PER; ++i) {
+    uint e = lid + i * WG;
+    v[i] = e < E ? x[row * E + e] : 0.0;
+  }
+  for (uint j = 0u; j < K; ++j) {
+    float best = uintBitsToFloat(0xFF800000u);  // -inf
+    uint best_i = NONE;
+    [[unroll]] for (uint i = 0u; i < PER; ++i) {
+      uint e = lid + i * WG;
+      if (e < E && (taken & (1u << i)) == 0u && (best_i == NONE || v[i] > best)) { best = v[i]; best_i = e; }
+    }
+    best_i = first_max(best, best_i);  // the workgroup's in invocation 0
+    if (lid == 0u) {
+      ids[row * K + j] = int(best_i);
+      chosen = best_i;
+    }
+    barrier();
+    uint e = chosen;
+    if (e != NONE && e % WG == lid) taken |= 1u << (e / WG);
+    barrier();  // chosen is read before it is written again, and first_max may run again
+  }
 }
-)",
-                               {{"ROWS", RowsExpr(x.type.shape[0].tokens, c.rows(x))}}));
+)"),
+                               {{"WG", absl::StrCat(wg)},
+                                {"E", absl::StrCat(experts)},
+                                {"K", absl::StrCat(k)},
+                                {"ROWS", RowsExpr(x.type.shape[0].tokens, c.rows(x))}}));
   out.args = {{c.node.id, true}, {c.node.inputs[0], false}};
   out.groups = {static_cast<uint32_t>(c.rows(x)), 1, 1};
   return out;

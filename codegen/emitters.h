@@ -42,12 +42,6 @@ absl::StatusOr<Kernel> EmitRepeatPenalty(const EmitContext& c);
 absl::StatusOr<Kernel> EmitSample(const EmitContext& c);
 // Mixture of experts (codegen/emit_router.cc, codegen/emit_experts.cc).
 absl::StatusOr<Kernel> EmitTopK(const EmitContext& c);
-// A top_k node's row, for its own kernel and for the kernel of the matmul whose last workgroup
-// computes it (a tail: codegen/in_matmul.h): the ids buffer at `ids_binding`, NONE, the first
-// maximum's reduction (FirstMaxReductionGlsl) and `void top_k_row(uint row)`, run by a whole
-// workgroup of WG invocations (a `const uint WG` the caller declares) and reading logit e of a row
-// as the GLSL expression `logit` of `row` and `e`. An error where WG · 32 is fewer than the experts.
-absl::StatusOr<std::string> TopKRowGlsl(const EmitContext& c, uint32_t wg, uint32_t ids_binding, const std::string& logit);
 absl::StatusOr<Kernel> EmitRouteWeights(const EmitContext& c);
 absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c);
 absl::StatusOr<Kernel> EmitRouteSum(const EmitContext& c);

@@ -336,22 +336,6 @@ float wg_max(float v) { return wg_reduce(v, true); }
               {{"WG", absl::StrCat(workgroup_size)}});
 }
 
-std::string LastWorkgroupGlsl(uint32_t binding) {
-  return Fill(R"(
-layout(std430, set = 0, binding = {{SCRATCH}}) coherent buffer Buf_scratch { uint done; uint pad[3]; uvec2 part[]; } tail;
-shared bool tail_last;
-bool last_workgroup() {
-  memoryBarrierBuffer();
-  barrier();
-  if (gl_LocalInvocationID.x == 0u) tail_last = atomicAdd(tail.done, 1u) == WORKGROUPS - 1u;
-  barrier();
-  if (tail_last) memoryBarrierBuffer();
-  return tail_last;
-}
-)",
-              {{"SCRATCH", absl::StrCat(binding)}});
-}
-
 std::string FirstMaxReductionGlsl(bool subgroup_arithmetic) {
   const char* common = R"(
 shared float s_val[WG];

@@ -65,12 +65,6 @@ std::string WorkgroupReductions(uint32_t workgroup_size, bool subgroup_arithmeti
 // that calls it again must pass a barrier first). With subgroup arithmetic, subgroupMax then subgroupMin over the indices holding
 // it reduce each subgroup, and the first subgroup reduces the subgroups'; else a shared-memory tree.
 std::string FirstMaxReductionGlsl(bool subgroup_arithmetic);
-// For a kernel whose last workgroup computes a tail (codegen/in_matmul.h): the dispatch's scratch at
-// `binding` (`tail.done` counts the workgroups that finished, the last one resets it; `tail.part[]`
-// holds what the workgroups leave it) and `bool last_workgroup()`, which every workgroup of the
-// dispatch calls once (WORKGROUPS of them, a `const uint` the caller declares): true in the last
-// one to get there, whose reads then see what the others wrote to coherent buffers.
-std::string LastWorkgroupGlsl(uint32_t binding);
 
 // Replaces every "{{KEY}}" in `tmpl` by its value.
 std::string Fill(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& values);

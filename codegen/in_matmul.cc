@@ -51,12 +51,6 @@ absl::StatusOr<InMatMulRules> InMatMulRulesFromTune() {
 }
 
 bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
-  if (n.kind == graph::OpKind::kTopK) {
-    // A router's logits of one row from the float matrix-vector kernel (weights not rounded: no x_quant).
-    const graph::Node& m = g.node(n.inputs[0]);
-    return rules.tail && m.kind == graph::OpKind::kMatMul && graph::SplitWidths(m).empty() && !m.attrs.Has("x_quant") &&
-           g.node(m.inputs[0]).type.shape[0].Resolve(tokens) == 1;
-  }
   const bool row_wide = n.kind == graph::OpKind::kArgmax ||
                         (n.kind == graph::OpKind::kRmsNorm && !graph::RmsNormInputsOf(n).group);
   if (!rules.tail || !row_wide || NormInX(g, n, tokens, rules)) return false;

@@ -5,8 +5,7 @@
 //
 //  - A tail: an argmax, or a whole-row RMSNorm, whose input is a matmul's unsplit rows (the LM
 //    head's argmax; Gemma 3's post-norm, residual add and next pre-norm after the output and down
-//    projections), or a top_k of a router's logits of one row (the float kernel's). The matmul's
-//    last workgroup computes it once the others have written their rows.
+//    projections). The matmul's last workgroup computes it once the others have written their rows.
 //  - A norm in x: a residual RMSNorm whose normalised sum matmuls alone read, as x
 //    (graph::MatmulsOfNormedPart: the next projections, one, or two where v's weight type differs
 //    from q's and k's). Every workgroup of each consumer computes its rows as it reads x, and one
@@ -44,9 +43,8 @@ struct InMatMulRules {
 absl::StatusOr<InMatMulRules> InMatMulRulesFromTune();
 
 // Whether the kernel of `n`'s input (a matmul) computes `n` as its tail for a plan of `tokens`: the
-// q8 matrix-vector variant does an argmax or a norm, where its config (tuning::ChooseGemvQ8) takes
-// the bucket's rows as one block of rows, unless the norm is in its consumers' x; the float one a
-// top_k, where x has one row (which takes the float matrix-vector variant).
+// q8 matrix-vector variant does, where its config (tuning::ChooseGemvQ8) takes the bucket's rows
+// as one block of rows, unless the norm is in its consumers' x.
 bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
 
 // Whether the matmuls reading the normalised sum of a residual norm `n` compute the norm for a

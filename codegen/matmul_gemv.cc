@@ -13,14 +13,9 @@
 //
 // With a norm prologue (rms_norm fused in), x is multiplied by the norm weight as it is loaded,
 // the workgroup sums x² over the same loads, and the results are scaled by 1/rms.
-//
-// A top_k tail (codegen/in_matmul.h: a router's logits of one row) is computed by the dispatch's
-// last workgroup once every workgroup has written its columns.
 #include <algorithm>
-#include <array>
 
 #include "absl/strings/str_cat.h"
-#include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
 #include "codegen/tuning/gemv.h"
@@ -88,21 +83,6 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   const uint32_t groups = shape.groups;
   const uint32_t wg = shape.wg;
   const bool subgroups = c.caps.subgroup_arithmetic;
-  // The tail's scratch and top_k's row, after the reductions (which declare WG).
-  std::string tail_decl;
-  const std::array<uint32_t, 3> grid = WideGrid(groups);
-  if (s.tail >= 0) {
-    const graph::Node& tail = c.g.node(s.tail);
-    if (tail.kind != graph::OpKind::kTopK || blocks != 1) {
-      return absl::InternalError(absl::StrCat("the float matrix-vector kernel computes no ", graph::OpName(tail.kind),
-                                              " tail over ", blocks, " blocks of rows"));
-    }
-    absl::StatusOr<std::string> row =
-        TopKRowGlsl(EmitContext{c.g, tail, c.caps, c.tokens}, wg, s.tail_binding, "y[out_index(row, e)]");
-    if (!row.ok()) return row.status();
-    tail_decl = absl::StrCat("const uint WORKGROUPS = ", grid[0] * grid[1], "u;\n",
-                             LastWorkgroupGlsl(s.tail_binding + static_cast<uint32_t>(tail.inputs.size())), *row);
-  }
   const std::string x_decl = absl::StrCat(
       PartXGlsl(*parts, 2), "void load_x(uint t, uint p, out float v[PV]) { load_part_x((x_row0() + t) * K, p, v); }\n");
   // `void scale_by_norm_weight(uint p, inout float v[PV])`, for a norm prologue: the weight is read
@@ -120,7 +100,7 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   Kernel k;
   k.config = shape;
   k.variant = absl::StrCat("gemv.", graph::Name(s.w_dtype), ".t", tm, "x", rows_per_workgroup, ".wg", wg,
-                           subgroups ? ".sg" : "", s.variant_suffix, s.tail >= 0 ? "+top_k" : "");
+                           subgroups ? ".sg" : "", s.variant_suffix);
   k.glsl = absl::StrCat(ShaderHeader(wg),
                         subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
                                     "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
@@ -129,19 +109,17 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
                         Fill(R"(
 #define NORM {{NORM}}
 #define LOAD_AHEAD {{LOAD_AHEAD}}
-#define TOPK_TAIL {{TOPK_TAIL}}
 const uint WG = {{WG}}u, TM = {{TM}}u, RN = {{RN}}u, PARTS = {{PARTS}}u;
 const uint RUN = PV / RUNS, ITERS = (PARTS + WG - 1u) / WG;
 const uint OUTS = TM * RN * G + (NORM == 1 ? TM : 0u);  // dot products, then sums of x²
 )",
                              {{"NORM", s.norm ? "1" : "0"},
-                              {"TOPK_TAIL", s.tail >= 0 ? "1" : "0"},
                               {"LOAD_AHEAD", load_ahead ? "1" : "0"},
                               {"WG", absl::StrCat(wg)},
                               {"TM", absl::StrCat(tm)},
                               {"RN", absl::StrCat(rows_per_workgroup)},
                               {"PARTS", absl::StrCat(parts->per_row)}}),
-                        DotsReduceGlsl(subgroups), tail_decl, Fill(R"(
+                        DotsReduceGlsl(subgroups), Fill(R"(
 // Part p of every weight row of the workgroup (rows past N read row N - 1).
 void load_rows(uint col0, uint p, out WPart wp[RN * G]) {
   [[unroll]] for (uint r = 0u; r < RN; ++r) {
@@ -216,19 +194,11 @@ void main() {
       }
     }
   }
-#if TOPK_TAIL
-  // The last workgroup to finish ranks the rows all of them wrote.
-  if (last_workgroup()) {  // uniform
-    for (uint t = 0u; t < m; ++t) top_k_row(t0 + t);
-    if (gl_LocalInvocationID.x == 0u) tail.done = 0u;
-  }
-#endif
 }
 )",
                                      {{"ROW_BLOCK", GemvRowBlockGlsl(blocks, s.rows_expr, /*interleaved=*/false)}}));
-  k.groups = grid;
+  k.groups = WideGrid(groups);
   k.groups[2] = blocks;
-  if (s.tail >= 0) k.scratch_bytes = 16;
   return k;
 }
 

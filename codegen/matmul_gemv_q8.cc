@@ -268,9 +268,25 @@ const uint NONE = 0xFFFFFFFFu, WORKGROUPS = {{WORKGROUPS}}u;
            constants),
       WorkgroupReductions(wg, subgroups), DotsReduceGlsl(subgroups),
       XValueGlsl(c, s, shape->hold_restated),
-      // An argmax tail keeps each workgroup's first maximum of row t in tail.part[wgi * TM + t]
-      // (value bits, column).
-      tail == nullptr ? "" : LastWorkgroupGlsl(s.tail_binding + static_cast<uint32_t>(tail->inputs.size())),
+      tail == nullptr ? ""
+                      : Fill(R"(
+// The dispatch's scratch: done counts the workgroups that finished (the last one resets it); an
+// argmax tail keeps each workgroup's first maximum of row t in part[wgi * TM + t] (value bits,
+// column).
+layout(std430, set = 0, binding = {{SCRATCH}}) coherent buffer Buf_scratch { uint done; uint pad[3]; uvec2 part[]; } tail;
+shared bool tail_last;
+// Whether this workgroup is the dispatch's last to get here; its reads of what the others wrote
+// then see it (those buffers are coherent).
+bool last_workgroup() {
+  memoryBarrierBuffer();
+  barrier();
+  if (gl_LocalInvocationID.x == 0u) tail_last = atomicAdd(tail.done, 1u) == WORKGROUPS - 1u;
+  barrier();
+  if (tail_last) memoryBarrierBuffer();
+  return tail_last;
+}
+)",
+                             {{"SCRATCH", absl::StrCat(s.tail_binding + tail->inputs.size())}}),
       argmax ? absl::StrCat(FirstMaxReductionGlsl(subgroups),
                             Fill("layout(std430, set = 0, binding = {{IDS}}) buffer Buf_ids { int ids[]; };\n",
                                  {{"IDS", absl::StrCat(s.tail_binding)}}))

@@ -7,12 +7,10 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "graph/builder.h"
 #include "tests/support/gpu_runner.h"
@@ -78,37 +76,6 @@ TEST_F(ExpertKernelTest, RouterMatchesTheInterpreter) {
     const std::vector<Step> steps = {{{{"x", RandomRows(6, experts, 3)}}, 0}, {{{"x", RandomRows(1, experts, 4)}}, 6}};
     Compare(*g, 8, steps, 1e-5);
     Compare(*g, 8, steps, 1e-5, WithoutSubgroupArithmetic());
-  }
-}
-
-// A router's product and its top_k: for one row the float matrix-vector kernel's last workgroup
-// ranks the logits (a tail, no dispatch of its own); for more rows, or with DOPPLER_TUNE's
-// matmul.tail=0, top_k takes its own.
-TEST_F(ExpertKernelTest, RouterProductRanksItsLogitsInItsLastWorkgroup) {
-  for (auto [hidden, experts, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{77, 150, 7}, {136, 37, 3}, {64, 1000, 4}}) {
-    SCOPED_TRACE(absl::StrCat(hidden, " values, ", experts, " experts, top ", k));
-    GraphBuilder b;
-    ValueId x = b.Input("x", Rows(hidden));
-    ValueId logits = b.MatMul(x, b.Param("router", Matrix(experts, hidden, DType::kF32)), "router");
-    ValueId ids = b.TopK(logits, k);
-    b.Output("ids", ids);
-    b.Output("chosen", b.RouteWeights(logits, ids, "softmax_chosen"));
-    auto g = std::move(b).Finish();
-    ASSERT_TRUE(g.ok()) << g.status();
-    auto count = [](const std::vector<std::string>& variants, const std::string& suffix) {
-      return std::count_if(variants.begin(), variants.end(), [&](const std::string& v) { return absl::EndsWith(v, suffix); });
-    };
-    const std::vector<Step> one = {{{{"x", RandomRows(1, hidden, 5)}}, 0}, {{{"x", RandomRows(1, hidden, 6)}}, 1}};
-    std::vector<std::string> variants = Compare(*g, 1, one, 1e-5);
-    EXPECT_EQ(count(variants, "+top_k"), 1);
-    EXPECT_EQ(count(variants, "router.top_k.sg") + count(variants, "router.top_k"), 0);
-    variants = Compare(*g, 1, one, 1e-5, WithoutSubgroupArithmetic());
-    EXPECT_EQ(count(variants, "+top_k"), 1);
-    variants = Compare(*g, 8, {{{{"x", RandomRows(5, hidden, 7)}}, 0}}, 1e-5);
-    EXPECT_EQ(count(variants, "+top_k"), 0);
-    const test::ScopedTune no_tail("matmul.tail=0");
-    variants = Compare(*g, 1, one, 1e-5);
-    EXPECT_EQ(count(variants, "+top_k"), 0);
   }
 }
 
