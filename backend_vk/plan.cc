@@ -22,6 +22,7 @@ codegen::TargetCaps TargetCapsOf(const DeviceInfo& info) {
   caps.coop_matrix_nv = info.coop_matrix_nv && info.fp16 && info.memory_model && info.subgroup_arithmetic &&
                         info.subgroup_shuffle && info.subgroup_size == 32 && info.min_subgroup_size == 32;
   caps.integer_dot_product = info.int_dot_product;
+  caps.float16_arithmetic = info.fp16;
   return caps;
 }
 

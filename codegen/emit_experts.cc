@@ -125,8 +125,16 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
   const bool gated = epilogue.gated;
   absl::StatusOr<int64_t> block_part = tuning::ExpertGemvBlockPart();
   if (!block_part.ok()) return block_part.status();
-  absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, w.type.dtype, kdim, {}, FloatPartForm{*block_part});
+  absl::StatusOr<bool> half_dots = tuning::ExpertGemvHalfDots();
+  if (!half_dots.ok()) return half_dots.status();
+  absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, w.type.dtype, kdim, {}, FloatPartForm{*block_part, *half_dots});
   if (!parts.ok()) return parts.status();
+  const bool half = !parts->half_glsl.empty();
+  if (half && !c.caps.float16_arithmetic) {
+    return absl::FailedPreconditionError(absl::StrCat("expert_matmul '", c.node.label,
+                                                      "': experts.half needs f16 arithmetic (shaderFloat16), which "
+                                                      "the device does not have"));
+  }
   const int64_t groups_per_token = weighted ? 1 : slots, items = (weighted ? slots : 1) * parts->per_row;
   const int64_t bucket_rows = c.rows(x);
   const bool subgroups = c.caps.subgroup_arithmetic;
@@ -145,7 +153,8 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
   Kernel k;
   k.config = *config;
   k.variant = absl::StrCat("gemv.", graph::Name(w.type.dtype), gated ? ".gated" : "", weighted ? ".sum" : "",
-                           per_slot_x ? ".slot_x" : "", epilogue.variant, parts->values == 32 ? ".block" : "", ".wg", wg,
+                           per_slot_x ? ".slot_x" : "", epilogue.variant, parts->values == 32 ? ".block" : "",
+                           half ? ".half" : "", ".wg", wg,
                            config->cols != tuning::ExpertGemvConfig{}.cols ? absl::StrCat(".c", config->cols) : "",
                            config->loop > 1 ? absl::StrCat(".l", config->loop) : "", config->ahead ? ".ahead" : "");
   k.glsl = absl::StrCat(
@@ -153,8 +162,9 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
       subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
                   "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
                 : "",
+      half ? "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n" : "",
       FloatBuffer(1, "y", graph::DType::kF32, false),
-      parts->glsl, PartXGlsl(*parts, 2),
+      parts->glsl, parts->half_glsl, PartXGlsl(*parts, 2),
       IntBuffer(4, "ids", true), weighted ? FloatBuffer(5, "rw", graph::DType::kF32, true) : "", ActivationGlsl(),
       epilogue.buffers,
       Fill(R"(
@@ -230,7 +240,7 @@ void main() {
   float xv[PV], xrun[RUNS], next_xv[PV], next_xrun[RUNS];
   if (AHEAD) load_rows(t, first, item_at(0u, group), wp);
   if (AHEAD || X_ONCE) load_x(t, item_at(0u, group), xv, xrun);
-  {{UNROLL}} for (uint s = 0u; s < steps; ++s) {
+{{HALF_ONCE}}  {{UNROLL}} for (uint s = 0u; s < steps; ++s) {
     uint blk = first + s / ITERS, it = s % ITERS;
     Item m = item_at(it, group);
     if (!AHEAD) {
@@ -243,8 +253,7 @@ void main() {
       if (!X_ONCE) load_x(t, n, next_xv, next_xrun);
     }
     float slot_weight = {{SLOT_WEIGHT}};
-    [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] += slot_weight * w_dot(wp[o], m.p, xv, xrun);
-    if (AHEAD) {
+{{DOTS}}    if (AHEAD) {
       wp = next_wp;
       if (!X_ONCE) {
         xv = next_xv;
@@ -268,6 +277,11 @@ void main() {
            {{"COLUMN", Fill(weighted ? kWeightedColumn : kSlotColumn, {{"EPILOGUE", epilogue.statements}})},
             {"SLOT_WEIGHT", weighted ? "rw[t * S + m.j]" : "1.0"},
             {"UNROLL", config->loop == 1 ? "[[unroll]]" : "[[dont_unroll]]"},
+            // x's f16 pairs, once where an invocation's one item serves every block.
+            {"HALF_ONCE", half ? "  XHalf xh;\n  if (X_ONCE) xh = half_x(xv);\n" : ""},
+            {"DOTS", half ? "    if (!X_ONCE) xh = half_x(xv);\n"
+                            "    [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] += slot_weight * w_dot_half(wp[o], xh);\n"
+                          : "    [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] += slot_weight * w_dot(wp[o], m.p, xv, xrun);\n"},
             {"ROWS", RowsExpr(x.type.shape[0].tokens, bucket_rows)}}));
   k.groups = WideGrid(static_cast<uint32_t>(bucket_rows * groups_per_token * ((blocks + config->loop - 1) / config->loop)));
   return k;

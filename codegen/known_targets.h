@@ -21,7 +21,7 @@ inline TargetCaps H100LikeCaps() {
   caps.max_workgroup_invocations = 1024;
   caps.subgroup_arithmetic = caps.subgroup_shuffle = true;
   caps.coop_matrix_nv = true;
-  caps.integer_dot_product = true;
+  caps.integer_dot_product = caps.float16_arithmetic = true;
   return caps;
 }
 
@@ -33,14 +33,14 @@ inline TargetCaps LavapipeCaps() {
   caps.max_shared_memory = 65536;
   caps.max_workgroup_invocations = 1024;
   caps.subgroup_arithmetic = caps.subgroup_shuffle = true;
-  caps.integer_dot_product = true;
+  caps.integer_dot_product = caps.float16_arithmetic = true;
   return caps;
 }
 
 // An AMD RDNA GPU on RADV or AMDVLK, as their reports on vulkan.gpuinfo.org give it: subgroupSize
 // 64, minSubgroupSize 32 (wave32 under subgroup size control), maxComputeSharedMemorySize 65536,
 // maxComputeWorkGroupInvocations 1024, subgroup arithmetic and shuffles in compute,
-// shaderIntegerDotProduct; no VK_NV_cooperative_matrix.
+// shaderIntegerDotProduct, shaderFloat16; no VK_NV_cooperative_matrix.
 inline TargetCaps AmdLikeCaps() {
   TargetCaps caps;
   caps.device_class = DeviceClass::kAmd;
@@ -49,14 +49,14 @@ inline TargetCaps AmdLikeCaps() {
   caps.max_shared_memory = 65536;
   caps.max_workgroup_invocations = 1024;
   caps.subgroup_arithmetic = caps.subgroup_shuffle = true;
-  caps.integer_dot_product = true;
+  caps.integer_dot_product = caps.float16_arithmetic = true;
   return caps;
 }
 
 // An Intel Arc GPU (Alchemist) on Mesa's ANV, as its reports on vulkan.gpuinfo.org give it:
 // subgroupSize 32, minSubgroupSize 8 (the compiler picks 8, 16 or 32 a shader),
 // maxComputeSharedMemorySize 65536, maxComputeWorkGroupInvocations 1024, subgroup arithmetic and
-// shuffles in compute, shaderIntegerDotProduct; no VK_NV_cooperative_matrix.
+// shuffles in compute, shaderIntegerDotProduct, shaderFloat16; no VK_NV_cooperative_matrix.
 inline TargetCaps IntelArcLikeCaps() {
   TargetCaps caps;
   caps.device_class = DeviceClass::kIntel;
@@ -65,7 +65,7 @@ inline TargetCaps IntelArcLikeCaps() {
   caps.max_shared_memory = 65536;
   caps.max_workgroup_invocations = 1024;
   caps.subgroup_arithmetic = caps.subgroup_shuffle = true;
-  caps.integer_dot_product = true;
+  caps.integer_dot_product = caps.float16_arithmetic = true;
   return caps;
 }
 

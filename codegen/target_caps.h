@@ -24,6 +24,9 @@ struct TargetCaps {
   // Dot products of packed 8-bit integers (SPV_KHR_integer_dot_product), for matmuls whose x is
   // rounded through q8 blocks (attr x_quant)
   bool integer_dot_product = false;
+  // 16-bit float arithmetic in shaders (shaderFloat16), for the expert kernel's f16 pairs
+  // (codegen/weight_parts.h: FloatPartForm::half_dots)
+  bool float16_arithmetic = false;
 };
 
 }  // namespace doppler::codegen

@@ -557,6 +557,51 @@ constexpr const char* kMxfp4PartDots = R"(    vec2 a = mxfp4_pair(q, 0u), b = mx
     s = a.x * xv[0] + b.x * xv[1] + a.y * xv[2] + b.y * xv[3] + c.x * xv[4] + e.x * xv[5] + c.y * xv[6] + e.y * xv[7];
 )";
 
+// MXFP4's whole-block parts in packed f16 arithmetic. A pair of nibbles' f16 bits (mxfp4_pair's)
+// is 2^-14 times their values, at most 6 · 2^-14; x's part, scaled by a power of two so that its
+// largest magnitude lies in [2^14, 2^15), keeps 11 significant bits wherever it is within 2^-14 of
+// that largest value, and every product stays under 12, so that the two accumulators of a part
+// (8 fused multiply-adds each) stay under 96, far from f16's limit. Half the multiply-adds of the
+// float form, and no conversion a value.
+constexpr const char* kMxfp4HalfDots = R"(
+struct XHalf { f16vec2 v[16]; float unscale; };
+XHalf half_x(float xv[PV]) {
+  float m = 0.0;
+  [[unroll]] for (uint i = 0u; i < PV; ++i) m = max(m, abs(xv[i]));
+  // s = 2^(141 - e) for m's biased exponent e (m · s lies in [2^14, 2^15)), as its biased exponent
+  // bs, kept where both s and 2^15 / s are normal floats.
+  int bs = clamp(268 - int(floatBitsToUint(m) >> 23), 15, 254);
+  float s = uintBitsToFloat(uint(bs) << 23);
+  XHalf r;
+  // Pairs of word w: values 8w + (0, 2), (1, 3), (4, 6), (5, 7) of the part (mxfp4_pair's order).
+  [[unroll]] for (uint w = 0u; w < 4u; ++w) {
+    r.v[4u * w] = f16vec2(vec2(xv[8u * w], xv[8u * w + 2u]) * s);
+    r.v[4u * w + 1u] = f16vec2(vec2(xv[8u * w + 1u], xv[8u * w + 3u]) * s);
+    r.v[4u * w + 2u] = f16vec2(vec2(xv[8u * w + 4u], xv[8u * w + 6u]) * s);
+    r.v[4u * w + 3u] = f16vec2(vec2(xv[8u * w + 5u], xv[8u * w + 7u]) * s);
+  }
+  // 2^15 / s: the nibbles' 2^-14 and the block scale's halving (e8m0_half), and s undone.
+  r.unscale = uintBitsToFloat(uint(269 - bs) << 23);
+  return r;
+}
+f16vec2 mxfp4_half_pair(uint q, uint shift) {
+  uint n = q >> shift;
+  return unpackFloat2x16(((n << 9) & 0x0E000E00u) | ((n << 12) & 0x80008000u));
+}
+float w_dot_half(WPart w, XHalf x) {
+  f16vec2 a = f16vec2(0.0), b = f16vec2(0.0);
+  [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+    uint q = w.q[j];
+    a = fma(mxfp4_half_pair(q, 0u), x.v[4u * j], a);
+    b = fma(mxfp4_half_pair(q, 8u), x.v[4u * j + 1u], b);
+    a = fma(mxfp4_half_pair(q, 4u), x.v[4u * j + 2u], a);
+    b = fma(mxfp4_half_pair(q, 12u), x.v[4u * j + 3u], b);
+  }
+  vec2 t = vec2(a) + vec2(b);
+  return w.d.x * ((t.x + t.y) * x.unscale);
+}
+)";
+
 // Against x as floats: a part is `values` values, 8 (a word of nibbles) or 32 (the whole block,
 // its nibbles one 16-byte load). Word j of a block's nibbles holds values 4j + 0..3 (low nibbles)
 // and 16 + 4j + 0..3 (high), so a part's values go by words: value i of a part is value
@@ -905,6 +950,7 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
       parts.glsl = absl::StrCat(decl, row_size, kByteUnit, kQ5_0Bits, SmallBlockParts(dtype, parts.values));
       parts.q8_glsl = SmallBlockPartsQ8(dtype, q8);
       parts.q8_values = dtype == graph::DType::kQ4_0 ? q8.q4_0_part : 32;
+      if (form.half_dots && dtype == graph::DType::kMXFP4 && parts.values == 32) parts.half_glsl = kMxfp4HalfDots;
       if (dtype == graph::DType::kIQ4_NL) {
         parts.q8_shared_bytes = q8.iq4_pairs > 0 ? IQ4PairBytes(q8.iq4_pairs) : kIQ4SharedBytes;
         parts.q8_x_pairs = q8.iq4_pairs > 0;

@@ -60,6 +60,14 @@ struct WeightParts {
   // 16 values away (a subgroup shuffle) and stores x_pair_word's word at x_slot, so that values j
   // and j + 16 of a block lie side by side (IQ4's table of nibble pairs).
   bool q8_x_pairs = false;
+  // Where FloatPartForm::half_dots applies (MXFP4 parts of a whole block), given the extension
+  // GL_EXT_shader_explicit_arithmetic_types_float16: x's part as f16 pairs, and the part's dot
+  // product in packed f16 multiply-adds (within about 1e-3 of the largest of a product's results,
+  // as the f16 operands of the cooperative-matrix kernels):
+  //   struct XHalf;  XHalf half_x(float xv[PV]): x's part scaled by a power of two that puts its
+  //     largest magnitude in [2^14, 2^15), as f16 pairs
+  //   float w_dot_half(WPart w, XHalf x): Σ w·x over the part
+  std::string half_glsl;
 };
 
 // How the q8 decoders decode (codegen/tuning/gemv.h: GemvConfig's iq4_pairs, q4_0_signed,
@@ -76,6 +84,7 @@ struct Q8PartForm {
 // 32 (the whole block: its nibbles one 16-byte load, its scale loaded once).
 struct FloatPartForm {
   int64_t small_block_values = 8;
+  bool half_dots = false;  // WeightParts::half_glsl, for MXFP4 parts of a whole block
 };
 
 // The part decoder of a [rows, k] weight matrix stored as `dtype`.

@@ -172,6 +172,56 @@ TEST(Tuning, ExpertGemvBlockPartIsTheRuleOrAnOverrideOf8Or32) {
   EXPECT_NE(bad.status().message().find("experts.part=16 is not one of 8, 32"), std::string::npos) << bad.status();
 }
 
+// The expert matrix-vector kernel's loop and load-ahead are overrides only (the choice: one block
+// a workgroup, no load-ahead), checked against their allowed values.
+TEST(Tuning, ExpertGemvLoopAndLoadAheadAreOverrides) {
+  unsetenv("DOPPLER_TUNE");
+  const codegen::TargetCaps nvidia = codegen::H100LikeCaps();
+  absl::StatusOr<ExpertGemvConfig> rule = ChooseExpertGemv(nvidia, 90, 4 * 2880);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  EXPECT_EQ(rule->loop, 1);
+  EXPECT_FALSE(rule->ahead);
+  {
+    ScopedTune tune("experts.loop=4,experts.ahead=1");
+    absl::StatusOr<ExpertGemvConfig> got = ChooseExpertGemv(nvidia, 90, 4 * 2880);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->loop, 4);
+    EXPECT_TRUE(got->ahead);
+  }
+  for (const char* bad : {"experts.loop=3", "experts.ahead=2"}) {
+    ScopedTune tune(bad);
+    absl::StatusOr<ExpertGemvConfig> got = ChooseExpertGemv(nvidia, 90, 4 * 2880);
+    ASSERT_FALSE(got.ok()) << bad;
+    EXPECT_NE(got.status().message().find(bad), std::string::npos) << got.status();
+  }
+}
+
+// experts.half takes MXFP4's parts into f16 pairs where the device has f16 arithmetic, is an error
+// naming shaderFloat16 where it has none, and leaves other types' kernels as they are.
+TEST(Tuning, ExpertGemvHalfDotsNeedF16ArithmeticAndMxfp4) {
+  auto kernel = [](graph::DType dtype, const codegen::TargetCaps& caps) -> absl::StatusOr<codegen::Kernel> {
+    graph::GraphBuilder b;
+    graph::ValueId x = b.Input("x", test::Rows(96));
+    graph::ValueId ids = b.TopK(b.Input("logits", test::Rows(4)), 2);
+    b.Output("y", b.ExpertMatMul(x, b.Param("w", test::Matrix(4 * 40, 96, dtype)), ids, 4));
+    absl::StatusOr<graph::Graph> g = std::move(b).Finish();
+    if (!g.ok()) return g.status();
+    return codegen::EmitKernel(*g, g->node(*g->output("y")), caps, 1);
+  };
+  codegen::TargetCaps nvidia = codegen::H100LikeCaps();
+  ScopedTune tune("experts.half=1");
+  absl::StatusOr<codegen::Kernel> half = kernel(graph::DType::kMXFP4, nvidia);
+  ASSERT_TRUE(half.ok()) << half.status();
+  EXPECT_NE(half->variant.find(".half"), std::string::npos) << half->variant;
+  absl::StatusOr<codegen::Kernel> q4 = kernel(graph::DType::kQ4_0, nvidia);
+  ASSERT_TRUE(q4.ok()) << q4.status();
+  EXPECT_EQ(q4->variant.find(".half"), std::string::npos) << q4->variant;
+  nvidia.float16_arithmetic = false;
+  absl::StatusOr<codegen::Kernel> none = kernel(graph::DType::kMXFP4, nvidia);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("shaderFloat16"), std::string::npos) << none.status();
+}
+
 TEST(Tuning, GemvRowsOverridesAreCheckedAndUsedForAtMostTheBucket) {
   {
     ScopedTune tune("gemv.rows=16,gemv_q8.rows=3");

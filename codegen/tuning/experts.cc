@@ -25,6 +25,12 @@ absl::StatusOr<int64_t> ExpertGemvBlockPart() {
   return v->value_or(kExpertGemvBlockPart);
 }
 
+absl::StatusOr<bool> ExpertGemvHalfDots() {
+  absl::StatusOr<std::optional<int64_t>> v = OverrideOneOf("experts", "half", {0, 1});
+  if (!v.ok()) return v.status();
+  return v->value_or(0) == 1;
+}
+
 uint32_t ExpertGemvWorkgroup(const TargetCaps& caps, int64_t items, int64_t cols) {
   const int64_t unit = caps.subgroup_arithmetic ? caps.subgroup_size : 1;
   auto whole = [&](int64_t n) {

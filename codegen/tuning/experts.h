@@ -74,4 +74,12 @@ absl::StatusOr<int64_t> ExpertGemvBlockPart();
 // H200, its decode 394.5 -> 402.2 tok/s (bench/RESULTS.md, "float weights in 16-byte loads").
 inline constexpr int64_t kExpertGemvBlockPart = 32;
 
+// Whether MXFP4's whole-block parts take x as f16 pairs and multiply in packed f16
+// (codegen/weight_parts.h: FloatPartForm::half_dots), on devices with f16 arithmetic: DOPPLER_TUNE's
+// experts.half (0, the choice, or 1). Measured at the same speed in decode on the H200 while the
+// kernel waited on its loads (gpt-oss-20b 395.6 against 400.2 tok/s; bench/RESULTS.md, "The expert
+// kernels in packed f16 arithmetic"), its results within about 1e-3 of the largest rather than 1e-6:
+// an override to measure again with the loads ahead (experts.ahead).
+absl::StatusOr<bool> ExpertGemvHalfDots();
+
 }  // namespace doppler::codegen::tuning

@@ -133,7 +133,9 @@ double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
 
 double ToleranceFor(const vk::Plan& plan, double f32_tolerance) {
   for (const auto& d : plan.dispatches()) {
-    if (d.variant.find("coop.") != std::string::npos) return std::max(f32_tolerance, 3e-3);
+    if (d.variant.find("coop.") != std::string::npos || d.variant.find(".half") != std::string::npos) {
+      return std::max(f32_tolerance, 3e-3);
+    }
   }
   return f32_tolerance;
 }

@@ -71,7 +71,7 @@ void ExpectOutputsMatch(const std::map<std::string, graph::Tensor>& got,
 
 // The relative error a plan's results may carry against the interpreter: `f32_tolerance`, or 3e-3
 // where a matmul runs on the cooperative-matrix units, which multiply f16-rounded operands (2^-11
-// relative each).
+// relative each), or an expert product in f16 pairs (experts.half), which also adds them in f16.
 double ToleranceFor(const vk::Plan& plan, double f32_tolerance);
 
 }  // namespace doppler::test
