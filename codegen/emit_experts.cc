@@ -110,12 +110,14 @@ constexpr const char* kWeightedColumn = R"(      float total = acc[c];
       }
 )";
 
-// The matrix-vector pass a row: workgroup i is (token, slot group, column block); `weighted`: the
-// kernel computes the route_sum, a token's slots one group, weighted (the route weights at binding
-// 5) and summed in the workgroup; else each slot is its own group. The workgroup's invocations take
-// the items of one list, a slot's part of the rows each (every slot's parts where summing, the
-// group's one slot's else), and accumulate their dot products (weighted, where summing) before the
-// workgroup reduces them once. A summed product's epilogue is affine (RouteSumInExperts asks for
+// The matrix-vector pass a row: workgroup i is (token, slot group, `loop` column blocks, computed
+// in turn); `weighted`: the kernel computes the route_sum, a token's slots one group, weighted (the
+// route weights at binding 5) and summed in the workgroup; else each slot is its own group. The
+// workgroup's invocations take the items of one list, a slot's part of the block's rows each (every
+// slot's parts where summing, the group's one slot's else), and accumulate their dot products
+// (weighted, where summing) before the workgroup reduces them once a block. An invocation's steps
+// (an item of a block each) load their parts in turn, or with `ahead` each step's successor's
+// before its own dot products. A summed product's epilogue is affine (RouteSumInExperts asks for
 // bias steps only), so the weighted sum of the slots' values is the weighted sum of their dot
 // products plus the weighted sum of the epilogue's value at 0.
 absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue& epilogue, bool weighted, int64_t experts,
