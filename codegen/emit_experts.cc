@@ -176,8 +176,10 @@ const uint XW = {{XW}}u, PARTS = {{PARTS}}u;
 const bool GATED = {{GATED}}, WEIGHTED = {{WEIGHTED}}, SLOT_X = {{SLOT_X}}, AHEAD = {{AHEAD}};
 // The list of items, a slot's part each: every slot's parts where summing, else the group's slot's.
 const uint G = GATED ? 2u : 1u, OUTS = C * G, ITEMS = (WEIGHTED ? S : 1u) * PARTS, ITERS = (ITEMS + WG - 1u) / WG;
-// An invocation of one item loads its x once for all the workgroup's blocks.
-const bool X_ONCE = ITERS == 1u;
+// An invocation of one item loads its x once for all the workgroup's blocks; x is loaded before the
+// steps where loads go ahead or an invocation's one x serves several blocks, else by each step
+// after its rows.
+const bool X_ONCE = ITERS == 1u, X_BEFORE = AHEAD || (X_ONCE && LOOP > 1u);
 )",
            {{"WG", absl::StrCat(wg)},
             {"E", absl::StrCat(experts)},
@@ -241,13 +243,13 @@ void main() {
   WPart wp[OUTS], next_wp[OUTS];
   float xv[PV], xrun[RUNS], next_xv[PV], next_xrun[RUNS];
   if (AHEAD) load_rows(t, first, item_at(0u, group), wp);
-  if (AHEAD || X_ONCE) load_x(t, item_at(0u, group), xv, xrun);
+  if (X_BEFORE) load_x(t, item_at(0u, group), xv, xrun);
 {{HALF_ONCE}}  {{UNROLL}} for (uint s = 0u; s < steps; ++s) {
     uint blk = first + s / ITERS, it = s % ITERS;
     Item m = item_at(it, group);
     if (!AHEAD) {
       load_rows(t, blk, m, wp);
-      if (!X_ONCE) load_x(t, m, xv, xrun);
+      if (!X_BEFORE) load_x(t, m, xv, xrun);
     } else if (s + 1u < steps) {
       // The next step's loads, in flight while this step's parts are used.
       Item n = item_at((s + 1u) % ITERS, group);
@@ -280,8 +282,8 @@ void main() {
             {"SLOT_WEIGHT", weighted ? "rw[t * S + m.j]" : "1.0"},
             {"UNROLL", config->loop == 1 ? "[[unroll]]" : "[[dont_unroll]]"},
             // x's f16 pairs, once where an invocation's one item serves every block.
-            {"HALF_ONCE", half ? "  XHalf xh;\n  if (X_ONCE) xh = half_x(xv);\n" : ""},
-            {"DOTS", half ? "    if (!X_ONCE) xh = half_x(xv);\n"
+            {"HALF_ONCE", half ? "  XHalf xh;\n  if (X_BEFORE && X_ONCE) xh = half_x(xv);\n" : ""},
+            {"DOTS", half ? "    if (!(X_BEFORE && X_ONCE)) xh = half_x(xv);\n"
                             "    [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] += slot_weight * w_dot_half(wp[o], xh);\n"
                           : "    [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] += slot_weight * w_dot(wp[o], m.p, xv, xrun);\n"},
             {"ROWS", RowsExpr(x.type.shape[0].tokens, bucket_rows)}}));
