@@ -96,28 +96,26 @@ const graph::Node* RouteSumInProduct(const EmitContext& c, const InMatMulRules& 
 
 // A column's value from its reduced dot products (acc), as `float total`: a slot's epilogue, or
 // where weighted, the epilogue's value at 0 for each slot, weighted, beside the weighted dots.
-constexpr const char* kSlotColumn = R"(      uint e = slot_expert(t, group);
-      float g = acc[c * G], u = acc[c * G + G - 1u];
-      {{EPILOGUE}}
-      float total = v;
+constexpr const char* kSlotColumn = R"(    uint e = slot_expert(t, group);
+    float g = acc[c * G], u = acc[c * G + G - 1u];
+    {{EPILOGUE}}
+    float total = v;
 )";
-constexpr const char* kWeightedColumn = R"(      float total = acc[c];
-      for (uint j = 0u; j < S; ++j) {
-        uint e = slot_expert(t, j);
-        float g = 0.0;
-        {{EPILOGUE}}
-        total += rw[t * S + j] * v;
-      }
+constexpr const char* kWeightedColumn = R"(    float total = acc[c];
+    for (uint j = 0u; j < S; ++j) {
+      uint e = slot_expert(t, j);
+      float g = 0.0;
+      {{EPILOGUE}}
+      total += rw[t * S + j] * v;
+    }
 )";
 
-// The matrix-vector pass a row: workgroup i is (token, slot group, `loop` column blocks, computed
-// in turn); `weighted`: the kernel computes the route_sum, a token's slots one group, weighted (the
-// route weights at binding 5) and summed in the workgroup; else each slot is its own group. The
-// workgroup's invocations take the items of one list, a slot's part of the block's rows each (every
-// slot's parts where summing, the group's one slot's else), and accumulate their dot products
-// (weighted, where summing) before the workgroup reduces them once a block. An invocation's steps
-// (an item of a block each) load their parts in turn, or with `ahead` each step's successor's
-// before its own dot products. A summed product's epilogue is affine (RouteSumInExperts asks for
+// The matrix-vector pass a row: workgroup i is (token, slot group, column block); `weighted`: the
+// kernel computes the route_sum, a token's slots one group, weighted (the route weights at binding
+// 5) and summed in the workgroup; else each slot is its own group. The workgroup's invocations take
+// the items of one list, a slot's part of the rows each (every slot's parts where summing, the
+// group's one slot's else), and accumulate their dot products (weighted, where summing) before the
+// workgroup reduces them once. A summed product's epilogue is affine (RouteSumInExperts asks for
 // bias steps only), so the weighted sum of the slots' values is the weighted sum of their dot
 // products plus the weighted sum of the epilogue's value at 0.
 absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue& epilogue, bool weighted, int64_t experts,
@@ -157,8 +155,7 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
   k.variant = absl::StrCat("gemv.", graph::Name(w.type.dtype), gated ? ".gated" : "", weighted ? ".sum" : "",
                            per_slot_x ? ".slot_x" : "", epilogue.variant, parts->values == 32 ? ".block" : "",
                            half ? ".half" : "", ".wg", wg,
-                           config->cols != tuning::ExpertGemvConfig{}.cols ? absl::StrCat(".c", config->cols) : "",
-                           config->loop > 1 ? absl::StrCat(".l", config->loop) : "", config->ahead ? ".ahead" : "");
+                           config->cols != tuning::ExpertGemvConfig{}.cols ? absl::StrCat(".c", config->cols) : "");
   k.glsl = absl::StrCat(
       ShaderHeader(wg),
       subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
@@ -171,15 +168,10 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
       epilogue.buffers,
       Fill(R"(
 const uint WG = {{WG}}u, E = {{E}}u, S = {{S}}u, N = {{N}}u, KD = {{KD}}u, COLS = {{COLS}}u, C = {{C}}u;
-const uint BLOCKS = {{BLOCKS}}u, LOOP = {{LOOP}}u, LOOP_BLOCKS = (BLOCKS + LOOP - 1u) / LOOP, GROUPS = {{GROUPS}}u;
-const uint XW = {{XW}}u, PARTS = {{PARTS}}u;
-const bool GATED = {{GATED}}, WEIGHTED = {{WEIGHTED}}, SLOT_X = {{SLOT_X}}, AHEAD = {{AHEAD}};
+const uint BLOCKS = {{BLOCKS}}u, GROUPS = {{GROUPS}}u, XW = {{XW}}u, PARTS = {{PARTS}}u;
+const bool GATED = {{GATED}}, WEIGHTED = {{WEIGHTED}}, SLOT_X = {{SLOT_X}};
 // The list of items, a slot's part each: every slot's parts where summing, else the group's slot's.
 const uint G = GATED ? 2u : 1u, OUTS = C * G, ITEMS = (WEIGHTED ? S : 1u) * PARTS, ITERS = (ITEMS + WG - 1u) / WG;
-// An invocation of one item loads its x once for all the workgroup's blocks; x is loaded before the
-// steps where loads go ahead or an invocation's one x serves several blocks, else by each step
-// after its rows.
-const bool X_ONCE = ITERS == 1u, X_BEFORE = AHEAD || (X_ONCE && LOOP > 1u);
 )",
            {{"WG", absl::StrCat(wg)},
             {"E", absl::StrCat(experts)},
@@ -189,105 +181,67 @@ const bool X_ONCE = ITERS == 1u, X_BEFORE = AHEAD || (X_ONCE && LOOP > 1u);
             {"COLS", absl::StrCat(cols)},
             {"C", absl::StrCat(config->cols)},
             {"BLOCKS", absl::StrCat(blocks)},
-            {"LOOP", absl::StrCat(config->loop)},
             {"GROUPS", absl::StrCat(groups_per_token)},
             {"XW", absl::StrCat(x.type.shape[1].value)},
             {"PARTS", absl::StrCat(parts->per_row)},
             {"GATED", gated ? "true" : "false"},
             {"WEIGHTED", weighted ? "true" : "false"},
-            {"SLOT_X", per_slot_x ? "true" : "false"},
-            {"AHEAD", config->ahead ? "true" : "false"}}),
+            {"SLOT_X", per_slot_x ? "true" : "false"}}),
       DotsReduceGlsl(subgroups),
       Fill(R"(
 // An id out of range reads the last expert rather than past the weight.
 uint slot_expert(uint t, uint j) { return min(uint(ids[t * S + j]), E - 1u); }
 
-// The invocation's item `it`: a slot's part (past the last item, the last again with x = 0).
-struct Item { uint p; uint j; bool live; };
-Item item_at(uint it, uint group) {
-  uint lid = gl_LocalInvocationID.x, item = min(lid + it * WG, ITEMS - 1u);
-  return Item(item % PARTS, WEIGHTED ? item / PARTS : group, lid + it * WG < ITEMS);
-}
-// Item m's part of every row of column block blk, each row's loaded before the first is used, so
-// the loads are in flight together.
-void load_rows(uint t, uint blk, Item m, out WPart wp[OUTS]) {
-  uint e = slot_expert(t, m.j);
-  [[unroll]] for (uint c = 0u; c < C; ++c) {
-    uint col = min(blk * C + c, COLS - 1u);
-    [[unroll]] for (uint g = 0u; g < G; ++g) wp[c * G + g] = w_load(e * N + g * COLS + col, m.p);
-  }
-}
-// x at item m's part (every row of x, and every slot's part of one, starts a multiple of PV values
-// in), and the sums of its runs.
-void load_x(uint t, Item m, out float xv[PV], out float xrun[RUNS]) {
-  load_part_x(t * XW + (SLOT_X ? m.j * KD : 0u), m.p, xv);
-  if (!m.live) {
-    [[unroll]] for (uint v = 0u; v < PV; ++v) xv[v] = 0.0;
-  }
-  [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
-    float sum = 0.0;
-    [[unroll]] for (uint v = 0u; v < PV / RUNS; ++v) sum += xv[r * (PV / RUNS) + v];
-    xrun[r] = sum;
-  }
-}
-
 void main() {
   uint i = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-  uint group = (i / LOOP_BLOCKS) % GROUPS, t = i / (LOOP_BLOCKS * GROUPS);
+  uint blk = i % BLOCKS, group = (i / BLOCKS) % GROUPS, t = i / (BLOCKS * GROUPS);
   if (t >= {{ROWS}}) return;  // uniform across the workgroup
   uint lid = gl_LocalInvocationID.x;
-  // The workgroup's blocks of columns in turn, a step an item of a block.
-  uint first = (i % LOOP_BLOCKS) * LOOP, steps = LOOP == 1u ? ITERS : (min(first + LOOP, BLOCKS) - first) * ITERS;
   float acc[OUTS];
   [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] = 0.0;
-  WPart wp[OUTS], next_wp[OUTS];
-  float xv[PV], xrun[RUNS], next_xv[PV], next_xrun[RUNS];
-  if (AHEAD) load_rows(t, first, item_at(0u, group), wp);
-  if (X_BEFORE) load_x(t, item_at(0u, group), xv, xrun);
-{{HALF_ONCE}}  {{UNROLL}} for (uint s = 0u; s < steps; ++s) {
-    uint blk = first + s / ITERS, it = s % ITERS;
-    Item m = item_at(it, group);
-    if (!AHEAD) {
-      load_rows(t, blk, m, wp);
-      if (!X_BEFORE) load_x(t, m, xv, xrun);
-    } else if (s + 1u < steps) {
-      // The next step's loads, in flight while this step's parts are used.
-      Item n = item_at((s + 1u) % ITERS, group);
-      load_rows(t, first + (s + 1u) / ITERS, n, next_wp);
-      if (!X_ONCE) load_x(t, n, next_xv, next_xrun);
+  [[unroll]] for (uint it = 0u; it < ITERS; ++it) {
+    // Past the last item (when WG does not divide ITEMS), read the last one again with x = 0.
+    uint item = min(lid + it * WG, ITEMS - 1u);
+    bool live = lid + it * WG < ITEMS;
+    uint p = item % PARTS, j = WEIGHTED ? item / PARTS : group;
+    uint e = slot_expert(t, j);
+    uint xo = t * XW + (SLOT_X ? j * KD : 0u);
+    // Every row's part is loaded before the first is used, so the loads are in flight together.
+    WPart wp[OUTS];
+    [[unroll]] for (uint c = 0u; c < C; ++c) {
+      uint col = min(blk * C + c, COLS - 1u);
+      [[unroll]] for (uint g = 0u; g < G; ++g) wp[c * G + g] = w_load(e * N + g * COLS + col, p);
+    }
+    float xv[PV], xrun[RUNS];
+    // Every row of x, and every slot's part of one, starts a multiple of PV values in.
+    load_part_x(xo, p, xv);
+    if (!live) {
+      [[unroll]] for (uint v = 0u; v < PV; ++v) xv[v] = 0.0;
+    }
+    [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
+      float sum = 0.0;
+      [[unroll]] for (uint v = 0u; v < PV / RUNS; ++v) sum += xv[r * (PV / RUNS) + v];
+      xrun[r] = sum;
     }
     float slot_weight = {{SLOT_WEIGHT}};
-{{DOTS}}    if (AHEAD) {
-      wp = next_wp;
-      if (!X_ONCE) {
-        xv = next_xv;
-        xrun = next_xrun;
-      }
-    }
-    if (it + 1u < ITERS) continue;
-    wg_reduce(acc);
-    // Invocation c writes column c of the block: the selects with constant indices keep acc in
-    // registers.
-    [[unroll]] for (uint c = 0u; c < C; ++c) {
-      uint bcol = blk * C + c;
-      if (lid != c || bcol >= COLS) continue;
-{{COLUMN}}      y[(t * GROUPS + group) * COLS + bcol] = total;
-    }
-    [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] = 0.0;
-    if (LOOP > 1u) barrier();  // the next block's reduction writes the shared sums again
+{{DOTS}}  }
+  wg_reduce(acc);
+  // Invocation c writes column c of the block: the selects with constant indices keep acc in
+  // registers.
+  [[unroll]] for (uint c = 0u; c < C; ++c) {
+    uint bcol = blk * C + c;
+    if (lid != c || bcol >= COLS) continue;
+{{COLUMN}}    y[(t * GROUPS + group) * COLS + bcol] = total;
   }
 }
 )",
            {{"COLUMN", Fill(weighted ? kWeightedColumn : kSlotColumn, {{"EPILOGUE", epilogue.statements}})},
-            {"SLOT_WEIGHT", weighted ? "rw[t * S + m.j]" : "1.0"},
-            {"UNROLL", config->loop == 1 ? "[[unroll]]" : "[[dont_unroll]]"},
-            // x's f16 pairs, once where an invocation's one item serves every block.
-            {"HALF_ONCE", half ? "  XHalf xh;\n  if (X_BEFORE && X_ONCE) xh = half_x(xv);\n" : ""},
-            {"DOTS", half ? "    if (!(X_BEFORE && X_ONCE)) xh = half_x(xv);\n"
+            {"SLOT_WEIGHT", weighted ? "rw[t * S + j]" : "1.0"},
+            {"DOTS", half ? "    XHalf xh = half_x(xv);\n"
                             "    [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] += slot_weight * w_dot_half(wp[o], xh);\n"
-                          : "    [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] += slot_weight * w_dot(wp[o], m.p, xv, xrun);\n"},
+                          : "    [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] += slot_weight * w_dot(wp[o], p, xv, xrun);\n"},
             {"ROWS", RowsExpr(x.type.shape[0].tokens, bucket_rows)}}));
-  k.groups = WideGrid(static_cast<uint32_t>(bucket_rows * groups_per_token * ((blocks + config->loop - 1) / config->loop)));
+  k.groups = WideGrid(static_cast<uint32_t>(bucket_rows * groups_per_token * blocks));
   return k;
 }
 

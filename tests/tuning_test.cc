@@ -172,30 +172,6 @@ TEST(Tuning, ExpertGemvBlockPartIsTheRuleOrAnOverrideOf8Or32) {
   EXPECT_NE(bad.status().message().find("experts.part=16 is not one of 8, 32"), std::string::npos) << bad.status();
 }
 
-// The expert matrix-vector kernel's loop and load-ahead are overrides only (the choice: one block
-// a workgroup, no load-ahead), checked against their allowed values.
-TEST(Tuning, ExpertGemvLoopAndLoadAheadAreOverrides) {
-  unsetenv("DOPPLER_TUNE");
-  const codegen::TargetCaps nvidia = codegen::H100LikeCaps();
-  absl::StatusOr<ExpertGemvConfig> rule = ChooseExpertGemv(nvidia, 90, 4 * 2880);
-  ASSERT_TRUE(rule.ok()) << rule.status();
-  EXPECT_EQ(rule->loop, 1);
-  EXPECT_FALSE(rule->ahead);
-  {
-    ScopedTune tune("experts.loop=4,experts.ahead=1");
-    absl::StatusOr<ExpertGemvConfig> got = ChooseExpertGemv(nvidia, 90, 4 * 2880);
-    ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ(got->loop, 4);
-    EXPECT_TRUE(got->ahead);
-  }
-  for (const char* bad : {"experts.loop=3", "experts.ahead=2"}) {
-    ScopedTune tune(bad);
-    absl::StatusOr<ExpertGemvConfig> got = ChooseExpertGemv(nvidia, 90, 4 * 2880);
-    ASSERT_FALSE(got.ok()) << bad;
-    EXPECT_NE(got.status().message().find(bad), std::string::npos) << got.status();
-  }
-}
-
 // experts.half takes MXFP4's parts into f16 pairs where the device has f16 arithmetic, is an error
 // naming shaderFloat16 where it has none, and leaves other types' kernels as they are.
 TEST(Tuning, ExpertGemvHalfDotsNeedF16ArithmeticAndMxfp4) {

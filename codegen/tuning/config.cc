@@ -72,7 +72,7 @@ struct Text {
                  {"prefetch", c.prefetch},
                  {"x_frags", c.x_frags}});
   }
-  std::string operator()(const ExpertGemvConfig& c) const { return Join({{"cols", c.cols}, {"loop", c.loop}, {"ahead", c.ahead ? 1 : 0}}); }
+  std::string operator()(const ExpertGemvConfig& c) const { return Join({{"cols", c.cols}}); }
   // The fields of the variant chosen.
   std::string operator()(const AttentionConfig& c) const {
     Fields fields = {{"wg", c.wg}};

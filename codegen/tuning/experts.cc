@@ -54,12 +54,6 @@ absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv(const TargetCaps& caps, int64_
   absl::StatusOr<std::optional<int64_t>> cols = OverrideOneOf("experts", "cols", {1, 2, 4, 8, 16});
   if (!cols.ok()) return cols.status();
   c.cols = cols->value_or(c.cols);
-  absl::StatusOr<std::optional<int64_t>> loop = OverrideOneOf("experts", "loop", {1, 2, 4, 8, 16});
-  if (!loop.ok()) return loop.status();
-  c.loop = loop->value_or(c.loop);
-  absl::StatusOr<std::optional<int64_t>> ahead = OverrideOneOf("experts", "ahead", {0, 1});
-  if (!ahead.ok()) return ahead.status();
-  c.ahead = ahead->value_or(c.ahead ? 1 : 0) == 1;
   return c;
 }
 

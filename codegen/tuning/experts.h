@@ -34,14 +34,7 @@ absl::StatusOr<int64_t> ExpertsGroupedFrom();
 // kernel's teams"; the list and the columns' rule took qwen3-30b-a3b's decode from 259 to 344
 // tok/s: "the expert matrix-vector kernel's list of slot parts".
 struct ExpertGemvConfig {
-  int64_t cols = 4;  // output columns a block computes: 1, 2, 4, 8 or 16
-  // Blocks of columns a workgroup computes in turn (1, 2, 4, 8 or 16): DOPPLER_TUNE's experts.loop.
-  // Where an invocation takes one item, its x serves every block.
-  int64_t loop = 1;
-  // Whether an invocation loads the next step's weight parts (and x) before the current step's
-  // dot products (a step: an item of a block), so that their loads are in flight while it
-  // computes, at the registers of a second step: DOPPLER_TUNE's experts.ahead (0 or 1).
-  bool ahead = false;
+  int64_t cols = 4;  // output columns a workgroup computes: 1, 2, 4, 8 or 16
 };
 inline constexpr int64_t kExpertGemvMaxCols = 4;
 // With decoders that no longer bound the kernel, 4 columns beat 2 on the H200 at 184K invocations
@@ -59,10 +52,11 @@ inline constexpr int64_t kExpertGemvMaxWorkgroup = 256;
 uint32_t ExpertGemvWorkgroup(const TargetCaps& caps, int64_t items, int64_t cols);
 
 // The shape for a dispatch of `column_workgroups` workgroups at one column each (tokens × slot
-// groups × columns) over lists of `items`, with DOPPLER_TUNE's experts.cols, experts.loop and
-// experts.ahead in place of the choice's (one block a workgroup, no load-ahead: the loop without
-// load-ahead lost on the H200, bench/RESULTS.md, "the expert kernel's loop"; with it, not yet
-// measured).
+// groups × columns) over lists of `items`, with DOPPLER_TUNE's experts.cols in place of the
+// choice's. A workgroup computing several column blocks in turn (its x loaded once for them),
+// with or without each step's loads issued ahead of the previous step's dot products, lost at
+// every width measured on the H200 (gpt-oss-20b tg64 401.9 tok/s against 399.8 with loads ahead,
+// 358.7, 313.4 and 274.2 with 2, 4 and 8 blocks): bench/RESULTS.md, "the expert kernel's loop".
 absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv(const TargetCaps& caps, int64_t items, int64_t column_workgroups);
 
 // The values a part of the 32-value small-block formats (MXFP4: gpt-oss's experts) takes against
@@ -78,8 +72,8 @@ inline constexpr int64_t kExpertGemvBlockPart = 32;
 // (codegen/weight_parts.h: FloatPartForm::half_dots), on devices with f16 arithmetic: DOPPLER_TUNE's
 // experts.half (0, the choice, or 1). Measured at the same speed in decode on the H200 while the
 // kernel waited on its loads (gpt-oss-20b 395.6 against 400.2 tok/s; bench/RESULTS.md, "The expert
-// kernels in packed f16 arithmetic"), its results within about 1e-3 of the largest rather than 1e-6:
-// an override to measure again with the loads ahead (experts.ahead).
+// kernels in packed f16 arithmetic"; prefill of 16 tokens 900 -> 963), its results within about
+// 1e-3 of the largest rather than 1e-6: an override, for devices whose f16 rate is what bounds it.
 absl::StatusOr<bool> ExpertGemvHalfDots();
 
 }  // namespace doppler::codegen::tuning
