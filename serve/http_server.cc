@@ -1,9 +1,12 @@
 #include "serve/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <thread>
 
@@ -94,11 +97,25 @@ absl::Status HttpServer::Start() {
   const int threads = options_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   server_->set_payload_max_length(options_.max_body_bytes);
+  // Debian's cpp-httplib 0.11 listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into
+  // its library): a wave of clients connecting at once overflows the accept queue, the kernel drops
+  // their SYNs, and each such client waits a second or more for its retry before its request is
+  // even read. Listening again on the bound socket raises the backlog (to the kernel's
+  // net.core.somaxconn at most).
+  int listen_socket = -1;
+  server_->set_socket_options([&listen_socket](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_socket = sock;  // the last socket made is the one bound
+  });
   port_ = options_.port == 0 ? server_->bind_to_any_port(options_.host)
                              : (server_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
   if (port_ <= 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.host, ":", options_.port,
                                                " (in use, or not an address of this machine)"));
+  }
+  if (listen_socket >= 0 && ::listen(listen_socket, SOMAXCONN) != 0) {
+    return absl::InternalError(absl::StrCat("cannot raise the listen backlog of ", options_.host, ":", port_, ": ",
+                                            std::strerror(errno)));
   }
   listener_ = std::thread([this] { server_->listen_after_bind(); });
   // httplib's stop() is lost on a server not yet listening, and a Stop() soon after Start() (an
