@@ -202,12 +202,21 @@ absl::Status BatchEngine::Prepare(int sequences, bool serving) {
     }
     if (absl::Status s = warm ? WarmPlan(*(*d)->plan, decode_graph(bucket)) : absl::OkStatus(); !s.ok()) return s;
   }
-  for (int rows = 2; serving && rows <= MixedRowsAtMost(); rows *= 2) {
+  // From one row: a lone prompt's last row, or a one-token prompt, with no decode rows beside it.
+  for (int rows = 1; serving && rows <= MixedRowsAtMost(); rows *= 2) {
     absl::StatusOr<DecodePlan*> d = StepPlanFor(mixed_, mixed_graph_, rows, "batch.mixed");
     if (!d.ok()) return d.status();
     if (absl::Status s = warm ? WarmPlan(*(*d)->plan, mixed_graph_) : absl::OkStatus(); !s.ok()) return s;
   }
   return warm ? WarmPlan(*prefill_, prefill_graph_) : absl::OkStatus();
+}
+
+int BatchEngine::plans_compiled() const {
+  int n = prefill_ ? 1 : 0;
+  for (const std::map<int, DecodePlan>* plans : {&decode_, &mixed_}) {
+    for (const auto& [bucket, d] : *plans) n += (d.plan ? 1 : 0) + (d.loop ? 1 : 0);
+  }
+  return n;
 }
 
 int64_t BatchEngine::PagesHeldAtMost(int64_t positions) const {

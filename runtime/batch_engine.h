@@ -86,6 +86,9 @@ class BatchEngine {
   // no sequence holds a page (the driver's compilation at a pipeline's first dispatch is then
   // out of the first requests' time).
   absl::Status Prepare(int sequences, bool serving = false);
+  // The plans compiled so far (decode and mixed buckets, GPU loops, the prefill plan): after
+  // Prepare(.., serving = true), a step never compiles another.
+  int plans_compiled() const;
   // Runs the next decode step of the running sequences through its plan's profiling recordings
   // (vk::Plan::RunProfiled), without taking its tokens: the sequences stay where they were, and
   // the next step overwrites what it wrote. profiled_plan() and decode_graph() describe it.

@@ -306,6 +306,41 @@ TEST(BatchEngine, PrefillBudgetSpreadsABurstOverSteps) {
   EXPECT_EQ(e.device().validation_messages(), 0);
 }
 
+// A server prepares every plan its steps take before it reports ready (a plan compiled in a step
+// holds up every running request): here a step packing two prompts' chunks (8 + 8 rows) leaves a
+// budget of one row, which the next mixed step takes alone (a plan of one row).
+TEST(BatchEngine, ServingStepsCompileNoPlanAfterPrepare) {
+  absl::StatusOr<std::vector<test::BatchReferencePrompt>> refs = test::LoadBatchReference("llama");
+  ASSERT_TRUE(refs.ok()) << refs.status();
+  ASSERT_EQ(refs->size(), 4u);
+  runtime::BatchOptions b = Batch(2);
+  b.prefill_budget = 17;
+  auto engine = BatchEngine::Create(Options("llama", 8), b);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  BatchEngine& e = **engine;
+  ASSERT_TRUE(e.Prepare(2, /*serving=*/true).ok());
+  const int prepared = e.plans_compiled();
+  Produced got;
+  std::vector<int> ids;
+  for (size_t i : {2u, 3u}) {
+    absl::StatusOr<int> id = e.Add((*refs)[i].input_ids, static_cast<int64_t>((*refs)[i].greedy_tokens.size()), true);
+    ASSERT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+  }
+  for (int step = 0; step < 40 && !e.idle(); ++step) {
+    absl::StatusOr<std::vector<StepToken>> out = e.Step();
+    ASSERT_TRUE(out.ok()) << out.status();
+    got.Add(*out);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (got.tokens[ids[i]].size() == (*refs)[i + 2].greedy_tokens.size()) e.Remove(ids[i]);
+    }
+  }
+  EXPECT_EQ(e.plans_compiled(), prepared);
+  double worst = 0;
+  for (size_t i = 0; i < ids.size(); ++i) ExpectMatches(got, ids[i], (*refs)[i + 2], e.config().vocab_size, &worst);
+  EXPECT_EQ(e.device().validation_messages(), 0);
+}
+
 // A prompt and generation that cannot fit the context or the pool is refused, naming it; a pool
 // with room for one sequence at a time admits the second when the first leaves.
 TEST(BatchEngine, FullPoolMakesSequencesWait) {
