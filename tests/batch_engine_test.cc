@@ -42,6 +42,13 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> Engine(const std::string& model, in
   return BatchEngine::Create(Options(model, chunk), Batch(sequences));
 }
 
+// The llama fixture's engine (chunks of 8) with a budget of `budget` prompt tokens a step.
+absl::StatusOr<std::unique_ptr<BatchEngine>> BudgetEngine(int sequences, int64_t budget) {
+  runtime::BatchOptions b = Batch(sequences);
+  b.prefill_budget = budget;
+  return BatchEngine::Create(Options("llama", 8), b);
+}
+
 // Every token (and its logits) each sequence produced, by sequence id.
 struct Produced {
   std::map<int, std::vector<int32_t>> tokens;
@@ -274,9 +281,7 @@ TEST(BatchEngine, PrefillBudgetSpreadsABurstOverSteps) {
   absl::StatusOr<std::vector<test::BatchReferencePrompt>> refs = test::LoadBatchReference("llama");
   ASSERT_TRUE(refs.ok()) << refs.status();
   ASSERT_EQ(refs->size(), 4u);
-  runtime::BatchOptions b = Batch(4);
-  b.prefill_budget = 16;
-  auto engine = BatchEngine::Create(Options("llama", 8), b);
+  auto engine = BudgetEngine(4, 16);
   ASSERT_TRUE(engine.ok()) << engine.status();
   BatchEngine& e = **engine;
   std::vector<int> ids;
@@ -313,9 +318,7 @@ TEST(BatchEngine, ServingStepsCompileNoPlanAfterPrepare) {
   absl::StatusOr<std::vector<test::BatchReferencePrompt>> refs = test::LoadBatchReference("llama");
   ASSERT_TRUE(refs.ok()) << refs.status();
   ASSERT_EQ(refs->size(), 4u);
-  runtime::BatchOptions b = Batch(2);
-  b.prefill_budget = 17;
-  auto engine = BatchEngine::Create(Options("llama", 8), b);
+  auto engine = BudgetEngine(2, 17);
   ASSERT_TRUE(engine.ok()) << engine.status();
   BatchEngine& e = **engine;
   ASSERT_TRUE(e.Prepare(2, /*serving=*/true).ok());
