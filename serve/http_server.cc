@@ -109,6 +109,7 @@ absl::Status HttpServer::Start() {
   });
   port_ = options_.port == 0 ? server_->bind_to_any_port(options_.host)
                              : (server_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
+  server_->set_socket_options(httplib::default_socket_options);  // the lambda's reference ends here
   if (port_ <= 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.host, ":", options_.port,
                                                " (in use, or not an address of this machine)"));
