@@ -49,17 +49,19 @@ uint32_t RowTiles(const MatMulSpec& s, int64_t bm) {
 int64_t TileShapeRows(const MatMulSpec& s) { return s.groups == 0 ? s.m : CeilDiv(s.m, s.groups); }
 
 std::string TileXGlsl(int64_t k, const std::string& index, bool norm) {
+  const bool quads = k % 4 == 0;
   return absl::StrCat(
-      k % 4 == 0 ? FloatQuadBuffer(2, "x", graph::DType::kF32, true) : FloatBuffer(2, "x", graph::DType::kF32, true),
-      "\nfloat staged_x(uint t, uint k, uint m, inout float sum_sq) {\n  float v = t < m && k < K ? load_x(", index,
-      ") : 0.0;\n", norm ? "  sum_sq += v * v;\n  if (k < K) v *= norm_weight(k);\n" : "", "  return v;\n}\n",
-      "vec4 staged_x4(uint t, uint k, uint m, inout float sum_sq) {\n",
-      k % 4 == 0 ? absl::StrCat("  vec4 v = t < m && k < K ? load4_x(", index, ") : vec4(0.0);\n",
-                                norm ? "  sum_sq += dot(v, v);\n  if (k < K) v *= norm_weight4(k);\n" : "",
-                                "  return v;\n")
-                 : "  return vec4(staged_x(t, k, m, sum_sq), staged_x(t, k + 1u, m, sum_sq), staged_x(t, k + 2u, m, sum_sq),\n"
-                   "              staged_x(t, k + 3u, m, sum_sq));\n",
-      "}\n");
+      quads ? FloatQuadBuffer(2, "x", graph::DType::kF32, true) : FloatBuffer(2, "x", graph::DType::kF32, true),
+      "\nfloat x_load(uint t, uint k, uint m) { return t < m && k < K ? load_x(", index, ") : 0.0; }\n",
+      "vec4 x_load4(uint t, uint k, uint m) {\n",
+      quads ? absl::StrCat("  return t < m && k < K ? load4_x(", index, ") : vec4(0.0);\n")
+            : "  return vec4(x_load(t, k, m), x_load(t, k + 1u, m), x_load(t, k + 2u, m), x_load(t, k + 3u, m));\n",
+      "}\nvec4 x_normed4(vec4 v, uint k, inout float sum_sq) {\n",
+      !norm   ? ""
+      : quads ? "  sum_sq += dot(v, v);\n  if (k < K) v *= norm_weight4(k);\n"
+              : "  sum_sq += dot(v, v);\n  [[unroll]] for (uint i = 0u; i < 4u; ++i) if (k + i < K) v[i] *= norm_weight(k + i);\n",
+      "  return v;\n}\n",
+      "vec4 staged_x4(uint t, uint k, uint m, inout float sum_sq) { return x_normed4(x_load4(t, k, m), k, sum_sq); }\n");
 }
 
 absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {

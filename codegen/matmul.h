@@ -42,10 +42,10 @@ struct MatMulSpec {
   // which). 0: one group of m rows.
   int64_t groups = 0;
   int64_t group_rows = 0;
-  // For the tiled variants: x (binding 2), and `float staged_x(uint t, uint k, uint m, inout float
-  // sum_sq)`: x[t, k] (0 past row m or column K), with a norm prologue times the norm weight, its
-  // square added to sum_sq first; and `vec4 staged_x4(...)`, the same for x[t, k .. k + 3] (k a
-  // multiple of 4), one 16-byte load where K is a multiple of 4.
+  // For the tiled variants: x (binding 2), and `vec4 x_load4(uint t, uint k, uint m)`: x[t, k .. k + 3]
+  // (k a multiple of 4; 0 past row m or column K), one 16-byte load where K is a multiple of 4;
+  // `vec4 x_normed4(vec4 v, uint k, inout float sum_sq)`: with a norm prologue, v times the norm
+  // weight, v's squares added to sum_sq first (else v); `staged_x4(t, k, m, sum_sq)`, the two in turn.
   std::string tile_x_glsl;
   std::string variant_suffix;  // "+silu_mul+add+split3" ...
   bool x_q8 = false;           // attr x_quant = "q8": x is rounded through q8 blocks

@@ -10,9 +10,9 @@
 // each fragment of x feeding G · F products and each of the weights FM. Small workgroups of few registers keep many of them
 // resident a multiprocessor, their weight loads in flight together. At the end the K split's
 // partial fragments are summed through shared memory, a fragment at a time, each invocation then
-// applying the epilogue to single values. Where the config reads ahead, a subgroup reads its next
-// slice into registers before the current one's products are issued, so that the loads' latency
-// is spent multiplying.
+// applying the epilogue to single values. Where the config reads ahead, a subgroup loads its next
+// slice's words into registers, undecoded, before the current one's products are issued, so that
+// the loads' latency is spent multiplying (nothing waits on them until the slice is staged).
 //
 // With a norm prologue, x is multiplied by the norm weight as it is staged, and each row's sum of
 // squares, gathered by the lanes that stage the row in each subgroup of the K split, scales the
@@ -59,38 +59,39 @@ float sum_sq[XI];
 
 uint x_row(uint q) { return RPI * q + lane / LPR; }
 
-// Reads the slice at kb of x and of the subgroup's weight rows into registers (past K: the first
-// slice again, counting nothing).
+// Slice sl (= l + 32·u for lane l) of gate g's weight rows: values 8·(sl % (BK / 8)).. of the
+// subgroup's weight row sl / (BK / 8).
+uint w_slice_row(uint g, uint sl) { return min(col0 + cc * F * 16u + sl / (BK / 8u), N - 1u) + g * N; }
+
+// Loads the slice at kb of x and of the subgroup's weight rows into registers, as read (past K:
+// the first slice again, never staged).
 vec4 xv[XI];
-float wv[G][WSL][8];
+WSlice wv[G][WSL];
 void fetch(uint kb) {
-  bool counts = kb < K;
-  uint at = counts ? kb : 0u;
-  [[unroll]] for (uint q = 0u; q < XI; ++q) {
-    float s = 0.0;
-    xv[q] = staged_x4(x_row(q), at + 4u * (lane % LPR), m, s);
-    sum_sq[q] += counts ? s : 0.0;
-  }
-  // Lane l decodes values 8·(sl % (BK / 8)).. of weight row sl / (BK / 8), for sl = l + 32·u.
+  uint at = kb < K ? kb : 0u;
+  [[unroll]] for (uint q = 0u; q < XI; ++q) xv[q] = x_load4(x_row(q), at + 4u * (lane % LPR), m);
   [[unroll]] for (uint g = 0u; g < G; ++g) {
     [[unroll]] for (uint u = 0u; u < WSL; ++u) {
-      uint sl = lane + 32u * u, wr = sl / (BK / 8u), e0 = 8u * (sl % (BK / 8u));
-      w_slice8(min(col0 + cc * F * 16u + wr, N - 1u) + g * N, slice_k(at + 8u * (sl % (BK / 8u))), wv[g][u]);
+      uint sl = lane + 32u * u;
+      wv[g][u] = w_slice_load(w_slice_row(g, sl), slice_k(at + 8u * (sl % (BK / 8u))));
     }
   }
 }
 
-// Stores the registers, the slice at kb, in the subgroup's region as f16.
+// Decodes the registers, the slice at kb, into the subgroup's region as f16.
 void stage_slice(uint kb) {
   [[unroll]] for (uint q = 0u; q < XI; ++q) {
-    stage[base + (x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] = uvec2(packHalf2x16(xv[q].xy), packHalf2x16(xv[q].zw));
+    vec4 v = x_normed4(xv[q], kb + 4u * (lane % LPR), sum_sq[q]);
+    stage[base + (x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
   }
   [[unroll]] for (uint g = 0u; g < G; ++g) {
     [[unroll]] for (uint u = 0u; u < WSL; ++u) {
       uint sl = lane + 32u * u, wr = sl / (BK / 8u), e0 = 8u * (sl % (BK / 8u));
       bool live = col0 + cc * F * 16u + wr < N && kb + e0 < K;  // a slice past K (K not a multiple of BK) adds nothing
       uint at = base + XWORDS + ((g * F * 16u + wr) * STRIDE + e0) / 4u;
-      uvec4 h = half8(wv[g][u], live);
+      float w[8];
+      w_slice_decode(wv[g][u], w_slice_row(g, sl), slice_k(kb + e0), w);
+      uvec4 h = half8(w, live);
       stage[at] = h.xy;
       stage[at + 1u] = h.zw;
     }

@@ -1011,81 +1011,125 @@ void load_part_x(uint at, uint p, out float v[PV]) {
 }  // namespace doppler::codegen
 
 namespace doppler::codegen {
+namespace {
+
+// Values of a slice's words: the f16 or byte at byte address b of the row's words, given the word
+// that holds it.
+constexpr const char* kSliceFields = R"(
+float slice_half(uint word, uint b) { return unpackHalf2x16((word >> ((b & 2u) << 3)) & 65535u).x; }
+uint slice_byte(uint word, uint b) { return (word >> ((b & 3u) << 3)) & 255u; }
+)";
+
+// w_slice8 as the decode of the loads: the kernels that read ahead call the two apart.
+constexpr const char* kSliceOfParts = R"(
+void w_slice8(uint row, uint k, out float v[8]) { w_slice_decode(w_slice_load(row, k), row, k, v); }
+)";
+
+}  // namespace
+
 std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k) {
   const std::string row_bytes = RowConstants("SLICE_", dtype, k);
   const std::string words = WeightRowsBuffer(binding, "w", dtype, k);
+  std::string parts;
   switch (dtype) {
     case graph::DType::kQ8_0:
-      return absl::StrCat(words, row_bytes, Fill(R"(
-void w_slice8(uint row, uint k, out float v[8]) {
-  uint base = row * SLICE_ROW_BYTES + (k >> 5) * {{Q8_0_BLOCK}}u;
-  float d = w_half(base);
-  uint qs = (base + {{Q8_0_QS}}u + (k & 31u)) >> 2;
-  uint q[2] = uint[2](w[qs], w[qs + 1u]);
-  // Each byte with its sign bit flipped is q + 128, made a float through the mantissa of 2^23.
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = d * (uintBitsToFloat(((q[i >> 2] >> (8u * (i & 3u))) & 255u) ^ 0x4B000080u) - 8388736.0);
+      parts = absl::StrCat(words, row_bytes, Fill(R"(
+struct WSlice { uint d; uint q[2]; };
+uint q8_0_slice_base(uint row, uint k) { return row * SLICE_ROW_BYTES + (k >> 5) * {{Q8_0_BLOCK}}u; }
+WSlice w_slice_load(uint row, uint k) {
+  uint base = q8_0_slice_base(row, k), qs = (base + {{Q8_0_QS}}u + (k & 31u)) >> 2;
+  return WSlice(w_word(base >> 2), uint[2](w[qs], w[qs + 1u]));
 }
-)", DeviceRowValues(dtype, k)));
+void w_slice_decode(WSlice s, uint row, uint k, out float v[8]) {
+  float d = slice_half(s.d, q8_0_slice_base(row, k));
+  // Each byte with its sign bit flipped is q + 128, made a float through the mantissa of 2^23.
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = d * (uintBitsToFloat(((s.q[i >> 2] >> (8u * (i & 3u))) & 255u) ^ 0x4B000080u) - 8388736.0);
+}
+)",
+                                                  DeviceRowValues(dtype, k)));
+      break;
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K: {
       // In 16-byte vectors: the header (d, dmin, 12 scale bytes) is vector 0 of a block; Q5_K's
       // qh[32] vectors 1-2; the quants follow. The slice's 8 quant bytes (its 8 high bits) are
-      // half of one vector (l is a multiple of 8).
+      // one 8-byte load (l is a multiple of 8).
       const bool five = dtype == graph::DType::kQ5_K;
-      return absl::StrCat(Fill(R"(
+      parts = absl::StrCat(
+          Fill(R"(
 layout(std430, set = 0, binding = {{BINDING}}) readonly buffer Buf_w { uvec4 w4[]; };
+layout(std430, set = 0, binding = {{BINDING}}) readonly buffer Buf_w2 { uvec2 w2[]; };
 )",
-                               {{"BINDING", absl::StrCat(binding)}}),
-                          row_bytes, kScalePairK4, R"(
-void w_slice8(uint row, uint k, out float v[8]) {
-  uint base = (row * SLICE_ROW_BYTES) / 16u + (k >> 8) * )", KBlockVecs(five), R"(u;
-  uint r = k & 255u, j = r >> 5, l = r & 31u, at = (l >> 2) & 2u;
-  uvec4 head = w4[base];
-  vec4 sm = k4_scale_pair(head.yzw, j >> 1);
-  vec2 dm = unpackHalf2x16(head.x);
+               {{"BINDING", absl::StrCat(binding)}}),
+          row_bytes, kScalePairK4,
+          Fill(R"(
+struct WSlice { uvec4 head; uvec2 q;{{QH_FIELD}} };
+WSlice w_slice_load(uint row, uint k) {
+  uint base = (row * SLICE_ROW_BYTES) / 16u + (k >> 8) * {{BLOCK_VECS}}u;
+  uint r = k & 255u, j = r >> 5, l = r & 31u;
+  WSlice s;
+  s.head = w4[base];
+  s.q = w2[2u * (base + {{QS_VEC}}u + 2u * (j >> 1)) + (l >> 3)];
+{{QH_LOAD}}  return s;
+}
+void w_slice_decode(WSlice s, uint row, uint k, out float v[8]) {
+  uint j = (k & 255u) >> 5;
+  vec4 sm = k4_scale_pair(s.head.yzw, j >> 1);
+  vec2 dm = unpackHalf2x16(s.head.x);
   float d = dm.x * ((j & 1u) == 0u ? sm.x : sm.y), m = dm.y * ((j & 1u) == 0u ? sm.z : sm.w);
-  uvec4 qvec = w4[base + )", KQuantVec(five), R"(u + 2u * (j >> 1) + (l >> 4)];
-  uint q[2] = uint[2](qvec[at], qvec[at + 1u]);
   uint shift = (j & 1u) * 4u;
-)", five ? "  uvec4 hvec = w4[base + 1u + (l >> 4)];\n  uint h[2] = uint[2](hvec[at], hvec[at + 1u]);\n" : "", R"(
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
-    uint qv = (q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;
-)", five ? "    qv |= ((h[i >> 2] >> (8u * (i & 3u) + j)) & 1u) << 4;\n" : "", R"(
-    v[i] = d * (uintBitsToFloat(qv | 0x4B000000u) - 8388608.0) - m;  // float(qv), at full rate
+    uint qv = (s.q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;
+{{QH_BIT}}    v[i] = d * (uintBitsToFloat(qv | 0x4B000000u) - 8388608.0) - m;  // float(qv), at full rate
   }
 }
-)");
+)",
+               {{"BLOCK_VECS", absl::StrCat(KBlockVecs(five))},
+                {"QS_VEC", absl::StrCat(KQuantVec(five))},
+                {"QH_FIELD", five ? " uvec2 h;" : ""},
+                {"QH_LOAD", five ? "  s.h = w2[2u * (base + 1u) + (l >> 3)];\n" : ""},
+                {"QH_BIT", five ? "    qv |= ((s.h[i >> 2] >> (8u * (i & 3u) + j)) & 1u) << 4;\n" : ""}}));
+      break;
     }
     case graph::DType::kQ6_K:
-      return absl::StrCat(words, row_bytes, R"(
-void w_slice8(uint row, uint k, out float v[8]) {
+      parts = absl::StrCat(words, row_bytes, R"(
+struct WSlice { uint d, sc; uint ql[2], qh[2]; };
+WSlice w_slice_load(uint row, uint k) {
   uint base = row * SLICE_ROW_BYTES, b = k >> 8, qs = base + b * 192u;
   uint r = k & 255u, n = r >> 7, kq = (r >> 5) & 3u, l = r & 31u;
-  float d = w_half(base + SLICE_D_AT + b * 2u) * float(bitfieldExtract(int(w_byte(base + SLICE_SC_AT + b * 16u + (r >> 4))), 0, 8));
   uint lo_at = (qs + 64u * n + 32u * (kq & 1u) + l) >> 2, hi_at = (qs + 128u + 32u * n + l) >> 2;
-  uint ql[2] = uint[2](w_word(lo_at), w_word(lo_at + 1u));
-  uint qh[2] = uint[2](w_word(hi_at), w_word(hi_at + 1u));
+  return WSlice(w_word((base + SLICE_D_AT + b * 2u) >> 2), w_word((base + SLICE_SC_AT + b * 16u + (r >> 4)) >> 2),
+                uint[2](w_word(lo_at), w_word(lo_at + 1u)), uint[2](w_word(hi_at), w_word(hi_at + 1u)));
+}
+void w_slice_decode(WSlice s, uint row, uint k, out float v[8]) {
+  uint base = row * SLICE_ROW_BYTES, b = k >> 8, r = k & 255u, kq = (r >> 5) & 3u;
+  float d = slice_half(s.d, base + SLICE_D_AT + b * 2u) *
+            float(bitfieldExtract(int(slice_byte(s.sc, base + SLICE_SC_AT + b * 16u + (r >> 4))), 0, 8));
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
-    uint lo = (ql[i >> 2] >> (8u * (i & 3u) + (kq < 2u ? 0u : 4u))) & 15u;
-    uint hi = (qh[i >> 2] >> (8u * (i & 3u) + 2u * kq)) & 3u;
+    uint lo = (s.ql[i >> 2] >> (8u * (i & 3u) + (kq < 2u ? 0u : 4u))) & 15u;
+    uint hi = (s.qh[i >> 2] >> (8u * (i & 3u) + 2u * kq)) & 3u;
     v[i] = d * (uintBitsToFloat(lo | (hi << 4) | 0x4B000000u) - 8388640.0);  // q − 32, at full rate
   }
 }
 )");
+      break;
     case graph::DType::kQ5_0:
-      return absl::StrCat(words, row_bytes, R"(
-void w_slice8(uint row, uint k, out float v[8]) {
-  uint base = row * SLICE_ROW_BYTES, b = k >> 5, r = k & 31u;
-  float d = w_half(base + SLICE_D_AT + b * 2u);
-  uint at = (base + b * 16u + (r & 15u)) >> 2, shift = (r >> 4) * 4u;
-  uint q[2] = uint[2](w_word(at), w_word(at + 1u));
-  uint qh = w_word((base + SLICE_SC_AT + b * 4u) >> 2);
+      parts = absl::StrCat(words, row_bytes, R"(
+struct WSlice { uint d, qh; uint q[2]; };
+WSlice w_slice_load(uint row, uint k) {
+  uint base = row * SLICE_ROW_BYTES, b = k >> 5, at = (base + b * 16u + ((k & 31u) & 15u)) >> 2;
+  return WSlice(w_word((base + SLICE_D_AT + b * 2u) >> 2), w_word((base + SLICE_SC_AT + b * 4u) >> 2),
+                uint[2](w_word(at), w_word(at + 1u)));
+}
+void w_slice_decode(WSlice s, uint row, uint k, out float v[8]) {
+  uint b = k >> 5, r = k & 31u, shift = (r >> 4) * 4u;
+  float d = slice_half(s.d, row * SLICE_ROW_BYTES + SLICE_D_AT + b * 2u);
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
-    uint nib = (q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;
-    v[i] = d * (uintBitsToFloat(nib | (((qh >> (r + i)) & 1u) << 4) | 0x4B000000u) - 8388624.0);  // q − 16, at full rate
+    uint nib = (s.q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;
+    v[i] = d * (uintBitsToFloat(nib | (((s.qh >> (r + i)) & 1u) << 4) | 0x4B000000u) - 8388624.0);  // q − 16, at full rate
   }
 }
 )");
+      break;
     case graph::DType::kQ4_0:
     case graph::DType::kQ4_1:
     case graph::DType::kQ5_1:
@@ -1094,31 +1138,42 @@ void w_slice8(uint row, uint k, out float v[8]) {
     case graph::DType::kMXFP4: {
       // Split rows: the slice's 8 nibbles are the low (values 0-15 of a 32-value group) or high
       // nibbles of two words; the group's d (and m), Q5_1's fifth bits, IQ4_XS's header, MXFP4's
-      // scale byte.
+      // scale byte, each in the word that holds it.
       const SmallBlockForm f = SmallBlockFormOf(dtype);
       const bool xs = dtype == graph::DType::kIQ4_XS;
       const char* grid = xs ? "iq4" : f.grid;
+      // The scale's byte address (xs: its two words' first word).
+      const char* sc_at = xs ? "(base + SLICE_SC_AT + (k >> 8) * 8u) >> 2"
+                          : f.e8m0 ? "base + SLICE_SC_AT + g"
+                          : f.min  ? "base + SLICE_D_AT + g * 4u"
+                                   : "base + SLICE_D_AT + g * 2u";
+      std::string fields = "uint q[2]; uint sc;", load = xs ? absl::StrCat("  s.sc = w_word(", sc_at, ");\n  s.sc1 = w_word((", sc_at, ") + 1u);\n")
+                                                            : absl::StrCat("  s.sc = w_word((", sc_at, ") >> 2);\n");
+      if (xs) absl::StrAppend(&fields, " uint sc1;");
+      if (f.fifth) {
+        absl::StrAppend(&fields, " uint qh;");
+        absl::StrAppend(&load, "  s.qh = w_word((base + SLICE_SC_AT + g * 4u) >> 2);\n");
+      }
       std::string head;
       if (xs) {
-        head = "  uint head = (base + SLICE_SC_AT + (k >> 8) * 8u) >> 2;\n  float d = iq4xs_scale(w_word(head), w_word(head + 1u), g & 7u);\n";
+        head = "  float d = iq4xs_scale(s.sc, s.sc1, g & 7u);\n";
       } else if (f.e8m0) {
-        head = "  float d = e8m0_half(w_byte(base + SLICE_SC_AT + g));\n";
+        head = absl::StrCat("  float d = e8m0_half(slice_byte(s.sc, ", sc_at, "));\n");
       } else if (f.min) {
-        head = "  vec2 dm = unpackHalf2x16(w_word((base + SLICE_D_AT + g * 4u) >> 2));\n";
+        head = "  vec2 dm = unpackHalf2x16(s.sc);\n";
       } else {
-        head = "  float d = w_half(base + SLICE_D_AT + g * 2u);\n";
+        head = absl::StrCat("  float d = slice_half(s.sc, ", sc_at, ");\n");
       }
-      if (f.fifth) absl::StrAppend(&head, "  uint qh = w_word((base + SLICE_SC_AT + g * 4u) >> 2);\n");
       // The grid's values four at a time from registers (<grid>_bytes), not by indexing an array;
       // MXFP4's two at a time as floats from their f16 bits (mxfp4_pair).
       if (f.e8m0) {
-        absl::StrAppend(&head, "  vec2 pv[4] = vec2[4](mxfp4_pair(q[0], shift), mxfp4_pair(q[0], shift + 8u), "
-                               "mxfp4_pair(q[1], shift), mxfp4_pair(q[1], shift + 8u));\n");
+        absl::StrAppend(&head, "  vec2 pv[4] = vec2[4](mxfp4_pair(s.q[0], shift), mxfp4_pair(s.q[0], shift + 8u), "
+                               "mxfp4_pair(s.q[1], shift), mxfp4_pair(s.q[1], shift + 8u));\n");
       } else if (grid != nullptr) {
-        absl::StrAppend(&head, "  uint gv[2] = uint[2](", grid, "_bytes((q[0] >> shift) & 0x0F0F0F0Fu), ", grid,
-                        "_bytes((q[1] >> shift) & 0x0F0F0F0Fu));\n");
+        absl::StrAppend(&head, "  uint gv[2] = uint[2](", grid, "_bytes((s.q[0] >> shift) & 0x0F0F0F0Fu), ", grid,
+                        "_bytes((s.q[1] >> shift) & 0x0F0F0F0Fu));\n");
       }
-      const char* nib = "    uint nib = (q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;\n";
+      const char* nib = "    uint nib = (s.q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;\n";
       std::string value;
       if (f.e8m0) {
         // Value i of the slice is pair 2(i / 4) + i % 2's component (i / 2) % 2, 2^-15 times itself.
@@ -1126,25 +1181,36 @@ void w_slice8(uint row, uint k, out float v[8]) {
       } else if (grid != nullptr) {
         value = "    v[i] = d * float(bitfieldExtract(int(gv[i >> 2]), int(8u * (i & 3u)), 8));\n";
       } else if (f.min) {
-        value = absl::StrCat(nib, f.fifth ? "    nib |= ((qh >> (r + i)) & 1u) << 4;\n" : "",
+        value = absl::StrCat(nib, f.fifth ? "    nib |= ((s.qh >> (r + i)) & 1u) << 4;\n" : "",
                              "    v[i] = dm.x * (uintBitsToFloat(nib | 0x4B000000u) - 8388608.0) + dm.y;  // float(q), at full rate\n");
       } else {
         value = absl::StrCat(nib, "    v[i] = d * (uintBitsToFloat(nib | 0x4B000000u) - 8388616.0);  // q − 8, at full rate\n");
       }
-      return absl::StrCat(words, row_bytes, xs ? kIQ4XSScale : "", R"(
-void w_slice8(uint row, uint k, out float v[8]) {
-  uint base = row * SLICE_ROW_BYTES, g = k >> 5, r = k & 31u;
-  uint at = (base + g * 16u + (r & 15u)) >> 2, shift = (r >> 4) * 4u;
-  uint q[2] = uint[2](w_word(at), w_word(at + 1u));
+      parts = absl::StrCat(words, row_bytes, xs ? kIQ4XSScale : "", "\nstruct WSlice { ", fields, R"( };
+WSlice w_slice_load(uint row, uint k) {
+  uint base = row * SLICE_ROW_BYTES, g = k >> 5, at = (base + g * 16u + (k & 15u)) >> 2;
+  WSlice s;
+  s.q = uint[2](w_word(at), w_word(at + 1u));
+)", load, R"(  return s;
+}
+void w_slice_decode(WSlice s, uint row, uint k, out float v[8]) {
+  uint base = row * SLICE_ROW_BYTES, g = k >> 5, r = k & 31u, shift = (r >> 4) * 4u;
 )", head, R"(  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
 )", value, "  }\n}\n");
+      break;
     }
     default:
-      return absl::StrCat(words, row_bytes, R"(
-void w_slice8(uint row, uint k, out float v[8]) {
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = k + i < )", k, R"(u ? load_w(row * )", k, R"(u + k + i) : 0.0;
+      // Plain floats (and Q2_K, Q3_K value by value) convert as they load.
+      parts = absl::StrCat(words, row_bytes, R"(
+struct WSlice { float v[8]; };
+WSlice w_slice_load(uint row, uint k) {
+  WSlice s;
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) s.v[i] = k + i < )", k, R"(u ? load_w(row * )", k, R"(u + k + i) : 0.0;
+  return s;
 }
+void w_slice_decode(WSlice s, uint row, uint k, out float v[8]) { v = s.v; }
 )");
   }
+  return absl::StrCat(kSliceFields, parts, kSliceOfParts);
 }
 }  // namespace doppler::codegen

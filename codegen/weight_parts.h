@@ -103,9 +103,12 @@ namespace doppler::codegen {
 // The weight buffer at `binding` and `void w_slice8(uint row, uint k, out float v[8])`: values
 // k..k+7 of weight row `row` (k a multiple of 8, and for block formats within one 32-value window,
 // which K's block size guarantees), for kernels that stage weight tiles. Each slice decodes its
-// block's scale fields once. Q4_K and Q5_K, whose blocks are whole 16-byte vectors, are read in
-// 16-byte loads (the block header, the slice's quants); other formats through
-// WeightRowsBuffer(binding, "w", dtype, k) (plain floats bounds-checked against K; Q2_K and Q3_K
-// value by value through its load_w).
+// block's scale fields once. w_slice8 is `w_slice_decode(w_slice_load(row, k), row, k, v)`:
+// w_slice_load only loads (a `WSlice` of the words the slice needs), so that a kernel reading the
+// next slice ahead keeps the loads in flight while it multiplies, and decodes them as it stages
+// them. Q4_K and Q5_K, whose blocks are whole 16-byte vectors, are read in 16- and 8-byte loads
+// (the block header, the slice's quants); other formats through WeightRowsBuffer(binding, "w",
+// dtype, k) (plain floats bounds-checked against K and, like Q2_K and Q3_K, read value by value
+// through its load_w, converted as they load).
 std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k);
 }  // namespace doppler::codegen

@@ -216,7 +216,16 @@ INSTANTIATE_TEST_SUITE_P(
                       QuantMatMulCase{DType::kQ4_0, 20, 32, 160, 67}, QuantMatMulCase{DType::kQ4_1, 20, 32, 96, 37},
                       QuantMatMulCase{DType::kQ5_1, 20, 32, 160, 67}, QuantMatMulCase{DType::kIQ4_NL, 20, 32, 96, 37},
                       QuantMatMulCase{DType::kQ2_K, 20, 32, 256, 9}, QuantMatMulCase{DType::kQ3_K, 20, 32, 512, 37},
-                      QuantMatMulCase{DType::kIQ4_XS, 20, 32, 256, 9}, QuantMatMulCase{DType::kMXFP4, 20, 32, 96, 37}),
+                      QuantMatMulCase{DType::kIQ4_XS, 20, 32, 256, 9}, QuantMatMulCase{DType::kMXFP4, 20, 32, 96, 37},
+                      // Buckets of 128 rows: the cooperative-matrix tiles where the device has them (a
+                      // partial second tile; K of 160 no multiple of their 64-wide slices).
+                      QuantMatMulCase{DType::kQ8_0, 70, 128, 160, 67}, QuantMatMulCase{DType::kQ4_K, 70, 128, 256, 37},
+                      QuantMatMulCase{DType::kQ5_K, 70, 128, 256, 37}, QuantMatMulCase{DType::kQ6_K, 70, 128, 256, 37},
+                      QuantMatMulCase{DType::kQ5_0, 70, 128, 160, 67}, QuantMatMulCase{DType::kQ4_0, 70, 128, 160, 67},
+                      QuantMatMulCase{DType::kQ4_1, 70, 128, 160, 67}, QuantMatMulCase{DType::kQ5_1, 70, 128, 160, 67},
+                      QuantMatMulCase{DType::kIQ4_NL, 70, 128, 160, 67}, QuantMatMulCase{DType::kIQ4_XS, 70, 128, 256, 37},
+                      QuantMatMulCase{DType::kMXFP4, 70, 128, 160, 67}, QuantMatMulCase{DType::kQ2_K, 70, 128, 256, 37},
+                      QuantMatMulCase{DType::kQ3_K, 70, 128, 256, 37}),
     [](const ::testing::TestParamInfo<QuantMatMulCase>& i) {
       const QuantMatMulCase& c = i.param;
       return std::string(graph::Name(c.dtype)) + "_t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) +
