@@ -107,7 +107,8 @@ absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s);
 // What the cooperative-matrix variants share: the shader header with their extensions for a
 // workgroup of `invocations`, and their staging's GLSL (after K's declaration): `uint slice_k(uint
 // k)`, where a weight slice at column k is read (the row's last slice where K is a multiple of 8,
-// else k), and `uvec4 half8(float w[8], bool live)`, a decoded slice as four words of f16 pairs.
+// else k), and `uvec2 x_halves(vec4 v)`, four values of x as f16 pairs in the order the weights'
+// slices are staged in (WeightSlices' w_slice_halves).
 std::string CoopMatMulHeader(uint32_t invocations);
 std::string CoopStagingGlsl();
 

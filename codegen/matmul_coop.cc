@@ -1,7 +1,8 @@
 // The tiled variant on NVIDIA's cooperative-matrix units (VK_NV_cooperative_matrix): a workgroup
 // computes a BM-row × BN-column tile of y, each of its subgroups an SM × SN block of it (the shape
 // is codegen/tuning/coop.h's). For each BK-wide slice of K it stages x's rows and the weight rows
-// (decoded eight values at a time, G per column) in shared memory as f16, so each weight is
+// (decoded eight values at a time straight into f16 pairs, G per column; K in the staged order of
+// WeightSlices' w_slice_halves, x's too) in shared memory as f16, so each weight is
 // decoded once per BM rows of x; each subgroup then multiplies 16 × 16 × 16 fragments into f32
 // accumulators, each fragment of x it loads feeding SN / 16 products and each of the weights SM /
 // 16. Where the config reads ahead, the next slice is read into registers before the current one's
@@ -36,12 +37,8 @@ std::string CoopStagingGlsl() {
          "// formats: so that a read past K stays within the row's blocks; the staging counts it as zeros);\n"
          "// float rows bounds-check their own.\n"
          "uint slice_k(uint k) { return K % 8u == 0u ? min(k, K - 8u) : k; }\n"
-         "// A decoded slice of 8 weights as f16, two words of the staging memory each (zeros where it\n"
-         "// does not count).\n"
-         "uvec4 half8(float w[8], bool live) {\n"
-         "  vec4 a = live ? vec4(w[0], w[1], w[2], w[3]) : vec4(0.0), b = live ? vec4(w[4], w[5], w[6], w[7]) : vec4(0.0);\n"
-         "  return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));\n"
-         "}";
+         "// Four values of x as f16 in the staged order (w_slice_halves': 0, 2, 1, 3).\n"
+         "uvec2 x_halves(vec4 v) { return uvec2(packHalf2x16(v.xz), packHalf2x16(v.yw)); }";
 }
 
 absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
@@ -54,7 +51,7 @@ absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
   k.variant = absl::StrCat("coop.", graph::Name(s.w_dtype), ".tile", t.bm, "x", t.bn, ".sg", t.sm, "x", t.sn, ".k",
                            t.bk, t.prefetch ? "" : ".pf0", s.variant_suffix);
   k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * subgroups)), s.tile_rows_glsl, s.io_glsl, s.tile_x_glsl,
-                        WeightSlices(3, s.w_dtype, s.k),
+                        WeightSlices(3, s.w_dtype, s.k, /*halves=*/true),
                         Fill(R"(
 #define NORM {{NORM}}
 #define PREFETCH {{PREFETCH}}
@@ -77,7 +74,7 @@ shared float row_scale[BM];
 uint tok0, col0, m, lane, sg;
 float sum_sq[XI];
 vec4 xv[XI];
-float wv[G][WSL][8];
+uvec4 wv[G][WSL];  // decoded slices as f16 pairs
 
 uint x_row(uint q) { return sg + SUBGROUPS * (RPI * q + lane / LPR); }
 {{SLICE_K}}
@@ -95,7 +92,8 @@ void fetch(uint kb) {
   [[unroll]] for (uint g = 0u; g < G; ++g) {
     [[unroll]] for (uint u = 0u; u < WSL; ++u) {
       uint sl = gl_LocalInvocationID.x + WG * u;
-      w_slice8(w_row0() + min(col0 + sl / (BK / 8u), N - 1u) + g * N, slice_k(at + 8u * (sl % (BK / 8u))), wv[g][u]);
+      uint row = w_row0() + min(col0 + sl / (BK / 8u), N - 1u) + g * N, k = slice_k(at + 8u * (sl % (BK / 8u)));
+      wv[g][u] = w_slice_halves(w_slice_load(row, k), row, k);
     }
   }
 }
@@ -103,14 +101,14 @@ void fetch(uint kb) {
 // Stores the registers, the slice at kb, into shared memory as f16.
 void stage_slice(uint kb) {
   [[unroll]] for (uint q = 0u; q < XI; ++q) {
-    stage[(x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] = uvec2(packHalf2x16(xv[q].xy), packHalf2x16(xv[q].zw));
+    stage[(x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] = x_halves(xv[q]);
   }
   [[unroll]] for (uint g = 0u; g < G; ++g) {
     [[unroll]] for (uint u = 0u; u < WSL; ++u) {
       uint sl = gl_LocalInvocationID.x + WG * u, wr = sl / (BK / 8u), e0 = 8u * (sl % (BK / 8u));
       bool live = col0 + wr < N && kb + e0 < K;  // a slice past K (K not a multiple of BK) adds nothing
       uint at = XWORDS + ((g * BN + wr) * STRIDE + e0) / 4u;
-      uvec4 h = half8(wv[g][u], live);
+      uvec4 h = live ? wv[g][u] : uvec4(0u);
       stage[at] = h.xy;
       stage[at + 1u] = h.zw;
     }

@@ -4,7 +4,8 @@
 // A workgroup of SUBGROUPS subgroups computes BN columns of y; its subgroups form
 // SUBGROUPS / KSPLIT column groups of F fragments (16 columns, G weight rows each), and the KSPLIT
 // subgroups of a group take every KSPLIT-th BK-wide slice of K between them. Each subgroup stages
-// its slice of x (16 · FM rows) and of its weight rows (decoded eight values at a time, each weight
+// its slice of x (16 · FM rows) and of its weight rows (decoded eight values at a time into f16
+// pairs, K in w_slice_halves' staged order for both, each weight
 // value by exactly one subgroup) in a shared-memory region of its own as f16, so that the K loop
 // waits only on subgroup barriers, and multiplies 16 × 16 × 16 fragments into f32 accumulators,
 // each fragment of x feeding G · F products and each of the weights FM. Small workgroups of few registers keep many of them
@@ -37,7 +38,7 @@ absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
                            ".k", t.bk, t.prefetch ? ".pf" : "", t.x_frags > 1 ? absl::StrCat(".x", t.x_frags) : "",
                            s.variant_suffix);
   k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * t.subgroups)), s.io_glsl, s.tile_x_glsl,
-                        WeightSlices(3, s.w_dtype, s.k), CoopStagingGlsl(), "\n",
+                        WeightSlices(3, s.w_dtype, s.k, /*halves=*/true), CoopStagingGlsl(), "\n",
                         Fill(R"(
 #define NORM {{NORM}}
 #define PREFETCH {{PREFETCH}}
@@ -82,16 +83,14 @@ void fetch(uint kb) {
 void stage_slice(uint kb) {
   [[unroll]] for (uint q = 0u; q < XI; ++q) {
     vec4 v = x_normed4(xv[q], kb + 4u * (lane % LPR), sum_sq[q]);
-    stage[base + (x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+    stage[base + (x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] = x_halves(v);
   }
   [[unroll]] for (uint g = 0u; g < G; ++g) {
     [[unroll]] for (uint u = 0u; u < WSL; ++u) {
       uint sl = lane + 32u * u, wr = sl / (BK / 8u), e0 = 8u * (sl % (BK / 8u));
       bool live = col0 + cc * F * 16u + wr < N && kb + e0 < K;  // a slice past K (K not a multiple of BK) adds nothing
       uint at = base + XWORDS + ((g * F * 16u + wr) * STRIDE + e0) / 4u;
-      float w[8];
-      w_slice_decode(wv[g][u], w_slice_row(g, sl), slice_k(kb + e0), w);
-      uvec4 h = half8(w, live);
+      uvec4 h = live ? w_slice_halves(wv[g][u], w_slice_row(g, sl), slice_k(kb + e0)) : uvec4(0u);
       stage[at] = h.xy;
       stage[at + 1u] = h.zw;
     }

@@ -1025,12 +1025,31 @@ constexpr const char* kSliceOfParts = R"(
 void w_slice8(uint row, uint k, out float v[8]) { w_slice_decode(w_slice_load(row, k), row, k, v); }
 )";
 
+// A slice as f16 pairs in the staged order (weight_parts.h), from its floats: the formats without
+// a decoding of their own into f16.
+constexpr const char* kSliceHalvesOfFloats = R"(
+uvec4 w_slice_halves(WSlice s, uint row, uint k) {
+  float v[8];
+  w_slice_decode(s, row, k, v);
+  return uvec4(packHalf2x16(vec2(v[0], v[2])), packHalf2x16(vec2(v[1], v[3])), packHalf2x16(vec2(v[4], v[6])),
+               packHalf2x16(vec2(v[5], v[7])));
+}
+)";
+
+// Bytes 0 and 2 (pair 0) or 1 and 3 (pair 1) of a word of quants q < 1024 as the f16 pair
+// 1024 + q: the quants become the low mantissa bits of 1024 (f16 bits 0x6400), two at a time, with
+// no conversion; subtracting 1024 (or 1024 + the format's offset) then is exact.
+constexpr const char* kQuantPairs = R"(
+f16vec2 quant_pair(uint q, uint pair, uint mask) { return unpackFloat2x16(((q >> (8u * pair)) & mask) | 0x64006400u); }
+)";
+
 }  // namespace
 
-std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k) {
+std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k, bool halves) {
   const std::string row_bytes = RowConstants("SLICE_", dtype, k);
   const std::string words = WeightRowsBuffer(binding, "w", dtype, k);
   std::string parts;
+  std::string halves_glsl = kSliceHalvesOfFloats;  // the format's own decoding into f16 pairs, where it has one
   switch (dtype) {
     case graph::DType::kQ8_0:
       parts = absl::StrCat(words, row_bytes, Fill(R"(
@@ -1047,6 +1066,15 @@ void w_slice_decode(WSlice s, uint row, uint k, out float v[8]) {
 }
 )",
                                                   DeviceRowValues(dtype, k)));
+      halves_glsl = R"(
+uvec4 w_slice_halves(WSlice s, uint row, uint k) {
+  f16vec2 d = f16vec2(slice_half(s.d, q8_0_slice_base(row, k)));
+  uvec4 r;
+  // A byte with its sign bit flipped is q + 128.
+  [[unroll]] for (uint p = 0u; p < 4u; ++p) r[p] = packFloat2x16((quant_pair(s.q[p >> 1] ^ 0x80808080u, p & 1u, 0x00FF00FFu) - f16vec2(1152.0)) * d);
+  return r;
+}
+)";
       break;
     case graph::DType::kQ4_K:
     case graph::DType::kQ5_K: {
@@ -1088,6 +1116,24 @@ void w_slice_decode(WSlice s, uint row, uint k, out float v[8]) {
                 {"QH_FIELD", five ? " uvec2 h;" : ""},
                 {"QH_LOAD", five ? "  s.h = w2[2u * (base + 1u) + (l >> 3)];\n" : ""},
                 {"QH_BIT", five ? "    qv |= ((s.h[i >> 2] >> (8u * (i & 3u) + j)) & 1u) << 4;\n" : ""}}));
+      halves_glsl = Fill(R"(
+uvec4 w_slice_halves(WSlice s, uint row, uint k) {
+  uint j = (k & 255u) >> 5;
+  vec4 sm = k4_scale_pair(s.head.yzw, j >> 1);
+  vec2 dm = unpackHalf2x16(s.head.x);
+  f16vec2 d = f16vec2(dm.x * ((j & 1u) == 0u ? sm.x : sm.y)), m = f16vec2(dm.y * ((j & 1u) == 0u ? sm.z : sm.w));
+  uint shift = (j & 1u) * 4u;
+  uvec4 r;
+  [[unroll]] for (uint p = 0u; p < 4u; ++p) {
+    uint q = s.q[p >> 1] >> shift;
+{{QH_PAIR}}    r[p] = packFloat2x16(fma(quant_pair(q, p & 1u, {{MASK}}) - f16vec2(1024.0), d, -m));
+  }
+  return r;
+}
+)",
+               {// Q5_K: the fifth bits (bit j of each qh byte) moved to bit 4 of the quants' bytes.
+                {"QH_PAIR", five ? "    q = (q & 0x0F0F0F0Fu) | (((s.h[p >> 1] >> j) & 0x01010101u) << 4);\n" : ""},
+                {"MASK", five ? "0x001F001Fu" : "0x000F000Fu"}});
       break;
     }
     case graph::DType::kQ6_K:
@@ -1111,6 +1157,20 @@ void w_slice_decode(WSlice s, uint row, uint k, out float v[8]) {
   }
 }
 )");
+      halves_glsl = R"(
+uvec4 w_slice_halves(WSlice s, uint row, uint k) {
+  uint base = row * SLICE_ROW_BYTES, b = k >> 8, r = k & 255u, kq = (r >> 5) & 3u;
+  f16vec2 d = f16vec2(slice_half(s.d, base + SLICE_D_AT + b * 2u) *
+                      float(bitfieldExtract(int(slice_byte(s.sc, base + SLICE_SC_AT + b * 16u + (r >> 4))), 0, 8)));
+  uvec4 h;
+  [[unroll]] for (uint p = 0u; p < 4u; ++p) {
+    // Each byte's 6-bit quant: its nibble of ql, its two bits of qh above it.
+    uint q = ((s.ql[p >> 1] >> (kq < 2u ? 0u : 4u)) & 0x0F0F0F0Fu) | (((s.qh[p >> 1] >> (2u * kq)) & 0x03030303u) << 4);
+    h[p] = packFloat2x16((quant_pair(q, p & 1u, 0x003F003Fu) - f16vec2(1056.0)) * d);  // q − 32
+  }
+  return h;
+}
+)";
       break;
     case graph::DType::kQ5_0:
       parts = absl::StrCat(words, row_bytes, R"(
@@ -1211,6 +1271,7 @@ WSlice w_slice_load(uint row, uint k) {
 void w_slice_decode(WSlice s, uint row, uint k, out float v[8]) { v = s.v; }
 )");
   }
-  return absl::StrCat(kSliceFields, parts, kSliceOfParts);
+  return halves ? absl::StrCat(kSliceFields, kQuantPairs, parts, kSliceOfParts, halves_glsl)
+                : absl::StrCat(kSliceFields, parts, kSliceOfParts);
 }
 }  // namespace doppler::codegen

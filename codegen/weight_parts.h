@@ -110,5 +110,11 @@ namespace doppler::codegen {
 // (the block header, the slice's quants); other formats through WeightRowsBuffer(binding, "w",
 // dtype, k) (plain floats bounds-checked against K and, like Q2_K and Q3_K, read value by value
 // through its load_w, converted as they load).
-std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k);
+// With `halves`, also `uvec4 w_slice_halves(WSlice s, uint row, uint k)`: the slice as four words
+// of f16 pairs in the staged order, values (0, 2), (1, 3), (4, 6), (5, 7) (the pairs a word's bytes
+// 0 and 2, 1 and 3 make: the cooperative-matrix kernels stage x in the same order within each
+// run of four, which a dot product does not see). Q4_K, Q5_K, Q6_K and Q8_0 decode straight into
+// f16 pairs (two values an instruction); other formats through their floats. Their kernels'
+// headers enable 16-bit arithmetic.
+std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k, bool halves = false);
 }  // namespace doppler::codegen

@@ -687,6 +687,21 @@ TEST(Tuning, EveryCoopShapeCompilesForNvidia) {
       }
     }
   }
+  // Every other weight format, each with its own slice decoding, in the chosen shapes.
+  for (graph::DType dtype : {graph::DType::kF16, graph::DType::kBF16, graph::DType::kQ8_0, graph::DType::kQ5_0,
+                             graph::DType::kQ5_K, graph::DType::kQ6_K, graph::DType::kQ4_0, graph::DType::kQ4_1,
+                             graph::DType::kQ5_1, graph::DType::kQ2_K, graph::DType::kQ3_K, graph::DType::kIQ4_NL,
+                             graph::DType::kIQ4_XS, graph::DType::kMXFP4}) {
+    absl::StatusOr<graph::Graph> other = CoopGraph(dtype, 768);
+    ASSERT_TRUE(other.ok()) << other.status();
+    for (const graph::Node& n : other->nodes()) {
+      if (n.kind != graph::OpKind::kMatMul) continue;
+      absl::StatusOr<test::CompiledKernel> compiled = test::EmitAndCompile(*other, n, NvidiaCaps(), 640);
+      ASSERT_TRUE(compiled.ok()) << graph::Name(dtype) << ": " << compiled.status();
+      EXPECT_EQ(compiled->kernel.variant.rfind(absl::StrCat("coop.", graph::Name(dtype), ".tile"), 0), 0u)
+          << compiled->kernel.variant;
+    }
+  }
 }
 
 // `rows` random rows of x (width k) and of the residual r through `gpu` and through the
@@ -922,7 +937,7 @@ TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
   for (graph::DType dtype : {graph::DType::kF16, graph::DType::kBF16, graph::DType::kQ8_0, graph::DType::kQ5_0,
                              graph::DType::kQ5_K, graph::DType::kQ6_K, graph::DType::kQ4_0, graph::DType::kQ4_1,
                              graph::DType::kQ5_1, graph::DType::kQ2_K, graph::DType::kQ3_K, graph::DType::kIQ4_NL,
-                             graph::DType::kIQ4_XS}) {
+                             graph::DType::kIQ4_XS, graph::DType::kMXFP4}) {
     absl::StatusOr<graph::Graph> g = RowsGraph(dtype, 768);
     ASSERT_TRUE(g.ok()) << g.status();
     check(*g, "", {8});
