@@ -1118,10 +1118,15 @@ void w_slice_decode(WSlice s, uint row, uint k, out float v[8]) {
                 {"QH_BIT", five ? "    qv |= ((s.h[i >> 2] >> (8u * (i & 3u) + j)) & 1u) << 4;\n" : ""}}));
       halves_glsl = Fill(R"(
 uvec4 w_slice_halves(WSlice s, uint row, uint k) {
-  uint j = (k & 255u) >> 5;
-  vec4 sm = k4_scale_pair(s.head.yzw, j >> 1);
-  vec2 dm = unpackHalf2x16(s.head.x);
-  f16vec2 d = f16vec2(dm.x * ((j & 1u) == 0u ? sm.x : sm.y)), m = f16vec2(dm.y * ((j & 1u) == 0u ? sm.z : sm.w));
+  uint j = (k & 255u) >> 5, at = 8u * (j & 3u);
+  // Sub-block j's 6-bit scale and min as the f16 pair (scale, min), from bytes j % 4 of the scale
+  // words (y: bytes 0-3, z: 4-7, w: 8-11): for j < 4, the low 6 bits of y's and z's; else the
+  // nibbles of w's and the top 2 bits of y's and z's.
+  uint yz = ((s.head.y >> at) & 255u) | (((s.head.z >> at) & 255u) << 16), wb = (s.head.w >> at) & 255u;
+  uint sm = j < 4u ? yz & 0x003F003Fu : (wb & 15u) | ((wb & 0xF0u) << 12) | (((yz >> 6) & 0x00030003u) << 4);
+  // (d, dmin) times (scale, min), in one rounding each as the f32 products would be.
+  f16vec2 dm = unpackFloat2x16(s.head.x) * (unpackFloat2x16(sm | 0x64006400u) - f16vec2(1024.0));
+  f16vec2 d = dm.xx, m = dm.yy;
   uint shift = (j & 1u) * 4u;
   uvec4 r;
   [[unroll]] for (uint p = 0u; p < 4u; ++p) {
