@@ -667,6 +667,12 @@ absl::StatusOr<graph::Graph> CoopGraph(graph::DType dtype, int64_t k) {
   return std::move(b).Finish();
 }
 
+// The weight formats the staged kernels decode, each its own way, but Q4_K (which the shapes' tests take).
+constexpr graph::DType kOtherWeightFormats[] = {
+    graph::DType::kF16,  graph::DType::kBF16, graph::DType::kQ8_0, graph::DType::kQ5_0,   graph::DType::kQ5_K,
+    graph::DType::kQ6_K, graph::DType::kQ4_0, graph::DType::kQ4_1, graph::DType::kQ5_1,   graph::DType::kQ2_K,
+    graph::DType::kQ3_K, graph::DType::kIQ4_NL, graph::DType::kIQ4_XS, graph::DType::kMXFP4};
+
 // Every shape compiles to SPIR-V on any machine, gated and not, with its workgroup size.
 TEST(Tuning, EveryCoopShapeCompilesForNvidia) {
   absl::StatusOr<graph::Graph> g = CoopGraph(graph::DType::kQ4_K, 768);
@@ -688,10 +694,7 @@ TEST(Tuning, EveryCoopShapeCompilesForNvidia) {
     }
   }
   // Every other weight format, each with its own slice decoding, in the chosen shapes.
-  for (graph::DType dtype : {graph::DType::kF16, graph::DType::kBF16, graph::DType::kQ8_0, graph::DType::kQ5_0,
-                             graph::DType::kQ5_K, graph::DType::kQ6_K, graph::DType::kQ4_0, graph::DType::kQ4_1,
-                             graph::DType::kQ5_1, graph::DType::kQ2_K, graph::DType::kQ3_K, graph::DType::kIQ4_NL,
-                             graph::DType::kIQ4_XS, graph::DType::kMXFP4}) {
+  for (graph::DType dtype : kOtherWeightFormats) {
     absl::StatusOr<graph::Graph> other = CoopGraph(dtype, 768);
     ASSERT_TRUE(other.ok()) << other.status();
     for (const graph::Node& n : other->nodes()) {
@@ -934,10 +937,7 @@ TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
   absl::StatusOr<graph::Graph> q4k = RowsGraph(graph::DType::kQ4_K, 768);
   ASSERT_TRUE(q4k.ok()) << q4k.status();
   for (const char* tune : kCoopRowsTunes) check(*q4k, tune, {2, 5, 16, 20, 32});
-  for (graph::DType dtype : {graph::DType::kF16, graph::DType::kBF16, graph::DType::kQ8_0, graph::DType::kQ5_0,
-                             graph::DType::kQ5_K, graph::DType::kQ6_K, graph::DType::kQ4_0, graph::DType::kQ4_1,
-                             graph::DType::kQ5_1, graph::DType::kQ2_K, graph::DType::kQ3_K, graph::DType::kIQ4_NL,
-                             graph::DType::kIQ4_XS, graph::DType::kMXFP4}) {
+  for (graph::DType dtype : kOtherWeightFormats) {
     absl::StatusOr<graph::Graph> g = RowsGraph(dtype, 768);
     ASSERT_TRUE(g.ok()) << g.status();
     check(*g, "", {8});
