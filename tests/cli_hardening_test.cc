@@ -337,6 +337,14 @@ TEST(CliHardening, UsageErrorsExitTwoWithOnePrefix) {
   ExpectError(Doppler("frobnicate"), 2, "unknown command 'frobnicate'");
 }
 
+// doppler serve's own numbers: usage errors before it listens or loads anything.
+TEST(CliHardening, ServeOptionsAreCheckedBeforeListening) {
+  ExpectError(Doppler("serve --threads-http 0"), 2, "doppler serve: error: --threads-http must be between 1 and 65536");
+  ExpectError(Doppler("serve --threads-http many"), 2, "--threads-http: 'many' is not an integer");
+  ExpectError(Doppler("serve --port 70000"), 2, "--port must be between 0 and 65535");
+  ExpectError(Doppler("serve --max-queue -1"), 2, "--max-queue must be between 0 and 1048576");
+}
+
 // --- llama.cpp's spellings ---
 
 TEST(CliHardening, OldSpellingsNameTheNewOnes) {

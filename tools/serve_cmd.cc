@@ -27,6 +27,10 @@ CommandSpec Spec() {
       {"host", "", "ADDR", "address to listen on (0.0.0.0: every interface)", "127.0.0.1"},
       {"port", "", "N", "port to listen on (0: any free port, printed at start)", "8080"},
       {"max-queue", "", "N", "requests that may wait beyond those running; more get 429", "64"},
+      {"threads-http", "", "N",
+       "HTTP threads: connections served at once, each streaming, waiting or idle between keep-alive "
+       "requests (up to 5 s); more wait to be read (default: --parallel + --max-queue + 16)",
+       ""},
       {"api-key", "", "KEY", "require 'Authorization: Bearer KEY' on the API routes", ""},
       {"alias", "a", "NAME", "the model name /v1/models reports (default: the model file's name)", ""},
       {"chat-format", "", "NAME",
@@ -49,7 +53,7 @@ CommandSpec Spec() {
 absl::StatusOr<int64_t> IntInRange(const ParsedArgs& args, const std::string& name, int64_t lo, int64_t hi) {
   absl::StatusOr<int64_t> v = args.GetInt(name);
   if (!v.ok()) return v.status();
-  if (*v < lo || *v > hi) return absl::InvalidArgumentError(absl::StrCat("--", name, " must be between ", lo, " and ", hi));
+  if (*v < lo || *v > hi) return UsageError(absl::StrCat("--", name, " must be between ", lo, " and ", hi));
   return v;
 }
 
@@ -106,6 +110,14 @@ absl::StatusOr<int> ServeCommand(const std::vector<std::string>& argv) {
   if (!batch.ok()) return batch.status();
   absl::StatusOr<int64_t> max_queue = IntInRange(args, "max-queue", 0, 1 << 20);
   if (!max_queue.ok()) return max_queue.status();
+  // A connection holds a thread while it streams or waits: by default room for every running and
+  // waiting request, and some for probes, /metrics and the page.
+  int64_t http_threads = batch->max_sequences + *max_queue + 16;
+  if (args.Has("threads-http")) {
+    absl::StatusOr<int64_t> threads = IntInRange(args, "threads-http", 1, 65536);
+    if (!threads.ok()) return threads.status();
+    http_threads = *threads;
+  }
   absl::StatusOr<int64_t> max_body = IntInRange(args, "max-body", 1024, int64_t{1} << 32);
   if (!max_body.ok()) return max_body.status();
   absl::StatusOr<int64_t> drain = IntInRange(args, "drain-timeout", 0, 24 * 3600);
@@ -131,12 +143,11 @@ absl::StatusOr<int> ServeCommand(const std::vector<std::string>& argv) {
   http.port = static_cast<int>(*port);
   http.api_key = args.Get("api-key");
   http.max_body_bytes = static_cast<size_t>(*max_body);
-  // A connection holds a thread while it streams or waits: room for every running and waiting
-  // request, and some for probes, /metrics and the page.
-  http.threads = static_cast<int>(batch->max_sequences + *max_queue + 16);
+  http.threads = static_cast<int>(http_threads);
   serve::HttpServer server(http, metrics);
   if (absl::Status s = server.Start(); !s.ok()) return s;
-  std::fprintf(stderr, "serve: listening on http://%s:%d (loading the model)\n", http.host.c_str(), server.port());
+  std::fprintf(stderr, "serve: listening on http://%s:%d (loading the model; %d HTTP threads)\n", http.host.c_str(),
+               server.port(), http.threads);
 
   std::unique_ptr<tokenizers::Tokenizer> tokenizer;
   if (args.Has("tokenizer") || (!args.Has("synthetic") && ModelHasTokenizer(options->model_path))) {

@@ -12,6 +12,7 @@ import {metrics, startServer, waitIdle} from './server.mjs';
 const KEY = 'test-key-1234';
 const QUEUE = 16;
 const PAGE = 4;  // --kv-page: prompt prefixes are reused by whole pages
+const HTTP_THREADS = 64;  // more than the storm below opens at once
 let server;
 let client;
 
@@ -48,7 +49,7 @@ function assertErrorObject(body, status, param) {
 
 before(async () => {
   server = await startServer(['--api-key', KEY, '--max-queue', String(QUEUE), '--max-body', '65536',
-                              '--kv-page', String(PAGE)]);
+                              '--kv-page', String(PAGE), '--threads-http', String(HTTP_THREADS)]);
   client = new OpenAI({baseURL: `${server.url}/v1`, apiKey: KEY, maxRetries: 0, timeout: 120_000});
 });
 
@@ -67,6 +68,7 @@ describe('OpenAI SDK', () => {
     await assert.rejects(client.models.retrieve('gpt-4'), (e) => e.status === 404 && e.code === 'model_not_found');
     const health = await fetch(`${server.url}/health`);
     assert.equal(health.status, 200);
+    assert.match(server.log(), new RegExp(`listening on http://127\\.0\\.0\\.1:\\d+ \\(loading the model; ${HTTP_THREADS} HTTP threads\\)`));
   });
 
   test('chat: non-streaming and streaming give the same greedy text, usage and finish reason', async () => {
