@@ -1088,8 +1088,15 @@ layout(std430, set = 0, binding = {{BINDING}}) readonly buffer Buf_w { uvec4 w4[
 layout(std430, set = 0, binding = {{BINDING}}) readonly buffer Buf_w2 { uvec2 w2[]; };
 )",
                {{"BINDING", absl::StrCat(binding)}}),
-          row_bytes, kScalePairK4,
-          Fill(R"(
+          row_bytes, Fill(R"(
+// Sub-block j's 6-bit scale and min as the word scale | min << 16, from bytes j % 4 of the scale
+// words (y: bytes 0-3, z: 4-7, w: 8-11): for j < 4, the low 6 bits of y's and z's; else the
+// nibbles of w's and the top 2 bits of y's and z's.
+uint k4_scale_min(uvec4 head, uint j) {
+  uint at = 8u * (j & 3u);
+  uint yz = ((head.y >> at) & 255u) | (((head.z >> at) & 255u) << 16), wb = (head.w >> at) & 255u;
+  return j < 4u ? yz & 0x003F003Fu : (wb & 15u) | ((wb & 0xF0u) << 12) | (((yz >> 6) & 0x00030003u) << 4);
+}
 struct WSlice { uvec4 head; uvec2 q;{{QH_FIELD}} };
 WSlice w_slice_load(uint row, uint k) {
   uint base = (row * SLICE_ROW_BYTES) / 16u + (k >> 8) * {{BLOCK_VECS}}u;
@@ -1100,10 +1107,10 @@ WSlice w_slice_load(uint row, uint k) {
 {{QH_LOAD}}  return s;
 }
 void w_slice_decode(WSlice s, uint row, uint k, out float v[8]) {
-  uint j = (k & 255u) >> 5;
-  vec4 sm = k4_scale_pair(s.head.yzw, j >> 1);
-  vec2 dm = unpackHalf2x16(s.head.x);
-  float d = dm.x * ((j & 1u) == 0u ? sm.x : sm.y), m = dm.y * ((j & 1u) == 0u ? sm.z : sm.w);
+  uint j = (k & 255u) >> 5, sm = k4_scale_min(s.head, j);
+  // The scale and min made floats through the mantissa of 2^23.
+  vec2 dm = unpackHalf2x16(s.head.x) * (uintBitsToFloat(uvec2(sm & 65535u, sm >> 16) | 0x4B000000u) - 8388608.0);
+  float d = dm.x, m = dm.y;
   uint shift = (j & 1u) * 4u;
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
     uint qv = (s.q[i >> 2] >> (8u * (i & 3u) + shift)) & 15u;
@@ -1118,14 +1125,9 @@ void w_slice_decode(WSlice s, uint row, uint k, out float v[8]) {
                 {"QH_BIT", five ? "    qv |= ((s.h[i >> 2] >> (8u * (i & 3u) + j)) & 1u) << 4;\n" : ""}}));
       halves_glsl = Fill(R"(
 uvec4 w_slice_halves(WSlice s, uint row, uint k) {
-  uint j = (k & 255u) >> 5, at = 8u * (j & 3u);
-  // Sub-block j's 6-bit scale and min as the f16 pair (scale, min), from bytes j % 4 of the scale
-  // words (y: bytes 0-3, z: 4-7, w: 8-11): for j < 4, the low 6 bits of y's and z's; else the
-  // nibbles of w's and the top 2 bits of y's and z's.
-  uint yz = ((s.head.y >> at) & 255u) | (((s.head.z >> at) & 255u) << 16), wb = (s.head.w >> at) & 255u;
-  uint sm = j < 4u ? yz & 0x003F003Fu : (wb & 15u) | ((wb & 0xF0u) << 12) | (((yz >> 6) & 0x00030003u) << 4);
-  // (d, dmin) times (scale, min), in one rounding each as the f32 products would be.
-  f16vec2 dm = unpackFloat2x16(s.head.x) * (unpackFloat2x16(sm | 0x64006400u) - f16vec2(1024.0));
+  uint j = (k & 255u) >> 5;
+  // (d, dmin) times (scale, min) as f16 pairs, in one rounding each as the f32 products would be.
+  f16vec2 dm = unpackFloat2x16(s.head.x) * (unpackFloat2x16(k4_scale_min(s.head, j) | 0x64006400u) - f16vec2(1024.0));
   f16vec2 d = dm.xx, m = dm.yy;
   uint shift = (j & 1u) * 4u;
   uvec4 r;
@@ -1181,7 +1183,7 @@ uvec4 w_slice_halves(WSlice s, uint row, uint k) {
       parts = absl::StrCat(words, row_bytes, R"(
 struct WSlice { uint d, qh; uint q[2]; };
 WSlice w_slice_load(uint row, uint k) {
-  uint base = row * SLICE_ROW_BYTES, b = k >> 5, at = (base + b * 16u + ((k & 31u) & 15u)) >> 2;
+  uint base = row * SLICE_ROW_BYTES, b = k >> 5, at = (base + b * 16u + (k & 15u)) >> 2;
   return WSlice(w_word((base + SLICE_D_AT + b * 2u) >> 2), w_word((base + SLICE_SC_AT + b * 4u) >> 2),
                 uint[2](w_word(at), w_word(at + 1u)));
 }
