@@ -49,6 +49,9 @@ const uint WSL = F * 16u * BK / 8u / 32u;  // weight slices of 8 values a lane s
 // x: lane l stages values 4·(l % LPR).. of rows RPI·q + l / LPR, q < XI.
 const uint FM = {{FM}}u, XROWS = 16u * FM;  // x's fragments of 16 rows, and their rows
 const uint LPR = BK / 4u, RPI = 32u / LPR, XI = XROWS / RPI;
+// Of those, the ones that hold rows below the bucket's (the step's rows never exceed it); the
+// rest hold rows past m only, zeroed once and never staged.
+const uint XLIVE = min(XI, ({{BUCKET}}u + RPI - 1u) / RPI);
 // A subgroup's region: its XROWS rows of x, then its weight rows (each gate's F · 16 in turn), as f16
 // bits four to a uvec2. After the K loop its start holds the subgroup's G partial result fragments.
 const uint XWORDS = XROWS * STRIDE / 4u, REGION = XWORDS + G * F * 16u * STRIDE / 4u;
@@ -66,11 +69,11 @@ uint w_slice_row(uint g, uint sl) { return min(col0 + cc * F * 16u + sl / (BK / 
 
 // Loads the slice at kb of x and of the subgroup's weight rows into registers, as read (past K:
 // the first slice again, never staged).
-vec4 xv[XI];
+vec4 xv[XLIVE];
 WSlice wv[G][WSL];
 void fetch(uint kb) {
   uint at = kb < K ? kb : 0u;
-  [[unroll]] for (uint q = 0u; q < XI; ++q) xv[q] = x_load4(x_row(q), at + 4u * (lane % LPR), m);
+  [[unroll]] for (uint q = 0u; q < XLIVE; ++q) xv[q] = x_load4(x_row(q), at + 4u * (lane % LPR), m);
   [[unroll]] for (uint g = 0u; g < G; ++g) {
     [[unroll]] for (uint u = 0u; u < WSL; ++u) {
       uint sl = lane + 32u * u;
@@ -81,7 +84,7 @@ void fetch(uint kb) {
 
 // Decodes the registers, the slice at kb, into the subgroup's region as f16.
 void stage_slice(uint kb) {
-  [[unroll]] for (uint q = 0u; q < XI; ++q) {
+  [[unroll]] for (uint q = 0u; q < XLIVE; ++q) {
     vec4 v = x_normed4(xv[q], kb + 4u * (lane % LPR), sum_sq[q]);
     stage[base + (x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] = x_halves(v);
   }
@@ -110,7 +113,10 @@ void main() {
   [[unroll]] for (uint g = 0u; g < G; ++g)
     [[unroll]] for (uint i = 0u; i < FM; ++i)
       [[unroll]] for (uint j = 0u; j < F; ++j) acc[g][i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
-  [[unroll]] for (uint q = 0u; q < XI; ++q) sum_sq[q] = 0.0;
+  [[unroll]] for (uint q = 0u; q < XI; ++q) {
+    sum_sq[q] = 0.0;
+    if (q >= XLIVE) stage[base + (x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] = uvec2(0u);
+  }
 
 #if PREFETCH
   fetch(kc * BK);
@@ -185,6 +191,7 @@ void main() {
 }
 )",
                              {{"ROWS", s.rows_expr},
+                              {"BUCKET", absl::StrCat(s.m)},
                               {"NORM", s.norm ? "1" : "0"},
                               {"FM", absl::StrCat(t.x_frags)},
                               {"PREFETCH", t.prefetch ? "1" : "0"},

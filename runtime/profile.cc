@@ -175,4 +175,21 @@ nlohmann::json ProfileJson(const ProfileReport& r) {
   return j;
 }
 
+std::string FormatDriverStatistics(const std::vector<const vk::Plan*>& plans) {
+  std::set<std::string> seen;
+  std::string out;
+  for (const vk::Plan* plan : plans) {
+    for (size_t i = 0; i < plan->dispatches().size(); ++i) {
+      const std::string name = plan->dispatches()[i].family + "." + plan->dispatches()[i].variant;
+      const auto& stats = plan->pipeline(i).statistics();
+      if (stats.empty() || !seen.insert(name).second) continue;
+      if (seen.size() == 1) out = "\ndriver statistics per kernel\n";
+      std::string line;
+      for (const auto& [key, value] : stats) absl::StrAppend(&line, line.empty() ? "" : ", ", key, " ", value);
+      absl::StrAppendFormat(&out, "%-48s %s\n", name, line);
+    }
+  }
+  return out;
+}
+
 }  // namespace doppler::runtime

@@ -65,4 +65,9 @@ ProfileReport MakeProfile(const graph::Graph& g, const vk::Plan& plan, const std
 std::string FormatProfile(const ProfileReport& report);
 nlohmann::json ProfileJson(const ProfileReport& report);
 
+// What the driver reports about each kernel variant's compiled code (registers, spills...) in the
+// given plans, a line a variant (each once), under a title; "" where the driver does not support
+// VK_KHR_pipeline_executable_properties.
+std::string FormatDriverStatistics(const std::vector<const vk::Plan*>& plans);
+
 }  // namespace doppler::runtime

@@ -810,6 +810,15 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
   absl::StatusOr<CoopRowsConfig> two = ChooseCoopRows(codegen::H100LikeCaps(), 20, 4096, 14336, 2);
   ASSERT_TRUE(two.ok()) << two.status();
   EXPECT_EQ(two->x_frags, 2);
+  // Two fragments of x: two of columns a subgroup share their staging (8 subgroups no longer fit
+  // the long K's gated regions).
+  EXPECT_EQ(two->frags, 2);
+  EXPECT_EQ(two->subgroups, 4);
+  EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*two, 2), 49152);
+  absl::StatusOr<CoopRowsConfig> two_long = ChooseCoopRows(codegen::H100LikeCaps(), 32, 14336, 4096, 1);
+  ASSERT_TRUE(two_long.ok()) << two_long.status();
+  EXPECT_EQ(two_long->frags, 2);
+  EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*two_long, 1), 49152);
   EXPECT_FALSE(ChooseCoopRows(codegen::H100LikeCaps(), 33, 4096, 4096, 1).ok());
 }
 

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
-#include <set>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -103,23 +102,6 @@ absl::StatusOr<double> Decode(runtime::Engine& e, int64_t n, std::vector<double>
     done += count;
   }
   return total;
-}
-
-// What the driver reports about each kernel variant's compiled code (registers, spills...) in the
-// given plans, each variant once, where it supports VK_KHR_pipeline_executable_properties.
-void PrintDriverStatistics(const std::vector<const vk::Plan*>& plans) {
-  std::set<std::string> seen;
-  for (const vk::Plan* plan : plans) {
-    for (size_t i = 0; i < plan->dispatches().size(); ++i) {
-      const std::string name = plan->dispatches()[i].family + "." + plan->dispatches()[i].variant;
-      const auto& stats = plan->pipeline(i).statistics();
-      if (stats.empty() || !seen.insert(name).second) continue;
-      if (seen.size() == 1) std::printf("\ndriver statistics per kernel\n");
-      std::string line;
-      for (const auto& [key, value] : stats) absl::StrAppend(&line, line.empty() ? "" : ", ", key, " ", value);
-      std::printf("%-48s %s\n", name.c_str(), line.c_str());
-    }
-  }
 }
 
 }  // namespace
@@ -317,7 +299,7 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   if (report) {
     std::printf("\n%s", runtime::FormatProfile(*report).c_str());
     if (prefill_report) std::printf("\n%s", runtime::FormatProfile(*prefill_report).c_str());
-    PrintDriverStatistics({&decode, &e.prefill_plan()});
+    std::printf("%s", runtime::FormatDriverStatistics({&decode, &e.prefill_plan()}).c_str());
   }
   return 0;
 }

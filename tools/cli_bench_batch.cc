@@ -52,7 +52,7 @@ absl::StatusOr<std::string> ProfileStep(runtime::BatchEngine& e, int b, double m
   for (size_t i = 0; i < std::min<size_t>(10, by_time.size()); ++i) {
     absl::StrAppendFormat(&out, "    %10.1f us  %s\n", by_time[i].first / 1e3, by_time[i].second);
   }
-  return out;
+  return absl::StrCat(out, runtime::FormatDriverStatistics({e.profiled_plan()}));
 }
 
 // One round at batch size b: b random prompts prefilled (prefill steps only), then `generate`

@@ -80,9 +80,11 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   c.bk = bk.value_or(32);
   // Reading ahead: 9.9 against 10.8 ms a step at 8 rows (bench/RESULTS.md, "coop_rows").
   c.prefetch = prefetch.value_or(1);
-  // A fragment of columns a subgroup: at 8 rows of Llama-3.1-8B on the H200 a decode step took
-  // 10.6 ms with 1, 14.0 with 2 and 22.7 with 4 (bench/RESULTS.md, "coop_rows").
-  c.frags = frags.value_or(1);
+  // A fragment of columns a subgroup for one fragment of x: at 8 rows of Llama-3.1-8B on the H200
+  // a decode step took 10.6 ms with 1, 14.0 with 2 and 22.7 with 4 (bench/RESULTS.md,
+  // "coop_rows"); at 16 rows 9.7 against 11.4. Two for two fragments of x, whose staging the
+  // columns then share: 13.8 against 14.4 ms at 32 rows (bench/RESULTS.md, "sixth session").
+  c.frags = frags.value_or(c.x_frags >= 2 ? 2 : 1);  // (1 where the shape would not fit)
   // Every subgroup of a workgroup takes its own slices of K over the same columns (unless
   // chosen): each slice of x is staged once a workgroup and each weight value decoded by one
   // subgroup (a column split stages x once a column group). 4 subgroups, 8 for a long K or a grid
@@ -99,6 +101,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   }
   c.subgroups = subgroups.value_or(c.subgroups);
   c.ksplit = ksplit.value_or(c.subgroups);
+  if (!frags && c.frags > 1 && !Unfit(c, gates, caps).empty()) c.frags = 1;  // two fragments of x in a chosen shape
   if (const std::string unfit = Unfit(c, gates, caps); !unfit.empty()) {
     const std::string shape = absl::StrCat(c.subgroups, " subgroups, K split ", c.ksplit, " ways, ", c.frags,
                                            " fragments a subgroup, slices of ", c.bk, ", ", gates,
