@@ -12,7 +12,9 @@
 # VARIANTS_FILE: one run a line, "MODEL QUANT TUNE": a synthetic model's name, its --quant (or - for
 # its own types), the DOPPLER_TUNE value (or - for the choices); # starts a comment.
 # Environment: P, N, R (doppler bench's -p, -n, -r: 64, 128, 2), PROFILE=1, KERNELS (default
-# "expert|matmul"), LOG_DIR (default $OUT where set, else a new temporary folder).
+# "expert|matmul"), LOG_DIR (default $OUT where set, else a new temporary folder), BATCH (a list
+# such as 8,16,32: batched decode instead, `doppler bench --batch BATCH`, one line a run with each
+# B's decode tok/s and step ms; with PROFILE=1 the profile's kernel lines of the last B).
 set -euo pipefail
 [ $# -ge 1 ] && [ -f "$1" ] || { echo "usage: $0 VARIANTS_FILE [ROUNDS]" >&2; exit 2; }
 variants_file=$1
@@ -25,9 +27,11 @@ log_dir=${LOG_DIR:-${OUT:-$(mktemp -d)}}
 mkdir -p "$log_dir"
 profile=()
 [ "${PROFILE:-0}" = 1 ] && profile=(--profile)
+batch=()
+[ -n "${BATCH:-}" ] && batch=(--batch "$BATCH")
 kernels=${KERNELS:-expert|matmul}
 
-echo "doppler bench --synthetic MODEL -p $p -n $n -r $r ${profile[*]}, $rounds rounds; logs in $log_dir"
+echo "doppler bench --synthetic MODEL -p $p -n $n -r $r ${batch[*]} ${profile[*]}, $rounds rounds; logs in $log_dir"
 for round in $(seq 1 "$rounds"); do
   while read -r model quant tune; do
     [ -n "$model" ] && [ "${model#\#}" = "$model" ] || continue
@@ -36,8 +40,16 @@ for round in $(seq 1 "$rounds"); do
     [ "$tune" = "-" ] && tune=""
     log="$log_dir/${model}.${quant}.${tune//[^a-z0-9_]/_}.round$round.txt"
     if ! DOPPLER_TUNE=$tune "$doppler" bench --synthetic "$model" "${quant_args[@]}" -p "$p" -n "$n" -r "$r" \
-        "${profile[@]}" > "$log" 2>&1; then
+        "${batch[@]}" "${profile[@]}" > "$log" 2>&1; then
       echo "round $round $model $quant $tune: failed (see $log)"; tail -5 "$log"; continue
+    fi
+    if [ ${#batch[@]} -gt 0 ]; then
+      # The table's rows "| B | T_PP | S_PP | T_TG | S_TG | per sequence | step ms |".
+      rows=$(awk -F'|' '$2 ~ /^ *[0-9]+ *$/ { printf "B=%d %s tok/s (%s ms)  ", $2, $6 + 0, $8 + 0 }' "$log")
+      printf 'round %s  %-14s %-7s %-44s %s\n' "$round" "$model" "$quant" "${tune:--}" "$rows"
+      [ ${#profile[@]} -gt 0 ] && awk '/^B=[0-9]+: profiled step/ { block = "" } /^B=[0-9]+: profiled step|^ +[0-9.]+ us +[0-9]+ x / { block = block $0 "\n" }
+        END { printf "%s", block }' "$log"
+      continue
     fi
     tg=$(sed -n "s/^tg$n: \([^(]*\) tok\/s.*/\1/p" "$log")
     pp=$(sed -n "s/^pp$p: \(.*\) tok\/s.*/\1/p" "$log")
