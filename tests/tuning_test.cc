@@ -795,6 +795,7 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
   for (const Case& c : {Case{4096, 14336, 2, 4, 1},    // 8B gate+up: 896 workgroups of 16 columns
                         Case{14336, 4096, 1, 8, 1},    // 8B down (long K): 256, 8 subgroups
                         Case{4096, 6144, 1, 4, 1},     // 8B q/k/v: 384
+                        Case{4096, 4096, 1, 8, 1},     // 8B o: 256, 8 subgroups
                         Case{4096, 1024, 1, 8, 1},     // 8B v alone: 64, 8 subgroups
                         Case{4096, 128256, 1, 4, 1}})  // 8B output: 8,016
   {

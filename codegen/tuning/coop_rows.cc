@@ -15,9 +15,11 @@
 namespace doppler::codegen::tuning {
 namespace {
 
-// Workgroups the grid should have at least, so that it fills a large GPU (two a multiprocessor of
-// an H200's 132) before a subgroup takes more columns: to be measured.
-constexpr int64_t kMinWorkgroups = 256;
+// Workgroups a grid of 4 subgroups must have more of to keep them: up to two a multiprocessor of
+// an H200's 132 leave it few subgroups in flight (the 8B's output projection, 256 workgroups, took
+// 30.0 µs a layer at 16 rows with 4 subgroups); a grid of 384 lost with 8 (the 8B's q/k/v, 35.4 →
+// 41.9 µs) (bench/RESULTS.md, "seventh session").
+constexpr int64_t kSmallGrid = 256;
 // K from which a workgroup takes 8 subgroups: a long reduction (a down projection, K = 14,336)
 // then has a workgroup's weight reads spread over more of them in flight at once: to be measured.
 constexpr int64_t kLongK = 8192;
@@ -88,12 +90,12 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   // Every subgroup of a workgroup takes its own slices of K over the same columns (unless
   // chosen): each slice of x is staged once a workgroup and each weight value decoded by one
   // subgroup (a column split stages x once a column group). 4 subgroups, 8 for a long K or a grid
-  // short of kMinWorkgroups (more of the few workgroups' weight reads in flight) where their
+  // of at most kSmallGrid workgroups (more of the few workgroups' weight reads in flight) where their
   // regions fit: at 8 rows of the 8B 9.9 ms a step, against 10.9 with 8 everywhere and 14.1 with 2
   // (bench/RESULTS.md, "coop_rows").
   c.subgroups = 4;
   c.ksplit = ksplit.value_or(4);
-  if (k >= kLongK || CeilDiv(n, 16 * c.frags) < kMinWorkgroups) {
+  if (k >= kLongK || CeilDiv(n, 16 * c.frags) <= kSmallGrid) {
     CoopRowsConfig eight = c;
     eight.subgroups = 8;
     eight.ksplit = ksplit.value_or(8);
