@@ -122,18 +122,15 @@ void main() {
   fetch(kc * BK);
 #endif
   for (uint kb = kc * BK; kb < K; kb += KSPLIT * BK) {
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();  // the previous round's products have read the region
+    subgroup_shared_barrier();  // the previous round's products have read the region
 #if PREFETCH
     stage_slice(kb);
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
+    subgroup_shared_barrier();
     fetch(kb + KSPLIT * BK);  // in flight while this slice's products run
 #else
     fetch(kb);
     stage_slice(kb);
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
+    subgroup_shared_barrier();
 #endif
     [[unroll]] for (uint ks = 0u; ks < BK; ks += 16u) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[FM];
