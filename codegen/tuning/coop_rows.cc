@@ -15,10 +15,10 @@
 namespace doppler::codegen::tuning {
 namespace {
 
-// Workgroups a grid of 4 subgroups must have more of to keep them: up to two a multiprocessor of
-// an H200's 132 leave it few subgroups in flight (the 8B's output projection, 256 workgroups, took
-// 30.0 µs a layer at 16 rows with 4 subgroups); a grid of 384 lost with 8 (the 8B's q/k/v, 35.4 →
-// 41.9 µs) (bench/RESULTS.md, "seventh session").
+// The largest grid whose workgroups take 8 subgroups (4 otherwise): up to two workgroups a
+// multiprocessor of an H200's 132 leave it few subgroups in flight (the 8B's output projection,
+// 256 workgroups, took 30.0 µs a layer at 16 rows with 4 subgroups, about 21.5 with 8); a grid of
+// 384 lost with 8 (the 8B's q/k/v, 35.4 → 41.9 µs) (bench/RESULTS.md, "seventh session").
 constexpr int64_t kSmallGrid = 256;
 // K from which a workgroup takes 8 subgroups: a long reduction (a down projection, K = 14,336)
 // then has a workgroup's weight reads spread over more of them in flight at once: to be measured.
