@@ -51,9 +51,10 @@ shared float s_pair[NSG * 32u];  // a lane's value for the other lane of its row
 // The max (or sum) of v over the two lanes that share a row.
 float pair_reduce(uint sg, uint lane, float v, bool take_max) {
   s_pair[sg * 32u + lane] = v;
-  subgroup_shared_barrier();
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
   float other = s_pair[sg * 32u + (lane ^ 1u)];
-  subgroup_shared_barrier();
+  subgroupBarrier();
   return take_max ? max(v, other) : v + other;
 }
 
@@ -99,7 +100,8 @@ void chunk_scores(uint sg) {
     s[i & 1u] = coopMatMulAddNV(a, b, s[i & 1u]);
   }
   coopMatStoreNV(s[0] + s[1], sf, sg * 256u, 16u, false);
-  subgroup_shared_barrier();
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
 }
 
 void main() {
@@ -160,7 +162,8 @@ void main() {
       l += w;
       sp[(sg * 16u + r) * PS + col] = float16_t(w);
     }
-    subgroup_shared_barrier();
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
     fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> pa;
     coopMatLoadNV(pa, sp, sg * 16u * PS, PS, false);
     [[unroll]] for (uint i = 0u; i < HD / 16u; ++i) {
@@ -174,14 +177,16 @@ void main() {
   uint t = q0 + sg * 16u + r;
   [[unroll]] for (uint i = 0u; i < HD / 16u; ++i) {
     coopMatStoreNV(acc[i], sf, sg * 256u, 16u, false);
-    subgroup_shared_barrier();
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
     if (t < n) {
       [[unroll]] for (uint u = 0u; u < 8u; ++u) {
         uint col = 8u * side + u;
         o[t * QW + h * HD + 16u * i + col] = sf[sg * 256u + r * 16u + col] / l;
       }
     }
-    subgroup_shared_barrier();
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
   }
 }
 )",

@@ -525,7 +525,7 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
                         coop ? "#extension GL_NV_cooperative_matrix : enable\n"
                                "#extension GL_KHR_memory_scope_semantics : enable\n"
                                "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
-                               "#extension GL_KHR_shader_subgroup_basic : enable\n" + std::string(kSubgroupSharedBarrier)
+                               "#extension GL_KHR_shader_subgroup_basic : enable\n"
                              : "",
                         StepRowsGlsl(c.g.paging(), c.tokens),
                         FloatBuffer(1, "o", graph::DType::kF32, false),

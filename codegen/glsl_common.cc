@@ -223,12 +223,6 @@ vec2 mxfp4_pair(uint q, uint shift) {
 )");
 }
 
-const char* const kSubgroupSharedBarrier = R"(
-void subgroup_shared_barrier() {
-  controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
-}
-)";
-
 std::string ShaderHeader(uint32_t workgroup_size) {
   return absl::StrCat(R"(#version 460
 #extension GL_EXT_control_flow_attributes : enable

@@ -14,11 +14,6 @@ namespace doppler::codegen {
 
 // "#version 460", extensions, the workgroup size and the step-parameter block (binding 0).
 std::string ShaderHeader(uint32_t workgroup_size);
-// `void subgroup_shared_barrier()`: a subgroup's execution barrier that orders its shared memory
-// only (GL_KHR_memory_scope_semantics), for a subgroup staging tiles for its own lanes. GLSL's
-// subgroupBarrier() orders every kind of memory, buffers too, which a subgroup with global loads
-// in flight (a slice read ahead) need not wait for.
-extern const char* const kSubgroupSharedBarrier;
 
 // Declares buffer `name` at `binding` holding elements of `dtype`, and a function
 // `float load_<name>(uint i)` returning element i as float. f16/bf16 are packed two per uint,

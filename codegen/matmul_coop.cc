@@ -29,7 +29,7 @@ std::string CoopMatMulHeader(uint32_t invocations) {
                       "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
                       "#extension GL_KHR_shader_subgroup_basic : enable\n"
                       "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
-                      "#extension GL_KHR_shader_subgroup_shuffle : enable\n", kSubgroupSharedBarrier);
+                      "#extension GL_KHR_shader_subgroup_shuffle : enable\n");
 }
 
 std::string CoopStagingGlsl() {
@@ -175,12 +175,14 @@ void main() {
       float vals[G][8];
       [[unroll]] for (uint g = 0u; g < G; ++g) {
         coopMatStoreNV(acc[g][i][j], stage, slot, 8u, false);
-        subgroup_shared_barrier();
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
         [[unroll]] for (uint q = 0u; q < 8u; ++q) {
           uvec2 pair = stage[slot + (lane + 32u * q) / 2u];
           vals[g][q] = uintBitsToFloat((lane & 1u) == 0u ? pair.x : pair.y);
         }
-        subgroup_shared_barrier();
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
       }
       [[unroll]] for (uint q = 0u; q < 8u; ++q) {
         uint e = lane + 32u * q;

@@ -122,15 +122,18 @@ void main() {
   fetch(kc * BK);
 #endif
   for (uint kb = kc * BK; kb < K; kb += KSPLIT * BK) {
-    subgroup_shared_barrier();  // the previous round's products have read the region
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();  // the previous round's products have read the region
 #if PREFETCH
     stage_slice(kb);
-    subgroup_shared_barrier();
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
     fetch(kb + KSPLIT * BK);  // in flight while this slice's products run
 #else
     fetch(kb);
     stage_slice(kb);
-    subgroup_shared_barrier();
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
 #endif
     [[unroll]] for (uint ks = 0u; ks < BK; ks += 16u) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[FM];
