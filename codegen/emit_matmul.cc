@@ -108,6 +108,7 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
       last_row ? absl::StrCat("(", RowsExpr(c.g.node(x_value).type.shape[0].tokens, c.rows(c.g.node(x_value))), " - 1u)")
                : "0u";
   if (last_row) s.variant_suffix = "+last_row";
+  s.x_whole = !last_row;
 
   // The extra inputs' buffers, and the chain as statements on v.
   std::string extras, chain;

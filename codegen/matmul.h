@@ -26,6 +26,7 @@ struct MatMulSpec {
   // when K is a multiple of 4, `vec4 norm_weight4(uint k)` (k a multiple of 4).
   bool norm = false;
   std::string rows_expr;  // GLSL for the step's row count (runtime for T-shaped x)
+  bool x_whole = true;    // x's buffer holds the m rows from its start (not a last row of a longer x)
   // GLSL shared by the variants: `uint x_row0()` (x's first row in the buffer bound as x: row
   // T - 1 of a last_row's input where the kernel reads the row itself, else 0), y (binding 1), the
   // norm weight (4) and epilogue inputs, K, N, G, and `void store(uint tok, uint col, float v, float

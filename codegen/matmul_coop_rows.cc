@@ -18,6 +18,11 @@
 // With a norm prologue, x is multiplied by the norm weight as it is staged, and each row's sum of
 // squares, gathered by the lanes that stage the row in each subgroup of the K split, scales the
 // row's results.
+//
+// Where the config says so (x_direct), x is not staged: each subgroup reads its slice of x from
+// x's buffer straight into f32 fragments (read ahead with the weights) and converts them to f16;
+// the weights are then staged in K's own order, and times a norm prologue's weight, and the rows'
+// sums of squares come from the fragments' squares, summed through the region at the end.
 #include "absl/strings/str_cat.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
@@ -27,7 +32,7 @@
 namespace doppler::codegen {
 
 absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
-  absl::StatusOr<tuning::CoopRowsConfig> config = tuning::ChooseCoopRows(c.caps, s.m, s.k, s.n, s.gates);
+  absl::StatusOr<tuning::CoopRowsConfig> config = tuning::ChooseCoopRows(c.caps, s.m, s.k, s.n, s.gates, s.x_whole);
   if (!config.ok()) return config.status();
   if (s.tail >= 0 || s.restate >= 0) {
     return absl::InvalidArgumentError("the cooperative-matrix rows variant computes no row-wide op beside its product");
@@ -35,45 +40,79 @@ absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
   const tuning::CoopRowsConfig& t = *config;
   Kernel k;
   k.variant = absl::StrCat("coop_rows.", graph::Name(s.w_dtype), ".sg", t.subgroups, ".ks", t.ksplit, ".f", t.frags,
-                           ".k", t.bk, t.prefetch ? ".pf" : "", t.x_frags > 1 ? absl::StrCat(".x", t.x_frags) : "",
+                           ".k", t.bk, t.prefetch ? ".pf" : "", t.x_frags > 1 ? absl::StrCat(".x", t.x_frags) : "", t.x_direct ? ".xd" : "",
                            s.variant_suffix);
   k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * t.subgroups)), s.io_glsl, s.tile_x_glsl,
                         WeightSlices(3, s.w_dtype, s.k, /*halves=*/true), CoopStagingGlsl(), "\n",
                         Fill(R"(
 #define NORM {{NORM}}
 #define PREFETCH {{PREFETCH}}
+#define X_DIRECT {{X_DIRECT}}
 const uint SUBGROUPS = {{SUBGROUPS}}u, KSPLIT = {{KSPLIT}}u, F = {{F}}u, BK = {{BK}}u;
 const uint STRIDE = BK + 8u;  // padded rows: 16 bytes apart in banks
 const uint BN = (SUBGROUPS / KSPLIT) * F * 16u;  // the workgroup's columns
 const uint WSL = F * 16u * BK / 8u / 32u;  // weight slices of 8 values a lane stages, a gate
-// x: lane l stages values 4·(l % LPR).. of rows RPI·q + l / LPR, q < XI.
 const uint FM = {{FM}}u, XROWS = 16u * FM;  // x's fragments of 16 rows, and their rows
+#if X_DIRECT
+// x is read from its buffer straight into f32 fragments, which hold the bucket's rows (rows from m
+// on, whatever they hold, reach only results never stored), with K in its own order: the weights
+// are staged in it too, and times the norm weight (the rows' scale comes from the fragments'
+// squares).
+const uint XWORDS = 0u;
+layout(std430, set = 0, binding = 2) readonly buffer Buf_xf { float x_floats[]; };  // x's binding, value by value
+#else
+// x: lane l stages values 4·(l % LPR).. of rows RPI·q + l / LPR, q < XI.
 const uint LPR = BK / 4u, RPI = 32u / LPR, XI = XROWS / RPI;
 // Of those, the ones that hold rows below the bucket's (the step's rows never exceed it); the
 // rest hold rows past m only, zeroed once and never staged.
 const uint XLIVE = min(XI, ({{BUCKET}}u + RPI - 1u) / RPI);
-// A subgroup's region: its XROWS rows of x, then its weight rows (each gate's F · 16 in turn), as f16
-// bits four to a uvec2. After the K loop its start holds the subgroup's G partial result fragments.
-const uint XWORDS = XROWS * STRIDE / 4u, REGION = XWORDS + G * F * 16u * STRIDE / 4u;
+const uint XWORDS = XROWS * STRIDE / 4u;
+#endif
+// A subgroup's region: its XROWS rows of x where it stages them, then its weight rows (each gate's
+// F · 16 in turn), as f16 bits four to a uvec2. After the K loop its start holds the subgroup's G
+// partial result fragments.
+const uint REGION = XWORDS + G * F * 16u * STRIDE / 4u;
 shared uvec2 stage[SUBGROUPS * REGION];
 shared float row_part[SUBGROUPS * XROWS];  // each subgroup's sums of squares of the rows' values
 
 uint m, lane, sg, kc, cc, col0, base;
-float sum_sq[XI];
-
-uint x_row(uint q) { return RPI * q + lane / LPR; }
 
 // Slice sl (= l + 32·u for lane l) of gate g's weight rows: values 8·(sl % (BK / 8)).. of the
 // subgroup's weight row sl / (BK / 8).
 uint w_slice_row(uint g, uint sl) { return min(col0 + cc * F * 16u + sl / (BK / 8u), N - 1u) + g * N; }
 
+#if X_DIRECT
+fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> xv[BK / 16u][FM];  // the slice's x, as read
+fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> xh[BK / 16u][FM];  // as f16, for the products
+#if NORM
+fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> squares[FM];  // x's squares over the subgroup's slices
+vec4 nv[2];  // the norm weight at the lane's 8 values of the slice (those of each of its slices)
+#endif
+// Four values from the staged order (0, 2, 1, 3) back to theirs.
+uvec2 natural_halves(uvec2 h) { return uvec2((h.x & 0xFFFFu) | (h.y << 16), (h.x >> 16) | (h.y & 0xFFFF0000u)); }
+#else
+float sum_sq[XI];
+vec4 xv[XLIVE];
+uint x_row(uint q) { return RPI * q + lane / LPR; }
+#endif
+
 // Loads the slice at kb of x and of the subgroup's weight rows into registers, as read (past K:
 // the first slice again, never staged).
-vec4 xv[XLIVE];
 WSlice wv[G][WSL];
 void fetch(uint kb) {
   uint at = kb < K ? kb : 0u;
+#if X_DIRECT
+  // A fragment past K (K not a multiple of BK) is read at K − 16 instead, and multiplies zeros.
+  [[unroll]] for (uint f = 0u; f < BK / 16u; ++f)
+    [[unroll]] for (uint i = 0u; i < FM; ++i) coopMatLoadNV(xv[f][i], x_floats, 16u * i * K + min(at + 16u * f, K - 16u), K, false);
+#if NORM
+  uint kn = min(at + 8u * (lane % (BK / 8u)), K - 8u);
+  nv[0] = norm_weight4(kn);
+  nv[1] = norm_weight4(kn + 4u);
+#endif
+#else
   [[unroll]] for (uint q = 0u; q < XLIVE; ++q) xv[q] = x_load4(x_row(q), at + 4u * (lane % LPR), m);
+#endif
   [[unroll]] for (uint g = 0u; g < G; ++g) {
     [[unroll]] for (uint u = 0u; u < WSL; ++u) {
       uint sl = lane + 32u * u;
@@ -82,18 +121,39 @@ void fetch(uint kb) {
   }
 }
 
-// Decodes the registers, the slice at kb, into the subgroup's region as f16.
+// Decodes the registers, the slice at kb, into the subgroup's region as f16 (x read into fragments:
+// into f16 fragments, its squares summed).
 void stage_slice(uint kb) {
+#if X_DIRECT
+  [[unroll]] for (uint f = 0u; f < BK / 16u; ++f) {
+    [[unroll]] for (uint i = 0u; i < FM; ++i) {
+      xh[f][i] = fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>(xv[f][i]);
+#if NORM
+      if (kb + 16u * f < K) {
+        for (int e = 0; e < squares[i].length(); ++e) squares[i][e] += xv[f][i][e] * xv[f][i][e];
+      }
+#endif
+    }
+  }
+#else
   [[unroll]] for (uint q = 0u; q < XLIVE; ++q) {
     vec4 v = x_normed4(xv[q], kb + 4u * (lane % LPR), sum_sq[q]);
     stage[base + (x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] = x_halves(v);
   }
+#endif
   [[unroll]] for (uint g = 0u; g < G; ++g) {
     [[unroll]] for (uint u = 0u; u < WSL; ++u) {
       uint sl = lane + 32u * u, wr = sl / (BK / 8u), e0 = 8u * (sl % (BK / 8u));
       bool live = col0 + cc * F * 16u + wr < N && kb + e0 < K;  // a slice past K (K not a multiple of BK) adds nothing
       uint at = base + XWORDS + ((g * F * 16u + wr) * STRIDE + e0) / 4u;
       uvec4 h = live ? w_slice_halves(wv[g][u], w_slice_row(g, sl), slice_k(kb + e0)) : uvec4(0u);
+#if X_DIRECT
+      h = uvec4(natural_halves(h.xy), natural_halves(h.zw));
+#if NORM
+      h = uvec4(packFloat2x16(unpackFloat2x16(h.x) * f16vec2(nv[0].xy)), packFloat2x16(unpackFloat2x16(h.y) * f16vec2(nv[0].zw)),
+                packFloat2x16(unpackFloat2x16(h.z) * f16vec2(nv[1].xy)), packFloat2x16(unpackFloat2x16(h.w) * f16vec2(nv[1].zw)));
+#endif
+#endif
       stage[at] = h.xy;
       stage[at + 1u] = h.zw;
     }
@@ -113,10 +173,16 @@ void main() {
   [[unroll]] for (uint g = 0u; g < G; ++g)
     [[unroll]] for (uint i = 0u; i < FM; ++i)
       [[unroll]] for (uint j = 0u; j < F; ++j) acc[g][i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+#if X_DIRECT
+#if NORM
+  [[unroll]] for (uint i = 0u; i < FM; ++i) squares[i] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+#endif
+#else
   [[unroll]] for (uint q = 0u; q < XI; ++q) {
     sum_sq[q] = 0.0;
     if (q >= XLIVE) stage[base + (x_row(q) * STRIDE + 4u * (lane % LPR)) / 4u] = uvec2(0u);
   }
+#endif
 
 #if PREFETCH
   fetch(kc * BK);
@@ -138,7 +204,11 @@ void main() {
     [[unroll]] for (uint ks = 0u; ks < BK; ks += 16u) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[FM];
       [[unroll]] for (uint i = 0u; i < FM; ++i) {
+#if X_DIRECT
+        a[i] = xh[ks / 16u][i];
+#else
         coopMatLoadNV(a[i], stage, base + (16u * i * STRIDE + ks) / 4u, STRIDE / 4u, false);
+#endif
       }
       [[unroll]] for (uint g = 0u; g < G; ++g) {
         [[unroll]] for (uint j = 0u; j < F; ++j) {
@@ -150,7 +220,25 @@ void main() {
       }
     }
   }
-#if NORM
+#if NORM && X_DIRECT
+  // Each row's squares, summed over the fragment's columns through the subgroup's region: the
+  // subgroup's share of the row's.
+  [[unroll]] for (uint i = 0u; i < FM; ++i) {
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();  // the products, or the previous fragment's sums, have read the region
+    coopMatStoreNV(squares[i], stage, base, 8u, false);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    if (lane < 16u) {
+      float total = 0.0;
+      [[unroll]] for (uint c = 0u; c < 8u; ++c) {
+        uvec2 pair = stage[base + 8u * lane + c];
+        total += uintBitsToFloat(pair.x) + uintBitsToFloat(pair.y);
+      }
+      row_part[sg * XROWS + 16u * i + lane] = total;
+    }
+  }
+#elif NORM
   // Each row was staged by LPR neighbouring lanes: their sums are the subgroup's share of the row's.
   [[unroll]] for (uint q = 0u; q < XI; ++q) {
     float total = sum_sq[q];
@@ -195,6 +283,7 @@ void main() {
                               {"NORM", s.norm ? "1" : "0"},
                               {"FM", absl::StrCat(t.x_frags)},
                               {"PREFETCH", t.prefetch ? "1" : "0"},
+                              {"X_DIRECT", t.x_direct ? "1" : "0"},
                               {"SUBGROUPS", absl::StrCat(t.subgroups)},
                               {"KSPLIT", absl::StrCat(t.ksplit)},
                               {"F", absl::StrCat(t.frags)},

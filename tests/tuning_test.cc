@@ -774,6 +774,7 @@ const char* const kCoopRowsTunes[] = {
     "coop_rows.from=2,coop_rows.bk=16",                                 // slices of 16
     "coop_rows.from=2,coop_rows.bk=64",                                 // slices of 64
     "coop_rows.from=2,coop_rows.frags=2,coop_rows.prefetch=0",          // 32 columns a subgroup
+    "coop_rows.from=2,coop_rows.x_direct=0",                            // x staged at 16 and 32 rows too
 };
 
 // A row-per-sequence step's graph (the batched engine's decode): a gated matmul with a norm
@@ -821,6 +822,19 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
   EXPECT_EQ(two_long->frags, 2);
   EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*two_long, 1), 49152);
   EXPECT_FALSE(ChooseCoopRows(codegen::H100LikeCaps(), 33, 4096, 4096, 1).ok());
+
+  // x is read into fragments from its buffer where that holds whole fragments of rows (a bucket of
+  // 16 or 32) from its start and K is a multiple of 16, for two fragments of x or gated weights;
+  // else it is staged.
+  for (const auto& [m, k, gates, x_whole, direct] :
+       {std::tuple{8, 4096, 2, true, 0}, std::tuple{16, 4096, 2, true, 1}, std::tuple{16, 4096, 1, true, 0},
+        std::tuple{32, 14336, 1, true, 1}, std::tuple{32, 4096, 2, true, 1}, std::tuple{16, 4096, 2, false, 0},
+        std::tuple{32, 4096, 1, false, 0}, std::tuple{16, 4104, 2, true, 0}, std::tuple{20, 4096, 2, true, 0}}) {
+    absl::StatusOr<CoopRowsConfig> c = ChooseCoopRows(codegen::H100LikeCaps(), m, k, 14336, gates, x_whole);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->x_direct, direct) << m << " rows, K " << k << ", " << gates << " gates" << (x_whole ? "" : ", a last row");
+    EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*c, gates), 49152);
+  }
 }
 
 TEST(Tuning, BatchedDecodeTakesCoopRowsFromEightRowsWhereTheDeviceHasThem) {
@@ -909,7 +923,9 @@ TEST(Tuning, BadCoopRowsEntriesAreErrorsNamingThem) {
            {"coop_rows.frags=3", "coop_rows.frags=3 is not one of 1, 2, 4"},
            {"coop_rows.bk=8", "coop_rows.bk=8 is not one of 16, 32, 64"},
            {"coop_rows.subgroups=2,coop_rows.ksplit=4", "split K among subgroups that do not divide the workgroup's"},
-           {"coop_rows.subgroups=8,coop_rows.frags=4,coop_rows.bk=64", "bytes of shared memory; the device has 49152"}}) {
+           {"coop_rows.subgroups=8,coop_rows.frags=4,coop_rows.bk=64", "bytes of shared memory; the device has 49152"},
+           {"coop_rows.x_direct=1", "coop_rows.x_direct=1 needs x's buffer to hold whole fragments of rows"},
+           {"coop_rows.x_direct=2", "coop_rows.x_direct=2 is not one of 0, 1"}}) {
     ScopedTune scoped(tune.c_str());
     absl::StatusOr<CoopRowsConfig> c = ChooseCoopRows(codegen::H100LikeCaps(), 8, 4096, 14336, 2);
     ASSERT_FALSE(c.ok()) << tune;
@@ -947,6 +963,7 @@ TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
   absl::StatusOr<graph::Graph> q4k = RowsGraph(graph::DType::kQ4_K, 768);
   ASSERT_TRUE(q4k.ok()) << q4k.status();
   for (const char* tune : kCoopRowsTunes) check(*q4k, tune, {2, 5, 16, 20, 32});
+  check(*q4k, "coop_rows.from=2,coop_rows.x_direct=1", {16, 32});  // x read into fragments for every product
   for (graph::DType dtype : kOtherWeightFormats) {
     absl::StatusOr<graph::Graph> g = RowsGraph(dtype, 768);
     ASSERT_TRUE(g.ok()) << g.status();
@@ -994,21 +1011,27 @@ TEST_F(TunedKernelTest, EveryCoopRowsShapeMatchesTheInterpreter) {
     ASSERT_TRUE(g.ok() && plain.ok()) << g.status() << plain.status();
     test::RandomParams params(*g, 11);
     graph::Interpreter interp(params);
-    for (const char* tune : tunes) {
+    const auto check = [&](const char* tune, int64_t bucket, std::vector<int64_t> rows_list) {
       ScopedTune scoped(tune);
-      for (const auto& [bucket, rows_list] : {std::pair{int64_t{2}, std::vector<int64_t>{1, 2}},
-                                              std::pair{int64_t{8}, std::vector<int64_t>{5, 8}},
-                                              std::pair{int64_t{16}, std::vector<int64_t>{13, 16}},
-                                              std::pair{int64_t{32}, std::vector<int64_t>{3, 17, 32}}}) {
-        absl::StatusOr<std::unique_ptr<test::GpuRunner>> gpu = test::GpuRunner::Create(ctx(), *g, bucket, params);
-        ASSERT_TRUE(gpu.ok()) << tune << ": " << gpu.status();
-        int coop_rows = 0;
-        for (const vk::PlannedDispatch& d : (*gpu)->plan().dispatches()) coop_rows += d.variant.rfind("coop_rows.", 0) == 0;
-        EXPECT_EQ(coop_rows, has_coop ? 2 : 0) << tune;
-        for (int64_t rows : rows_list) {
-          ExpectChainMatches(**gpu, interp, *plain, rows, k, absl::StrCat(graph::Name(dtype), " ", tune));
-        }
+      absl::StatusOr<std::unique_ptr<test::GpuRunner>> gpu = test::GpuRunner::Create(ctx(), *g, bucket, params);
+      ASSERT_TRUE(gpu.ok()) << tune << ": " << gpu.status();
+      int coop_rows = 0;
+      for (const vk::PlannedDispatch& d : (*gpu)->plan().dispatches()) coop_rows += d.variant.rfind("coop_rows.", 0) == 0;
+      EXPECT_EQ(coop_rows, has_coop ? 2 : 0) << tune;
+      for (int64_t rows : rows_list) {
+        ExpectChainMatches(**gpu, interp, *plain, rows, k, absl::StrCat(graph::Name(dtype), " ", tune));
       }
+    };
+    for (const char* tune : tunes) {
+      check(tune, 2, {1, 2});
+      check(tune, 8, {5, 8});
+      check(tune, 16, {13, 16});
+      check(tune, 32, {3, 17, 32});
+    }
+    // x read into fragments for every product, where the buckets and K allow it.
+    if (has_coop && k % 16 == 0) {
+      check("coop_rows.from=2,coop_rows.x_direct=1", 16, {13, 16});
+      check("coop_rows.from=2,coop_rows.x_direct=1", 32, {3, 17, 32});
     }
   }
 }

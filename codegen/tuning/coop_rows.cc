@@ -25,7 +25,7 @@ constexpr int64_t kSmallGrid = 256;
 constexpr int64_t kLongK = 8192;
 
 int64_t RegionBytes(const CoopRowsConfig& c, int64_t gates) {
-  return 2 * (16 * c.x_frags + gates * 16 * c.frags) * (c.bk + 8);
+  return 2 * ((c.x_direct ? 0 : 16 * c.x_frags) + gates * 16 * c.frags) * (c.bk + 8);
 }
 
 // Why `c` cannot be rendered for `gates` on `caps`, or "" where it can.
@@ -51,7 +51,8 @@ int64_t CoopRowsSharedBytes(const CoopRowsConfig& c, int64_t gates) {
   return c.subgroups * (RegionBytes(c, gates) + 4 * 16 * c.x_frags);
 }
 
-absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m, int64_t k, int64_t n, int64_t gates) {
+absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m, int64_t k, int64_t n, int64_t gates,
+                                              bool x_whole) {
   if (m > kCoopRowsMaxRows) {
     return absl::InvalidArgumentError(
         absl::StrCat("cooperative-matrix rows variant: ", m, " rows of x; it takes at most ", kCoopRowsMaxRows));
@@ -63,7 +64,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
     std::optional<int64_t> value;
   };
   Key keys[] = {{"subgroups", {1, 2, 4, 8}, {}}, {"ksplit", {1, 2, 4, 8}, {}}, {"frags", {1, 2, 4}, {}},
-                {"bk", {16, 32, 64}, {}}, {"prefetch", {0, 1}, {}}};
+                {"bk", {16, 32, 64}, {}}, {"prefetch", {0, 1}, {}}, {"x_direct", {0, 1}, {}}};
   std::vector<std::string> set;
   for (Key& key : keys) {
     absl::StatusOr<std::optional<int64_t>> v = OverrideOneOf("coop_rows", key.name, key.values);
@@ -73,7 +74,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
     set.push_back(absl::StrCat("coop_rows.", key.name, "=", **v));
   }
   const std::optional<int64_t> subgroups = keys[0].value, ksplit = keys[1].value, frags = keys[2].value, bk = keys[3].value,
-                                 prefetch = keys[4].value;
+                                 prefetch = keys[4].value, x_direct = keys[5].value;
 
   CoopRowsConfig c;
   c.x_frags = CeilDiv(m, 16);
@@ -104,6 +105,24 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   c.subgroups = subgroups.value_or(c.subgroups);
   c.ksplit = ksplit.value_or(c.subgroups);
   if (!frags && c.frags > 1 && !Unfit(c, gates, caps).empty()) c.frags = 1;  // two fragments of x in a chosen shape
+  // x read into fragments from its buffer, where that holds whole fragments of rows (the bucket's,
+  // a multiple of 16) and K is a multiple of 16 (no fragment crosses a row's end), for two
+  // fragments of x (whose staging costs twice one's) and for gated weights (two products a staged
+  // slice of x): a step of 32 rows of Llama-3.1-8B took 13.04 ms against 13.86 staged, one of 16
+  // rows 9.16 against 9.46, where x read so in the other products of 16 rows lost (9.77 ms)
+  // (bench/RESULTS.md, "eighth session").
+  const bool x_fragments = x_whole && m % 16 == 0 && k % 16 == 0;
+  if (x_direct.value_or(0) == 1 && !x_fragments) {
+    return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: coop_rows.x_direct=1 needs x's buffer to hold whole ",
+                                                   "fragments of rows and K a multiple of 16 (", m, " rows, K ", k, ")"));
+  }
+  if (x_direct) {
+    c.x_direct = *x_direct;
+  } else if (x_fragments && (c.x_frags >= 2 || gates == 2)) {
+    CoopRowsConfig direct = c;
+    direct.x_direct = 1;
+    if (Unfit(direct, gates, caps).empty()) c = direct;
+  }
   if (const std::string unfit = Unfit(c, gates, caps); !unfit.empty()) {
     const std::string shape = absl::StrCat(c.subgroups, " subgroups, K split ", c.ksplit, " ways, ", c.frags,
                                            " fragments a subgroup, slices of ", c.bk, ", ", gates,

@@ -24,6 +24,9 @@ struct CoopRowsConfig {
   // as it is staged: fewer registers)
   int64_t prefetch = 1;
   int64_t x_frags = 1;  // fragments of 16 rows of x the step's rows take: ceil(m / 16), not a choice
+  // x read from its buffer straight into f32 fragments (1), or staged as f16 with the weights (0):
+  // ChooseCoopRows says where.
+  int64_t x_direct = 0;
 };
 
 // Columns of y a workgroup computes.
@@ -35,10 +38,13 @@ int64_t CoopRowsColumns(const CoopRowsConfig& config);
 int64_t CoopRowsSharedBytes(const CoopRowsConfig& config, int64_t gates);
 
 // The config for y[m, n] = x[m, k] · wᵀ (m <= kCoopRowsMaxRows) on `caps`, with DOPPLER_TUNE's
-// values (coop_rows.subgroups, coop_rows.ksplit, coop_rows.frags, coop_rows.bk, coop_rows.prefetch)
-// in place of the choice's: values above, whose staging divides among a subgroup's lanes and whose
-// shared memory fits the device.
-absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m, int64_t k, int64_t n, int64_t gates);
+// values (coop_rows.subgroups, coop_rows.ksplit, coop_rows.frags, coop_rows.bk, coop_rows.prefetch,
+// coop_rows.x_direct) in place of the choice's: values above, whose staging divides among a
+// subgroup's lanes and whose shared memory fits the device. `x_whole`: x's buffer holds the m rows
+// from its start (not a last row read from a longer x), so that x may be read in fragments where
+// m and k are multiples of 16.
+absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m, int64_t k, int64_t n, int64_t gates,
+                                              bool x_whole = true);
 
 // The rows from which a batched decode step (a row per sequence) takes this variant on `caps`, up
 // to kCoopRowsMaxRows: 8 where the device has cooperative matrices (fewer rows keep the
