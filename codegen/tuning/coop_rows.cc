@@ -106,11 +106,11 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   c.ksplit = ksplit.value_or(c.subgroups);
   if (!frags && c.frags > 1 && !Unfit(c, gates, caps).empty()) c.frags = 1;  // two fragments of x in a chosen shape
   // x read into fragments from its buffer, where that holds whole fragments of rows (the bucket's,
-  // a multiple of 16) and K is a multiple of 16 (no fragment crosses a row's end), for two
-  // fragments of x (whose staging costs twice one's) and for gated weights (two products a staged
-  // slice of x): a step of 32 rows of Llama-3.1-8B took 13.04 ms against 13.86 staged, one of 16
-  // rows 9.16 against 9.46, where x read so in the other products of 16 rows lost (9.77 ms)
-  // (bench/RESULTS.md, "eighth session").
+  // a multiple of 16) and K is a multiple of 16 (no fragment crosses a row's end), for gated
+  // weights (two products a staged slice of x): Llama-3.1-8B's gated product took 5,092 µs a step
+  // of 32 rows against 6,706 staged, where each other product was faster staged (its Q6_K down
+  // product 1,463 against 1,837 µs, the o and Q4_K down products 2,112 against 2,254), and a step of
+  // 16 rows 9.16 ms against 9.46 (bench/RESULTS.md, "eighth session" and "ninth session").
   const bool x_fragments = x_whole && m % 16 == 0 && k % 16 == 0;
   if (x_direct.value_or(0) == 1 && !x_fragments) {
     return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: coop_rows.x_direct=1 needs x's buffer to hold whole ",
@@ -118,7 +118,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   }
   if (x_direct) {
     c.x_direct = *x_direct;
-  } else if (x_fragments && (c.x_frags >= 2 || gates == 2)) {
+  } else if (x_fragments && gates == 2) {
     CoopRowsConfig direct = c;
     direct.x_direct = 1;
     if (Unfit(direct, gates, caps).empty()) c = direct;
