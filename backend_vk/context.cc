@@ -187,7 +187,7 @@ absl::Status Context::PickDevice(const ContextOptions& options) {
   std::vector<DeviceInfo> devices;
   std::vector<VkPhysicalDeviceType> types;
   for (uint32_t i = 0; i < n; ++i) {
-    devices.push_back(ProbeDevice(handles[i], static_cast<int>(i), instance_api_));
+    devices.push_back(ProbeDevice(instance_, handles[i], static_cast<int>(i), instance_api_));
     VkPhysicalDeviceProperties p;
     vkGetPhysicalDeviceProperties(handles[i], &p);
     types.push_back(p.deviceType);

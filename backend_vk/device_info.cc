@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "backend_vk/device_features.h"
 #include "backend_vk/vk_util.h"
 
@@ -75,7 +77,26 @@ std::string FormatVkVersion(uint32_t v) {
                          VK_API_VERSION_PATCH(v));
 }
 
-DeviceInfo ProbeDevice(VkPhysicalDevice device, int index, uint32_t instance_api_version) {
+// The cooperative-matrix shapes of f16 products summed in f32 that `device` lists, "MxNxK".
+std::vector<std::string> CoopNvF16Shapes(VkInstance instance, VkPhysicalDevice device) {
+  auto get = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  std::vector<std::string> shapes;
+  uint32_t n = 0;
+  if (get == nullptr || get(device, &n, nullptr) != VK_SUCCESS) return shapes;
+  std::vector<VkCooperativeMatrixPropertiesNV> props(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+  if (get(device, &n, props.data()) != VK_SUCCESS) return shapes;
+  for (const VkCooperativeMatrixPropertiesNV& p : props) {
+    if (p.scope == VK_SCOPE_SUBGROUP_NV && p.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+        p.BType == VK_COMPONENT_TYPE_FLOAT16_NV && p.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+        p.DType == VK_COMPONENT_TYPE_FLOAT32_NV) {
+      shapes.push_back(absl::StrFormat("%dx%dx%d", p.MSize, p.NSize, p.KSize));
+    }
+  }
+  return shapes;
+}
+
+DeviceInfo ProbeDevice(VkInstance instance, VkPhysicalDevice device, int index, uint32_t instance_api_version) {
   VkPhysicalDeviceProperties base;
   vkGetPhysicalDeviceProperties(device, &base);
   const uint32_t effective = std::min(base.apiVersion, instance_api_version);
@@ -149,6 +170,7 @@ DeviceInfo ProbeDevice(VkPhysicalDevice device, int index, uint32_t instance_api
   info.coop_matrix_khr = HasExtension(exts, "VK_KHR_cooperative_matrix");
   // The extension with its feature: what Context enables.
   info.coop_matrix_nv = features.use_coop_nv && features.coop_nv.cooperativeMatrix;
+  if (info.coop_matrix_nv) info.coop_nv_f16_shapes = CoopNvF16Shapes(instance, device);
 
   info.compute_queue_family = PickComputeQueueFamily(device);
   if (info.compute_queue_family) {
@@ -206,7 +228,7 @@ absl::StatusOr<std::vector<DeviceInfo>> EnumerateDevices() {
   if (r == VK_SUCCESS || r == VK_INCOMPLETE) {
     devices.resize(n);
     for (uint32_t i = 0; i < devices.size(); ++i) {
-      out.push_back(ProbeDevice(devices[i], static_cast<int>(i), api));
+      out.push_back(ProbeDevice(instance, devices[i], static_cast<int>(i), api));
     }
   }
   vkDestroyInstance(instance, nullptr);
@@ -233,8 +255,10 @@ std::string FormatDeviceInfo(const DeviceInfo& d) {
                         YesNo(d.fp16), YesNo(d.int8), YesNo(d.int64), YesNo(d.int_dot_product));
   absl::StrAppendFormat(&s, "  storage:           16-bit %s, 8-bit %s\n", YesNo(d.storage16),
                         YesNo(d.storage8));
-  absl::StrAppendFormat(&s, "  coop matrix:       KHR %s, NV %s\n", YesNo(d.coop_matrix_khr),
-                        YesNo(d.coop_matrix_nv));
+  absl::StrAppendFormat(&s, "  coop matrix:       KHR %s, NV %s%s\n", YesNo(d.coop_matrix_khr), YesNo(d.coop_matrix_nv),
+                        d.coop_nv_f16_shapes.empty()
+                            ? ""
+                            : absl::StrCat(" (f16 products in f32: ", absl::StrJoin(d.coop_nv_f16_shapes, ", "), ")"));
   absl::StrAppendFormat(&s, "  timestamps:        %s (%.3f ns/tick)\n", YesNo(d.timestamps),
                         d.timestamp_period_ns);
   absl::StrAppendFormat(&s, "  storage buffer:    max range %s, offset align %d\n",

@@ -40,6 +40,8 @@ struct DeviceInfo {
   bool int_dot_product = false;  // shaderIntegerDotProduct (Vulkan 1.3)
   bool coop_matrix_khr = false;  // VK_KHR_cooperative_matrix extension present
   bool coop_matrix_nv = false;   // VK_NV_cooperative_matrix extension present
+  // Its subgroup-scope shapes with f16 A and B and f32 C and D, as "MxNxK" (what the driver lists)
+  std::vector<std::string> coop_nv_f16_shapes;
 
   bool timestamps = false;        // the compute queue we pick supports timestamp queries
   float timestamp_period_ns = 0;  // ns per timestamp tick
@@ -75,7 +77,7 @@ std::string FormatVkVersion(uint32_t version);
 
 // Used by Context: probes one device through an existing instance created for
 // `instance_api_version`; features newer than min(instance, device) version are reported absent.
-DeviceInfo ProbeDevice(VkPhysicalDevice device, int index, uint32_t instance_api_version);
+DeviceInfo ProbeDevice(VkInstance instance, VkPhysicalDevice device, int index, uint32_t instance_api_version);
 
 // The queue family Context uses: one with COMPUTE, preferring one with timestamp support.
 std::optional<uint32_t> PickComputeQueueFamily(VkPhysicalDevice device);

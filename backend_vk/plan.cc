@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/step_rows.h"
@@ -19,8 +20,10 @@ codegen::TargetCaps TargetCapsOf(const DeviceInfo& info) {
   caps.max_workgroup_invocations = info.max_workgroup_invocations;
   caps.subgroup_arithmetic = info.subgroup_arithmetic;
   caps.subgroup_shuffle = info.subgroup_shuffle;
-  caps.coop_matrix_nv = info.coop_matrix_nv && info.fp16 && info.memory_model && info.subgroup_arithmetic &&
-                        info.subgroup_shuffle && info.subgroup_size == 32 && info.min_subgroup_size == 32;
+  caps.coop_matrix_nv = info.coop_matrix_nv && absl::c_linear_search(info.coop_nv_f16_shapes, "16x16x16") &&
+                        info.fp16 && info.memory_model && info.subgroup_arithmetic && info.subgroup_shuffle &&
+                        info.subgroup_size == 32 && info.min_subgroup_size == 32;
+  caps.coop_matrix_nv_16x8 = caps.coop_matrix_nv && absl::c_linear_search(info.coop_nv_f16_shapes, "16x8x16");
   caps.integer_dot_product = info.int_dot_product;
   caps.float16_arithmetic = info.fp16;
   return caps;

@@ -22,7 +22,9 @@
 // Where the config says so (x_direct), x is not staged: each subgroup reads its slice of x from
 // x's buffer straight into f32 fragments (read ahead with the weights) and converts them to f16;
 // the weights are then staged in K's own order, and times a norm prologue's weight, and the rows'
-// sums of squares come from the fragments' squares, summed through the region at the end.
+// sums of squares come from the fragments' squares, summed through the region at the end. With
+// x8, x's 8 rows are the columns of 16 × 8 fragments (K × rows), and each product is transposed:
+// a 16 × 16 fragment of weight rows times x, into 16 × 8 results (weight rows × rows of x).
 #include "absl/strings/str_cat.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
@@ -41,18 +43,28 @@ absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
   Kernel k;
   k.variant = absl::StrCat("coop_rows.", graph::Name(s.w_dtype), ".sg", t.subgroups, ".ks", t.ksplit, ".f", t.frags,
                            ".k", t.bk, t.prefetch ? ".pf" : "", t.x_frags > 1 ? absl::StrCat(".x", t.x_frags) : "",
-                           t.x_direct ? ".xd" : "", s.variant_suffix);
+                           t.x8 ? ".x8" : t.x_direct ? ".xd" : "", s.variant_suffix);
   k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * t.subgroups)), s.io_glsl, s.tile_x_glsl,
                         WeightSlices(3, s.w_dtype, s.k, /*halves=*/true), CoopStagingGlsl(), "\n",
                         Fill(R"(
 #define NORM {{NORM}}
 #define PREFETCH {{PREFETCH}}
 #define X_DIRECT {{X_DIRECT}}
+#define X8 {{X8}}
 const uint SUBGROUPS = {{SUBGROUPS}}u, KSPLIT = {{KSPLIT}}u, F = {{F}}u, BK = {{BK}}u;
 const uint STRIDE = BK + 8u;  // padded rows: 16 bytes apart in banks
 const uint BN = (SUBGROUPS / KSPLIT) * F * 16u;  // the workgroup's columns
 const uint WSL = F * 16u * BK / 8u / 32u;  // weight slices of 8 values a lane stages, a gate
-const uint FM = {{FM}}u, XROWS = 16u * FM;  // x's fragments of 16 rows, and their rows
+const uint FM = {{FM}}u;  // x's fragments
+#if X8
+// x's fragments are K × 8 (its rows as columns); the products' results weight rows × rows of x.
+#define XFRAG(bits) fcoopmatNV<bits, gl_ScopeSubgroup, 16, 8>
+const uint XROWS = 8u;
+#else
+#define XFRAG(bits) fcoopmatNV<bits, gl_ScopeSubgroup, 16, 16>
+const uint XROWS = 16u * FM;
+#endif
+const uint RESULT_FLOATS = 16u * XROWS;  // a result fragment's values
 #if X_DIRECT
 // x is read from its buffer straight into f32 fragments, which hold the bucket's rows (rows from m
 // on, whatever they hold, reach only results never stored), with K in its own order: the weights
@@ -82,10 +94,10 @@ uint m, lane, sg, kc, cc, col0, base;
 uint w_slice_row(uint g, uint sl) { return min(col0 + cc * F * 16u + sl / (BK / 8u), N - 1u) + g * N; }
 
 #if X_DIRECT
-fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> xv[BK / 16u][FM];  // the slice's x, as read
-fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> xh[BK / 16u][FM];  // as f16, for the products
+XFRAG(32) xv[BK / 16u][FM];  // the slice's x, as read
+XFRAG(16) xh[BK / 16u][FM];  // as f16, for the products
 #if NORM
-fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> squares[FM];  // x's squares over the subgroup's slices
+XFRAG(32) squares[FM];  // x's squares over the subgroup's slices
 vec4 nv[2];  // the norm weight at the lane's 8 values of the slice (those of each of its slices)
 #endif
 // Four values from the staged order (0, 2, 1, 3) back to theirs.
@@ -103,8 +115,13 @@ void fetch(uint kb) {
   uint at = kb < K ? kb : 0u;
 #if X_DIRECT
   // A fragment past K (K not a multiple of BK) is read at K − 16 instead, and multiplies zeros.
+#if X8
+  // Column r of the K × 8 fragment is row r of x: column-major with the row's stride.
+  [[unroll]] for (uint f = 0u; f < BK / 16u; ++f) coopMatLoadNV(xv[f][0], x_floats, min(at + 16u * f, K - 16u), K, true);
+#else
   [[unroll]] for (uint f = 0u; f < BK / 16u; ++f)
     [[unroll]] for (uint i = 0u; i < FM; ++i) coopMatLoadNV(xv[f][i], x_floats, 16u * i * K + min(at + 16u * f, K - 16u), K, false);
+#endif
 #if NORM
   uint kn = min(at + 8u * (lane % (BK / 8u)), K - 8u);
   nv[0] = norm_weight4(kn);
@@ -127,7 +144,7 @@ void stage_slice(uint kb) {
 #if X_DIRECT
   [[unroll]] for (uint f = 0u; f < BK / 16u; ++f) {
     [[unroll]] for (uint i = 0u; i < FM; ++i) {
-      xh[f][i] = fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>(xv[f][i]);
+      xh[f][i] = XFRAG(16)(xv[f][i]);
 #if NORM
       if (kb + 16u * f < K) {
         for (int e = 0; e < squares[i].length(); ++e) squares[i][e] += xv[f][i][e] * xv[f][i][e];
@@ -169,13 +186,13 @@ void main() {
   m = {{ROWS}};
   base = sg * REGION;
 
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[G][FM][F];
+  XFRAG(32) acc[G][FM][F];
   [[unroll]] for (uint g = 0u; g < G; ++g)
     [[unroll]] for (uint i = 0u; i < FM; ++i)
-      [[unroll]] for (uint j = 0u; j < F; ++j) acc[g][i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+      [[unroll]] for (uint j = 0u; j < F; ++j) acc[g][i][j] = XFRAG(32)(0.0);
 #if X_DIRECT
 #if NORM
-  [[unroll]] for (uint i = 0u; i < FM; ++i) squares[i] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+  [[unroll]] for (uint i = 0u; i < FM; ++i) squares[i] = XFRAG(32)(0.0);
 #endif
 #else
   [[unroll]] for (uint q = 0u; q < XI; ++q) {
@@ -202,7 +219,7 @@ void main() {
     subgroupBarrier();
 #endif
     [[unroll]] for (uint ks = 0u; ks < BK; ks += 16u) {
-      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[FM];
+      XFRAG(16) a[FM];
       [[unroll]] for (uint i = 0u; i < FM; ++i) {
 #if X_DIRECT
         a[i] = xh[ks / 16u][i];
@@ -213,23 +230,30 @@ void main() {
       [[unroll]] for (uint g = 0u; g < G; ++g) {
         [[unroll]] for (uint j = 0u; j < F; ++j) {
           fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> w;
+#if X8
+          // Weight rows are the rows of the 16 x K operand: row-major with the row's stride.
+          coopMatLoadNV(w, stage, base + XWORDS + ((g * F + j) * 16u * STRIDE + ks) / 4u, STRIDE / 4u, false);
+          acc[g][0][j] = coopMatMulAddNV(w, a[0], acc[g][0][j]);
+#else
           // Weight rows are columns of the K x N operand: column-major with the row's stride.
           coopMatLoadNV(w, stage, base + XWORDS + ((g * F + j) * 16u * STRIDE + ks) / 4u, STRIDE / 4u, true);
           [[unroll]] for (uint i = 0u; i < FM; ++i) acc[g][i][j] = coopMatMulAddNV(a[i], w, acc[g][i][j]);
+#endif
         }
       }
     }
   }
 #if NORM && X_DIRECT
-  // Each row's squares, summed over the fragment's columns through the subgroup's region: the
-  // subgroup's share of the row's.
+  // Each row's squares, summed over K's 16 values in the fragment through the subgroup's region
+  // (a row of x is a row of the fragment, or with X8 a column, stored as a row): the subgroup's
+  // share of the row's.
   [[unroll]] for (uint i = 0u; i < FM; ++i) {
     subgroupMemoryBarrierShared();
     subgroupBarrier();  // the products, or the previous fragment's sums, have read the region
-    coopMatStoreNV(squares[i], stage, base, 8u, false);
+    coopMatStoreNV(squares[i], stage, base, 8u, X8 == 1);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
-    if (lane < 16u) {
+    if (lane < XROWS / FM) {
       float total = 0.0;
       [[unroll]] for (uint c = 0u; c < 8u; ++c) {
         uvec2 pair = stage[base + 8u * lane + c];
@@ -247,16 +271,18 @@ void main() {
   }
 #endif
   // Fragment (i, j) of each gate: every subgroup stores its partial ones at the start of its region
-  // (a fragment's 256 floats are 128 words); the group's KSPLIT subgroups then sum them, lane l of
-  // its subgroup kc taking elements 32·kc + l + 32·KSPLIT·q.
+  // (at most 256 floats, 128 words, row by row of x: with X8 a fragment's columns are stored as
+  // rows); the group's KSPLIT subgroups then sum them, lane l of its subgroup kc taking elements
+  // 32·kc + l + 32·KSPLIT·q.
   const uint group0 = cc * KSPLIT;
   [[unroll]] for (uint f = 0u; f < FM * F; ++f) {
     const uint i = f / F, j = f % F;
     barrier();  // every subgroup has left its K loop, or the previous fragment's sums are read
-    [[unroll]] for (uint g = 0u; g < G; ++g) coopMatStoreNV(acc[g][i][j], stage, base + 128u * g, 8u, false);
+    [[unroll]] for (uint g = 0u; g < G; ++g) coopMatStoreNV(acc[g][i][j], stage, base + 128u * g, 8u, X8 == 1);
     barrier();
-    [[unroll]] for (uint q = 0u; q < 8u / KSPLIT; ++q) {
+    [[unroll]] for (uint q = 0u; q < (RESULT_FLOATS / 32u + KSPLIT - 1u) / KSPLIT; ++q) {
       uint e = 32u * kc + lane + 32u * KSPLIT * q;
+      if (e >= RESULT_FLOATS) break;
       float v[G];
       [[unroll]] for (uint g = 0u; g < G; ++g) {
         v[g] = 0.0;
@@ -284,6 +310,7 @@ void main() {
                               {"FM", absl::StrCat(t.x_frags)},
                               {"PREFETCH", t.prefetch ? "1" : "0"},
                               {"X_DIRECT", t.x_direct ? "1" : "0"},
+                              {"X8", t.x8 ? "1" : "0"},
                               {"SUBGROUPS", absl::StrCat(t.subgroups)},
                               {"KSPLIT", absl::StrCat(t.ksplit)},
                               {"F", absl::StrCat(t.frags)},

@@ -18,9 +18,11 @@ struct TargetCaps {
   uint32_t max_workgroup_invocations = 128;
   bool subgroup_arithmetic = false;  // subgroupAdd etc. in compute shaders
   bool subgroup_shuffle = false;     // subgroupShuffleXor etc. in compute shaders
-  // VK_NV_cooperative_matrix enabled, with f16 arithmetic, subgroup arithmetic and shuffles, and
-  // subgroups of 32 (its 16 x 16 x 16 f16 → f32 shape is NVIDIA's)
+  // VK_NV_cooperative_matrix enabled with its 16 x 16 x 16 shape of f16 products summed in f32, f16
+  // arithmetic, subgroup arithmetic and shuffles, and subgroups of 32
   bool coop_matrix_nv = false;
+  // Its 16 x 8 x 16 shape too (f16 → f32), for products of 8 rows of x (coop_rows' x8)
+  bool coop_matrix_nv_16x8 = false;
   // Dot products of packed 8-bit integers (SPV_KHR_integer_dot_product), for matmuls whose x is
   // rounded through q8 blocks (attr x_quant)
   bool integer_dot_product = false;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "backend_vk/context.h"
 #include "backend_vk/device_info.h"
@@ -76,6 +77,14 @@ TEST(DeviceInfoTest, EnumerateFindsADeviceWithSubgroups) {
     EXPECT_EQ(TargetCapsOf(d).device_class, d.device_class) << d.name;
     EXPECT_THAT(FormatDeviceInfo(d),
                 HasSubstr(absl::StrCat("device class:      ", codegen::DeviceClassName(d.device_class), "\n")));
+    // A device with NV cooperative matrices lists its shapes; the kernels take them only with 16x16x16.
+    if (d.coop_matrix_nv && !d.coop_nv_f16_shapes.empty()) {
+      EXPECT_THAT(FormatDeviceInfo(d), HasSubstr(absl::StrCat("f16 products in f32: ", d.coop_nv_f16_shapes[0])));
+    }
+    if (TargetCapsOf(d).coop_matrix_nv) EXPECT_TRUE(absl::c_linear_search(d.coop_nv_f16_shapes, "16x16x16")) << d.name;
+    EXPECT_EQ(TargetCapsOf(d).coop_matrix_nv_16x8, TargetCapsOf(d).coop_matrix_nv &&
+                                                       absl::c_linear_search(d.coop_nv_f16_shapes, "16x8x16"))
+        << d.name;
     if (d.type == "CPU") {
       any_cpu = true;
       EXPECT_THAT(d.name, HasSubstr("llvmpipe"));  // lavapipe is the only CPU driver we install

@@ -70,7 +70,9 @@ struct Text {
                  {"frags", c.frags},
                  {"bk", c.bk},
                  {"prefetch", c.prefetch},
-                 {"x_frags", c.x_frags}});
+                 {"x_frags", c.x_frags},
+                 {"x_direct", c.x_direct},
+                 {"x8", c.x8}});
   }
   std::string operator()(const ExpertGemvConfig& c) const { return Join({{"cols", c.cols}}); }
   // The fields of the variant chosen.

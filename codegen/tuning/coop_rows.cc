@@ -64,7 +64,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
     std::optional<int64_t> value;
   };
   Key keys[] = {{"subgroups", {1, 2, 4, 8}, {}}, {"ksplit", {1, 2, 4, 8}, {}}, {"frags", {1, 2, 4}, {}},
-                {"bk", {16, 32, 64}, {}}, {"prefetch", {0, 1}, {}}, {"x_direct", {0, 1}, {}}};
+                {"bk", {16, 32, 64}, {}}, {"prefetch", {0, 1}, {}}, {"x_direct", {0, 1}, {}}, {"x8", {0, 1}, {}}};
   std::vector<std::string> set;
   for (Key& key : keys) {
     absl::StatusOr<std::optional<int64_t>> v = OverrideOneOf("coop_rows", key.name, key.values);
@@ -74,7 +74,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
     set.push_back(absl::StrCat("coop_rows.", key.name, "=", **v));
   }
   const std::optional<int64_t> subgroups = keys[0].value, ksplit = keys[1].value, frags = keys[2].value, bk = keys[3].value,
-                                 prefetch = keys[4].value, x_direct = keys[5].value;
+                                 prefetch = keys[4].value, x_direct = keys[5].value, x8 = keys[6].value;
 
   CoopRowsConfig c;
   c.x_frags = CeilDiv(m, 16);
@@ -112,11 +112,28 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   // product 1,463 against 1,837 µs, the o and Q4_K down products 2,112 against 2,254), and a step of
   // 16 rows 9.16 ms against 9.46 (bench/RESULTS.md, "eighth session" and "ninth session").
   const bool x_fragments = x_whole && m % 16 == 0 && k % 16 == 0;
-  if (x_direct.value_or(0) == 1 && !x_fragments) {
+  // x as the columns of 16 × 8 fragments where x's buffer holds 8 rows, so that no product
+  // multiplies the zero half of a 16-row fragment: taken, as x read into fragments above, for gated
+  // weights (Llama-3.1-8B's gated product 3,525 µs a step of 8 rows against 3,831 staged, where the
+  // o and Q4_K down products took 1,578 against 1,518, the q/k/v 546 against 501; bench/RESULTS.md,
+  // "ninth session").
+  const bool x_cols8 = caps.coop_matrix_nv_16x8 && x_whole && m == 8 && k % 16 == 0;
+  // (At 8 rows, x read into fragments means into 16 × 8 ones.)
+  const bool want8 = x_cols8 && x8.value_or(x_direct.value_or(gates == 2 ? 1 : 0)) == 1;
+  if (x_direct.value_or(0) == 1 && !x_fragments && !want8) {
     return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: coop_rows.x_direct=1 needs x's buffer to hold whole ",
                                                    "fragments of rows and K a multiple of 16 (", m, " rows, K ", k, ")"));
   }
-  if (x_direct) {
+  if (x8.value_or(0) == 1 && !(x_cols8 && x_direct.value_or(1) == 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: coop_rows.x8=1 needs x's buffer to hold 8 rows, K a ",
+                                                   "multiple of 16, x read into fragments and the device's 16 x 8 x 16 ",
+                                                   "shape (", m, " rows, K ", k, ")"));
+  }
+  if (want8 && x_direct.value_or(1) == 1) {
+    CoopRowsConfig cols8 = c;
+    cols8.x8 = cols8.x_direct = 1;
+    if (x8 || x_direct || Unfit(cols8, gates, caps).empty()) c = cols8;
+  } else if (x_direct) {
     c.x_direct = *x_direct;
   } else if (x_fragments && gates == 2) {
     CoopRowsConfig direct = c;

@@ -27,6 +27,11 @@ struct CoopRowsConfig {
   // x read from its buffer straight into f32 fragments (1), or staged as f16 with the weights (0):
   // ChooseCoopRows says where.
   int64_t x_direct = 0;
+  // x as the 8 columns of 16 × 8 fragments, the product transposed (yᵀ = w · xᵀ, weights the 16 ×
+  // 16 operand), read into fragments from x's buffer (x_direct): where the buffer holds 8 rows (a
+  // bucket of 8) and the device has the 16 × 8 × 16 shape, so that no product multiplies the
+  // zero rows of a 16-row fragment. ChooseCoopRows says where.
+  int64_t x8 = 0;
 };
 
 // Columns of y a workgroup computes.
@@ -39,10 +44,10 @@ int64_t CoopRowsSharedBytes(const CoopRowsConfig& config, int64_t gates);
 
 // The config for y[m, n] = x[m, k] · wᵀ (m <= kCoopRowsMaxRows) on `caps`, with DOPPLER_TUNE's
 // values (coop_rows.subgroups, coop_rows.ksplit, coop_rows.frags, coop_rows.bk, coop_rows.prefetch,
-// coop_rows.x_direct) in place of the choice's: values above, whose staging divides among a
+// coop_rows.x_direct, coop_rows.x8) in place of the choice's: values above, whose staging divides among a
 // subgroup's lanes and whose shared memory fits the device. `x_whole`: x's buffer holds the m rows
 // from its start (not a last row read from a longer x), so that x may be read in fragments where
-// m and k are multiples of 16.
+// m and k are multiples of 16 (or m is 8, with the 16 × 8 × 16 shape).
 absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m, int64_t k, int64_t n, int64_t gates,
                                               bool x_whole = true);
 
