@@ -23,8 +23,9 @@
 // x's buffer straight into f32 fragments (read ahead with the weights) and converts them to f16;
 // the weights are then staged in K's own order, and times a norm prologue's weight, and the rows'
 // sums of squares come from the fragments' squares, summed through the region at the end. With
-// x8, x's 8 rows are the columns of 16 × 8 fragments (K × rows), and each product is transposed:
-// a 16 × 16 fragment of weight rows times x, into 16 × 8 results (weight rows × rows of x).
+// x8, x's rows (at most 8) are the columns of 16 × 8 fragments (K × rows), staged or read, and each
+// product is transposed: a 16 × 16 fragment of weight rows times x, into 16 × 8 results (weight
+// rows × rows of x).
 #include "absl/strings/str_cat.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
@@ -43,7 +44,7 @@ absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
   Kernel k;
   k.variant = absl::StrCat("coop_rows.", graph::Name(s.w_dtype), ".sg", t.subgroups, ".ks", t.ksplit, ".f", t.frags,
                            ".k", t.bk, t.prefetch ? ".pf" : "", t.x_frags > 1 ? absl::StrCat(".x", t.x_frags) : "",
-                           t.x8 ? ".x8" : t.x_direct ? ".xd" : "", s.variant_suffix);
+                           t.x8 ? ".x8" : "", t.x_direct ? ".xd" : "", s.variant_suffix);
   k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * t.subgroups)), s.io_glsl, s.tile_x_glsl,
                         WeightSlices(3, s.w_dtype, s.k, /*halves=*/true), CoopStagingGlsl(), "\n",
                         Fill(R"(
@@ -223,6 +224,9 @@ void main() {
       [[unroll]] for (uint i = 0u; i < FM; ++i) {
 #if X_DIRECT
         a[i] = xh[ks / 16u][i];
+#elif X8
+        // Column r of the K × 8 fragment is staged row r of x: column-major with the row's stride.
+        coopMatLoadNV(a[i], stage, base + ks / 4u, STRIDE / 4u, true);
 #else
         coopMatLoadNV(a[i], stage, base + (16u * i * STRIDE + ks) / 4u, STRIDE / 4u, false);
 #endif

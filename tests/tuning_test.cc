@@ -834,26 +834,36 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
     EXPECT_EQ(c->x_direct, direct) << m << " rows, K " << k << ", " << gates << " gates" << (x_whole ? "" : ", a last row");
     EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*c, gates), 49152);
   }
-  // A buffer of 8 rows (a bucket of 8) with K a multiple of 16: x's rows as the columns of 16 x 8
-  // fragments, read from the buffer, for gated weights where the device has that shape.
-  for (const auto& [k, gates, x_whole, cols8, x8] :
-       {std::tuple{4096, 2, true, true, 1}, std::tuple{14336, 1, true, true, 0}, std::tuple{4104, 2, true, true, 0},
-        std::tuple{4096, 2, false, true, 0}, std::tuple{4096, 2, true, false, 0}}) {
+  // At most 8 rows: x's rows as the columns of 16 x 8 fragments where the device has that shape,
+  // read from x's buffer for gated weights where that holds 8 rows and K is a multiple of 16.
+  for (const auto& [m, k, gates, x_whole, cols8, x8, direct] :
+       {std::tuple{8, 4096, 2, true, true, 1, 1}, std::tuple{8, 14336, 1, true, true, 1, 0},
+        std::tuple{8, 4104, 2, true, true, 1, 0}, std::tuple{8, 4096, 2, false, true, 1, 0},
+        std::tuple{2, 4096, 2, true, true, 1, 0}, std::tuple{8, 4096, 2, true, false, 0, 0}}) {
     codegen::TargetCaps caps = codegen::H100LikeCaps();
     caps.coop_matrix_nv_16x8 = cols8;
-    absl::StatusOr<CoopRowsConfig> c = ChooseCoopRows(caps, 8, k, 14336, gates, x_whole);
+    absl::StatusOr<CoopRowsConfig> c = ChooseCoopRows(caps, m, k, 14336, gates, x_whole);
     ASSERT_TRUE(c.ok()) << c.status();
-    EXPECT_EQ(c->x8, x8) << "K " << k << ", " << gates << " gates" << (x_whole ? "" : ", a last row") << (cols8 ? "" : ", no 16x8x16");
-    EXPECT_EQ(c->x_direct, x8) << "K " << k;
+    const std::string what = absl::StrCat(m, " rows, K ", k, ", ", gates, " gates", x_whole ? "" : ", a last row",
+                                          cols8 ? "" : ", no 16x8x16");
+    EXPECT_EQ(c->x8, x8) << what;
+    EXPECT_EQ(c->x_direct, direct) << what;
     EXPECT_EQ(c->x_frags, 1);
     EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*c, gates), 49152);
   }
   {
-    // x read into fragments at 8 rows: as 16 x 8 ones, for any product.
+    // x read into fragments at 8 rows: into 16 x 8 ones, for any product.
     ScopedTune scoped("coop_rows.x_direct=1");
     absl::StatusOr<CoopRowsConfig> c = ChooseCoopRows(codegen::H100LikeCaps(), 8, 4096, 14336, 1);
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->x8, 1);
+    EXPECT_EQ(c->x_direct, 1);
+  }
+  {
+    ScopedTune scoped("coop_rows.x8=1");
+    absl::StatusOr<CoopRowsConfig> c = ChooseCoopRows(codegen::H100LikeCaps(), 16, 4096, 14336, 1);
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.status().message().find("coop_rows.x8=1 needs at most 8 rows"), std::string::npos) << c.status();
   }
 }
 
@@ -946,7 +956,6 @@ TEST(Tuning, BadCoopRowsEntriesAreErrorsNamingThem) {
            {"coop_rows.subgroups=8,coop_rows.frags=4,coop_rows.bk=64", "bytes of shared memory; the device has 49152"},
            {"coop_rows.x_direct=1,coop_rows.x8=0", "coop_rows.x_direct=1 needs x's buffer to hold whole fragments of rows"},
            {"coop_rows.x_direct=2", "coop_rows.x_direct=2 is not one of 0, 1"},
-           {"coop_rows.x8=1,coop_rows.x_direct=0", "coop_rows.x8=1 needs x's buffer to hold 8 rows"},
            {"coop_rows.x8=2", "coop_rows.x8=2 is not one of 0, 1"}}) {
     ScopedTune scoped(tune.c_str());
     absl::StatusOr<CoopRowsConfig> c = ChooseCoopRows(codegen::H100LikeCaps(), 8, 4096, 14336, 2);
@@ -986,8 +995,9 @@ TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
   ASSERT_TRUE(q4k.ok()) << q4k.status();
   for (const char* tune : kCoopRowsTunes) check(*q4k, tune, {2, 5, 16, 20, 32});
   check(*q4k, "coop_rows.from=2,coop_rows.x_direct=1", {16, 32});  // x read into fragments for every product
-  check(*q4k, "coop_rows.x8=1", {8});                                // x's 8 rows as 16 x 8 fragments
-  check(*q4k, "", {8});                                              // ... for gated weights
+  check(*q4k, "", {8});                                              // x's 8 rows as 16 x 8 fragments
+  check(*q4k, "coop_rows.x_direct=1", {8});                          // ... read from x's buffer for every product
+  check(*q4k, "coop_rows.x8=0", {8});                                // 16-row fragments
   for (graph::DType dtype : kOtherWeightFormats) {
     absl::StatusOr<graph::Graph> g = RowsGraph(dtype, 768);
     ASSERT_TRUE(g.ok()) << g.status();
@@ -1057,7 +1067,12 @@ TEST_F(TunedKernelTest, EveryCoopRowsShapeMatchesTheInterpreter) {
     if (has_coop && k % 16 == 0) {
       check("coop_rows.from=2,coop_rows.x_direct=1", 16, {13, 16});
       check("coop_rows.from=2,coop_rows.x_direct=1", 32, {3, 17, 32});
-      if (vk::TargetCapsOf(ctx().info()).coop_matrix_nv_16x8) check("coop_rows.x8=1", 8, {5, 8});
+      if (vk::TargetCapsOf(ctx().info()).coop_matrix_nv_16x8) check("coop_rows.x_direct=1", 8, {5, 8});
+    }
+    // x's rows in 16-row fragments where 16 x 8 ones would take them.
+    if (has_coop) {
+      check("coop_rows.x8=0", 8, {5, 8});
+      check("coop_rows.from=2,coop_rows.x8=0", 2, {1, 2});
     }
   }
 }

@@ -25,7 +25,7 @@ constexpr int64_t kSmallGrid = 256;
 constexpr int64_t kLongK = 8192;
 
 int64_t RegionBytes(const CoopRowsConfig& c, int64_t gates) {
-  return 2 * ((c.x_direct ? 0 : 16 * c.x_frags) + gates * 16 * c.frags) * (c.bk + 8);
+  return 2 * ((c.x_direct ? 0 : c.x8 ? 8 : 16 * c.x_frags) + gates * 16 * c.frags) * (c.bk + 8);
 }
 
 // Why `c` cannot be rendered for `gates` on `caps`, or "" where it can.
@@ -34,8 +34,9 @@ std::string Unfit(const CoopRowsConfig& c, int64_t gates, const TargetCaps& caps
   if (32 * c.subgroups > caps.max_workgroup_invocations) {
     return absl::StrCat("make ", 32 * c.subgroups, " invocations; the device takes ", caps.max_workgroup_invocations);
   }
-  // The sums of the K split go through each subgroup's region: a fragment (256 floats) a gate.
-  if (RegionBytes(c, gates) < gates * 1024) return "leave no room for the result fragments";
+  // The sums of the K split go through each subgroup's region: a fragment (256 floats, or 128 for
+  // 16 x 8 ones) a gate.
+  if (RegionBytes(c, gates) < gates * 4 * (c.x8 ? 128 : 256)) return "leave no room for the result fragments";
   if (CoopRowsSharedBytes(c, gates) > caps.max_shared_memory) {
     return absl::StrCat("need ", CoopRowsSharedBytes(c, gates), " bytes of shared memory; the device has ",
                         caps.max_shared_memory);
@@ -111,35 +112,33 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   // of 32 rows against 6,706 staged, where each other product was faster staged (its Q6_K down
   // product 1,463 against 1,837 µs, the o and Q4_K down products 2,112 against 2,254), and a step of
   // 16 rows 9.16 ms against 9.46 (bench/RESULTS.md, "eighth session" and "ninth session").
-  const bool x_fragments = x_whole && m % 16 == 0 && k % 16 == 0;
-  // x as the columns of 16 × 8 fragments where x's buffer holds 8 rows, so that no product
-  // multiplies the zero half of a 16-row fragment: taken, as x read into fragments above, for gated
-  // weights (Llama-3.1-8B's gated product 3,525 µs a step of 8 rows against 3,831 staged, where the
-  // o and Q4_K down products took 1,578 against 1,518, the q/k/v 546 against 501; bench/RESULTS.md,
-  // "ninth session").
-  const bool x_cols8 = caps.coop_matrix_nv_16x8 && x_whole && m == 8 && k % 16 == 0;
-  // (At 8 rows, x read into fragments means into 16 × 8 ones.)
-  const bool want8 = x_cols8 && x8.value_or(x_direct.value_or(gates == 2 ? 1 : 0)) == 1;
-  if (x_direct.value_or(0) == 1 && !x_fragments && !want8) {
+  // x's rows as the columns of 16 × 8 fragments where they are at most 8, so that no product
+  // multiplies the zero half of a 16-row fragment: a step of 8 rows of Llama-3.1-8B took 7.83 ms
+  // against 8.04 with 16-row fragments staged in the products without gates (its o and Q4_K down
+  // products 1,445 µs against 1,518, its LM head 510 against 579), and its gated product, x read
+  // from its buffer, 3,525 against 3,831 (bench/RESULTS.md, "ninth session").
+  const bool cols8 = caps.coop_matrix_nv_16x8 && m <= 8;
+  const bool x8_on = x8.value_or(cols8 ? 1 : 0) == 1;
+  if (x8_on && !cols8) {
+    return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: coop_rows.x8=1 needs at most 8 rows and the device's ",
+                                                   "16 x 8 x 16 shape (", m, " rows)"));
+  }
+  // x read into fragments from its buffer, where that holds whole fragments of rows (the bucket's,
+  // 16 or 32 rows, or 8 as 16 x 8 ones) and K is a multiple of 16 (no fragment crosses a row's end),
+  // for gated weights (two products a staged slice of x): Llama-3.1-8B's gated product took 5,092
+  // µs a step of 32 rows against 6,706 staged, where each other product was faster staged (its Q6_K
+  // down product 1,463 against 1,837 µs, the o and Q4_K down products 2,112 against 2,254), and a
+  // step of 16 rows 9.16 ms against 9.46 (bench/RESULTS.md, "eighth session" and "ninth session").
+  const bool direct_fits = x_whole && k % 16 == 0 && (x8_on ? m == 8 : m % 16 == 0);
+  if (x_direct.value_or(0) == 1 && !direct_fits) {
     return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: coop_rows.x_direct=1 needs x's buffer to hold whole ",
-                                                   "fragments of rows and K a multiple of 16 (", m, " rows, K ", k, ")"));
+                                                   "fragments of rows (16, or 8 with coop_rows.x8) and K a multiple of ",
+                                                   "16 (", m, " rows, K ", k, ")"));
   }
-  if (x8.value_or(0) == 1 && !(x_cols8 && x_direct.value_or(1) == 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: coop_rows.x8=1 needs x's buffer to hold 8 rows, K a ",
-                                                   "multiple of 16, x read into fragments and the device's 16 x 8 x 16 ",
-                                                   "shape (", m, " rows, K ", k, ")"));
-  }
-  if (want8 && x_direct.value_or(1) == 1) {
-    CoopRowsConfig cols8 = c;
-    cols8.x8 = cols8.x_direct = 1;
-    if (x8 || x_direct || Unfit(cols8, gates, caps).empty()) c = cols8;
-  } else if (x_direct) {
-    c.x_direct = *x_direct;
-  } else if (x_fragments && gates == 2) {
-    CoopRowsConfig direct = c;
-    direct.x_direct = 1;
-    if (Unfit(direct, gates, caps).empty()) c = direct;
-  }
+  c.x8 = x8_on ? 1 : 0;
+  c.x_direct = x_direct.value_or(direct_fits && gates == 2 ? 1 : 0);
+  // (A region without x's rows may leave no room for the result fragments: x staged then.)
+  if (!x_direct && c.x_direct && !Unfit(c, gates, caps).empty()) c.x_direct = 0;
   if (const std::string unfit = Unfit(c, gates, caps); !unfit.empty()) {
     const std::string shape = absl::StrCat(c.subgroups, " subgroups, K split ", c.ksplit, " ways, ", c.frags,
                                            " fragments a subgroup, slices of ", c.bk, ", ", gates,

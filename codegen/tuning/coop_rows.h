@@ -27,10 +27,10 @@ struct CoopRowsConfig {
   // x read from its buffer straight into f32 fragments (1), or staged as f16 with the weights (0):
   // ChooseCoopRows says where.
   int64_t x_direct = 0;
-  // x as the 8 columns of 16 × 8 fragments, the product transposed (yᵀ = w · xᵀ, weights the 16 ×
-  // 16 operand), read into fragments from x's buffer (x_direct): where the buffer holds 8 rows (a
-  // bucket of 8) and the device has the 16 × 8 × 16 shape, so that no product multiplies the
-  // zero rows of a 16-row fragment. ChooseCoopRows says where.
+  // x's rows (at most 8) as the columns of 16 × 8 fragments, the product transposed (yᵀ = w · xᵀ,
+  // weights the 16 × 16 operand), where the device has the 16 × 8 × 16 shape, so that no product
+  // multiplies the zero rows of a 16-row fragment; staged, or read from x's buffer (x_direct)
+  // where that holds 8 rows. ChooseCoopRows says where.
   int64_t x8 = 0;
 };
 
@@ -47,7 +47,7 @@ int64_t CoopRowsSharedBytes(const CoopRowsConfig& config, int64_t gates);
 // coop_rows.x_direct, coop_rows.x8) in place of the choice's: values above, whose staging divides among a
 // subgroup's lanes and whose shared memory fits the device. `x_whole`: x's buffer holds the m rows
 // from its start (not a last row read from a longer x), so that x may be read in fragments where
-// m and k are multiples of 16 (or m is 8, with the 16 × 8 × 16 shape).
+// m (or 8 with x8) and k are multiples of 16.
 absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m, int64_t k, int64_t n, int64_t gates,
                                               bool x_whole = true);
 
