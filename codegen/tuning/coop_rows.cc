@@ -106,12 +106,6 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   c.subgroups = subgroups.value_or(c.subgroups);
   c.ksplit = ksplit.value_or(c.subgroups);
   if (!frags && c.frags > 1 && !Unfit(c, gates, caps).empty()) c.frags = 1;  // two fragments of x in a chosen shape
-  // x read into fragments from its buffer, where that holds whole fragments of rows (the bucket's,
-  // a multiple of 16) and K is a multiple of 16 (no fragment crosses a row's end), for gated
-  // weights (two products a staged slice of x): Llama-3.1-8B's gated product took 5,092 µs a step
-  // of 32 rows against 6,706 staged, where each other product was faster staged (its Q6_K down
-  // product 1,463 against 1,837 µs, the o and Q4_K down products 2,112 against 2,254), and a step of
-  // 16 rows 9.16 ms against 9.46 (bench/RESULTS.md, "eighth session" and "ninth session").
   // x's rows as the columns of 16 × 8 fragments where they are at most 8, so that no product
   // multiplies the zero half of a 16-row fragment: a step of 8 rows of Llama-3.1-8B took 7.83 ms
   // against 8.04 with 16-row fragments staged in the products without gates (its o and Q4_K down
