@@ -37,8 +37,9 @@ struct CoopRowsConfig {
 // Columns of y a workgroup computes.
 int64_t CoopRowsColumns(const CoopRowsConfig& config);
 
-// Shared memory the kernel declares: each subgroup's slice of x (16 · x_frags rows) and its weight rows as
-// f16, rows padded by 8 values, and the rows' partial sums of squares. `gates`: 2 for a gated
+// Shared memory the kernel declares: each subgroup's slice of x (16 · x_frags rows, 8 with x8, none
+// where x is read into fragments) and its weight rows as f16, rows padded by 8 values, and the
+// rows' partial sums of squares. `gates`: 2 for a gated
 // weight (two products a column), else 1.
 int64_t CoopRowsSharedBytes(const CoopRowsConfig& config, int64_t gates);
 
