@@ -60,12 +60,12 @@ const uint FM = {{FM}}u;  // x's fragments
 #if X8
 // x's fragments are K × 8 (its rows as columns); the products' results weight rows × rows of x.
 #define XFRAG(bits) fcoopmatNV<bits, gl_ScopeSubgroup, 16, 8>
-const uint XROWS = 8u;
+const uint FRAG_ROWS = 8u;
 #else
 #define XFRAG(bits) fcoopmatNV<bits, gl_ScopeSubgroup, 16, 16>
-const uint XROWS = 16u * FM;
+const uint FRAG_ROWS = 16u;
 #endif
-const uint RESULT_FLOATS = 16u * XROWS;  // a result fragment's values
+const uint XROWS = FRAG_ROWS * FM, RESULT_FLOATS = 16u * FRAG_ROWS;  // x's rows; a result fragment's values
 #if X_DIRECT
 // x is read from its buffer straight into f32 fragments, which hold the bucket's rows (rows from m
 // on, whatever they hold, reach only results never stored), with K in its own order: the weights
@@ -257,7 +257,7 @@ void main() {
     coopMatStoreNV(squares[i], stage, base, 8u, X8 == 1);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
-    if (lane < XROWS / FM) {
+    if (lane < FRAG_ROWS) {
       float total = 0.0;
       [[unroll]] for (uint c = 0u; c < 8u; ++c) {
         uvec2 pair = stage[base + 8u * lane + c];
