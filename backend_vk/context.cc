@@ -9,7 +9,9 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "backend_vk/coop_layout.h"
 #include "backend_vk/device_features.h"
+#include "backend_vk/plan.h"
 #include "backend_vk/vk_util.h"
 
 namespace doppler::vk {
@@ -88,7 +90,14 @@ absl::Status Context::Init(const ContextOptions& options) {
   submit_timeout_ = options.submit_timeout;
   if (absl::Status s = CreateInstance(sync); !s.ok()) return s;
   if (absl::Status s = PickDevice(options); !s.ok()) return s;
-  return CreateDevice();
+  if (absl::Status s = CreateDevice(); !s.ok()) return s;
+  // Kernels that fill fragments element by element run only where the driver's element order is
+  // the one they assume; a check that cannot run leaves them off (they have staged twins).
+  if (TargetCapsOf(info_).coop_matrix_nv) {
+    absl::StatusOr<bool> mma = CheckCoopFragmentLayout(*this, TargetCapsOf(info_).coop_matrix_nv_16x8);
+    info_.coop_fragments_mma = mma.ok() && *mma;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Context::CreateInstance(bool sync_validation) {

@@ -42,6 +42,9 @@ struct DeviceInfo {
   bool coop_matrix_nv = false;   // VK_NV_cooperative_matrix extension present
   // Its subgroup-scope shapes with f16 A and B and f32 C and D, as "MxNxK" (what the driver lists)
   std::vector<std::string> coop_nv_f16_shapes;
+  // Its f16 fragments keep their elements where NVIDIA's mma instructions do: checked by Context
+  // on opening the device (backend_vk/coop_layout.h), false in a device list.
+  bool coop_fragments_mma = false;
 
   bool timestamps = false;        // the compute queue we pick supports timestamp queries
   float timestamp_period_ns = 0;  // ns per timestamp tick

@@ -24,6 +24,7 @@ codegen::TargetCaps TargetCapsOf(const DeviceInfo& info) {
                         info.fp16 && info.memory_model && info.subgroup_arithmetic && info.subgroup_shuffle &&
                         info.subgroup_size == 32 && info.min_subgroup_size == 32;
   caps.coop_matrix_nv_16x8 = caps.coop_matrix_nv && absl::c_linear_search(info.coop_nv_f16_shapes, "16x8x16");
+  caps.coop_fragments_mma = caps.coop_matrix_nv && info.coop_fragments_mma;
   caps.integer_dot_product = info.int_dot_product;
   caps.float16_arithmetic = info.fp16;
   return caps;

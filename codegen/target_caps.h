@@ -23,6 +23,11 @@ struct TargetCaps {
   bool coop_matrix_nv = false;
   // Its 16 x 8 x 16 shape too (f16 → f32), for products of 8 rows of x (coop_rows' x8)
   bool coop_matrix_nv_16x8 = false;
+  // Its f16 fragments keep their elements where NVIDIA's mma instructions do (lane 4g + t: element
+  // e of a 16 × C fragment at row g + 8·⌊e / (C/4)⌋, column 2t + e % 2 + 8·(⌊e/2⌋ % (C/8))), as
+  // checked on the device (backend_vk/coop_layout.h), so that a kernel may fill a fragment element
+  // by element (coop_rows' w_direct)
+  bool coop_fragments_mma = false;
   // Dot products of packed 8-bit integers (SPV_KHR_integer_dot_product), for matmuls whose x is
   // rounded through q8 blocks (attr x_quant)
   bool integer_dot_product = false;
