@@ -26,6 +26,13 @@
 // x8, x's rows (at most 8) are the columns of 16 × 8 fragments (K × rows), staged or read, and each
 // product is transposed: a 16 × 16 fragment of weight rows times x, into 16 × 8 results (weight
 // rows × rows of x).
+//
+// With w_direct (a device whose fragments keep the mma layout: backend_vk/coop_layout.h) nothing
+// is staged: the products are transposed (x's fragments 16 × 8 with x8, else 16 × 16), each lane
+// decodes the weight values its fragments' elements hold and reads x's likewise, with K in an
+// order of the kernel's own within each 32 values (the same for both operands) that makes a
+// lane's elements one w_slice of each of its two weight rows and one 4-value load of each of its
+// rows of x. Shared memory then serves the K split's sums only.
 #include "absl/strings/str_cat.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
@@ -33,6 +40,130 @@
 #include "codegen/weight_parts.h"
 
 namespace doppler::codegen {
+namespace {
+
+// The K loop of w_direct (nothing staged): declarations, fetch, decode, k_loop and rows_squares.
+constexpr const char* kDirectGlsl = R"(// Lane 4·g8 + t4 holds element e of a 16 × C fragment at row g8 + 8·⌊e / (C/4)⌋, column
+// 2·t4 + e % 2 + 8·(⌊e/2⌋ % (C/8)) (the mma layout). Within each 32 values of K both operands take
+// K in this order: x's row of K r < 8 at step s (of two, 16 values each) is value 4r + 2s, and row
+// r + 8 the next, so that a lane's x elements at both steps are one 4-value load (values 4·g8 ..)
+// of each of its rows of x, and its weight elements the 8 values 8·t4 .. of each of its two weight
+// rows (g8 and g8 + 8), one w_slice each, whose f16 pairs (0, 2), (1, 3), (4, 6), (5, 7) give the
+// elements' pairs (0, 4) and (1, 5) at step 0, (2, 6) and (3, 7) at step 1.
+const uint REGION = G * 128u;  // a result fragment a gate, for the K split's sums
+shared uvec2 stage[SUBGROUPS * REGION];
+shared float row_part[SUBGROUPS * XROWS];  // each subgroup's sums of squares of the rows' values
+const uint RUNS = BK / 32u;        // 32 values of K a round
+const uint XL = FRAG_ROWS / 4u;    // rows of x a lane holds in a fragment: x_row(i, q), q < XL
+uint g8, t4;
+WSlice wv[G][F][2][RUNS];          // run t4 of the lane's weight rows g8 and g8 + 8 of each fragment
+vec4 xq[RUNS][FM][XL];             // x's 4 values at 4·g8 of its rows
+#if NORM
+vec4 nq[RUNS];                     // the norm weight there
+float sum_sq[FM][XL];
+#endif
+fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> wf[G][F][RUNS][2];  // the round's weight fragments
+XFRAG(16) xf[RUNS][2][FM];                                     // and x's
+uint w_row(uint g, uint j, uint h) { return min(col0 + cc * F * 16u + 16u * j + g8 + 8u * h, N - 1u) + g * N; }
+uint x_row(uint i, uint q) { return FRAG_ROWS * i + 2u * t4 + (q & 1u) + 8u * (q >> 1); }
+
+// Loads the round at kb into registers, as read (past K: the first round again, never decoded).
+void fetch(uint kb) {
+  uint at = kb < K ? kb : 0u;
+  [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
+    uint kx = at + 32u * r + 4u * g8;
+    [[unroll]] for (uint i = 0u; i < FM; ++i)
+      [[unroll]] for (uint q = 0u; q < XL; ++q) xq[r][i][q] = x_load4(x_row(i, q), kx, m);
+#if NORM
+    nq[r] = kx < K ? norm_weight4(kx) : vec4(0.0);
+#endif
+    [[unroll]] for (uint g = 0u; g < G; ++g)
+      [[unroll]] for (uint j = 0u; j < F; ++j)
+        [[unroll]] for (uint h = 0u; h < 2u; ++h) wv[g][j][h][r] = w_slice_load(w_row(g, j, h), slice_k(at + 32u * r + 8u * t4));
+  }
+}
+
+// Decodes the registers, the round at kb, into the fragments (x times the norm weight, its squares
+// summed; a weight run past K as zeros).
+void decode(uint kb) {
+  [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
+    [[unroll]] for (uint i = 0u; i < FM; ++i) {
+      [[unroll]] for (uint q = 0u; q < XL; ++q) {
+        vec4 v = xq[r][i][q];
+#if NORM
+        sum_sq[i][q] += dot(v, v);
+        v *= nq[r];
+#endif
+        [[unroll]] for (uint s = 0u; s < 2u; ++s) {
+          xf[r][s][i][q] = float16_t(v[2u * s]);            // row of K g8
+          xf[r][s][i][XL + q] = float16_t(v[2u * s + 1u]);  // g8 + 8
+        }
+      }
+    }
+    uint k = kb + 32u * r + 8u * t4;
+    [[unroll]] for (uint g = 0u; g < G; ++g) {
+      [[unroll]] for (uint j = 0u; j < F; ++j) {
+        uvec4 h0 = k < K ? w_slice_halves(wv[g][j][0][r], w_row(g, j, 0u), slice_k(k)) : uvec4(0u);
+        uvec4 h1 = k < K ? w_slice_halves(wv[g][j][1][r], w_row(g, j, 1u), slice_k(k)) : uvec4(0u);
+        // Step 0 takes the pairs' low halves, step 1 their high ones.
+        uvec4 lo = uvec4((h0.x & 0xFFFFu) | (h0.z << 16), (h0.y & 0xFFFFu) | (h0.w << 16), (h1.x & 0xFFFFu) | (h1.z << 16),
+                         (h1.y & 0xFFFFu) | (h1.w << 16));
+        uvec4 hi = uvec4((h0.x >> 16) | (h0.z & 0xFFFF0000u), (h0.y >> 16) | (h0.w & 0xFFFF0000u), (h1.x >> 16) | (h1.z & 0xFFFF0000u),
+                         (h1.y >> 16) | (h1.w & 0xFFFF0000u));
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+          f16vec2 p0 = unpackFloat2x16(lo[e]), p1 = unpackFloat2x16(hi[e]);
+          wf[g][j][r][0][2u * e] = p0.x;
+          wf[g][j][r][0][2u * e + 1u] = p0.y;
+          wf[g][j][r][1][2u * e] = p1.x;
+          wf[g][j][r][1][2u * e + 1u] = p1.y;
+        }
+      }
+    }
+  }
+}
+
+// The subgroup's share of K, into acc.
+void k_loop() {
+  g8 = lane >> 2;
+  t4 = lane & 3u;
+#if NORM
+  [[unroll]] for (uint i = 0u; i < FM; ++i)
+    [[unroll]] for (uint q = 0u; q < XL; ++q) sum_sq[i][q] = 0.0;
+#endif
+#if PREFETCH
+  fetch(kc * BK);
+#endif
+  for (uint kb = kc * BK; kb < K; kb += KSPLIT * BK) {
+#if PREFETCH
+    decode(kb);
+    fetch(kb + KSPLIT * BK);  // in flight while this round's products run
+#else
+    fetch(kb);
+    decode(kb);
+#endif
+    [[unroll]] for (uint r = 0u; r < RUNS; ++r)
+      [[unroll]] for (uint s = 0u; s < 2u; ++s)
+        [[unroll]] for (uint g = 0u; g < G; ++g)
+          [[unroll]] for (uint j = 0u; j < F; ++j)
+            [[unroll]] for (uint i = 0u; i < FM; ++i) acc[g][i][j] = coopMatMulAddNV(wf[g][j][r][s], xf[r][s][i], acc[g][i][j]);
+  }
+}
+
+#if NORM
+// Each row of x's sum of squares over the subgroup's share of K (the lanes of a t4 hold a row's
+// values between them), into row_part.
+void rows_squares() {
+  [[unroll]] for (uint i = 0u; i < FM; ++i) {
+    [[unroll]] for (uint q = 0u; q < XL; ++q) {
+      float total = sum_sq[i][q];
+      [[unroll]] for (uint o = 4u; o < 32u; o <<= 1) total += subgroupShuffleXor(total, o);
+      if (g8 == 0u) row_part[sg * XROWS + x_row(i, q)] = total;
+    }
+  }
+}
+#endif)";
+
+}  // namespace
 
 absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
   absl::StatusOr<tuning::CoopRowsConfig> config = tuning::ChooseCoopRows(c.caps, s.m, s.k, s.n, s.gates, s.x_whole);
@@ -44,7 +175,7 @@ absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
   Kernel k;
   k.variant = absl::StrCat("coop_rows.", graph::Name(s.w_dtype), ".sg", t.subgroups, ".ks", t.ksplit, ".f", t.frags,
                            ".k", t.bk, t.prefetch ? ".pf" : "", t.x_frags > 1 ? absl::StrCat(".x", t.x_frags) : "",
-                           t.x8 ? ".x8" : "", t.x_direct ? ".xd" : "", s.variant_suffix);
+                           t.x8 ? ".x8" : "", t.x_direct ? ".xd" : "", t.w_direct ? ".wd" : "", s.variant_suffix);
   k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * t.subgroups)), s.io_glsl, s.tile_x_glsl,
                         WeightSlices(3, s.w_dtype, s.k, /*halves=*/true), CoopStagingGlsl(), "\n",
                         Fill(R"(
@@ -52,6 +183,9 @@ absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
 #define PREFETCH {{PREFETCH}}
 #define X_DIRECT {{X_DIRECT}}
 #define X8 {{X8}}
+#define W_DIRECT {{W_DIRECT}}
+// The products transposed (weight rows × x): results stored as rows of x.
+#define TRANSPOSED (X8 == 1 || W_DIRECT == 1)
 const uint SUBGROUPS = {{SUBGROUPS}}u, KSPLIT = {{KSPLIT}}u, F = {{F}}u, BK = {{BK}}u;
 const uint STRIDE = BK + 8u;  // padded rows: 16 bytes apart in banks
 const uint BN = (SUBGROUPS / KSPLIT) * F * 16u;  // the workgroup's columns
@@ -62,10 +196,16 @@ const uint FM = {{FM}}u;  // x's fragments
 #define XFRAG(bits) fcoopmatNV<bits, gl_ScopeSubgroup, 16, 8>
 const uint FRAG_ROWS = 8u;
 #else
+// (Transposed with w_direct: x's fragments K × 16, its rows as columns.)
 #define XFRAG(bits) fcoopmatNV<bits, gl_ScopeSubgroup, 16, 16>
 const uint FRAG_ROWS = 16u;
 #endif
 const uint XROWS = FRAG_ROWS * FM, RESULT_FLOATS = 16u * FRAG_ROWS;  // x's rows; a result fragment's values
+uint m, lane, sg, kc, cc, col0, base;
+XFRAG(32) acc[G][FM][F];  // the subgroup's partial results: weight rows × rows of x where TRANSPOSED
+#if W_DIRECT
+{{DIRECT}}
+#else
 #if X_DIRECT
 // x is read from its buffer straight into f32 fragments, which hold the bucket's rows (rows from m
 // on, whatever they hold, reach only results never stored), with K in its own order: the weights
@@ -87,8 +227,6 @@ const uint XWORDS = XROWS * STRIDE / 4u;
 const uint REGION = XWORDS + G * F * 16u * STRIDE / 4u;
 shared uvec2 stage[SUBGROUPS * REGION];
 shared float row_part[SUBGROUPS * XROWS];  // each subgroup's sums of squares of the rows' values
-
-uint m, lane, sg, kc, cc, col0, base;
 
 // Slice sl (= l + 32·u for lane l) of gate g's weight rows: values 8·(sl % (BK / 8)).. of the
 // subgroup's weight row sl / (BK / 8).
@@ -178,19 +316,8 @@ void stage_slice(uint kb) {
   }
 }
 
-void main() {
-  lane = gl_SubgroupInvocationID;
-  sg = gl_SubgroupID;
-  kc = sg % KSPLIT;  // this subgroup's share of K
-  cc = sg / KSPLIT;  // its column group
-  col0 = gl_WorkGroupID.x * BN;
-  m = {{ROWS}};
-  base = sg * REGION;
-
-  XFRAG(32) acc[G][FM][F];
-  [[unroll]] for (uint g = 0u; g < G; ++g)
-    [[unroll]] for (uint i = 0u; i < FM; ++i)
-      [[unroll]] for (uint j = 0u; j < F; ++j) acc[g][i][j] = XFRAG(32)(0.0);
+// The subgroup's share of K, into acc.
+void k_loop() {
 #if X_DIRECT
 #if NORM
   [[unroll]] for (uint i = 0u; i < FM; ++i) squares[i] = XFRAG(32)(0.0);
@@ -247,7 +374,12 @@ void main() {
       }
     }
   }
-#if NORM && X_DIRECT
+}
+
+#if NORM
+// Each row of x's sum of squares over the subgroup's share of K, into row_part.
+void rows_squares() {
+#if X_DIRECT
   // Each row's squares, summed over K's 16 values in the fragment through the subgroup's region
   // (a row of x is a row of the fragment, or with X8 a column, stored as a row): the subgroup's
   // share of the row's.
@@ -266,7 +398,7 @@ void main() {
       row_part[sg * XROWS + 16u * i + lane] = total;
     }
   }
-#elif NORM
+#else
   // Each row was staged by LPR neighbouring lanes: their sums are the subgroup's share of the row's.
   [[unroll]] for (uint q = 0u; q < XI; ++q) {
     float total = sum_sq[q];
@@ -274,15 +406,35 @@ void main() {
     if (lane % LPR == 0u) row_part[sg * XROWS + x_row(q)] = total;
   }
 #endif
+}
+#endif
+#endif
+
+void main() {
+  lane = gl_SubgroupInvocationID;
+  sg = gl_SubgroupID;
+  kc = sg % KSPLIT;  // this subgroup's share of K
+  cc = sg / KSPLIT;  // its column group
+  col0 = gl_WorkGroupID.x * BN;
+  m = {{ROWS}};
+  base = sg * REGION;
+
+  [[unroll]] for (uint g = 0u; g < G; ++g)
+    [[unroll]] for (uint i = 0u; i < FM; ++i)
+      [[unroll]] for (uint j = 0u; j < F; ++j) acc[g][i][j] = XFRAG(32)(0.0);
+  k_loop();
+#if NORM
+  rows_squares();
+#endif
   // Fragment (i, j) of each gate: every subgroup stores its partial ones at the start of its region
-  // (at most 256 floats, 128 words, row by row of x: with X8 a fragment's columns are stored as
-  // rows); the group's KSPLIT subgroups then sum them, lane l of its subgroup kc taking elements
+  // (at most 256 floats, 128 words, row by row of x: transposed, a fragment's columns are stored
+  // as rows); the group's KSPLIT subgroups then sum them, lane l of its subgroup kc taking elements
   // 32·kc + l + 32·KSPLIT·q.
   const uint group0 = cc * KSPLIT;
   [[unroll]] for (uint f = 0u; f < FM * F; ++f) {
     const uint i = f / F, j = f % F;
     barrier();  // every subgroup has left its K loop, or the previous fragment's sums are read
-    [[unroll]] for (uint g = 0u; g < G; ++g) coopMatStoreNV(acc[g][i][j], stage, base + 128u * g, 8u, X8 == 1);
+    [[unroll]] for (uint g = 0u; g < G; ++g) coopMatStoreNV(acc[g][i][j], stage, base + 128u * g, 8u, TRANSPOSED);
     barrier();
     [[unroll]] for (uint q = 0u; q < (RESULT_FLOATS / 32u + KSPLIT - 1u) / KSPLIT; ++q) {
       uint e = 32u * kc + lane + 32u * KSPLIT * q;
@@ -315,6 +467,8 @@ void main() {
                               {"PREFETCH", t.prefetch ? "1" : "0"},
                               {"X_DIRECT", t.x_direct ? "1" : "0"},
                               {"X8", t.x8 ? "1" : "0"},
+                              {"W_DIRECT", t.w_direct ? "1" : "0"},
+                              {"DIRECT", t.w_direct ? kDirectGlsl : ""},
                               {"SUBGROUPS", absl::StrCat(t.subgroups)},
                               {"KSPLIT", absl::StrCat(t.ksplit)},
                               {"F", absl::StrCat(t.frags)},

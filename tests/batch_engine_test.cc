@@ -403,7 +403,7 @@ TEST(BatchEngine, SlidingWindowPagesAreRecycled) {
 }
 
 // Decode buckets up to 16 rows take the graph with x_quant but for those the cooperative-matrix
-// variant for few rows takes (codegen/tuning/coop_rows.h: from 8 rows where the device has
+// variant for few rows takes (codegen/tuning/coop_rows.h: from 4 or 8 rows where the device has
 // cooperative matrices), which take the graph without it, as larger buckets do; a bad
 // coop_rows.from is an error naming it.
 TEST(BatchEngine, DecodeBucketsTakeTheGraphTheirMatmulsNeed) {

@@ -774,7 +774,8 @@ const char* const kCoopRowsTunes[] = {
     "coop_rows.from=2,coop_rows.bk=16",                                 // slices of 16
     "coop_rows.from=2,coop_rows.bk=64",                                 // slices of 64
     "coop_rows.from=2,coop_rows.frags=2,coop_rows.prefetch=0",          // 32 columns a subgroup
-    "coop_rows.from=2,coop_rows.x_direct=0",                            // x staged at 16 and 32 rows too
+    "coop_rows.from=2,coop_rows.w_direct=0",                            // weights staged
+    "coop_rows.from=2,coop_rows.w_direct=0,coop_rows.x_direct=0",       // x staged at 16 and 32 rows too
 };
 
 // A row-per-sequence step's graph (the batched engine's decode): a gated matmul with a norm
@@ -805,7 +806,7 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
     EXPECT_EQ(got->subgroups, c.subgroups) << c.k << "x" << c.n;
     EXPECT_EQ(got->ksplit, c.subgroups) << c.k << "x" << c.n;
     EXPECT_EQ(got->frags, c.frags) << c.k << "x" << c.n;
-    EXPECT_EQ(got->bk, 32);
+    EXPECT_EQ(got->bk, 64);  // 16 x 8 fragments decoded in place
     EXPECT_EQ(got->prefetch, 1);
     EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*got, c.gates), 49152);
   }
@@ -823,14 +824,18 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
   EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*two_long, 1), 49152);
   EXPECT_FALSE(ChooseCoopRows(codegen::H100LikeCaps(), 33, 4096, 4096, 1).ok());
 
-  // x is read into fragments from its buffer where that holds whole fragments of rows (a bucket of
-  // 16 or 32) from its start and K is a multiple of 16, for gated weights; else it is staged.
+  // Where the device's fragments do not keep the mma layout, the weights are staged, and x is read
+  // into fragments from its buffer where that holds whole fragments of rows (a bucket of 16 or 32)
+  // from its start and K is a multiple of 16, for gated weights; else it is staged too.
+  codegen::TargetCaps staged = codegen::H100LikeCaps();
+  staged.coop_fragments_mma = false;
   for (const auto& [m, k, gates, x_whole, direct] :
        {std::tuple{16, 4096, 2, true, 1}, std::tuple{16, 4096, 1, true, 0},
         std::tuple{32, 14336, 1, true, 0}, std::tuple{32, 4096, 2, true, 1}, std::tuple{16, 4096, 2, false, 0},
         std::tuple{32, 4096, 1, false, 0}, std::tuple{16, 4104, 2, true, 0}, std::tuple{20, 4096, 2, true, 0}}) {
-    absl::StatusOr<CoopRowsConfig> c = ChooseCoopRows(codegen::H100LikeCaps(), m, k, 14336, gates, x_whole);
+    absl::StatusOr<CoopRowsConfig> c = ChooseCoopRows(staged, m, k, 14336, gates, x_whole);
     ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->w_direct, 0);
     EXPECT_EQ(c->x_direct, direct) << m << " rows, K " << k << ", " << gates << " gates" << (x_whole ? "" : ", a last row");
     EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*c, gates), 49152);
   }
@@ -840,7 +845,7 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
        {std::tuple{8, 4096, 2, true, true, 1, 1}, std::tuple{8, 14336, 1, true, true, 1, 0},
         std::tuple{8, 4104, 2, true, true, 1, 0}, std::tuple{8, 4096, 2, false, true, 1, 0},
         std::tuple{2, 4096, 2, true, true, 1, 0}, std::tuple{8, 4096, 2, true, false, 0, 0}}) {
-    codegen::TargetCaps caps = codegen::H100LikeCaps();
+    codegen::TargetCaps caps = staged;
     caps.coop_matrix_nv_16x8 = cols8;
     absl::StatusOr<CoopRowsConfig> c = ChooseCoopRows(caps, m, k, 14336, gates, x_whole);
     ASSERT_TRUE(c.ok()) << c.status();
@@ -850,6 +855,30 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
     EXPECT_EQ(c->x_direct, direct) << what;
     EXPECT_EQ(c->x_frags, 1);
     EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*c, gates), 49152);
+  }
+  // Where they do, the weights are decoded into fragments for any product whose K is a multiple of
+  // 8 (x read by the lanes, a last row of a longer x too), x's fragments 16 x 8 ones at 8 rows.
+  for (const auto& [m, k, gates, x_whole, w_direct, x8] :
+       {std::tuple{8, 4096, 2, true, 1, 1}, std::tuple{8, 14336, 1, true, 1, 1}, std::tuple{2, 4096, 1, false, 1, 1},
+        std::tuple{16, 4104, 2, true, 1, 0}, std::tuple{32, 4096, 1, false, 1, 0}, std::tuple{16, 130, 1, true, 0, 0},
+        std::tuple{8, 130, 2, true, 0, 1}}) {
+    absl::StatusOr<CoopRowsConfig> c = ChooseCoopRows(codegen::H100LikeCaps(), m, k, 14336, gates, x_whole);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string what = absl::StrCat(m, " rows, K ", k, ", ", gates, " gates", x_whole ? "" : ", a last row");
+    EXPECT_EQ(c->w_direct, w_direct) << what;
+    EXPECT_EQ(c->x8, x8) << what;
+    EXPECT_EQ(c->bk, w_direct && x8 ? 64 : 32) << what;
+    // 8 subgroups over K for one 16-row fragment decoded in place (the 8B's gate+up has 4 otherwise).
+    if (w_direct && !x8) EXPECT_EQ(c->subgroups, m <= 16 ? 8 : 4) << what;
+    if (w_direct) EXPECT_EQ(c->x_direct, 0) << what;
+    EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*c, gates), 49152);
+  }
+  {
+    // Slices of 16 keep the weights staged.
+    ScopedTune scoped("coop_rows.bk=16");
+    absl::StatusOr<CoopRowsConfig> c = ChooseCoopRows(codegen::H100LikeCaps(), 8, 4096, 14336, 2);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->w_direct, 0);
   }
   {
     // x read into fragments at 8 rows: into 16 x 8 ones, for any product.
@@ -867,14 +896,20 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
   }
 }
 
-TEST(Tuning, BatchedDecodeTakesCoopRowsFromEightRowsWhereTheDeviceHasThem) {
+// From 4 rows where the weights are decoded into fragments, from 8 where they are staged.
+TEST(Tuning, BatchedDecodeTakesCoopRowsWhereTheDeviceHasThem) {
   unsetenv("DOPPLER_TUNE");
+  codegen::TargetCaps staged_caps = codegen::H100LikeCaps();
+  staged_caps.coop_fragments_mma = false;
   absl::StatusOr<codegen::tuning::DeviceChoice> nvidia = CoopRowsFrom(codegen::H100LikeCaps()),
+                                                 staged = CoopRowsFrom(staged_caps),
                                                  lavapipe = CoopRowsFrom(codegen::LavapipeCaps());
-  ASSERT_TRUE(nvidia.ok() && lavapipe.ok()) << nvidia.status() << lavapipe.status();
-  EXPECT_EQ(nvidia->value, 8);
+  ASSERT_TRUE(nvidia.ok() && staged.ok() && lavapipe.ok()) << nvidia.status() << staged.status() << lavapipe.status();
+  EXPECT_EQ(nvidia->value, 4);
+  EXPECT_EQ(staged->value, 8);
   for (int64_t rows = 1; rows <= 32; ++rows) {
-    EXPECT_EQ(CoopRowsTakeBatchedDecode(rows, nvidia->value), rows >= 8 && rows <= 32) << rows;
+    EXPECT_EQ(CoopRowsTakeBatchedDecode(rows, nvidia->value), rows >= 4 && rows <= 32) << rows;
+    EXPECT_EQ(CoopRowsTakeBatchedDecode(rows, staged->value), rows >= 8 && rows <= 32) << rows;
     EXPECT_FALSE(CoopRowsTakeBatchedDecode(rows, lavapipe->value)) << rows;
   }
   {
@@ -912,7 +947,7 @@ TEST(Tuning, DeviceChoicesFollowTheCapabilitiesAndSayWhereTheyWereMeasured) {
   EXPECT_EQ(nvidia[0].value, codegen::tuning::kCoopMinRows);
   EXPECT_EQ(nvidia[1].value, codegen::tuning::kGemvRowsLimit + 1);
   EXPECT_EQ(nvidia[2].value, codegen::tuning::kCoopMinRows);
-  EXPECT_EQ(nvidia[3].value, 8);
+  EXPECT_EQ(nvidia[3].value, 4);
   for (const DeviceChoice& c : nvidia) EXPECT_EQ(c.reason.rfind("measured on nvidia: bench/RESULTS.md, \"", 0), 0u) << c.reason;
   for (DeviceClass other : {DeviceClass::kAmd, DeviceClass::kIntel, DeviceClass::kLavapipe, DeviceClass::kGeneric}) {
     codegen::TargetCaps caps = codegen::H100LikeCaps();
@@ -939,7 +974,7 @@ TEST(Tuning, DeviceChoicesFollowTheCapabilitiesAndSayWhereTheyWereMeasured) {
   EXPECT_EQ(described->rfind("device class nvidia\n", 0), 0u) << *described;
   EXPECT_NE(described->find("  matmul cooperative-matrix tiles: from 64 rows (measured on nvidia: "), std::string::npos)
       << *described;
-  EXPECT_NE(described->find("  coop_rows in batched decode: from 8 rows ("), std::string::npos) << *described;
+  EXPECT_NE(described->find("  coop_rows in batched decode: from 4 rows ("), std::string::npos) << *described;
   described = codegen::tuning::DescribeDeviceChoices(codegen::AmdLikeCaps());
   ASSERT_TRUE(described.ok()) << described.status();
   EXPECT_NE(described->find("device class amd\n  matmul cooperative-matrix tiles: none (the device has no cooperative "
@@ -953,7 +988,11 @@ TEST(Tuning, BadCoopRowsEntriesAreErrorsNamingThem) {
            {"coop_rows.frags=3", "coop_rows.frags=3 is not one of 1, 2, 4"},
            {"coop_rows.bk=8", "coop_rows.bk=8 is not one of 16, 32, 64"},
            {"coop_rows.subgroups=2,coop_rows.ksplit=4", "split K among subgroups that do not divide the workgroup's"},
-           {"coop_rows.subgroups=8,coop_rows.frags=4,coop_rows.bk=64", "bytes of shared memory; the device has 49152"},
+           {"coop_rows.subgroups=8,coop_rows.frags=4,coop_rows.bk=64,coop_rows.w_direct=0",
+            "bytes of shared memory; the device has 49152"},
+           {"coop_rows.w_direct=1,coop_rows.bk=16", "decode the weights into fragments 32 values of K at a time"},
+           {"coop_rows.w_direct=1,coop_rows.x_direct=1", "coop_rows.w_direct=1 reads x into fragments itself"},
+           {"coop_rows.w_direct=2", "coop_rows.w_direct=2 is not one of 0, 1"},
            {"coop_rows.x_direct=1,coop_rows.x8=0", "coop_rows.x_direct=1 needs x's buffer to hold whole fragments of rows"},
            {"coop_rows.x_direct=2", "coop_rows.x_direct=2 is not one of 0, 1"},
            {"coop_rows.x8=2", "coop_rows.x8=2 is not one of 0, 1"}}) {
@@ -971,7 +1010,7 @@ TEST(Tuning, BadCoopRowsEntriesAreErrorsNamingThem) {
 
 // Every shape compiles to SPIR-V on any machine, for every weight format the tiled coop kernel
 // takes (the choice) and Q4_K (every override), with its workgroup size; a single row, buckets
-// below the choice's 8 rows and the overrides' coop_rows.from=33 keep today's kernels.
+// below the choice's 4 rows and the overrides' coop_rows.from=33 keep today's kernels.
 TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
   auto check = [](const graph::Graph& g, const char* tune, std::vector<int64_t> buckets) {
     ScopedTune scoped(tune);
@@ -998,6 +1037,8 @@ TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
   check(*q4k, "", {8});                                              // x's 8 rows as 16 x 8 fragments
   check(*q4k, "coop_rows.x_direct=1", {8});                          // ... read from x's buffer for every product
   check(*q4k, "coop_rows.x8=0", {8});                                // 16-row fragments
+  check(*q4k, "coop_rows.w_direct=0", {8});                          // weights staged
+  check(*q4k, "coop_rows.w_direct=0,coop_rows.x8=0", {8});
   for (graph::DType dtype : kOtherWeightFormats) {
     absl::StatusOr<graph::Graph> g = RowsGraph(dtype, 768);
     ASSERT_TRUE(g.ok()) << g.status();
@@ -1009,7 +1050,7 @@ TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
   check(*odd, "", {8});
   check(*odd, "coop_rows.from=2,coop_rows.bk=64,coop_rows.frags=1", {3});
 
-  for (const auto& [tune, bucket] : {std::pair{"", int64_t{1}}, std::pair{"", int64_t{4}}, std::pair{"coop_rows.from=33", int64_t{8}},
+  for (const auto& [tune, bucket] : {std::pair{"", int64_t{1}}, std::pair{"", int64_t{2}}, std::pair{"coop_rows.from=33", int64_t{8}},
                                      std::pair{"coop_rows.from=9", int64_t{8}}}) {
     ScopedTune scoped(tune);
     for (const graph::Node& n : q4k->nodes()) {
@@ -1069,10 +1110,12 @@ TEST_F(TunedKernelTest, EveryCoopRowsShapeMatchesTheInterpreter) {
       check("coop_rows.from=2,coop_rows.x_direct=1", 32, {3, 17, 32});
       if (vk::TargetCapsOf(ctx().info()).coop_matrix_nv_16x8) check("coop_rows.x_direct=1", 8, {5, 8});
     }
-    // x's rows in 16-row fragments where 16 x 8 ones would take them.
+    // x's rows in 16-row fragments where 16 x 8 ones would take them; 16 x 8 ones staged.
     if (has_coop) {
       check("coop_rows.x8=0", 8, {5, 8});
       check("coop_rows.from=2,coop_rows.x8=0", 2, {1, 2});
+      check("coop_rows.w_direct=0", 8, {5, 8});
+      check("coop_rows.w_direct=0,coop_rows.x8=0", 8, {5, 8});
     }
   }
 }

@@ -9,6 +9,7 @@
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "backend_vk/context.h"
+#include "backend_vk/coop_layout.h"
 #include "backend_vk/device_info.h"
 #include "backend_vk/plan.h"
 #include "codegen/shader_compiler.h"
@@ -125,6 +126,46 @@ TEST(DeviceInfoTest, ClassNames) {
   EXPECT_STREQ(codegen::DeviceClassName(DeviceClass::kIntel), "intel");
   EXPECT_STREQ(codegen::DeviceClassName(DeviceClass::kLavapipe), "lavapipe");
   EXPECT_STREQ(codegen::DeviceClassName(DeviceClass::kGeneric), "generic");
+}
+
+// The mma layout as NVIDIA's driver keeps a fragment's elements (lane 4g + t: element e of a 16 x C
+// fragment at row g + 8 floor(e / (C/4)), column 2t + e % 2 + 8 (floor(e/2) % (C/8))), and tables
+// that differ from it.
+TEST(CoopLayoutTest, HoldsMmaLayoutReadsTheTable) {
+  for (int cols : {8, 16}) {
+    std::vector<float> table;
+    for (int lane = 0; lane < 32; ++lane) {
+      const int g = lane / 4, t = lane % 4;
+      for (int e = 0; e < cols / 2; ++e) {
+        const int row = g + 8 * (e / (cols / 4)), col = 2 * t + e % 2 + 8 * ((e / 2) % (cols / 8));
+        table.push_back(static_cast<float>(row * cols + col));
+      }
+    }
+    EXPECT_TRUE(HoldsMmaLayout(table, cols)) << cols;
+    std::vector<float> swapped = table;  // two elements of lane 5 the other way round
+    std::swap(swapped[5 * cols / 2], swapped[5 * cols / 2 + 1]);
+    EXPECT_FALSE(HoldsMmaLayout(swapped, cols)) << cols;
+    std::vector<float> unset = table;  // an element no lane holds
+    unset[31 * cols / 2 + 1] = -1.0f;
+    EXPECT_FALSE(HoldsMmaLayout(unset, cols)) << cols;
+    // Row-major in each lane (lane l holding row l / 2's half l % 2) is another layout.
+    std::vector<float> row_major(table.size());
+    absl::c_iota(row_major, 0.0f);
+    EXPECT_FALSE(HoldsMmaLayout(row_major, cols)) << cols;
+  }
+  EXPECT_FALSE(HoldsMmaLayout(std::vector<float>(100, 0.0f), 16));  // the wrong size
+  EXPECT_FALSE(HoldsMmaLayout(std::vector<float>(64, 0.0f), 4));    // a shape it does not describe
+}
+
+// The context checks the fragment layout where the device has cooperative matrices (NVIDIA's
+// driver keeps the mma layout), and never elsewhere (lavapipe).
+TEST_F(VkBackendTest, ContextChecksTheFragmentLayout) {
+  const DeviceInfo& info = ctx().info();
+  const codegen::TargetCaps caps = TargetCapsOf(info);
+  if (!caps.coop_matrix_nv) EXPECT_FALSE(info.coop_fragments_mma) << info.name;
+  if (caps.coop_matrix_nv && info.device_class == codegen::DeviceClass::kNvidia) EXPECT_TRUE(info.coop_fragments_mma);
+  EXPECT_EQ(caps.coop_fragments_mma, caps.coop_matrix_nv && info.coop_fragments_mma);
+  EXPECT_EQ(ctx().validation_messages(), 0);
 }
 
 TEST_F(VkBackendTest, ContextDescribesItsDevice) {

@@ -72,7 +72,8 @@ struct Text {
                  {"prefetch", c.prefetch},
                  {"x_frags", c.x_frags},
                  {"x_direct", c.x_direct},
-                 {"x8", c.x8}});
+                 {"x8", c.x8},
+                 {"w_direct", c.w_direct}});
   }
   std::string operator()(const ExpertGemvConfig& c) const { return Join({{"cols", c.cols}}); }
   // The fields of the variant chosen.

@@ -25,11 +25,13 @@ constexpr int64_t kSmallGrid = 256;
 constexpr int64_t kLongK = 8192;
 
 int64_t RegionBytes(const CoopRowsConfig& c, int64_t gates) {
+  if (c.w_direct) return gates * 4 * 256;  // a 16 × 16 result fragment a gate
   return 2 * ((c.x_direct ? 0 : c.x8 ? 8 : 16 * c.x_frags) + gates * 16 * c.frags) * (c.bk + 8);
 }
 
 // Why `c` cannot be rendered for `gates` on `caps`, or "" where it can.
 std::string Unfit(const CoopRowsConfig& c, int64_t gates, const TargetCaps& caps) {
+  if (c.w_direct && c.bk % 32 != 0) return "decode the weights into fragments 32 values of K at a time (slices of 32 or 64)";
   if (c.subgroups % c.ksplit != 0) return "split K among subgroups that do not divide the workgroup's";
   if (32 * c.subgroups > caps.max_workgroup_invocations) {
     return absl::StrCat("make ", 32 * c.subgroups, " invocations; the device takes ", caps.max_workgroup_invocations);
@@ -65,7 +67,8 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
     std::optional<int64_t> value;
   };
   Key keys[] = {{"subgroups", {1, 2, 4, 8}, {}}, {"ksplit", {1, 2, 4, 8}, {}}, {"frags", {1, 2, 4}, {}},
-                {"bk", {16, 32, 64}, {}}, {"prefetch", {0, 1}, {}}, {"x_direct", {0, 1}, {}}, {"x8", {0, 1}, {}}};
+                {"bk", {16, 32, 64}, {}}, {"prefetch", {0, 1}, {}}, {"x_direct", {0, 1}, {}}, {"x8", {0, 1}, {}},
+                {"w_direct", {0, 1}, {}}};
   std::vector<std::string> set;
   for (Key& key : keys) {
     absl::StatusOr<std::optional<int64_t>> v = OverrideOneOf("coop_rows", key.name, key.values);
@@ -75,7 +78,8 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
     set.push_back(absl::StrCat("coop_rows.", key.name, "=", **v));
   }
   const std::optional<int64_t> subgroups = keys[0].value, ksplit = keys[1].value, frags = keys[2].value, bk = keys[3].value,
-                                 prefetch = keys[4].value, x_direct = keys[5].value, x8 = keys[6].value;
+                                 prefetch = keys[4].value, x_direct = keys[5].value, x8 = keys[6].value,
+                                 w_direct = keys[7].value;
 
   CoopRowsConfig c;
   c.x_frags = CeilDiv(m, 16);
@@ -130,12 +134,36 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
                                                    "16 (", m, " rows, K ", k, ")"));
   }
   c.x8 = x8_on ? 1 : 0;
-  c.x_direct = x_direct.value_or(direct_fits && gates == 2 ? 1 : 0);
+  // The weights decoded into fragments where the device keeps the mma layout: a step of 8 rows of
+  // Llama-3.1-8B took 6.51 ms against 7.77 with them staged, of 16 rows 7.98 against 9.13, of 32
+  // 10.98 against 12.25 (bench/RESULTS.md, "tenth session").
+  const bool w_direct_fits = caps.coop_fragments_mma && k % 8 == 0;
+  if (w_direct.value_or(0) == 1 && !w_direct_fits) {
+    return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: coop_rows.w_direct=1 needs a device whose fragments ",
+                                                   "keep the mma layout and K a multiple of 8 (K ", k, ")"));
+  }
+  if (w_direct.value_or(0) == 1 && x_direct.value_or(0) == 1) {
+    return absl::InvalidArgumentError("DOPPLER_TUNE: coop_rows.w_direct=1 reads x into fragments itself (x_direct=0)");
+  }
+  c.w_direct = w_direct.value_or(w_direct_fits && !x_direct.value_or(0) && c.bk % 32 == 0 ? 1 : 0);
+  c.x_direct = c.w_direct ? 0 : x_direct.value_or(direct_fits && gates == 2 ? 1 : 0);
+  // Slices of 64 for 16 x 8 fragments decoded in place: a step of 8 rows took 6.02 ms against 6.52
+  // with 32, where 16 and 32 rows lost with them (8.44 against 7.98 ms, 13.60 against 11.01).
+  if (!bk && c.w_direct && c.x8) c.bk = 64;
+  // 8 subgroups over K for one 16 x 16 fragment of x decoded in place: a step of 16 rows took 8.61
+  // and 8.62 ms against 8.69 and 8.69 with the rule's 4 for short K and large grids (at 32 rows 4
+  // stay: 12.23 ms with 8 against 11.01).
+  if (!subgroups && !ksplit && c.w_direct && !c.x8 && c.x_frags == 1) {
+    CoopRowsConfig eight = c;
+    eight.subgroups = eight.ksplit = 8;
+    if (Unfit(eight, gates, caps).empty()) c = eight;
+  }
   // (A region without x's rows may leave no room for the result fragments: x staged then.)
   if (!x_direct && c.x_direct && !Unfit(c, gates, caps).empty()) c.x_direct = 0;
   if (const std::string unfit = Unfit(c, gates, caps); !unfit.empty()) {
     const std::string shape = absl::StrCat(c.subgroups, " subgroups, K split ", c.ksplit, " ways, ", c.frags,
-                                           " fragments a subgroup, slices of ", c.bk, ", ", gates,
+                                           " fragments a subgroup, slices of ", c.bk, c.w_direct ? ", weights into fragments" : "",
+                                           ", ", gates,
                                            gates == 2 ? " gates" : " gate");
     if (set.empty()) {
       return absl::FailedPreconditionError(absl::StrCat("cooperative-matrix rows variant: ", shape, ": ", unfit));
@@ -154,8 +182,15 @@ absl::StatusOr<DeviceChoice> CoopRowsFrom(const TargetCaps& caps) {
   }
   if (!caps.coop_matrix_nv) return DeviceChoice{kCoopRowsMaxRows + 1, "the device has no cooperative matrices"};
   if (*v) return DeviceChoice{**v, "DOPPLER_TUNE's coop_rows.from"};
-  // From 8 rows: a step of Llama-3.1-8B took about 10 ms at every bucket from 2 to 16 rows, against
-  // the q8 matrix-vector kernels' 4.2 ms at 2 rows, 7.3 at 4, 16.5 at 8 and 30.5 at 16 on the H200.
+  // From 4 rows where the weights are decoded into fragments (w_direct): a step of Llama-3.1-8B took
+  // 5.64 ms at 4 rows against the q8 matrix-vector kernels' 7.16, and 5.56 at 2 rows against their
+  // 4.01 (bench/RESULTS.md, "tenth session").
+  if (caps.coop_fragments_mma) {
+    return DeviceChoice{4, ClassReason(caps, DeviceClass::kNvidia, "bench/RESULTS.md, \"tenth session\"")};
+  }
+  // From 8 rows with the weights staged: a step took about 10 ms at every bucket from 2 to 16 rows,
+  // against the q8 matrix-vector kernels' 4.2 ms at 2 rows, 7.3 at 4, 16.5 at 8 and 30.5 at 16 on
+  // the H200.
   return DeviceChoice{8, ClassReason(caps, DeviceClass::kNvidia,
                                      "bench/RESULTS.md, \"issue 29: coop_rows, batched decode on the cooperative-matrix "
                                      "units\"")};

@@ -32,20 +32,28 @@ struct CoopRowsConfig {
   // multiplies the zero rows of a 16-row fragment; staged, or read from x's buffer (x_direct)
   // where that holds 8 rows. ChooseCoopRows says where.
   int64_t x8 = 0;
+  // The weights decoded straight into the fragments of the transposed product (weight rows × x,
+  // the weights the 16 × 16 operand), each lane decoding the values its elements hold, and x read
+  // into its fragments by the lanes likewise, in the same order of K within each 32 values: no
+  // shared memory before the K split's sums (1); or both staged (0). Where the device's fragments
+  // keep the mma layout (TargetCaps::coop_fragments_mma), with slices of 32 or 64 and K a multiple
+  // of 8. ChooseCoopRows says where; x8 then says whether x's fragments are 16 × 8 or 16 × 16, and
+  // x_direct is 0.
+  int64_t w_direct = 0;
 };
 
 // Columns of y a workgroup computes.
 int64_t CoopRowsColumns(const CoopRowsConfig& config);
 
 // Shared memory the kernel declares: each subgroup's slice of x (16 · x_frags rows, 8 with x8, none
-// where x is read into fragments) and its weight rows as f16, rows padded by 8 values, and the
-// rows' partial sums of squares. `gates`: 2 for a gated
+// where x is read into fragments) and its weight rows as f16, rows padded by 8 values (with
+// w_direct, room for its result fragments only), and the rows' partial sums of squares. `gates`: 2 for a gated
 // weight (two products a column), else 1.
 int64_t CoopRowsSharedBytes(const CoopRowsConfig& config, int64_t gates);
 
 // The config for y[m, n] = x[m, k] · wᵀ (m <= kCoopRowsMaxRows) on `caps`, with DOPPLER_TUNE's
 // values (coop_rows.subgroups, coop_rows.ksplit, coop_rows.frags, coop_rows.bk, coop_rows.prefetch,
-// coop_rows.x_direct, coop_rows.x8) in place of the choice's: values above, whose staging divides
+// coop_rows.x_direct, coop_rows.x8, coop_rows.w_direct) in place of the choice's: values above, whose staging divides
 // among a subgroup's lanes and whose shared memory fits the device. `x_whole`: x's buffer holds the m rows
 // from its start (not a last row read from a longer x), so that x may be read in fragments where
 // m (or 8 with x8) and k are multiples of 16.
@@ -53,8 +61,9 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
                                               bool x_whole = true);
 
 // The rows from which a batched decode step (a row per sequence) takes this variant on `caps`, up
-// to kCoopRowsMaxRows: 8 where the device has cooperative matrices (fewer rows keep the
-// matrix-vector kernels, faster there), else none (kCoopRowsMaxRows + 1). DOPPLER_TUNE's
+// to kCoopRowsMaxRows: 4 where the device's fragments keep the mma layout (w_direct), 8 where it
+// has cooperative matrices otherwise (fewer rows keep the matrix-vector kernels, faster there),
+// else none (kCoopRowsMaxRows + 1). DOPPLER_TUNE's
 // coop_rows.from (at least 2) replaces it; above kCoopRowsMaxRows it turns the variant off.
 absl::StatusOr<DeviceChoice> CoopRowsFrom(const TargetCaps& caps);
 
