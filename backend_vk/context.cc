@@ -93,8 +93,8 @@ absl::Status Context::Init(const ContextOptions& options) {
   if (absl::Status s = CreateDevice(); !s.ok()) return s;
   // Kernels that fill fragments element by element run only where the driver's element order is
   // the one they assume; a check that cannot run leaves them off (they have staged twins).
-  if (TargetCapsOf(info_).coop_matrix_nv) {
-    absl::StatusOr<bool> mma = CheckCoopFragmentLayout(*this, TargetCapsOf(info_).coop_matrix_nv_16x8);
+  if (const codegen::TargetCaps caps = TargetCapsOf(info_); caps.coop_matrix_nv) {
+    absl::StatusOr<bool> mma = CheckCoopFragmentLayout(*this, caps.coop_matrix_nv_16x8);
     info_.coop_fragments_mma = mma.ok() && *mma;
   }
   return absl::OkStatus();

@@ -52,7 +52,6 @@ constexpr const char* kDirectGlsl = R"(// Lane 4·g8 + t4 holds element e of a 1
 // elements' pairs (0, 4) and (1, 5) at step 0, (2, 6) and (3, 7) at step 1.
 const uint REGION = G * 128u;  // a result fragment a gate, for the K split's sums
 shared uvec2 stage[SUBGROUPS * REGION];
-shared float row_part[SUBGROUPS * XROWS];  // each subgroup's sums of squares of the rows' values
 const uint RUNS = BK / 32u;        // 32 values of K a round
 const uint XL = FRAG_ROWS / 4u;    // rows of x a lane holds in a fragment: x_row(i, q), q < XL
 uint g8, t4;
@@ -203,6 +202,7 @@ const uint FRAG_ROWS = 16u;
 const uint XROWS = FRAG_ROWS * FM, RESULT_FLOATS = 16u * FRAG_ROWS;  // x's rows; a result fragment's values
 uint m, lane, sg, kc, cc, col0, base;
 XFRAG(32) acc[G][FM][F];  // the subgroup's partial results: weight rows × rows of x where TRANSPOSED
+shared float row_part[SUBGROUPS * XROWS];  // each subgroup's sums of squares of the rows' values
 #if W_DIRECT
 {{DIRECT}}
 #else
@@ -226,7 +226,6 @@ const uint XWORDS = XROWS * STRIDE / 4u;
 // partial result fragments.
 const uint REGION = XWORDS + G * F * 16u * STRIDE / 4u;
 shared uvec2 stage[SUBGROUPS * REGION];
-shared float row_part[SUBGROUPS * XROWS];  // each subgroup's sums of squares of the rows' values
 
 // Slice sl (= l + 32·u for lane l) of gate g's weight rows: values 8·(sl % (BK / 8)).. of the
 // subgroup's weight row sl / (BK / 8).
