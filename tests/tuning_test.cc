@@ -24,6 +24,7 @@
 #include "codegen/tuning/experts.h"
 #include "codegen/tuning/gemm.h"
 #include "codegen/tuning/gemv.h"
+#include "codegen/tuning/matmul.h"
 #include "codegen/tuning/tuning.h"
 #include "graph/builder.h"
 #include "graph/interpreter.h"
@@ -822,7 +823,7 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
   ASSERT_TRUE(two_long.ok()) << two_long.status();
   EXPECT_EQ(two_long->frags, 2);
   EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*two_long, 1), 49152);
-  EXPECT_FALSE(ChooseCoopRows(codegen::H100LikeCaps(), 33, 4096, 4096, 1).ok());
+  EXPECT_FALSE(ChooseCoopRows(codegen::H100LikeCaps(), 65, 4096, 4096, 1).ok());
 
   // Where the device's fragments do not keep the mma layout, the weights are staged, and x is read
   // into fragments from its buffer where that holds whole fragments of rows (a bucket of 16 or 32)
@@ -907,10 +908,31 @@ TEST(Tuning, BatchedDecodeTakesCoopRowsWhereTheDeviceHasThem) {
   ASSERT_TRUE(nvidia.ok() && staged.ok() && lavapipe.ok()) << nvidia.status() << staged.status() << lavapipe.status();
   EXPECT_EQ(nvidia->value, 4);
   EXPECT_EQ(staged->value, 8);
-  for (int64_t rows = 1; rows <= 32; ++rows) {
-    EXPECT_EQ(CoopRowsTakeBatchedDecode(rows, nvidia->value), rows >= 4 && rows <= 32) << rows;
-    EXPECT_EQ(CoopRowsTakeBatchedDecode(rows, staged->value), rows >= 8 && rows <= 32) << rows;
+  for (int64_t rows = 1; rows <= 64; ++rows) {
+    EXPECT_EQ(CoopRowsTakeBatchedDecode(rows, nvidia->value), rows >= 4) << rows;
+    EXPECT_EQ(CoopRowsTakeBatchedDecode(rows, staged->value), rows >= 8) << rows;
     EXPECT_FALSE(CoopRowsTakeBatchedDecode(rows, lavapipe->value)) << rows;
+  }
+  EXPECT_FALSE(CoopRowsTakeBatchedDecode(65, nvidia->value));
+  // Above 32 rows only products without a norm prologue, whose weights are decoded into fragments.
+  for (const auto& [rows, norm, mma, takes] :
+       {std::tuple{32, true, true, true}, std::tuple{32, false, false, true}, std::tuple{33, false, true, true},
+        std::tuple{64, false, true, true}, std::tuple{33, true, true, false}, std::tuple{64, true, true, false},
+        std::tuple{64, false, false, false}}) {
+    codegen::TargetCaps caps = codegen::H100LikeCaps();
+    caps.coop_fragments_mma = mma;
+    absl::StatusOr<bool> got = codegen::tuning::CoopRowsTakesProduct(caps, rows, norm);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, takes) << rows << " rows" << (norm ? ", a norm" : "") << (mma ? "" : ", staged");
+    absl::StatusOr<codegen::tuning::MatMulVariant> variant = codegen::tuning::ChooseMatMulVariant(
+        caps, {.rows = rows, .w_dtype = graph::DType::kQ4_K, .row_per_sequence = true, .norm = norm});
+    ASSERT_TRUE(variant.ok()) << variant.status();
+    EXPECT_EQ(*variant, takes ? codegen::tuning::MatMulVariant::kCoopRows : codegen::tuning::MatMulVariant::kCoop) << rows;
+  }
+  {
+    ScopedTune scoped("coop_rows.norm_upto=64");
+    absl::StatusOr<bool> got = codegen::tuning::CoopRowsTakesProduct(codegen::H100LikeCaps(), 64, true);
+    ASSERT_TRUE(got.ok() && *got) << got.status();
   }
   {
     ScopedTune scoped("coop_rows.from=3");
@@ -920,10 +942,10 @@ TEST(Tuning, BatchedDecodeTakesCoopRowsWhereTheDeviceHasThem) {
     EXPECT_TRUE(CoopRowsTakeBatchedDecode(3, from->value));
   }
   {
-    ScopedTune scoped("coop_rows.from=33");  // off: today's kernels for every bucket
+    ScopedTune scoped("coop_rows.from=65");  // off: today's kernels for every bucket
     absl::StatusOr<codegen::tuning::DeviceChoice> from = CoopRowsFrom(codegen::H100LikeCaps());
     ASSERT_TRUE(from.ok()) << from.status();
-    for (int64_t rows = 1; rows <= 32; ++rows) EXPECT_FALSE(CoopRowsTakeBatchedDecode(rows, from->value)) << rows;
+    for (int64_t rows = 1; rows <= 64; ++rows) EXPECT_FALSE(CoopRowsTakeBatchedDecode(rows, from->value)) << rows;
   }
 }
 
@@ -974,7 +996,7 @@ TEST(Tuning, DeviceChoicesFollowTheCapabilitiesAndSayWhereTheyWereMeasured) {
   EXPECT_EQ(described->rfind("device class nvidia\n", 0), 0u) << *described;
   EXPECT_NE(described->find("  matmul cooperative-matrix tiles: from 64 rows (measured on nvidia: "), std::string::npos)
       << *described;
-  EXPECT_NE(described->find("  coop_rows in batched decode: from 4 rows ("), std::string::npos) << *described;
+  EXPECT_NE(described->find("  coop_rows in batched decode: from 4 rows to 64, products with a norm prologue to 32 ("), std::string::npos) << *described;
   described = codegen::tuning::DescribeDeviceChoices(codegen::AmdLikeCaps());
   ASSERT_TRUE(described.ok()) << described.status();
   EXPECT_NE(described->find("device class amd\n  matmul cooperative-matrix tiles: none (the device has no cooperative "
@@ -1010,7 +1032,7 @@ TEST(Tuning, BadCoopRowsEntriesAreErrorsNamingThem) {
 
 // Every shape compiles to SPIR-V on any machine, for every weight format the tiled coop kernel
 // takes (the choice) and Q4_K (every override), with its workgroup size; a single row, buckets
-// below the choice's 4 rows and the overrides' coop_rows.from=33 keep today's kernels.
+// below the choice's 4 rows and the overrides' coop_rows.from=65 keep today's kernels.
 TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
   auto check = [](const graph::Graph& g, const char* tune, std::vector<int64_t> buckets) {
     ScopedTune scoped(tune);
@@ -1035,6 +1057,8 @@ TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
   for (const char* tune : kCoopRowsTunes) check(*q4k, tune, {2, 5, 16, 20, 32});
   check(*q4k, "coop_rows.from=2,coop_rows.x_direct=1", {16, 32});  // x read into fragments for every product
   check(*q4k, "", {8});                                              // x's 8 rows as 16 x 8 fragments
+  check(*q4k, "coop_rows.norm_upto=64", {40, 64});                   // four fragments of x, every product
+  check(*q4k, "coop_rows.norm_upto=64,coop_rows.frags=2", {64});
   check(*q4k, "coop_rows.x_direct=1", {8});                          // ... read from x's buffer for every product
   check(*q4k, "coop_rows.x8=0", {8});                                // 16-row fragments
   check(*q4k, "coop_rows.w_direct=0", {8});                          // weights staged
@@ -1050,7 +1074,7 @@ TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
   check(*odd, "", {8});
   check(*odd, "coop_rows.from=2,coop_rows.bk=64,coop_rows.frags=1", {3});
 
-  for (const auto& [tune, bucket] : {std::pair{"", int64_t{1}}, std::pair{"", int64_t{2}}, std::pair{"coop_rows.from=33", int64_t{8}},
+  for (const auto& [tune, bucket] : {std::pair{"", int64_t{1}}, std::pair{"", int64_t{2}}, std::pair{"coop_rows.from=65", int64_t{8}},
                                      std::pair{"coop_rows.from=9", int64_t{8}}}) {
     ScopedTune scoped(tune);
     for (const graph::Node& n : q4k->nodes()) {
@@ -1086,13 +1110,14 @@ TEST_F(TunedKernelTest, EveryCoopRowsShapeMatchesTheInterpreter) {
     ASSERT_TRUE(g.ok() && plain.ok()) << g.status() << plain.status();
     test::RandomParams params(*g, 11);
     graph::Interpreter interp(params);
-    const auto check = [&](const char* tune, int64_t bucket, std::vector<int64_t> rows_list) {
+    // `products`: the chain's matmuls coop_rows takes on a device with cooperative matrices.
+    const auto check = [&](const char* tune, int64_t bucket, std::vector<int64_t> rows_list, int products = 2) {
       ScopedTune scoped(tune);
       absl::StatusOr<std::unique_ptr<test::GpuRunner>> gpu = test::GpuRunner::Create(ctx(), *g, bucket, params);
       ASSERT_TRUE(gpu.ok()) << tune << ": " << gpu.status();
       int coop_rows = 0;
       for (const vk::PlannedDispatch& d : (*gpu)->plan().dispatches()) coop_rows += d.variant.rfind("coop_rows.", 0) == 0;
-      EXPECT_EQ(coop_rows, has_coop ? 2 : 0) << tune;
+      EXPECT_EQ(coop_rows, has_coop ? products : 0) << tune;
       for (int64_t rows : rows_list) {
         ExpectChainMatches(**gpu, interp, *plain, rows, k, absl::StrCat(graph::Name(dtype), " ", tune));
       }
@@ -1116,6 +1141,14 @@ TEST_F(TunedKernelTest, EveryCoopRowsShapeMatchesTheInterpreter) {
       check("coop_rows.from=2,coop_rows.x8=0", 2, {1, 2});
       check("coop_rows.w_direct=0", 8, {5, 8});
       check("coop_rows.w_direct=0,coop_rows.x8=0", 8, {5, 8});
+    }
+    // Four fragments of x (the product with a norm too): one fragment of columns a subgroup, two,
+    // and the weights staged.
+    if (vk::TargetCapsOf(ctx().info()).coop_fragments_mma) {
+      check("", 64, {40}, 1);  // the rule: the gated product with its norm on the tiles
+      check("coop_rows.norm_upto=64", 64, {33, 64});
+      check("coop_rows.norm_upto=64,coop_rows.frags=2", 64, {64});
+      check("coop_rows.norm_upto=64,coop_rows.w_direct=0", 64, {47});
     }
   }
 }

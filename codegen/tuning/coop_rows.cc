@@ -91,8 +91,11 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   // A fragment of columns a subgroup for one fragment of x: at 8 rows of Llama-3.1-8B on the H200
   // a decode step took 10.6 ms with 1, 14.0 with 2 and 22.7 with 4 (bench/RESULTS.md,
   // "coop_rows"); at 16 rows 9.7 against 11.4. Two for two fragments of x, whose staging the
-  // columns then share: 13.8 against 14.4 ms at 32 rows (bench/RESULTS.md, "sixth session").
-  c.frags = frags.value_or(c.x_frags >= 2 ? 2 : 1);  // (1 where the shape would not fit)
+  // columns then share: 13.8 against 14.4 ms at 32 rows (bench/RESULTS.md, "sixth session"). One
+  // for four, whose accumulators two would double: at 64 rows the gated product took 10,476 µs a
+  // step with two against 8,785 with one, the Q6_K down products 3,279 against 3,205
+  // (bench/RESULTS.md, "eleventh session").
+  c.frags = frags.value_or(c.x_frags == 2 ? 2 : 1);  // (1 where the shape would not fit)
   // Every subgroup of a workgroup takes its own slices of K over the same columns (unless
   // chosen): each slice of x is staged once a workgroup and each weight value decoded by one
   // subgroup (a column split stages x once a column group). 4 subgroups, 8 for a long K or a grid
@@ -194,6 +197,21 @@ absl::StatusOr<DeviceChoice> CoopRowsFrom(const TargetCaps& caps) {
   return DeviceChoice{8, ClassReason(caps, DeviceClass::kNvidia,
                                      "bench/RESULTS.md, \"issue 29: coop_rows, batched decode on the cooperative-matrix "
                                      "units\"")};
+}
+
+absl::StatusOr<bool> CoopRowsTakesProduct(const TargetCaps& caps, int64_t rows, bool norm) {
+  // At 64 rows of Llama-3.1-8B the variant took 4,574 µs a step for the o and Q4_K down products
+  // and 3,178 for the Q6_K down ones, against the tiles' 6,169 and 5,233, but 8,782 for the gated
+  // product with its norm (255 registers) against the tiles' 7,533, and 2,563 and 1,782 for the LM
+  // head and q+k+v against 1,394 and 1,199 (bench/RESULTS.md, "eleventh session"): x's reads grow
+  // with its rows, the weights' do not, and a norm adds each row's sums of squares to a lane's
+  // registers.
+  if (rows <= kCoopRowsEveryProductRows) return true;
+  if (!caps.coop_fragments_mma) return false;
+  if (!norm) return true;
+  absl::StatusOr<std::optional<int64_t>> v = Override("coop_rows", "norm_upto");
+  if (!v.ok()) return v.status();
+  return rows <= v->value_or(kCoopRowsEveryProductRows);
 }
 
 }  // namespace doppler::codegen::tuning

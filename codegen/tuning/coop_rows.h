@@ -10,8 +10,11 @@
 
 namespace doppler::codegen::tuning {
 
-// Rows of x the variant takes at most: two 16-row fragments (rows from m on count as zero).
-inline constexpr int64_t kCoopRowsMaxRows = 32;
+// Rows of x the variant takes at most: four 16-row fragments (rows from m on count as zero).
+inline constexpr int64_t kCoopRowsMaxRows = 64;
+// Rows up to which every product takes it: above, only products without a norm prologue whose
+// weights are decoded into the fragments (CoopRowsTakesProduct).
+inline constexpr int64_t kCoopRowsEveryProductRows = 32;
 
 struct CoopRowsConfig {
   int64_t subgroups = 4;  // subgroups of 32 a workgroup: 1, 2, 4 or 8
@@ -71,5 +74,12 @@ absl::StatusOr<DeviceChoice> CoopRowsFrom(const TargetCaps& caps);
 // rule codegen (codegen/tuning/matmul.h) and the batch engine's choice of decode graph
 // (runtime/batch_engine.h: such buckets take the graph without x_quant) share.
 inline bool CoopRowsTakeBatchedDecode(int64_t rows, int64_t from) { return rows >= from && rows <= kCoopRowsMaxRows; }
+
+// Whether a product of such a step (`norm`: with a norm prologue) takes the variant: every product
+// up to kCoopRowsEveryProductRows; above, up to kCoopRowsMaxRows, only products without a norm
+// prologue whose weights are decoded into the fragments (TargetCaps::coop_fragments_mma), the tiles
+// taking the others. DOPPLER_TUNE's coop_rows.norm_upto replaces kCoopRowsEveryProductRows for
+// products with a norm prologue.
+absl::StatusOr<bool> CoopRowsTakesProduct(const TargetCaps& caps, int64_t rows, bool norm);
 
 }  // namespace doppler::codegen::tuning

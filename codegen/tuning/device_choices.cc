@@ -25,8 +25,13 @@ absl::StatusOr<std::string> DescribeDeviceChoices(const TargetCaps& caps) {
                       batched.reason, ")\n",
                       "  attention cooperative-matrix variant: ", Rows(attention.value, kNever, "tokens"), " (",
                       attention.reason, ")\n",
-                      "  coop_rows in batched decode: ", Rows(coop_rows->value, kCoopRowsMaxRows + 1, "rows"), " (",
-                      coop_rows->reason, ")\n");
+                      "  coop_rows in batched decode: ", Rows(coop_rows->value, kCoopRowsMaxRows + 1, "rows"),
+                      coop_rows->value > kCoopRowsMaxRows ? ""
+                      : caps.coop_fragments_mma
+                          ? absl::StrCat(" to ", kCoopRowsMaxRows, ", products with a norm prologue to ",
+                                         kCoopRowsEveryProductRows)
+                          : absl::StrCat(" to ", kCoopRowsEveryProductRows),
+                      " (", coop_rows->reason, ")\n");
 }
 
 }  // namespace doppler::codegen::tuning

@@ -12,7 +12,9 @@ absl::StatusOr<MatMulVariant> ChooseMatMulVariant(const TargetCaps& caps, const 
   absl::StatusOr<DeviceChoice> coop_rows_from = CoopRowsFrom(caps);
   if (!coop_rows_from.ok()) return coop_rows_from.status();
   if (p.row_per_sequence && !float_weights && CoopRowsTakeBatchedDecode(p.rows, coop_rows_from->value)) {
-    return MatMulVariant::kCoopRows;
+    absl::StatusOr<bool> takes = CoopRowsTakesProduct(caps, p.rows, p.norm);
+    if (!takes.ok()) return takes.status();
+    if (*takes) return MatMulVariant::kCoopRows;
   }
   if (p.rows <= kGemvRowsLimit) return MatMulVariant::kGemv;
   if (!float_weights && p.rows >= ChooseCoopFrom(caps, p.row_per_sequence).value) return MatMulVariant::kCoop;

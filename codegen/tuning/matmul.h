@@ -23,10 +23,11 @@ struct MatMulProblem {
   graph::DType w_dtype = graph::DType::kF32;
   bool x_q8 = false;             // attr x_quant: only the q8 matrix-vector variant takes it
   bool row_per_sequence = false;  // a batched decode step's graph (graph::Paging)
+  bool norm = false;              // a norm prologue (x times a norm weight, each row scaled)
 };
 
 // x_q8 takes the q8 matrix-vector variant; else a batched decode step of rows coop_rows takes
-// (CoopRowsFrom, DOPPLER_TUNE's coop_rows.from), then up to kGemvRowsLimit rows the matrix-vector
+// (CoopRowsFrom, DOPPLER_TUNE's coop_rows.from; CoopRowsTakesProduct above 32 rows), then up to kGemvRowsLimit rows the matrix-vector
 // one, then the cooperative-matrix tiles from the rows ChooseCoopFrom gives (not for f32 weights,
 // which keep f32 products), else the float tiles.
 absl::StatusOr<MatMulVariant> ChooseMatMulVariant(const TargetCaps& caps, const MatMulProblem& p);
