@@ -465,9 +465,11 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   const int64_t heads = c.node.attrs.Int("heads"), kv_heads = c.node.attrs.Int("kv_heads");
   const int64_t head_dim = c.node.attrs.Int("head_dim"), window = c.node.attrs.Int("window");
   const graph::DType cache_dtype = c.input(1).type.dtype;
-  const tuning::AttentionConfig config = tuning::ChooseAttention(
-      c.caps, {.tokens = c.tokens, .head_dim = head_dim, .f16_cache = cache_dtype == graph::DType::kF16,
+  absl::StatusOr<tuning::AttentionConfig> chosen = tuning::ChooseAttention(
+      c.caps, {.tokens = c.tokens, .heads = heads, .head_dim = head_dim, .f16_cache = cache_dtype == graph::DType::kF16,
                .one_sequence = !c.g.paging().row_per_sequence});
+  if (!chosen.ok()) return chosen.status();
+  const tuning::AttentionConfig& config = *chosen;
   const bool coop = config.variant == tuning::AttentionVariant::kCoop;
   const bool block = config.variant == tuning::AttentionVariant::kBlock;
   const bool subgroups = config.variant == tuning::AttentionVariant::kSubgroups;

@@ -27,6 +27,7 @@
 #include "tests/support/compiled_kernel.h"
 #include "tests/support/gpu_runner.h"
 #include "tests/support/graph_values.h"
+#include "tests/support/scoped_tune.h"
 #include "tests/support/vk_test_env.h"
 
 namespace doppler {
@@ -393,6 +394,15 @@ TEST_P(PagedAttentionTest, MatchesTheInterpreterOverShuffledPages) {
   for (int64_t bucket : c.buckets) {
     ASSERT_NO_FATAL_FAILURE(RunBucket(c, bucket, vk::TargetCapsOf(ctx().info())));
     if (c.without_subgroups) ASSERT_NO_FATAL_FAILURE(RunBucket(c, bucket, WithoutSubgroupArithmetic()));
+  }
+  // Fewer subgroups a query, as steps of many rows take them (tuning::ChooseAttention), each then
+  // taking more of a row's keys.
+  if (c.per_row) {
+    for (const char* tune : {"attention.nsg=1", "attention.nsg=4"}) {
+      test::ScopedTune scoped(tune);
+      SCOPED_TRACE(tune);
+      ASSERT_NO_FATAL_FAILURE(RunBucket(c, c.buckets.back(), vk::TargetCapsOf(ctx().info())));
+    }
   }
 }
 

@@ -949,6 +949,35 @@ TEST(Tuning, BatchedDecodeTakesCoopRowsWhereTheDeviceHasThem) {
   }
 }
 
+// Attention in a batched decode step: 8 subgroups a (row, head) workgroup from 512 workgroups, the
+// device's most below (and for one sequence); DOPPLER_TUNE's attention.nsg sets them.
+TEST(Tuning, BatchedAttentionTakesFewerSubgroupsForManyWorkgroups) {
+  unsetenv("DOPPLER_TUNE");
+  using codegen::tuning::AttentionVariant;
+  for (const auto& [tokens, heads, one_sequence, nsg] :
+       {std::tuple{1, 32, true, 32}, std::tuple{8, 32, false, 32}, std::tuple{15, 32, false, 32},
+        std::tuple{16, 32, false, 8}, std::tuple{64, 32, false, 8}, std::tuple{64, 7, false, 32},
+        std::tuple{100, 7, false, 8}}) {
+    absl::StatusOr<codegen::tuning::AttentionConfig> a = codegen::tuning::ChooseAttention(
+        codegen::H100LikeCaps(), {.tokens = tokens, .heads = heads, .head_dim = 128, .f16_cache = true,
+                                  .one_sequence = one_sequence});
+    ASSERT_TRUE(a.ok()) << a.status();
+    if (one_sequence && tokens > 1) continue;
+    EXPECT_EQ(a->variant, AttentionVariant::kSubgroups);
+    EXPECT_EQ(a->nsg, nsg) << tokens << " rows of " << heads << " heads";
+    EXPECT_EQ(a->wg, 32u * static_cast<uint32_t>(nsg));
+  }
+  {
+    ScopedTune scoped("attention.nsg=2");
+    absl::StatusOr<codegen::tuning::AttentionConfig> a = codegen::tuning::ChooseAttention(
+        codegen::H100LikeCaps(), {.tokens = 8, .heads = 32, .head_dim = 128, .f16_cache = true, .one_sequence = false});
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->nsg, 2);
+  }
+  ScopedTune scoped("attention.nsg=3");
+  EXPECT_FALSE(codegen::tuning::ChooseAttention(codegen::H100LikeCaps(), {.tokens = 8, .heads = 32, .head_dim = 128}).ok());
+}
+
 // The choices that follow the device come from its capabilities whatever its class; the class
 // only says whether they were measured there (NVIDIA's were, on the H100 and H200) or are the
 // portable default.

@@ -1,6 +1,7 @@
 #include "codegen/tuning/attention.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "codegen/attention_coop.h"
 #include "codegen/tuning/coop.h"
@@ -23,10 +24,18 @@ constexpr uint32_t kWorkgroup = 64;
 // ones measured slower than the token variant).
 constexpr uint32_t kBlockWorkgroup = 128;
 constexpr int64_t kBlockMinTokens = 8, kBlockMaxHeadDim = 128;
+// A step with a row per sequence (a workgroup each row's query head) of at least kManyWorkgroups
+// workgroups (about 4 a multiprocessor of an H200's 132) fills the GPU with kManySubgroups
+// subgroups a workgroup; more only add to each workgroup's sums across them. Llama-3.1-8B at 128 +
+// 128 tokens: 8 rows (256 workgroups) 1,252 tok/s with 32 subgroups against 1,202 with 8; 16 rows
+// 1,919 with 8 against 1,892 with 16 and 1,853 with 32; 32 rows 2,724 with 8 against 2,584 with
+// 32; 64 rows 3,006 with 8 against 2,917 with 4, 2,740 with 32 and 2,578 with 2 (bench/RESULTS.md,
+// "eleventh session").
+constexpr int64_t kManyWorkgroups = 512, kManySubgroups = 8;
 
 }  // namespace
 
-AttentionConfig ChooseAttention(const TargetCaps& caps, const AttentionProblem& p) {
+absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const AttentionProblem& p) {
   AttentionConfig a;
   const int64_t head_dim = p.head_dim;
   // Invocations per query in the block variant: enough that each owns at most 16 output
@@ -53,6 +62,10 @@ AttentionConfig ChooseAttention(const TargetCaps& caps, const AttentionProblem& 
   const int64_t shared_for_partials = static_cast<int64_t>(caps.max_shared_memory) / 2 - 4 * head_dim;
   a.nsg = std::max<int64_t>(1, std::min<int64_t>({32, shared_for_partials / (4 * head_dim + 8),
                                                    caps.max_workgroup_invocations / a.min_sg}));
+  if (!p.one_sequence && p.tokens * p.heads >= kManyWorkgroups) a.nsg = std::min(a.nsg, kManySubgroups);
+  absl::StatusOr<std::optional<int64_t>> nsg = OverrideOneOf("attention", "nsg", {1, 2, 4, 8, 16, 32});
+  if (!nsg.ok()) return nsg.status();
+  if (*nsg) a.nsg = std::min(**nsg, static_cast<int64_t>(caps.max_workgroup_invocations) / a.min_sg);
   const int64_t dims_per_lane = (head_dim + a.min_sg - 1) / a.min_sg;
   a.kpi = std::max<int64_t>(1, std::min<int64_t>(4, 8 / dims_per_lane));
   // A lane's dimensions of a head: consecutive ones, read as vectors of four, where the head

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
+
 #include "codegen/target_caps.h"
 #include "codegen/tuning/tuning.h"
 
@@ -24,6 +26,7 @@ enum class AttentionVariant {
 
 struct AttentionProblem {
   int64_t tokens = 1;  // the plan's bucket
+  int64_t heads = 1;   // query heads
   int64_t head_dim = 0;
   bool f16_cache = false;
   bool one_sequence = true;  // not a graph with a row per sequence (block and coop take one only)
@@ -44,7 +47,9 @@ struct AttentionConfig {
 
 // The variant and its shape: coop from ChooseAttentionCoopFrom's tokens where the head fits it;
 // else block from 8 tokens, for heads of at most 128 dimensions whose staging fits the device;
-// else subgroups where the device has subgroup arithmetic, else token.
-AttentionConfig ChooseAttention(const TargetCaps& caps, const AttentionProblem& p);
+// else subgroups where the device has subgroup arithmetic, else token. In a step with a row per
+// sequence of many workgroups (rows × heads) the subgroups variant takes fewer subgroups a
+// workgroup; DOPPLER_TUNE's attention.nsg sets them.
+absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const AttentionProblem& p);
 
 }  // namespace doppler::codegen::tuning
