@@ -614,19 +614,19 @@ TEST(Tuning, CoopFollowsTheGridAndTheSharedMemory) {
     int64_t m, n, gates;
     bool norm;
     uint32_t shared;
-    int64_t bm, bk, sm, prefetch;
+    int64_t bm, bk, sm, sn, prefetch;
   };
   for (const Case& c : {
-           Case{512, 16384, 2, true, 49152, 128, 32, 64, 1},   // gated, 1,024 tall tiles: 64 x 32 blocks, slices of 32
-           Case{64, 16384, 2, true, 49152, 64, 64, 32, 1},     // gated, 64 rows: short tiles
-           Case{512, 4096, 1, true, 49152, 128, 32, 64, 0},    // normalised, 256 tall tiles: no read-ahead
-           Case{512, 2048, 1, true, 49152, 128, 64, 32, 1},    // normalised, 128 tall tiles
-           Case{512, 2048, 1, true, 24576, 128, 32, 32, 1},    // ... slices of 64 do not fit in 24 KiB
-           Case{512, 4096, 1, false, 49152, 256, 64, 64, 0},   // plain, 128 tiles of 256 rows
-           Case{512, 2048, 1, false, 49152, 128, 64, 32, 1},   // plain, 64 of 256 rows: 128
-           Case{512, 512, 1, false, 49152, 64, 64, 32, 1},     // 32 tall tiles: short ones
-           Case{64, 16384, 1, false, 49152, 64, 64, 32, 1},    // 64 rows: no taller tiles
-           Case{128, 16384, 1, false, 49152, 128, 64, 32, 1}}) {  // 128 rows: no taller tiles
+           Case{512, 16384, 2, true, 49152, 128, 32, 64, 32, 1},   // gated, 1,024 tall tiles: 64 x 32 blocks, slices of 32
+           Case{64, 16384, 2, true, 49152, 64, 64, 32, 16, 1},  // gated, 64 rows: short tiles, 32 x 16 blocks
+           Case{512, 4096, 1, true, 49152, 128, 32, 64, 32, 0},    // normalised, 256 tall tiles: no read-ahead
+           Case{512, 2048, 1, true, 49152, 128, 64, 32, 32, 1},    // normalised, 128 tall tiles
+           Case{512, 2048, 1, true, 24576, 128, 32, 32, 32, 1},    // ... slices of 64 do not fit in 24 KiB
+           Case{512, 4096, 1, false, 49152, 256, 64, 64, 32, 0},   // plain, 128 tiles of 256 rows
+           Case{512, 2048, 1, false, 49152, 128, 64, 32, 32, 1},   // plain, 64 of 256 rows: 128
+           Case{512, 512, 1, false, 49152, 64, 64, 32, 32, 1},     // 32 tall tiles: short ones
+           Case{64, 16384, 1, false, 49152, 64, 64, 32, 16, 1},    // 64 rows: no taller tiles
+           Case{128, 16384, 1, false, 49152, 128, 64, 32, 32, 1}}) {  // 128 rows: no taller tiles
     codegen::TargetCaps caps = NvidiaCaps();
     caps.max_shared_memory = c.shared;
     absl::StatusOr<codegen::tuning::CoopConfig> got = codegen::tuning::ChooseCoop(caps, c.m, c.n, c.gates, c.norm);
@@ -635,6 +635,7 @@ TEST(Tuning, CoopFollowsTheGridAndTheSharedMemory) {
     EXPECT_EQ(got->bm, c.bm) << what;
     EXPECT_EQ(got->bk, c.bk) << what;
     EXPECT_EQ(got->sm, c.sm) << what;
+    EXPECT_EQ(got->sn, c.sn) << what;
     EXPECT_EQ(got->prefetch, c.prefetch) << what;
     EXPECT_LE(codegen::tuning::CoopSharedBytes(*got, c.gates), c.shared);
   }
