@@ -186,7 +186,11 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   s.tile_x_glsl = TileXGlsl(s.k, "(x_row0() + t) * K + k", s.norm);
 
   absl::StatusOr<tuning::MatMulVariant> variant = tuning::ChooseMatMulVariant(
-      c.caps, {.rows = s.m, .w_dtype = s.w_dtype, .x_q8 = s.x_q8, .row_per_sequence = c.g.paging().row_per_sequence, .norm = s.norm});
+      c.caps, {.rows = s.m,
+               .w_dtype = s.w_dtype,
+               .x_q8 = s.x_q8,
+               .row_per_sequence = c.g.paging().row_per_sequence,
+               .norm = s.norm});
   if (!variant.ok()) return variant.status();
   absl::StatusOr<Kernel> k = [&] {
     switch (*variant) {

@@ -625,7 +625,8 @@ TEST(Tuning, CoopFollowsTheGridAndTheSharedMemory) {
            Case{512, 4096, 1, false, 49152, 256, 64, 64, 32, 0},   // plain, 128 tiles of 256 rows
            Case{512, 2048, 1, false, 49152, 128, 64, 32, 32, 1},   // plain, 64 of 256 rows: 128
            Case{512, 512, 1, false, 49152, 64, 64, 32, 32, 1},     // 32 tall tiles: short ones
-           Case{64, 16384, 1, false, 49152, 64, 64, 32, 16, 1},    // 64 rows: no taller tiles
+           Case{64, 16384, 1, false, 49152, 64, 64, 32, 32, 1},    // 64 rows: no taller tiles
+           Case{64, 4096, 1, true, 49152, 64, 64, 32, 16, 1},      // normalised, 64 rows: 32 x 16 blocks
            Case{128, 16384, 1, false, 49152, 128, 64, 32, 32, 1}}) {  // 128 rows: no taller tiles
     codegen::TargetCaps caps = NvidiaCaps();
     caps.max_shared_memory = c.shared;

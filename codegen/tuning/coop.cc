@@ -93,11 +93,12 @@ absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t
     c.bk = 32;
     c.prefetch = 0;
     bk_chosen = true;
-  } else if (m <= 64) {
-    // At most 64 rows (a batched decode step's products with a norm prologue, a short chunk): 32 x
-    // 16 blocks, eight subgroups a tile, whose few workgroups then keep more loads in flight
-    // (Llama-3.1-8B at 64 rows, µs a step: gate+up 7,302 → 5,578, LM head 1,391 → 1,318, q+k+v
-    // 1,158 / 627 → 1,074 / 534; bench/RESULTS.md, "eleventh session").
+  } else if (norm && m <= 64) {
+    // Normalised products of at most 64 rows (those of a batched decode step that coop_rows leaves
+    // to the tiles, a short chunk's): 32 x 16 blocks, eight subgroups a tile, whose few workgroups
+    // then keep more loads in flight (Llama-3.1-8B at 64 rows, µs a step: gate+up 7,302 → 5,578, LM
+    // head 1,391 → 1,318, q+k+v 1,158 / 627 → 1,074 / 534; bench/RESULTS.md, "eleventh session").
+    // Plain products at these rows, measured nowhere with them, keep 32 x 32.
     c.sn = 16;
   }
 

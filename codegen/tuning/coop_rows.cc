@@ -93,7 +93,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   // "coop_rows"); at 16 rows 9.7 against 11.4. Two for two fragments of x, whose staging the
   // columns then share: 13.8 against 14.4 ms at 32 rows (bench/RESULTS.md, "sixth session"). One
   // for four, whose accumulators two would double: at 64 rows the gated product took 10,476 µs a
-  // step with two against 8,785 with one, the Q6_K down products 3,279 against 3,205
+  // step with two against 8,782 with one, the Q6_K down products 3,279 against 3,205
   // (bench/RESULTS.md, "eleventh session").
   c.frags = frags.value_or(c.x_frags == 2 ? 2 : 1);  // (1 where the shape would not fit)
   // Every subgroup of a workgroup takes its own slices of K over the same columns (unless

@@ -27,9 +27,9 @@ struct MatMulProblem {
 };
 
 // x_q8 takes the q8 matrix-vector variant; else a batched decode step of rows coop_rows takes
-// (CoopRowsFrom, DOPPLER_TUNE's coop_rows.from; CoopRowsTakesProduct above 32 rows), then up to kGemvRowsLimit rows the matrix-vector
-// one, then the cooperative-matrix tiles from the rows ChooseCoopFrom gives (not for f32 weights,
-// which keep f32 products), else the float tiles.
+// (CoopRowsFrom, DOPPLER_TUNE's coop_rows.from; above 32 rows, CoopRowsTakesProduct), then up to
+// kGemvRowsLimit rows the matrix-vector one, then the cooperative-matrix tiles from the rows
+// ChooseCoopFrom gives (not for f32 weights, which keep f32 products), else the float tiles.
 absl::StatusOr<MatMulVariant> ChooseMatMulVariant(const TargetCaps& caps, const MatMulProblem& p);
 
 }  // namespace doppler::codegen::tuning
