@@ -931,10 +931,13 @@ TEST(Tuning, BatchedDecodeTakesCoopRowsWhereTheDeviceHasThem) {
     ASSERT_TRUE(variant.ok()) << variant.status();
     EXPECT_EQ(*variant, takes ? codegen::tuning::MatMulVariant::kCoopRows : codegen::tuning::MatMulVariant::kCoop) << rows;
   }
-  {
-    ScopedTune scoped("coop_rows.norm_upto=64");
-    absl::StatusOr<bool> got = codegen::tuning::CoopRowsTakesProduct(codegen::H100LikeCaps(), 64, true);
-    ASSERT_TRUE(got.ok() && *got) << got.status();
+  for (const auto& [tune, rows, takes] : {std::tuple{"coop_rows.norm_upto=64", 64, true},
+                                          std::tuple{"coop_rows.norm_upto=16", 16, true},
+                                          std::tuple{"coop_rows.norm_upto=16", 32, false}}) {
+    ScopedTune scoped(tune);
+    absl::StatusOr<bool> got = codegen::tuning::CoopRowsTakesProduct(codegen::H100LikeCaps(), rows, true);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, takes) << tune << " " << rows;
   }
   {
     ScopedTune scoped("coop_rows.from=3");

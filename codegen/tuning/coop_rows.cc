@@ -206,9 +206,7 @@ absl::StatusOr<bool> CoopRowsTakesProduct(const TargetCaps& caps, int64_t rows, 
   // head and q+k+v against 1,394 and 1,199 (bench/RESULTS.md, "eleventh session"): x's reads grow
   // with its rows, the weights' do not, and a norm adds each row's sums of squares to a lane's
   // registers.
-  if (rows <= kCoopRowsEveryProductRows) return true;
-  if (!caps.coop_fragments_mma) return false;
-  if (!norm) return true;
+  if (!norm) return rows <= kCoopRowsEveryProductRows || caps.coop_fragments_mma;
   absl::StatusOr<std::optional<int64_t>> v = Override("coop_rows", "norm_upto");
   if (!v.ok()) return v.status();
   return rows <= v->value_or(kCoopRowsEveryProductRows);

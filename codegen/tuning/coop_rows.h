@@ -79,7 +79,8 @@ inline bool CoopRowsTakeBatchedDecode(int64_t rows, int64_t from) { return rows 
 // up to kCoopRowsEveryProductRows; above, up to kCoopRowsMaxRows, only products without a norm
 // prologue whose weights are decoded into the fragments (TargetCaps::coop_fragments_mma), the tiles
 // taking the others. DOPPLER_TUNE's coop_rows.norm_upto replaces kCoopRowsEveryProductRows for
-// products with a norm prologue.
+// products with a norm prologue (above it, weights staged where the device's fragments do not
+// keep the mma layout).
 absl::StatusOr<bool> CoopRowsTakesProduct(const TargetCaps& caps, int64_t rows, bool norm);
 
 }  // namespace doppler::codegen::tuning
