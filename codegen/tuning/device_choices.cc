@@ -17,6 +17,13 @@ std::string Rows(int64_t from, int64_t never, const char* what) {
 absl::StatusOr<std::string> DescribeDeviceChoices(const TargetCaps& caps) {
   absl::StatusOr<DeviceChoice> coop_rows = CoopRowsFrom(caps);
   if (!coop_rows.ok()) return coop_rows.status();
+  // The rows up to which its plain and its normalised products take it, from the rule itself.
+  absl::StatusOr<bool> plain_max = CoopRowsTakesProduct(caps, kCoopRowsMaxRows, false),
+                       normed_max = CoopRowsTakesProduct(caps, kCoopRowsMaxRows, true);
+  if (!plain_max.ok()) return plain_max.status();
+  if (!normed_max.ok()) return normed_max.status();
+  const int64_t plain_to = *plain_max ? kCoopRowsMaxRows : kCoopRowsEveryProductRows;
+  const int64_t normed_to = *normed_max ? kCoopRowsMaxRows : kCoopRowsEveryProductRows;
   const DeviceChoice prefill = ChooseCoopFrom(caps, false), batched = ChooseCoopFrom(caps, true);
   const DeviceChoice attention = ChooseAttentionCoopFrom(caps);
   return absl::StrCat("device class ", DeviceClassName(caps.device_class), "\n",
@@ -27,10 +34,8 @@ absl::StatusOr<std::string> DescribeDeviceChoices(const TargetCaps& caps) {
                       attention.reason, ")\n",
                       "  coop_rows in batched decode: ", Rows(coop_rows->value, kCoopRowsMaxRows + 1, "rows"),
                       coop_rows->value > kCoopRowsMaxRows ? ""
-                      : caps.coop_fragments_mma
-                          ? absl::StrCat(" to ", kCoopRowsMaxRows, ", products with a norm prologue to ",
-                                         kCoopRowsEveryProductRows)
-                          : absl::StrCat(" to ", kCoopRowsEveryProductRows),
+                      : absl::StrCat(" to ", plain_to,
+                                     normed_to == plain_to ? "" : absl::StrCat(", products with a norm prologue to ", normed_to)),
                       " (", coop_rows->reason, ")\n");
 }
 
