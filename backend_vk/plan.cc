@@ -27,6 +27,7 @@ codegen::TargetCaps TargetCapsOf(const DeviceInfo& info) {
   caps.coop_fragments_mma = caps.coop_matrix_nv && info.coop_fragments_mma;
   caps.integer_dot_product = info.int_dot_product;
   caps.float16_arithmetic = info.fp16;
+  caps.storage_16bit = info.storage16;
   return caps;
 }
 

@@ -182,7 +182,7 @@ void main() {
     if (t < n) {
       [[unroll]] for (uint u = 0u; u < 8u; ++u) {
         uint col = 8u * side + u;
-        o[t * QW + h * HD + 16u * i + col] = sf[sg * 256u + r * 16u + col] / l;
+        store_o(t * QW + h * HD + 16u * i + col, sf[sg * 256u + r * 16u + col] / l);
       }
     }
     subgroupMemoryBarrierShared();

@@ -46,6 +46,7 @@
 #include "codegen/attention_coop.h"
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
+#include "codegen/half_x.h"
 #include "codegen/matmul.h"
 #include "codegen/step_rows.h"
 #include "codegen/tuning/attention.h"
@@ -116,7 +117,7 @@ void main() {
   }
   [[unroll]] for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) {
     uint d = lid + i * WG;
-    if (d < HD) o[t * QW + h * HD + d] = acc[i] / run_sum;
+    if (d < HD) store_o(t * QW + h * HD + d, acc[i] / run_sum);
   }
 }
 )";
@@ -283,7 +284,7 @@ void main() {
         o_d += w * s_acc[g][d];
       }
     }
-    o[t * QW + h * HD + d] = o_d / lg;
+    store_o(t * QW + h * HD + d, o_d / lg);
   }
 }
 )";
@@ -367,7 +368,7 @@ void main() {
     run_max = new_max;
   }
   if (live) {
-    [[unroll]] for (uint i = 0u; i < DPT; ++i) o[t * QW + h * HD + sub * DPT + i] = acc[i] / run_sum;
+    [[unroll]] for (uint i = 0u; i < DPT; ++i) store_o(t * QW + h * HD + sub * DPT + i, acc[i] / run_sum);
   }
 }
 )";
@@ -470,6 +471,8 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
                .one_sequence = !c.g.paging().row_per_sequence});
   if (!chosen.ok()) return chosen.status();
   const tuning::AttentionConfig& config = *chosen;
+  absl::StatusOr<InMatMulRules> rules = InMatMulRulesFromTune();
+  if (!rules.ok()) return rules.status();
   const bool coop = config.variant == tuning::AttentionVariant::kCoop;
   const bool block = config.variant == tuning::AttentionVariant::kBlock;
   const bool subgroups = config.variant == tuning::AttentionVariant::kSubgroups;
@@ -530,7 +533,7 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
                                "#extension GL_KHR_shader_subgroup_basic : enable\n"
                              : "",
                         StepRowsGlsl(c.g.paging(), c.tokens),
-                        FloatBuffer(1, "o", graph::DType::kF32, false),
+                        OutputBuffer(1, "o", HalfX(c.g, c.node, c.caps, c.tokens, *rules)),
                         FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, !append),
                         FloatBuffer(4, "vc", cache_dtype, !append),
                         config.consec ? absl::StrCat(FloatQuadBuffer(3, "kq", cache_dtype, !append), FloatQuadBuffer(4, "vq", cache_dtype, !append)) : "",

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/glsl_common.h"
+#include "codegen/half_x.h"
 #include "codegen/in_matmul.h"
 #include "codegen/matmul.h"
 #include "codegen/tuning/matmul.h"
@@ -48,15 +49,20 @@ uint32_t RowTiles(const MatMulSpec& s, int64_t bm) {
 
 int64_t TileShapeRows(const MatMulSpec& s) { return s.groups == 0 ? s.m : CeilDiv(s.m, s.groups); }
 
-std::string TileXGlsl(int64_t k, const std::string& index, bool norm) {
+std::string TileXGlsl(int64_t k, const std::string& index, bool norm, bool half) {
   const bool quads = k % 4 == 0;
+  const graph::DType dtype = half ? graph::DType::kF16 : graph::DType::kF32;
   return absl::StrCat(
-      quads ? FloatQuadBuffer(2, "x", graph::DType::kF32, true) : FloatBuffer(2, "x", graph::DType::kF32, true),
+      quads ? FloatQuadBuffer(2, "x", dtype, true) : FloatBuffer(2, "x", dtype, true),
       "\nfloat x_load(uint t, uint k, uint m) { return t < m && k < K ? load_x(", index, ") : 0.0; }\n",
       "vec4 x_load4(uint t, uint k, uint m) {\n",
       quads ? absl::StrCat("  return t < m && k < K ? load4_x(", index, ") : vec4(0.0);\n")
             : "  return vec4(x_load(t, k, m), x_load(t, k + 1u, m), x_load(t, k + 2u, m), x_load(t, k + 3u, m));\n",
-      "}\nvec4 x_normed4(vec4 v, uint k, inout float sum_sq) {\n",
+      "}\n",
+      half ? absl::StrCat("#define XVEC4 f16vec4\nf16vec4 x_fetch4(uint t, uint k, uint m) {\n  uvec2 q = t < m && k < K ? x4[(",
+                          index, ") >> 2] : uvec2(0u);\n  return f16vec4(unpackFloat2x16(q.x), unpackFloat2x16(q.y));\n}\n")
+           : "#define XVEC4 vec4\n#define x_fetch4 x_load4\n",
+      "vec4 x_normed4(vec4 v, uint k, inout float sum_sq) {\n",
       !norm   ? ""
       : quads ? "  sum_sq += dot(v, v);\n  if (k < K) v *= norm_weight4(k);\n"
               : "  sum_sq += dot(v, v);\n  [[unroll]] for (uint i = 0u; i < 4u; ++i) if (k + i < K) v[i] *= norm_weight(k + i);\n",
@@ -163,10 +169,12 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   }
   if (s.tail >= 0) s.tail_binding = next_binding;
   s.io_glsl = absl::StrCat("uint x_row0() { return ", x_row0, "; }\n",
-                           FloatBuffer(1, "y", graph::DType::kF32, false, /*coherent=*/s.tail >= 0), "const uint K = ", s.k, "u, N = ", s.n,
+                           s.tail >= 0 ? FloatBuffer(1, "y", graph::DType::kF32, false, /*coherent=*/true)
+                                       : OutputBuffer(1, "y", HalfX(c.g, c.node, c.caps, c.tokens, *rules)),
+                           "const uint K = ", s.k, "u, N = ", s.n,
                            "u, G = ", s.gates, "u;\n", extras, ActivationGlsl(), OutputIndex(widths, c.rows(c.node), s.n),
                            "float store(uint tok, uint col, float v, float up) {\n", chain,
-                           "  y[out_index(tok, col)] = v;\n  return v;\n}\n");
+                           s.tail >= 0 ? "  y[out_index(tok, col)] = v;\n" : "  store_y(out_index(tok, col), v);\n", "  return v;\n}\n");
   s.tile_rows_glsl = absl::StrCat("bool tile_rows(uint bm, out uint tok0, out uint m) {\n  tok0 = gl_WorkGroupID.y * bm;\n  m = ",
                                   s.rows_expr, ";\n  return tok0 < m;\n}\nuint w_row0() { return 0u; }\n");
 
@@ -183,7 +191,7 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
     }
     absl::StrAppend(&s.variant_suffix, "+x_q8");
   }
-  s.tile_x_glsl = TileXGlsl(s.k, "(x_row0() + t) * K + k", s.norm);
+  s.tile_x_glsl = TileXGlsl(s.k, "(x_row0() + t) * K + k", s.norm, HalfX(c.g, x, c.caps, c.tokens, *rules));
 
   absl::StatusOr<tuning::MatMulVariant> variant = tuning::ChooseMatMulVariant(
       c.caps, {.rows = s.m,

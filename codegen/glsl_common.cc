@@ -250,6 +250,15 @@ std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType 
   }
 }
 
+std::string OutputBuffer(uint32_t binding, const std::string& name, bool half) {
+  const std::string layout = absl::StrCat("layout(std430, set = 0, binding = ", binding, ") writeonly buffer Buf_", name);
+  if (!half) {
+    return absl::StrCat(layout, " { float ", name, "[]; };\nvoid store_", name, "(uint i, float v) { ", name, "[i] = v; }\n");
+  }
+  return absl::StrCat("#extension GL_EXT_shader_16bit_storage : require\n", layout, " { float16_t ", name,
+                      "[]; };\nvoid store_", name, "(uint i, float v) { ", name, "[i] = float16_t(v); }\n");
+}
+
 std::string WeightRowsBuffer(uint32_t binding, const std::string& name, graph::DType dtype, int64_t k) {
   if (!graph::IsBlockFormat(dtype)) return FloatBuffer(binding, name, dtype, true);
   // Words, and for split rows a second view as 16-byte vectors: a word read through the vectors

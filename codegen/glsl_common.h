@@ -22,6 +22,10 @@ std::string ShaderHeader(uint32_t workgroup_size);
 // `coherent` adds that qualifier (for values other workgroups of the dispatch read).
 std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType dtype, bool readonly,
                         bool coherent = false);
+// A buffer of floats a kernel writes, `void store_<name>(uint i, float v)` storing element i: as
+// f32, or with `half` as f16 one value at a time (16-bit storage, TargetCaps::storage_16bit: for
+// values stored as f16, codegen/half_x.h).
+std::string OutputBuffer(uint32_t binding, const std::string& name, bool half);
 
 // A readonly [rows, k] weight at `binding` in any type, as it lies on the device
 // (codegen/device_layout.h), with `float load_<name>(uint i)`: element i, row-major. Block formats

@@ -41,7 +41,8 @@ absl::StatusOr<InMatMulRules> InMatMulRulesFromTune() {
   for (auto [key, rule] : {std::pair<const char*, bool*>{"tail", &rules.tail},
                            {"norm_in_x", &rules.norm_in_x},
                            {"last_row_in_x", &rules.last_row_in_x},
-                           {"route_sum", &rules.route_sum}}) {
+                           {"route_sum", &rules.route_sum},
+                           {"half_x", &rules.half_x}}) {
     if (absl::Status s = ReadRule(key, *rule); !s.ok()) return s;
   }
   absl::StatusOr<int64_t> grouped_from = tuning::ExpertsGroupedFrom();

@@ -21,7 +21,8 @@
 //    workgroups: the slots are stored and the route_sum is a dispatch of its own.
 //
 // DOPPLER_TUNE's matmul.tail, matmul.norm_in_x, matmul.last_row_in_x and matmul.route_sum (1 or
-// 0) turn each on or off, to compare plans with and without.
+// 0) turn each on or off, to compare plans with and without; matmul.half_x likewise the rule of
+// codegen/half_x.h, read with them.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +37,7 @@ struct InMatMulRules {
   bool norm_in_x = true;
   bool last_row_in_x = true;
   bool route_sum = true;
+  bool half_x = true;  // values stored as f16 where every reader rounds them so (codegen/half_x.h)
   int64_t experts_grouped_from = 0;  // tuning::ExpertsGroupedFrom()
 };
 

@@ -97,8 +97,10 @@ uint32_t RowTiles(const MatMulSpec& s, int64_t bm);
 int64_t TileShapeRows(const MatMulSpec& s);
 // A tiled variant's x (MatMulSpec::tile_x_glsl) for rows of k values, with `index` the GLSL
 // expression of x[t, k]'s element (k a multiple of 4 where k is), and with `norm` the norm
-// prologue's weight and sum of squares.
-std::string TileXGlsl(int64_t k, const std::string& index, bool norm);
+// prologue's weight and sum of squares. `half`: x is stored as f16 (codegen/half_x.h; k a
+// multiple of 4, no norm). Besides x_load4's floats, `XVEC4 x_fetch4(t, k, m)` gives four values
+// as stored, f16vec4 for f16 (for kernels that round them to f16: no conversion through f32).
+std::string TileXGlsl(int64_t k, const std::string& index, bool norm, bool half = false);
 absl::StatusOr<Kernel> EmitGemm(const EmitContext& c, const MatMulSpec& s);
 absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s);
 // The cooperative-matrix variant for at most tuning::kCoopRowsMaxRows rows of x, streaming the

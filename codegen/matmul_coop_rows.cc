@@ -56,7 +56,7 @@ const uint RUNS = BK / 32u;        // 32 values of K a round
 const uint XL = FRAG_ROWS / 4u;    // rows of x a lane holds in a fragment: x_row(i, q), q < XL
 uint g8, t4;
 WSlice wv[G][F][2][RUNS];          // run t4 of the lane's weight rows g8 and g8 + 8 of each fragment
-vec4 xq[RUNS][FM][XL];             // x's 4 values at 4·g8 of its rows
+XVEC4 xq[RUNS][FM][XL];            // x's 4 values at 4·g8 of its rows, as stored
 #if NORM
 vec4 nq[RUNS];                     // the norm weight there
 float sum_sq[FM][XL];
@@ -72,7 +72,7 @@ void fetch(uint kb) {
   [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
     uint kx = at + 32u * r + 4u * g8;
     [[unroll]] for (uint i = 0u; i < FM; ++i)
-      [[unroll]] for (uint q = 0u; q < XL; ++q) xq[r][i][q] = x_load4(x_row(i, q), kx, m);
+      [[unroll]] for (uint q = 0u; q < XL; ++q) xq[r][i][q] = x_fetch4(x_row(i, q), kx, m);
 #if NORM
     nq[r] = kx < K ? norm_weight4(kx) : vec4(0.0);
 #endif
@@ -88,7 +88,7 @@ void decode(uint kb) {
   [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
     [[unroll]] for (uint i = 0u; i < FM; ++i) {
       [[unroll]] for (uint q = 0u; q < XL; ++q) {
-        vec4 v = xq[r][i][q];
+        XVEC4 v = xq[r][i][q];
 #if NORM
         sum_sq[i][q] += dot(v, v);
         v *= nq[r];

@@ -34,6 +34,9 @@ struct TargetCaps {
   // 16-bit float arithmetic in shaders (shaderFloat16), for the expert kernel's f16 pairs
   // (codegen/weight_parts.h: FloatPartForm::half_dots)
   bool float16_arithmetic = false;
+  // 16-bit values written to storage buffers (storageBuffer16BitAccess), for values stored as f16
+  // between kernels (codegen/half_x.h)
+  bool storage_16bit = false;
 };
 
 }  // namespace doppler::codegen
