@@ -821,6 +821,12 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
   EXPECT_EQ(two->frags, 2);
   EXPECT_EQ(two->subgroups, 4);
   EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*two, 2), 49152);
+  // Four fragments of x decoded in place: slices of 64.
+  absl::StatusOr<CoopRowsConfig> four = ChooseCoopRows(codegen::H100LikeCaps(), 64, 14336, 4096, 1);
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_EQ(four->x_frags, 4);
+  EXPECT_EQ(four->w_direct, 1);
+  EXPECT_EQ(four->bk, 64);
   absl::StatusOr<CoopRowsConfig> two_long = ChooseCoopRows(codegen::H100LikeCaps(), 32, 14336, 4096, 1);
   ASSERT_TRUE(two_long.ok()) << two_long.status();
   EXPECT_EQ(two_long->frags, 2);

@@ -153,6 +153,10 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   // Slices of 64 for 16 x 8 fragments decoded in place: a step of 8 rows took 6.02 ms against 6.52
   // with 32, where 16 and 32 rows lost with them (8.44 against 7.98 ms, 13.60 against 11.01).
   if (!bk && c.w_direct && c.x8) c.bk = 64;
+  // And for more than two fragments of x decoded in place (33 to 64 rows, the products without a
+  // norm, their x in f16: codegen/half_x.h): a step of 64 rows took 16.55 and 16.65 ms against
+  // 17.19 and 17.30 with 32 (bench/RESULTS.md, "twelfth session").
+  if (!bk && c.w_direct && c.x_frags > 2) c.bk = 64;
   // 8 subgroups over K for one 16 x 16 fragment of x decoded in place: a step of 16 rows took 8.61
   // and 8.62 ms against 8.69 and 8.69 with the rule's 4 for short K and large grids (at 32 rows 4
   // stay: 12.23 ms with 8 against 11.01).
