@@ -12,6 +12,10 @@
 // position, and the group's first head writes them to the caches.
 // Elsewhere lowering gives an appending attention its cache writes, then a plain attention.
 //
+// keys (batched decode steps of many rows, with subgroup arithmetic and shuffles): one workgroup per (kv head,
+// row), the group's query heads together; lanes take keys for the scores and dimensions for the
+// values (codegen/attention_keys.h).
+//
 // token (decode, without subgroup arithmetic): one workgroup per (query head, token). Keys are
 // visited in chunks of one key per invocation: each chunk's scores update a running max and sum,
 // and every invocation rescales and accumulates the output dimensions it owns.
@@ -29,12 +33,12 @@
 //
 // Attention sinks (attr sinks: a logit per head joining each softmax as a key of value 0) start
 // each running softmax as if that key had been seen: max = sink, sum = 1, no output. Where
-// partial softmaxes are merged (the subgroups variant's, the coop variant's lane pairs) the sink
+// partial softmaxes are merged (the subgroups and keys variants', the coop variant's lane pairs) the sink
 // joins the merge instead, so that it counts once.
 //
 // A row's position and its keys' cache rows come from codegen/step_rows.h (paged or not). The
 // block and coop variants stage one range of keys for a block of queries, so they take one
-// sequence's rows only; a step with a row per sequence takes subgroups or token at every bucket.
+// sequence's rows only; a step with a row per sequence takes keys, subgroups or token.
 //
 // Shared memory is independent of the KV length, so any context fits.
 #include <algorithm>
@@ -44,6 +48,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/attention_coop.h"
+#include "codegen/attention_keys.h"
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
 #include "codegen/half_x.h"
@@ -122,14 +127,20 @@ void main() {
 }
 )";
 
-// The subgroups variant's main(): see the file comment. Needs the prelude's q_value, load_kc,
-// load_vc and constants.
-constexpr const char* kSubgroupsMain = R"(
-const uint MIN_SG = {{MIN_SG}}u, MAX_NSG = WG / MIN_SG, DPL = (HD + MIN_SG - 1u) / MIN_SG, KPI = {{KPI}}u;
+// The subgroups and keys variants' lanes over a head's dimensions: DPL of them a lane, for subgroups
+// of at least MIN_SG lanes, of at most MAX_NSG subgroups a workgroup.
+constexpr const char* kLaneDims = R"(
+const uint MIN_SG = {{MIN_SG}}u, MAX_NSG = WG / MIN_SG, DPL = (HD + MIN_SG - 1u) / MIN_SG;
 #define CONSEC {{CONSEC}}
 // Dimension i of a lane's DPL: with CONSEC DPL consecutive ones, read as vectors of four (kq, vq
 // view the caches so), else every S-th.
 uint lane_dim(uint lane, uint i) { return CONSEC == 1 ? lane * DPL + i : lane + gl_SubgroupSize * i; }
+)";
+
+// The subgroups variant's main(): see the file comment. Needs the prelude's q_value, load_kc,
+// load_vc and constants, and kLaneDims.
+constexpr const char* kSubgroupsMain = R"(
+const uint KPI = {{KPI}}u;
 shared float s_q[HD];
 shared float s_m[MAX_NSG], s_l[MAX_NSG];
 shared float s_acc[MAX_NSG][HD];
@@ -467,7 +478,8 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   const int64_t head_dim = c.node.attrs.Int("head_dim"), window = c.node.attrs.Int("window");
   const graph::DType cache_dtype = c.input(1).type.dtype;
   absl::StatusOr<tuning::AttentionConfig> chosen = tuning::ChooseAttention(
-      c.caps, {.tokens = c.tokens, .heads = heads, .head_dim = head_dim, .f16_cache = cache_dtype == graph::DType::kF16,
+      c.caps, {.tokens = c.tokens, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim,
+               .f16_cache = cache_dtype == graph::DType::kF16,
                .one_sequence = !c.g.paging().row_per_sequence});
   if (!chosen.ok()) return chosen.status();
   const tuning::AttentionConfig& config = *chosen;
@@ -476,11 +488,16 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   const bool coop = config.variant == tuning::AttentionVariant::kCoop;
   const bool block = config.variant == tuning::AttentionVariant::kBlock;
   const bool subgroups = config.variant == tuning::AttentionVariant::kSubgroups;
+  const bool keys = config.variant == tuning::AttentionVariant::kKeys;
   const uint32_t wg = config.wg;
   Kernel k;
   k.family = "attention";
   k.config = config;
-  k.variant = absl::StrCat(coop ? "coop." : block ? "block." : subgroups ? "subgroups." : "online_softmax.",
+  k.variant = absl::StrCat(coop        ? "coop."
+                           : block     ? "block."
+                           : subgroups ? "subgroups."
+                           : keys      ? "keys."
+                                       : "online_softmax.",
                            graph::Name(cache_dtype),
                            window > 0 ? ".window" : "");
   // A rope prologue (a table input) rotates q as it is loaded; a head norm prologue (its weight
@@ -489,7 +506,9 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   // at most, from cache) once per invocation, or per query in the block variant.
   const graph::AttentionInputs a = graph::AttentionInputsOf(c.node);
   const bool rope = a.rope.has_value(), norm = a.q_norm.has_value(), append = a.k_new.has_value();
-  if (append && !subgroups) return absl::InternalError("attention: only the subgroups variant appends keys itself");
+  if (append && !subgroups && !keys) {
+    return absl::InternalError("attention: only the subgroups and keys variants append keys themselves");
+  }
   const std::string scale = FloatLiteral(c.node.attrs.Float("scale"));
   std::string q_value = "float q_value(uint t, uint e) { return q[t * QW + e]; }\n";
   // `float q_square(uint t, uint e)`: q[t, e]² for a head's norm (0 without one); `float
@@ -524,9 +543,10 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   k.args = {{c.node.id, true}};
   for (graph::ValueId in : c.node.inputs) k.args.push_back({in, append && (in == a.k_cache || in == a.v_cache)});
   k.glsl = absl::StrCat(ShaderHeader(wg),
-                        subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
-                                    "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
-                                  : "",
+                        subgroups || keys ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
+                                            "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
+                                          : "",
+                        keys ? "#extension GL_KHR_shader_subgroup_shuffle : enable\n" : "",
                         coop ? "#extension GL_NV_cooperative_matrix : enable\n"
                                "#extension GL_KHR_memory_scope_semantics : enable\n"
                                "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
@@ -536,7 +556,8 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
                         OutputBuffer(1, "o", HalfX(c.g, c.node, c.caps, c.tokens, *rules)),
                         FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, !append),
                         FloatBuffer(4, "vc", cache_dtype, !append),
-                        config.consec ? absl::StrCat(FloatQuadBuffer(3, "kq", cache_dtype, !append), FloatQuadBuffer(4, "vq", cache_dtype, !append)) : "",
+                        config.consec || keys ? FloatQuadBuffer(3, "kq", cache_dtype, !append) : "",
+                        config.consec ? FloatQuadBuffer(4, "vq", cache_dtype, !append) : "",
                         coop || block || subgroups ? "" : WorkgroupReductions(wg, false),
                         "const uint QW = ", heads * head_dim, "u;\n", q_value, Fill(R"(
 const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u;
@@ -551,21 +572,23 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
                                                                                 {"RING", RingGlsl(c, k)},
                                                                                 {"PAGED", c.g.paging().paged() ? "1" : "0"}}),
                         q_norm, append ? AppendGlsl(c, a, cache_dtype) : "#define APPEND 0\n", sinks_glsl,
-                        Fill(coop ? CoopAttentionMain(config.coop_subgroups, a.sinks.has_value())
-                             : block ? kBlockMain
-                             : subgroups ? kSubgroupsMain
+                        Fill(coop        ? CoopAttentionMain(config.coop_subgroups, a.sinks.has_value())
+                             : block     ? kBlockMain
+                             : subgroups ? absl::StrCat(kLaneDims, kSubgroupsMain)
+                             : keys      ? absl::StrCat(kLaneDims, KeysAttentionMain())
                                          : kTokenMain,
                              {{"TPQ", absl::StrCat(config.tpq)},
                               {"KC", absl::StrCat(config.kc)},
                               {"MIN_SG", absl::StrCat(config.min_sg)},
                               {"KPI", absl::StrCat(config.kpi)},
+                              {"KL", absl::StrCat(config.key_lanes)},
                               {"CONSEC", config.consec ? "1" : "0"},
                               // The softmax's start: no key yet, or the sink.
                               {"M0", a.sinks ? "sink_logit(h)" : "-3.0e38"},
                               {"L0", a.sinks ? "1.0" : "0.0"},
                               {"MERGED_L0", a.sinks ? "exp(sink_logit(h) - mg)" : "0.0"}}));
   if (append) absl::StrAppend(&k.variant, "+append");
-  k.groups = {static_cast<uint32_t>(heads),
+  k.groups = {static_cast<uint32_t>(keys ? kv_heads : heads),
               coop    ? CeilDiv(c.tokens, kCoopAttentionTile * config.coop_subgroups)
               : block ? CeilDiv(c.tokens, config.qb)
                       : static_cast<uint32_t>(c.tokens),

@@ -369,15 +369,18 @@ class PagedAttentionTest : public vk::VkTest, public ::testing::WithParamInterfa
     return out->at(name);
   }
 
-  // A row per sequence takes the per-query variants at every bucket (and appends in the kernel
-  // where it has subgroup arithmetic); one sequence the block variant from 8 tokens.
+  // A row per sequence takes keys from 32 rows (the rule, or as DOPPLER_TUNE's attention.keys says:
+  // `keys_`), subgroups below, online_softmax without subgroup arithmetic (and appends in the
+  // kernel where it has subgroup arithmetic); one sequence the block variant from 8 tokens.
   void ExpectVariants(const PagedCase& c, int64_t bucket, const codegen::TargetCaps& caps, const vk::Plan& plan) {
     int attentions = 0;
+    const bool keys = keys_.value_or(bucket >= 32);
     for (const vk::PlannedDispatch& d : plan.dispatches()) {
       if (d.family != "attention") continue;
       ++attentions;
       if (c.per_row) {
-        EXPECT_EQ(d.variant.rfind(caps.subgroup_arithmetic ? "subgroups." : "online_softmax.", 0), 0u) << d.variant;
+        const char* want = !caps.subgroup_arithmetic ? "online_softmax." : keys ? "keys." : "subgroups.";
+        EXPECT_EQ(d.variant.rfind(want, 0), 0u) << d.variant;
       } else if (bucket >= 8 && c.head_dim <= 128) {
         EXPECT_TRUE(d.variant.rfind("block.", 0) == 0 || d.variant.rfind("coop.", 0) == 0) << d.variant;
       }
@@ -387,6 +390,8 @@ class PagedAttentionTest : public vk::VkTest, public ::testing::WithParamInterfa
     }
     EXPECT_EQ(attentions, 1);
   }
+
+  std::optional<bool> keys_;  // whether a row per sequence takes keys, where DOPPLER_TUNE says
 };
 
 TEST_P(PagedAttentionTest, MatchesTheInterpreterOverShuffledPages) {
@@ -395,15 +400,25 @@ TEST_P(PagedAttentionTest, MatchesTheInterpreterOverShuffledPages) {
     ASSERT_NO_FATAL_FAILURE(RunBucket(c, bucket, vk::TargetCapsOf(ctx().info())));
     if (c.without_subgroups) ASSERT_NO_FATAL_FAILURE(RunBucket(c, bucket, WithoutSubgroupArithmetic()));
   }
-  // Fewer subgroups a query, as steps of many rows take them (tuning::ChooseAttention), each then
-  // taking more of a row's keys.
-  if (c.per_row) {
-    for (const char* tune : {"attention.nsg=1", "attention.nsg=4"}) {
-      test::ScopedTune scoped(tune);
-      SCOPED_TRACE(tune);
-      ASSERT_NO_FATAL_FAILURE(RunBucket(c, c.buckets.back(), vk::TargetCapsOf(ctx().info())));
-    }
+  if (!c.per_row) return;
+  // Fewer subgroups a workgroup, each then taking more of a row's keys; the keys variant at the
+  // smallest bucket and with each of its lanes a key, the subgroups variant at the largest.
+  struct Tune {
+    const char* tune;
+    std::optional<bool> keys;  // what attention.keys says, if anything
+    bool smallest;
+  };
+  for (const Tune& t : {Tune{"attention.nsg=1", std::nullopt, false}, Tune{"attention.nsg=4", std::nullopt, false},
+                        Tune{"attention.keys=1", true, true}, Tune{"attention.keys=1,attention.key_lanes=2", true, true},
+                        Tune{"attention.keys=1,attention.key_lanes=16,attention.nsg=2", true, false},
+                        Tune{"attention.keys=1,attention.key_lanes=8,attention.nsg=8", true, false},
+                        Tune{"attention.keys=0,attention.nsg=4", false, false}}) {
+    test::ScopedTune scoped(t.tune);
+    SCOPED_TRACE(t.tune);
+    keys_ = t.keys;
+    ASSERT_NO_FATAL_FAILURE(RunBucket(c, t.smallest ? c.buckets.front() : c.buckets.back(), vk::TargetCapsOf(ctx().info())));
   }
+  keys_.reset();
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -415,6 +430,9 @@ INSTANTIATE_TEST_SUITE_P(
         PagedCase{6, 2, 128, 0, DType::kF16, "neox", false, Form::kAppend, 16, true, {1, 8}},
         PagedCase{6, 2, 64, 20, DType::kF32, "interleaved", true, Form::kAppend, 7, true, {3, 13}},
         PagedCase{6, 2, 80, 30, DType::kF16, "neox", false, Form::kPlain, 7, true, {8}, true},
+        // The keys variant's widest group (8 heads a kv head) and a group of one.
+        PagedCase{8, 1, 96, 0, DType::kF16, "neox", false, Form::kAppend, 16, true, {9, 13}},
+        PagedCase{3, 3, 48, 50, DType::kF16, "", false, Form::kPlain, 7, true, {8, 33}},
         // Rows sharing sequences: a prompt's chunk beside decode rows (mixed steps).
         PagedCase{6, 2, 64, 0, DType::kF16, "neox", false, Form::kAppend, 16, true, {1, 8, 13}, false, true},
         PagedCase{6, 2, 80, 20, DType::kF32, "interleaved", true, Form::kAppend, 7, true, {3, 13}, true, true},
@@ -470,9 +488,9 @@ INSTANTIATE_TEST_SUITE_P(Rows, PagedRopeTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "row_per_sequence" : "one_sequence"; });
 
 // The kernels only some devices run, compiled here: with one sequence a step, coop attention over
-// an f16 pool at prefill buckets; with a row per sequence, the subgroups variant (appending) at
-// every bucket.
-TEST(PagedKernelCompileTest, CoopForOneSequenceSubgroupsForARowPerSequence) {
+// an f16 pool at prefill buckets; with a row per sequence, the keys variant (appending) from 32 rows,
+// the subgroups variant below.
+TEST(PagedKernelCompileTest, CoopForOneSequenceKeysOrSubgroupsForARowPerSequence) {
   struct Want {
     PagedCase c;
     int64_t bucket;
@@ -481,9 +499,10 @@ TEST(PagedKernelCompileTest, CoopForOneSequenceSubgroupsForARowPerSequence) {
   const std::vector<Want> wants = {
       {{6, 2, 128, 0, DType::kF16, "neox", true, Form::kPrologues, 16, false, {}}, 70, "coop.f16+rms_norm+rope.neox"},
       {{6, 2, 64, 30, DType::kF16, "", false, Form::kPlain, 7, false, {}}, 70, "coop.f16.window"},
-      {{6, 2, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 64,
+      {{6, 2, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 64, "keys.f16+rms_norm+rope.neox+append"},
+      {{6, 2, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 4,
        "subgroups.f16+rms_norm+rope.neox+append"},
-      {{6, 2, 80, 30, DType::kF32, "", false, Form::kPrologues, 7, true, {}}, 64, "subgroups.f32.window"}};
+      {{6, 2, 80, 30, DType::kF32, "", false, Form::kPrologues, 7, true, {}}, 64, "keys.f32.window"}};
   for (const Want& w : wants) {
     SCOPED_TRACE(w.variant);
     const Paging paging{w.c.page_rows, 12, w.c.per_row};
@@ -493,7 +512,9 @@ TEST(PagedKernelCompileTest, CoopForOneSequenceSubgroupsForARowPerSequence) {
     for (const graph::Node& n : g->nodes()) {
       if (n.kind != graph::OpKind::kAttention) continue;
       ++attentions;
-      absl::StatusOr<test::CompiledKernel> k = test::EmitAndCompile(*g, n, test::NvidiaCoopCaps(), w.bucket);
+      codegen::TargetCaps caps = test::NvidiaCoopCaps();
+      caps.subgroup_shuffle = true;  // as NVIDIA's devices have
+      absl::StatusOr<test::CompiledKernel> k = test::EmitAndCompile(*g, n, caps, w.bucket);
       ASSERT_TRUE(k.ok()) << k.status();
       EXPECT_EQ(k->kernel.variant, w.variant);
     }

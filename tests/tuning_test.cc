@@ -960,10 +960,11 @@ TEST(Tuning, BatchedDecodeTakesCoopRowsWhereTheDeviceHasThem) {
   }
 }
 
-// Attention in a batched decode step: 8 subgroups a (row, head) workgroup from 512 workgroups, the
-// device's most below (and for one sequence); DOPPLER_TUNE's attention.nsg sets them.
+// Attention in a batched decode step without the keys variant: 8 subgroups a (row, head) workgroup
+// from 512 workgroups, the device's most below (and for one sequence); DOPPLER_TUNE's
+// attention.nsg sets them.
 TEST(Tuning, BatchedAttentionTakesFewerSubgroupsForManyWorkgroups) {
-  unsetenv("DOPPLER_TUNE");
+  ScopedTune no_keys("attention.keys=0");
   using codegen::tuning::AttentionVariant;
   for (const auto& [tokens, heads, one_sequence, nsg] :
        {std::tuple{1, 32, true, 32}, std::tuple{8, 32, false, 32}, std::tuple{15, 32, false, 32},
@@ -987,6 +988,59 @@ TEST(Tuning, BatchedAttentionTakesFewerSubgroupsForManyWorkgroups) {
   }
   ScopedTune scoped("attention.nsg=3");
   EXPECT_FALSE(codegen::tuning::ChooseAttention(codegen::H100LikeCaps(), {.tokens = 8, .heads = 32, .head_dim = 128}).ok());
+}
+
+// A batched decode step of 32 rows or more takes the keys variant (a workgroup a kv head and row, 8
+// subgroups, 4 lanes a key, 8 keys a pass) where the device shuffles, the group has at most 8
+// heads and the head splits into quads for each of a key's lanes; DOPPLER_TUNE's attention.keys
+// and attention.key_lanes set it.
+TEST(Tuning, BatchedAttentionTakesKeysFrom32Rows) {
+  unsetenv("DOPPLER_TUNE");
+  using codegen::tuning::AttentionVariant;
+  auto choose = [](const codegen::TargetCaps& caps, int64_t tokens, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                   bool one_sequence = false) {
+    absl::StatusOr<codegen::tuning::AttentionConfig> a = codegen::tuning::ChooseAttention(
+        caps, {.tokens = tokens, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim, .f16_cache = true,
+               .one_sequence = one_sequence});
+    EXPECT_TRUE(a.ok()) << a.status();
+    return a.value_or(codegen::tuning::AttentionConfig{});
+  };
+  const codegen::TargetCaps h100 = codegen::H100LikeCaps();
+  for (int64_t tokens : {32, 40, 64}) {
+    const codegen::tuning::AttentionConfig a = choose(h100, tokens, 32, 8, 128);
+    EXPECT_EQ(a.variant, AttentionVariant::kKeys) << tokens;
+    EXPECT_EQ(a.nsg, 8);
+    EXPECT_EQ(a.key_lanes, 4);
+    EXPECT_EQ(a.wg, 256u);
+    EXPECT_TRUE(a.consec);
+  }
+  EXPECT_EQ(choose(h100, 31, 32, 8, 128).variant, AttentionVariant::kSubgroups);
+  EXPECT_EQ(choose(h100, 1, 32, 8, 128, true).variant, AttentionVariant::kSubgroups);
+  EXPECT_EQ(choose(h100, 64, 8, 1, 96).variant, AttentionVariant::kKeys);        // a group of 8
+  EXPECT_FALSE(choose(h100, 64, 8, 1, 96).consec);                               // 96 is no 4 x 32 dims
+  EXPECT_EQ(choose(h100, 64, 16, 1, 128).variant, AttentionVariant::kSubgroups);  // a group of 16
+  EXPECT_EQ(choose(h100, 64, 32, 8, 88).key_lanes, 2);                            // 88 is 2 x 11 quads
+  EXPECT_EQ(choose(h100, 64, 32, 8, 88).variant, AttentionVariant::kKeys);
+  EXPECT_EQ(choose(h100, 64, 32, 8, 36).variant, AttentionVariant::kSubgroups);   // 9 quads
+  codegen::TargetCaps no_shuffle = h100;
+  no_shuffle.subgroup_shuffle = false;
+  EXPECT_EQ(choose(no_shuffle, 64, 32, 8, 128).variant, AttentionVariant::kSubgroups);
+  codegen::TargetCaps small_subgroups = h100;  // lavapipe's 8 lanes: 4 a key, 2 keys a pass
+  small_subgroups.min_subgroup_size = small_subgroups.subgroup_size = 8;
+  EXPECT_EQ(choose(small_subgroups, 64, 32, 8, 128).key_lanes, 4);
+  EXPECT_EQ(choose(small_subgroups, 64, 32, 8, 128).wg, 64u);
+  {
+    ScopedTune scoped("attention.keys=1,attention.key_lanes=8");
+    const codegen::tuning::AttentionConfig a = choose(h100, 2, 32, 8, 128);
+    EXPECT_EQ(a.variant, AttentionVariant::kKeys);
+    EXPECT_EQ(a.key_lanes, 8);
+  }
+  {
+    ScopedTune scoped("attention.keys=0");
+    EXPECT_EQ(choose(h100, 64, 32, 8, 128).variant, AttentionVariant::kSubgroups);
+  }
+  ScopedTune scoped("attention.key_lanes=3");
+  EXPECT_FALSE(codegen::tuning::ChooseAttention(h100, {.tokens = 64, .heads = 32, .kv_heads = 8, .head_dim = 128}).ok());
 }
 
 // The choices that follow the device come from its capabilities whatever its class; the class

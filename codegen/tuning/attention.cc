@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "codegen/attention_coop.h"
+#include "codegen/attention_keys.h"
 #include "codegen/tuning/coop.h"
 
 namespace doppler::codegen::tuning {
@@ -32,6 +33,13 @@ constexpr int64_t kBlockMinTokens = 8, kBlockMaxHeadDim = 128;
 // 32; 64 rows 3,006 with 8 against 2,917 with 4, 2,740 with 32 and 2,578 with 2 (bench/RESULTS.md,
 // "eleventh session").
 constexpr int64_t kManyWorkgroups = 512, kManySubgroups = 8;
+// The keys variant: the rows of a step from which it is taken, its subgroups a workgroup (each
+// of a (kv head, row)) and lanes a key (at least, so that a pass holds at most 8 keys' values).
+// Llama-3.1-8B at 128 + 128 tokens on the H200: the batched attention 2,320 → 1,265 µs a step at
+// 32 rows, 3,546 → 2,494 at 64 (decode 2,741 → 2,914 and 3,842 → 3,968 tok/s), but 8 rows 1,266 →
+// 1,196 tok/s and 16 rows 1,989 → 1,975 (fewer workgroups: one a kv head); 4 subgroups, 16, and
+// 2 or 8 lanes a key were slower at 32 and 64 rows (bench/RESULTS.md, "thirteenth session").
+constexpr int64_t kKeysMinRows = 32, kKeysSubgroups = 8, kKeyLanes = 4, kKeysAPass = 8;
 
 }  // namespace
 
@@ -54,7 +62,7 @@ absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const At
                     a.coop_subgroups > 0;
   const bool block = p.one_sequence && !coop && p.tokens >= kBlockMinTokens && head_dim % a.tpq == 0 &&
                      head_dim <= kBlockMaxHeadDim && block_shared(a.kc) <= caps.max_shared_memory;
-  const bool subgroups = !coop && !block && caps.subgroup_arithmetic;
+  const bool per_query = !coop && !block && caps.subgroup_arithmetic;
   // The subgroups variant: up to 32 subgroups, fewer where their partial outputs (and q) would pass
   // half the device's shared memory; keys per subgroup per trip: as many as keep 8 values of K
   // (and 8 of V) per lane in flight, at most 4.
@@ -63,21 +71,44 @@ absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const At
   a.nsg = std::max<int64_t>(1, std::min<int64_t>({32, shared_for_partials / (4 * head_dim + 8),
                                                    caps.max_workgroup_invocations / a.min_sg}));
   if (!p.one_sequence && p.tokens * p.heads >= kManyWorkgroups) a.nsg = std::min(a.nsg, kManySubgroups);
+  // The keys variant (which adds a key's lanes' scores by shuffles): its lanes a key, as many of
+  // them as split the head into quads each, at least 2.
+  const int64_t group = p.heads / std::max<int64_t>(1, p.kv_heads);
+  a.key_lanes = std::min(std::max(kKeyLanes, a.min_sg / kKeysAPass), a.min_sg);
+  absl::StatusOr<std::optional<int64_t>> key_lanes = OverrideOneOf("attention", "key_lanes", {2, 4, 8, 16});
+  if (!key_lanes.ok()) return key_lanes.status();
+  if (*key_lanes) a.key_lanes = std::min(**key_lanes, a.min_sg);
+  while (a.key_lanes > 2 && head_dim % (4 * a.key_lanes) != 0) a.key_lanes /= 2;
+  absl::StatusOr<std::optional<int64_t>> keys_on = OverrideOneOf("attention", "keys", {0, 1});
+  if (!keys_on.ok()) return keys_on.status();
   absl::StatusOr<std::optional<int64_t>> nsg = OverrideOneOf("attention", "nsg", {1, 2, 4, 8, 16, 32});
   if (!nsg.ok()) return nsg.status();
-  if (*nsg) a.nsg = std::min(**nsg, static_cast<int64_t>(caps.max_workgroup_invocations) / a.min_sg);
+  const int64_t most_subgroups = static_cast<int64_t>(caps.max_workgroup_invocations) / a.min_sg;
+  int64_t keys_nsg = std::min(*nsg ? **nsg : kKeysSubgroups, most_subgroups);
+  auto keys_shared = [&](int64_t subgroups) {
+    return KeysAttentionSharedBytes(subgroups * a.min_sg, a.min_sg, a.key_lanes, group, head_dim);
+  };
+  while (keys_nsg > 1 && keys_shared(keys_nsg) > caps.max_shared_memory) keys_nsg /= 2;
+  const bool keys = per_query && caps.subgroup_shuffle && !p.one_sequence && group <= kKeysMaxGroup &&
+                    a.key_lanes >= 2 && head_dim % (4 * a.key_lanes) == 0 &&
+                    keys_shared(keys_nsg) <= caps.max_shared_memory &&
+                    (*keys_on ? **keys_on == 1 : p.tokens >= kKeysMinRows);
+  const bool subgroups = per_query && !keys;
+  if (*nsg) a.nsg = std::min(**nsg, most_subgroups);
+  if (keys) a.nsg = keys_nsg;
   const int64_t dims_per_lane = (head_dim + a.min_sg - 1) / a.min_sg;
   a.kpi = std::max<int64_t>(1, std::min<int64_t>(4, 8 / dims_per_lane));
   // A lane's dimensions of a head: consecutive ones, read as vectors of four, where the head
   // splits into quads a lane.
-  a.consec = subgroups && head_dim % (4 * a.min_sg) == 0;
+  a.consec = (subgroups || keys) && head_dim % (4 * a.min_sg) == 0;
   a.variant = coop        ? AttentionVariant::kCoop
               : block     ? AttentionVariant::kBlock
               : subgroups ? AttentionVariant::kSubgroups
+              : keys      ? AttentionVariant::kKeys
                           : AttentionVariant::kToken;
   a.wg = coop        ? static_cast<uint32_t>(32 * a.coop_subgroups)
          : block     ? static_cast<uint32_t>(a.qb * a.tpq)  // whole queries: 125 for 80-wide heads
-         : subgroups ? static_cast<uint32_t>(a.nsg * a.min_sg)
+         : subgroups || keys ? static_cast<uint32_t>(a.nsg * a.min_sg)
                      : kWorkgroup;
   return a;
 }

@@ -21,12 +21,14 @@ enum class AttentionVariant {
   kCoop,       // prefill over an f16 cache on the cooperative-matrix units (codegen/attention_coop.h)
   kBlock,      // prefill: a block of queries a workgroup, keys and values staged once for it
   kSubgroups,  // decode where the device has subgroup arithmetic: a workgroup a (head, query)
+  kKeys,       // batched decode: a workgroup a (kv head, row), lanes over keys (codegen/attention_keys.h)
   kToken,      // decode elsewhere: a workgroup a (head, query), one key an invocation
 };
 
 struct AttentionProblem {
   int64_t tokens = 1;  // the plan's bucket
   int64_t heads = 1;   // query heads
+  int64_t kv_heads = 1;
   int64_t head_dim = 0;
   bool f16_cache = false;
   bool one_sequence = true;  // not a graph with a row per sequence (block and coop take one only)
@@ -42,14 +44,21 @@ struct AttentionConfig {
   // of four (CONSEC)
   int64_t nsg = 1, min_sg = 32, kpi = 1;
   bool consec = false;
+  // keys: lanes a key (KL), each scoring a KL-th of its dimensions; its subgroups are nsg, min_sg
+  // and its output's dimensions a lane consec, as the subgroups variant's
+  int64_t key_lanes = 1;
   int64_t coop_subgroups = 0;  // coop: subgroups a workgroup
 };
 
 // The variant and its shape: coop from ChooseAttentionCoopFrom's tokens where the head fits it;
 // else block from 8 tokens, for heads of at most 128 dimensions whose staging fits the device;
-// else subgroups where the device has subgroup arithmetic, else token. In a step with a row per
-// sequence of many workgroups (rows × heads) the subgroups variant takes fewer subgroups a
-// workgroup; DOPPLER_TUNE's attention.nsg sets them.
+// else, in a step with a row per sequence of 32 rows or more, keys where the device has subgroup
+// arithmetic and shuffles, the group has at most kKeysMaxGroup heads, the head splits into quads for
+// each of a key's lanes and its shared memory fits; else subgroups where the device has subgroup
+// arithmetic, else token. In a step with a row per sequence of many workgroups (rows × heads) the
+// subgroups variant takes fewer subgroups a workgroup. DOPPLER_TUNE: attention.nsg sets the
+// subgroups a workgroup of either, attention.keys (0 or 1) turns keys off or takes it at every
+// bucket where it can, attention.key_lanes sets its lanes a key.
 absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const AttentionProblem& p);
 
 }  // namespace doppler::codegen::tuning

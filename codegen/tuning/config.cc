@@ -26,6 +26,8 @@ const char* VariantName(AttentionVariant v) {
       return "block";
     case AttentionVariant::kSubgroups:
       return "subgroups";
+    case AttentionVariant::kKeys:
+      return "keys";
     case AttentionVariant::kToken:
       break;
   }
@@ -88,6 +90,10 @@ struct Text {
         break;
       case AttentionVariant::kSubgroups:
         fields.insert(fields.end(), {{"nsg", c.nsg}, {"min_sg", c.min_sg}, {"kpi", c.kpi}, {"consec", c.consec}});
+        break;
+      case AttentionVariant::kKeys:
+        fields.insert(fields.end(),
+                      {{"nsg", c.nsg}, {"min_sg", c.min_sg}, {"key_lanes", c.key_lanes}, {"consec", c.consec}});
         break;
       case AttentionVariant::kToken:
         break;
