@@ -12,9 +12,9 @@
 // position, and the group's first head writes them to the caches.
 // Elsewhere lowering gives an appending attention its cache writes, then a plain attention.
 //
-// keys (batched decode steps of many rows, with subgroup arithmetic and shuffles): one workgroup per (kv head,
-// row), the group's query heads together; lanes take keys for the scores and dimensions for the
-// values (codegen/attention_keys.h).
+// keys (batched decode steps of many rows and kv heads, with subgroup arithmetic and shuffles): one
+// workgroup per (kv head, row), the group's query heads together; lanes take keys for the scores
+// and dimensions for the values (codegen/attention_keys.h).
 //
 // token (decode, without subgroup arithmetic): one workgroup per (query head, token). Keys are
 // visited in chunks of one key per invocation: each chunk's scores update a running max and sum,

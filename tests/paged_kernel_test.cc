@@ -369,12 +369,13 @@ class PagedAttentionTest : public vk::VkTest, public ::testing::WithParamInterfa
     return out->at(name);
   }
 
-  // A row per sequence takes keys from 32 rows (the rule, or as DOPPLER_TUNE's attention.keys says:
-  // `keys_`), subgroups below, online_softmax without subgroup arithmetic (and appends in the
-  // kernel where it has subgroup arithmetic); one sequence the block variant from 8 tokens.
+  // A row per sequence takes keys from 256 workgroups (kv heads × rows) of groups of 4 heads or
+  // more (the rule, or as DOPPLER_TUNE's attention.keys says: `keys_`), subgroups otherwise,
+  // online_softmax without subgroup arithmetic (and appends in the kernel where it has subgroup
+  // arithmetic); one sequence the block variant from 8 tokens.
   void ExpectVariants(const PagedCase& c, int64_t bucket, const codegen::TargetCaps& caps, const vk::Plan& plan) {
     int attentions = 0;
-    const bool keys = keys_.value_or(bucket >= 32);
+    const bool keys = keys_.value_or(c.heads >= 4 * c.kv_heads && c.kv_heads * bucket >= 256);
     for (const vk::PlannedDispatch& d : plan.dispatches()) {
       if (d.family != "attention") continue;
       ++attentions;
@@ -488,8 +489,8 @@ INSTANTIATE_TEST_SUITE_P(Rows, PagedRopeTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "row_per_sequence" : "one_sequence"; });
 
 // The kernels only some devices run, compiled here: with one sequence a step, coop attention over
-// an f16 pool at prefill buckets; with a row per sequence, the keys variant (appending) from 32 rows,
-// the subgroups variant below.
+// an f16 pool at prefill buckets; with a row per sequence, the keys variant (appending) for 256
+// workgroups (kv heads × rows) of groups of 4, the subgroups variant otherwise.
 TEST(PagedKernelCompileTest, CoopForOneSequenceKeysOrSubgroupsForARowPerSequence) {
   struct Want {
     PagedCase c;
@@ -499,10 +500,12 @@ TEST(PagedKernelCompileTest, CoopForOneSequenceKeysOrSubgroupsForARowPerSequence
   const std::vector<Want> wants = {
       {{6, 2, 128, 0, DType::kF16, "neox", true, Form::kPrologues, 16, false, {}}, 70, "coop.f16+rms_norm+rope.neox"},
       {{6, 2, 64, 30, DType::kF16, "", false, Form::kPlain, 7, false, {}}, 70, "coop.f16.window"},
-      {{6, 2, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 64, "keys.f16+rms_norm+rope.neox+append"},
-      {{6, 2, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 4,
+      {{32, 8, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 32, "keys.f16+rms_norm+rope.neox+append"},
+      {{32, 8, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 16,
        "subgroups.f16+rms_norm+rope.neox+append"},
-      {{6, 2, 80, 30, DType::kF32, "", false, Form::kPrologues, 7, true, {}}, 64, "keys.f32.window"}};
+      {{6, 2, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 64,
+       "subgroups.f16+rms_norm+rope.neox+append"},
+      {{32, 8, 80, 30, DType::kF32, "", false, Form::kPrologues, 7, true, {}}, 64, "keys.f32.window"}};
   for (const Want& w : wants) {
     SCOPED_TRACE(w.variant);
     const Paging paging{w.c.page_rows, 12, w.c.per_row};

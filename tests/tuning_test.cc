@@ -990,11 +990,11 @@ TEST(Tuning, BatchedAttentionTakesFewerSubgroupsForManyWorkgroups) {
   EXPECT_FALSE(codegen::tuning::ChooseAttention(codegen::H100LikeCaps(), {.tokens = 8, .heads = 32, .head_dim = 128}).ok());
 }
 
-// A batched decode step of 32 rows or more takes the keys variant (a workgroup a kv head and row, 8
-// subgroups, 4 lanes a key, 8 keys a pass) where the device shuffles, the group has at most 8
+// A batched decode step of at least 256 workgroups of the keys variant (kv heads × rows) takes it
+// (8 subgroups, 4 lanes a key, 8 keys a pass) where the device shuffles, the group has 4 to 8
 // heads and the head splits into quads for each of a key's lanes; DOPPLER_TUNE's attention.keys
 // and attention.key_lanes set it.
-TEST(Tuning, BatchedAttentionTakesKeysFrom32Rows) {
+TEST(Tuning, BatchedAttentionTakesKeysForManyWorkgroupsOfGroupsOfFour) {
   unsetenv("DOPPLER_TUNE");
   using codegen::tuning::AttentionVariant;
   auto choose = [](const codegen::TargetCaps& caps, int64_t tokens, int64_t heads, int64_t kv_heads, int64_t head_dim,
@@ -1014,11 +1014,14 @@ TEST(Tuning, BatchedAttentionTakesKeysFrom32Rows) {
     EXPECT_EQ(a.wg, 256u);
     EXPECT_TRUE(a.consec);
   }
-  EXPECT_EQ(choose(h100, 31, 32, 8, 128).variant, AttentionVariant::kSubgroups);
+  EXPECT_EQ(choose(h100, 31, 32, 8, 128).variant, AttentionVariant::kSubgroups);   // 248 workgroups
+  EXPECT_EQ(choose(h100, 16, 64, 16, 128).variant, AttentionVariant::kKeys);       // 256
+  EXPECT_EQ(choose(h100, 64, 4, 1, 256).variant, AttentionVariant::kSubgroups);    // 64 (Gemma-3-1B)
+  EXPECT_EQ(choose(h100, 64, 16, 8, 128).variant, AttentionVariant::kSubgroups);   // a group of 2
   EXPECT_EQ(choose(h100, 1, 32, 8, 128, true).variant, AttentionVariant::kSubgroups);
-  EXPECT_EQ(choose(h100, 64, 8, 1, 96).variant, AttentionVariant::kKeys);        // a group of 8
-  EXPECT_FALSE(choose(h100, 64, 8, 1, 96).consec);                               // 96 is no 4 x 32 dims
-  EXPECT_EQ(choose(h100, 64, 16, 1, 128).variant, AttentionVariant::kSubgroups);  // a group of 16
+  EXPECT_EQ(choose(h100, 64, 64, 8, 96).variant, AttentionVariant::kKeys);        // a group of 8
+  EXPECT_FALSE(choose(h100, 64, 64, 8, 96).consec);                               // 96 is no 4 x 32 dims
+  EXPECT_EQ(choose(h100, 64, 128, 8, 128).variant, AttentionVariant::kSubgroups);  // a group of 16
   EXPECT_EQ(choose(h100, 64, 32, 8, 88).key_lanes, 2);                            // 88 is 2 x 11 quads
   EXPECT_EQ(choose(h100, 64, 32, 8, 88).variant, AttentionVariant::kKeys);
   EXPECT_EQ(choose(h100, 64, 32, 8, 36).variant, AttentionVariant::kSubgroups);   // 9 quads

@@ -33,13 +33,17 @@ constexpr int64_t kBlockMinTokens = 8, kBlockMaxHeadDim = 128;
 // 32; 64 rows 3,006 with 8 against 2,917 with 4, 2,740 with 32 and 2,578 with 2 (bench/RESULTS.md,
 // "eleventh session").
 constexpr int64_t kManyWorkgroups = 512, kManySubgroups = 8;
-// The keys variant: the rows of a step from which it is taken, its subgroups a workgroup (each
-// of a (kv head, row)) and lanes a key (at least, so that a pass holds at most 8 keys' values).
-// Llama-3.1-8B at 128 + 128 tokens on the H200: the batched attention 2,320 → 1,265 µs a step at
-// 32 rows, 3,546 → 2,494 at 64 (decode 2,741 → 2,914 and 3,842 → 3,968 tok/s), but 8 rows 1,266 →
-// 1,196 tok/s and 16 rows 1,989 → 1,975 (fewer workgroups: one a kv head); 4 subgroups, 16, and
-// 2 or 8 lanes a key were slower at 32 and 64 rows (bench/RESULTS.md, "thirteenth session").
-constexpr int64_t kKeysMinRows = 32, kKeysSubgroups = 8, kKeyLanes = 4, kKeysAPass = 8;
+// The keys variant: the workgroups (kv heads × rows) and the query heads a kv head from which it is
+// taken, its subgroups a workgroup and lanes a key (at least, so that a pass holds at most 8 keys'
+// values). At 128 + 128 tokens on the H200 (bench/RESULTS.md, "thirteenth session"), with groups
+// of 4: Llama-3.1-8B's batched attention 2,320 → 1,265 µs a step at 32 rows (256 workgroups),
+// decode 2,741 → 2,914 tok/s, 64 rows 3,842 → 3,968; Llama-3.2-1B's decode 8,356 → 10,654 at 32
+// rows, 11,978 → 16,598 at 64. With fewer workgroups it lost: Llama-3.1-8B at 16 rows (128) 1,989
+// → 1,975, at 8 rows 1,266 → 1,196; Gemma-3-1B (one kv head) at 64 rows 10,045 → 9,409, at 32
+// 9,161 → 7,318; Qwen2.5-1.5B (two, groups of 6) at 64 rows 9,957 → 9,539. With groups of 2 it
+// gained nothing: Qwen3-0.6B at 64 rows (512 workgroups) 13,454 → 13,252. Groups above 4 are not
+// measured. 4 subgroups, 16, and 2 or 8 lanes a key were slower on Llama-3.1-8B.
+constexpr int64_t kKeysMinWorkgroups = 256, kKeysMinGroup = 4, kKeysSubgroups = 8, kKeyLanes = 4, kKeysAPass = 8;
 
 }  // namespace
 
@@ -92,7 +96,8 @@ absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const At
   const bool keys = per_query && caps.subgroup_shuffle && !p.one_sequence && group <= kKeysMaxGroup &&
                     a.key_lanes >= 2 && head_dim % (4 * a.key_lanes) == 0 &&
                     keys_shared(keys_nsg) <= caps.max_shared_memory &&
-                    (*keys_on ? **keys_on == 1 : p.tokens >= kKeysMinRows);
+                    (*keys_on ? **keys_on == 1
+                              : group >= kKeysMinGroup && p.kv_heads * p.tokens >= kKeysMinWorkgroups);
   const bool subgroups = per_query && !keys;
   if (*nsg) a.nsg = std::min(**nsg, most_subgroups);
   if (keys) a.nsg = keys_nsg;

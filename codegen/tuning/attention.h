@@ -52,9 +52,10 @@ struct AttentionConfig {
 
 // The variant and its shape: coop from ChooseAttentionCoopFrom's tokens where the head fits it;
 // else block from 8 tokens, for heads of at most 128 dimensions whose staging fits the device;
-// else, in a step with a row per sequence of 32 rows or more, keys where the device has subgroup
-// arithmetic and shuffles, the group has at most kKeysMaxGroup heads, the head splits into quads for
-// each of a key's lanes and its shared memory fits; else subgroups where the device has subgroup
+// else, in a step with a row per sequence of at least 256 workgroups of the keys variant (kv heads
+// × rows) and groups of 4 to kKeysMaxGroup query heads a kv head, keys where the device has
+// subgroup arithmetic and shuffles, the head splits into quads for each of a key's lanes and its
+// shared memory fits; else subgroups where the device has subgroup
 // arithmetic, else token. In a step with a row per sequence of many workgroups (rows × heads) the
 // subgroups variant takes fewer subgroups a workgroup. DOPPLER_TUNE: attention.nsg sets the
 // subgroups a workgroup of either, attention.keys (0 or 1) turns keys off or takes it at every
