@@ -70,9 +70,7 @@ void main() {
   kss = 0.0;
   for (uint g = 0u; g < nsg; ++g) kss += s_part[g];
 #endif
-  float ks = k_scale(kss);
-  uint p_row = cache_row(t, p, CAP) * KVW + kv_base;
-  for (uint d = 2u * lid; d < HD; d += 2u * WG) put_new(d, s_kn[d] * ks, s_kn[d + 1u] * ks, s_vn[d], s_vn[d + 1u], p_row);
+  put_new_pairs(kss, cache_row(t, p, CAP) * KVW + kv_base);
   barrier();  // the new pairs are rounded
 #endif
 

@@ -222,10 +222,7 @@ void main() {
   kss = 0.0;
   for (uint g = 0u; g < nsg; ++g) kss += s_l[g];
 #endif
-  float ks = k_scale(kss);
-  for (uint d = 2u * gl_LocalInvocationID.x; d < HD; d += 2u * WG) {
-    put_new(d, s_kn[d] * ks, s_kn[d + 1u] * ks, s_vn[d], s_vn[d + 1u], h % GROUP == 0u ? cache_row(t, p, CAP) * KVW + kv_base : ~0u);
-  }
+  put_new_pairs(kss, h % GROUP == 0u ? cache_row(t, p, CAP) * KVW + kv_base : ~0u);
 #endif
 #if QNORM || APPEND
   barrier();  // q's sums are read (s_m is reused below); with APPEND, the new pairs are rounded
@@ -386,7 +383,7 @@ void main() {
 
 // The appending kernel's inputs (bindings after the plain ones, in input order) and helpers:
 // `float k_value(uint t, uint e)` (the new key as the k cache write computes it, before the head's
-// 1 / rms), `k_square`, `k_scale`, `load_vn`, and `put_new`, `new_k`, `new_v` (below).
+// 1 / rms), `k_square`, `k_scale`, `load_vn`, and `put_new`, `new_k`, `new_v`, `put_new_pairs` (below).
 std::string AppendGlsl(const EmitContext& c, const graph::AttentionInputs& a, graph::DType cache_dtype) {
   const int64_t head_dim = c.node.attrs.Int("head_dim"), kvw = c.node.attrs.Int("kv_heads") * head_dim;
   auto binding = [&](graph::ValueId v) {  // input i is binding i + 2 (the output is 1)
@@ -429,6 +426,14 @@ void put_new(uint d, float k0, float k1, float v0, float v1, uint row) {
 }
 float new_k(uint d) { return {{UNPACK}}(s_kc[d >> 1])[d & 1u]; }
 float new_v(uint d) { return {{UNPACK}}(s_vc[d >> 1])[d & 1u]; }
+// The workgroup's share of put_new, once s_kn and s_vn hold the new key and value: each pair with
+// the key scaled for its sum of squares `sum_sq`, into the caches at `row`, unless ~0.
+void put_new_pairs(float sum_sq, uint row) {
+  float ks = k_scale(sum_sq);
+  for (uint d = 2u * gl_LocalInvocationID.x; d < HD; d += 2u * WG) {
+    put_new(d, s_kn[d] * ks, s_kn[d + 1u] * ks, s_vn[d], s_vn[d + 1u], row);
+  }
+}
 )",
                        {{"T", f16 ? "uint" : "vec2"},
                         {"PACK", f16 ? "packHalf2x16" : ""},
