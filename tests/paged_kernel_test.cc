@@ -505,7 +505,8 @@ TEST(PagedKernelCompileTest, CoopForOneSequenceKeysOrSubgroupsForARowPerSequence
        "subgroups.f16+rms_norm+rope.neox+append"},
       {{6, 2, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 64,
        "subgroups.f16+rms_norm+rope.neox+append"},
-      {{32, 8, 80, 30, DType::kF32, "", false, Form::kPrologues, 7, true, {}}, 64, "keys.f32.window"}};
+      {{32, 8, 80, 30, DType::kF32, "", false, Form::kPrologues, 7, true, {}}, 64, "keys.f32.window"},
+      {{64, 8, 256, 0, DType::kF16, "neox", false, Form::kAppend, 16, true, {}}, 32, "keys.f16+rope.neox+append"}};
   for (const Want& w : wants) {
     SCOPED_TRACE(w.variant);
     const Paging paging{w.c.page_rows, 12, w.c.per_row};

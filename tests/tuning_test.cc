@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/attention_keys.h"
 #include "codegen/kernel.h"
 #include "codegen/known_targets.h"
 #include "codegen/tuning/attention.h"
@@ -1022,6 +1023,11 @@ TEST(Tuning, BatchedAttentionTakesKeysForManyWorkgroupsOfGroupsOfFour) {
   EXPECT_EQ(choose(h100, 64, 64, 8, 96).variant, AttentionVariant::kKeys);        // a group of 8
   EXPECT_FALSE(choose(h100, 64, 64, 8, 96).consec);                               // 96 is no 4 x 32 dims
   EXPECT_EQ(choose(h100, 64, 128, 8, 128).variant, AttentionVariant::kSubgroups);  // a group of 16
+  // A group of 8 heads of 256: 8 subgroups' partial outputs would pass 48 KiB of shared memory.
+  EXPECT_EQ(choose(h100, 64, 64, 8, 256).variant, AttentionVariant::kKeys);
+  EXPECT_EQ(choose(h100, 64, 64, 8, 256).nsg, 4);
+  EXPECT_LE(codegen::KeysAttentionSharedBytes(128, 32, 4, 8, 256), 49152);
+  EXPECT_GT(codegen::KeysAttentionSharedBytes(256, 32, 4, 8, 256), 49152);
   EXPECT_EQ(choose(h100, 64, 32, 8, 88).key_lanes, 2);                            // 88 is 2 x 11 quads
   EXPECT_EQ(choose(h100, 64, 32, 8, 88).variant, AttentionVariant::kKeys);
   EXPECT_EQ(choose(h100, 64, 32, 8, 36).variant, AttentionVariant::kSubgroups);   // 9 quads
