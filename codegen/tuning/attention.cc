@@ -66,7 +66,7 @@ absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const At
                     a.coop_subgroups > 0;
   const bool block = p.one_sequence && !coop && p.tokens >= kBlockMinTokens && head_dim % a.tpq == 0 &&
                      head_dim <= kBlockMaxHeadDim && block_shared(a.kc) <= caps.max_shared_memory;
-  const bool per_query = !coop && !block && caps.subgroup_arithmetic;
+  const bool subgroup_decode = !coop && !block && caps.subgroup_arithmetic;  // subgroups or keys
   // The subgroups variant: up to 32 subgroups, fewer where their partial outputs (and q) would pass
   // half the device's shared memory; keys per subgroup per trip: as many as keep 8 values of K
   // (and 8 of V) per lane in flight, at most 4.
@@ -93,12 +93,12 @@ absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const At
     return KeysAttentionSharedBytes(subgroups * a.min_sg, a.min_sg, a.key_lanes, group, head_dim);
   };
   while (keys_nsg > 1 && keys_shared(keys_nsg) > caps.max_shared_memory) keys_nsg /= 2;
-  const bool keys = per_query && caps.subgroup_shuffle && !p.one_sequence && group <= kKeysMaxGroup &&
+  const bool keys = subgroup_decode && caps.subgroup_shuffle && !p.one_sequence && group <= kKeysMaxGroup &&
                     a.key_lanes >= 2 && head_dim % (4 * a.key_lanes) == 0 &&
                     keys_shared(keys_nsg) <= caps.max_shared_memory &&
                     (*keys_on ? **keys_on == 1
                               : group >= kKeysMinGroup && p.kv_heads * p.tokens >= kKeysMinWorkgroups);
-  const bool subgroups = per_query && !keys;
+  const bool subgroups = subgroup_decode && !keys;
   if (*nsg) a.nsg = std::min(**nsg, most_subgroups);
   if (keys) a.nsg = keys_nsg;
   const int64_t dims_per_lane = (head_dim + a.min_sg - 1) / a.min_sg;
