@@ -1100,6 +1100,10 @@ TEST(Tuning, DeviceChoicesFollowTheCapabilitiesAndSayWhereTheyWereMeasured) {
   EXPECT_NE(described->find("  matmul cooperative-matrix tiles: from 64 rows (measured on nvidia: "), std::string::npos)
       << *described;
   EXPECT_NE(described->find("  coop_rows in batched decode: from 4 rows to 64, products with a norm prologue to 32 ("), std::string::npos) << *described;
+  EXPECT_NE(described->find("  attention keys variant in batched decode: from 256 workgroups (kv heads x rows) of 4 to 8 "
+                            "query heads a kv head (measured on nvidia: "),
+            std::string::npos)
+      << *described;
   described = codegen::tuning::DescribeDeviceChoices(codegen::AmdLikeCaps());
   ASSERT_TRUE(described.ok()) << described.status();
   EXPECT_NE(described->find("device class amd\n  matmul cooperative-matrix tiles: none (the device has no cooperative "

@@ -33,19 +33,28 @@ constexpr int64_t kBlockMinTokens = 8, kBlockMaxHeadDim = 128;
 // 32; 64 rows 3,006 with 8 against 2,917 with 4, 2,740 with 32 and 2,578 with 2 (bench/RESULTS.md,
 // "eleventh session").
 constexpr int64_t kManyWorkgroups = 512, kManySubgroups = 8;
-// The keys variant: the workgroups (kv heads × rows) and the query heads a kv head from which it is
+// The keys variant: the query heads a kv head and the workgroups (kv heads × rows) from which it is
 // taken, its subgroups a workgroup and lanes a key (at least, so that a pass holds at most 8 keys'
 // values). At 128 + 128 tokens on the H200 (bench/RESULTS.md, "thirteenth session"), with groups
 // of 4: Llama-3.1-8B's batched attention 2,320 → 1,265 µs a step at 32 rows (256 workgroups),
 // decode 2,741 → 2,914 tok/s, 64 rows 3,842 → 3,968; Llama-3.2-1B's decode 8,356 → 10,654 at 32
 // rows, 11,978 → 16,598 at 64. With fewer workgroups it lost: Llama-3.1-8B at 16 rows (128) 1,989
 // → 1,975, at 8 rows 1,266 → 1,196; Gemma-3-1B (one kv head) at 64 rows 10,045 → 9,409, at 32
-// 9,161 → 7,318; Qwen2.5-1.5B (two, groups of 6) at 64 rows 9,957 → 9,539. With groups of 2 it
-// gained nothing: Qwen3-0.6B at 64 rows (512 workgroups) 13,454 → 13,252. Groups above 4 are not
-// measured. 4 subgroups, 16, and 2 or 8 lanes a key were slower on Llama-3.1-8B.
-constexpr int64_t kKeysMinWorkgroups = 256, kKeysMinGroup = 4, kKeysSubgroups = 8, kKeyLanes = 4, kKeysAPass = 8;
+// 9,161 → 7,318; Qwen2.5-1.5B (two, groups of 6) at 64 rows 9,957 → 9,539. Groups above 4 are not
+// measured (kKeysMinGroup: groups of 2 gained nothing). 4 subgroups, 16, and 2 or 8 lanes a key
+// were slower on Llama-3.1-8B.
+constexpr int64_t kKeysMinWorkgroups = 256, kKeysSubgroups = 8, kKeyLanes = 4, kKeysAPass = 8;
 
 }  // namespace
+
+DeviceChoice ChooseAttentionKeysFrom(const TargetCaps& caps) {
+  if (!caps.subgroup_arithmetic || !caps.subgroup_shuffle) {
+    return {kNever, "the device has no subgroup arithmetic and shuffles"};
+  }
+  return {kKeysMinWorkgroups,
+          ClassReason(caps, DeviceClass::kNvidia,
+                      "bench/RESULTS.md, \"thirteenth session\": Llama-3.1-8B's 32 rows 2,741 → 2,914 tok/s")};
+}
 
 absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const AttentionProblem& p) {
   AttentionConfig a;
@@ -93,11 +102,11 @@ absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const At
     return KeysAttentionSharedBytes(subgroups * a.min_sg, a.min_sg, a.key_lanes, group, head_dim);
   };
   while (keys_nsg > 1 && keys_shared(keys_nsg) > caps.max_shared_memory) keys_nsg /= 2;
-  const bool keys = subgroup_decode && caps.subgroup_shuffle && !p.one_sequence && group <= kKeysMaxGroup &&
+  const int64_t keys_from = ChooseAttentionKeysFrom(caps).value;
+  const bool keys = subgroup_decode && keys_from != kNever && !p.one_sequence && group <= kKeysMaxGroup &&
                     a.key_lanes >= 2 && head_dim % (4 * a.key_lanes) == 0 &&
                     keys_shared(keys_nsg) <= caps.max_shared_memory &&
-                    (*keys_on ? **keys_on == 1
-                              : group >= kKeysMinGroup && p.kv_heads * p.tokens >= kKeysMinWorkgroups);
+                    (*keys_on ? **keys_on == 1 : group >= kKeysMinGroup && p.kv_heads * p.tokens >= keys_from);
   const bool subgroups = subgroup_decode && !keys;
   if (*nsg) a.nsg = std::min(**nsg, most_subgroups);
   if (keys) a.nsg = keys_nsg;

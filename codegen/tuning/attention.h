@@ -17,6 +17,16 @@ namespace doppler::codegen::tuning {
 // operands keep short prompts off both), or kNever where the device has no cooperative matrices.
 DeviceChoice ChooseAttentionCoopFrom(const TargetCaps& caps);
 
+// The fewest query heads a kv head for which the keys variant takes a batched decode step's
+// attention (groups of 2 gained nothing: Qwen3-0.6B at 64 rows 13,454 → 13,252 tok/s,
+// bench/RESULTS.md, "thirteenth session").
+inline constexpr int64_t kKeysMinGroup = 4;
+
+// Workgroups (kv heads × rows) of a step with a row per sequence from which the keys variant takes
+// its attention, where each kv head serves kKeysMinGroup to kKeysMaxGroup query heads, or kNever
+// where the device has no subgroup arithmetic and shuffles.
+DeviceChoice ChooseAttentionKeysFrom(const TargetCaps& caps);
+
 enum class AttentionVariant {
   kCoop,       // prefill over an f16 cache on the cooperative-matrix units (codegen/attention_coop.h)
   kBlock,      // prefill: a block of queries a workgroup, keys and values staged once for it
@@ -52,10 +62,10 @@ struct AttentionConfig {
 
 // The variant and its shape: coop from ChooseAttentionCoopFrom's tokens where the head fits it;
 // else block from 8 tokens, for heads of at most 128 dimensions whose staging fits the device;
-// else, in a step with a row per sequence of at least 256 workgroups of the keys variant (kv heads
-// × rows) and groups of 4 to kKeysMaxGroup query heads a kv head, keys where the device has
-// subgroup arithmetic and shuffles, the head splits into quads for each of a key's lanes and its
-// shared memory fits; else subgroups where the device has subgroup
+// else, in a step with a row per sequence of ChooseAttentionKeysFrom's workgroups of the keys
+// variant (kv heads × rows) and groups of 4 to kKeysMaxGroup query heads a kv head, keys where the
+// head splits into quads for each of a key's lanes and its shared memory fits; else subgroups
+// where the device has subgroup
 // arithmetic, else token. In a step with a row per sequence of many workgroups (rows × heads) the
 // subgroups variant takes fewer subgroups a workgroup. DOPPLER_TUNE: attention.nsg sets the
 // subgroups a workgroup of either, attention.keys (0 or 1) turns keys off or takes it at every

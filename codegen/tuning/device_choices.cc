@@ -1,6 +1,8 @@
 #include "codegen/tuning/device_choices.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "codegen/attention_keys.h"
 #include "codegen/tuning/attention.h"
 #include "codegen/tuning/coop.h"
 #include "codegen/tuning/coop_rows.h"
@@ -8,7 +10,7 @@
 namespace doppler::codegen::tuning {
 namespace {
 
-std::string Rows(int64_t from, int64_t never, const char* what) {
+std::string Rows(int64_t from, int64_t never, absl::string_view what) {
   return from >= never ? "none" : absl::StrCat("from ", from, " ", what);
 }
 
@@ -25,13 +27,18 @@ absl::StatusOr<std::string> DescribeDeviceChoices(const TargetCaps& caps) {
   const int64_t plain_to = *plain_max ? kCoopRowsMaxRows : kCoopRowsEveryProductRows;
   const int64_t normed_to = *normed_max ? kCoopRowsMaxRows : kCoopRowsEveryProductRows;
   const DeviceChoice prefill = ChooseCoopFrom(caps, false), batched = ChooseCoopFrom(caps, true);
-  const DeviceChoice attention = ChooseAttentionCoopFrom(caps);
+  const DeviceChoice attention = ChooseAttentionCoopFrom(caps), keys = ChooseAttentionKeysFrom(caps);
   return absl::StrCat("device class ", DeviceClassName(caps.device_class), "\n",
                       "  matmul cooperative-matrix tiles: ", Rows(prefill.value, kNever, "rows"), " (", prefill.reason, ")\n",
                       "  matmul cooperative-matrix tiles in batched decode: ", Rows(batched.value, kNever, "rows"), " (",
                       batched.reason, ")\n",
                       "  attention cooperative-matrix variant: ", Rows(attention.value, kNever, "tokens"), " (",
                       attention.reason, ")\n",
+                      "  attention keys variant in batched decode: ",
+                      Rows(keys.value, kNever,
+                           absl::StrCat("workgroups (kv heads x rows) of ", kKeysMinGroup, " to ", kKeysMaxGroup,
+                                        " query heads a kv head")),
+                      " (", keys.reason, ")\n",
                       "  coop_rows in batched decode: ", Rows(coop_rows->value, kCoopRowsMaxRows + 1, "rows"),
                       coop_rows->value > kCoopRowsMaxRows ? ""
                       : absl::StrCat(" to ", plain_to,
