@@ -1,10 +1,10 @@
 // The keys variant's main() (codegen/attention_keys.h). A subgroup's trip over the keys is a pass
 // of KPP = MIN_SG / KL keys: each lane loads its dimensions of every key's value of the pass and
-// its KL-th of its own key, so that all of the pass's loads are in flight together; it scores its
-// share against every query of the group (the queries broadcast from shared memory), the key's KL
-// lanes add theirs, each head's running maximum is one subgroupMax a pass; the weights go through
-// shared memory, and each lane adds the pass's values, weighted, into its dimensions of every
-// head's output.
+// its KL-th of its own key, so that all of the pass's loads are in flight together (the values,
+// unconverted, still in flight while it scores); it scores its share against every query of the
+// group (the queries broadcast from shared memory), the key's KL lanes add theirs, each head's
+// running maximum is one subgroupMax a pass; the weights go through shared memory, and each lane
+// adds the pass's values, weighted, into its dimensions of every head's output.
 #include "codegen/attention_keys.h"
 
 namespace doppler::codegen {
@@ -86,17 +86,21 @@ void main() {
   uint kq = lane / KL, part = lane % KL, slot = sg * KPP;
   // Passes over keys base .. base + KPP - 1; every branch on base is uniform across the subgroup.
   for (uint base = first + sg * KPP; base <= p; base += nsg * KPP) {
-    float v[KPP][DPL];  // past p: p's value again, weighed 0; p's own, where APPEND, not read
+    // Past p: p's value again, weighed 0; p's own, where APPEND, taken from the workgroup's copy.
+#if CONSEC
+    // As stored (a quad's f16 pairs), converted where the weights multiply them, past the barrier:
+    // converted as loaded, they made each pass wait on its values' loads before its scores
+    // (bench/RESULTS.md, "fourteenth session": the attention a third faster at 32 and 64 rows).
+    RAW4_vq v[KPP][DPL / 4u];
+#else
+    float v[KPP][DPL];
+#endif
     [[unroll]] for (uint j = 0u; j < KPP; ++j) {
       uint vkey = min(base + j, p), vrow = cache_row(t, vkey, CAP) * KVW + kv_base;
-      bool vown = APPEND == 1 && vkey == p;
 #if CONSEC
-      [[unroll]] for (uint i = 0u; i < DPL; i += 4u) {
-        uint d = lane_dim(lane, i);
-        vec4 v4 = d >= HD ? vec4(0.0) : vown ? new_v4(d) : load4_vq(vrow + d);
-        [[unroll]] for (uint c = 0u; c < 4u; ++c) v[j][i + c] = v4[c];
-      }
+      [[unroll]] for (uint i = 0u; i < DPL; i += 4u) v[j][i >> 2] = raw4_vq(vrow + min(lane_dim(lane, i), HD - 4u));
 #else
+      bool vown = APPEND == 1 && vkey == p;
       [[unroll]] for (uint i = 0u; i < DPL; ++i) {
         uint d = lane_dim(lane, i);
         v[j][i] = d >= HD ? 0.0 : vown ? new_v(d) : load_vc(vrow + d);
@@ -126,9 +130,20 @@ void main() {
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     [[unroll]] for (uint j = 0u; j < KPP; ++j) {
+#if CONSEC
+      bool vown = APPEND == 1 && min(base + j, p) == p;
+      float vj[DPL];
+      [[unroll]] for (uint i = 0u; i < DPL; i += 4u) {
+        uint d = lane_dim(lane, i);
+        vec4 v4 = d >= HD ? vec4(0.0) : vown ? new_v4(d) : unraw4_vq(v[j][i >> 2]);
+        [[unroll]] for (uint c = 0u; c < 4u; ++c) vj[i + c] = v4[c];
+      }
+#else
+      float vj[DPL] = v[j];
+#endif
       [[unroll]] for (uint g = 0u; g < GROUP; ++g) {
         float e = s_e[(slot + j) * GROUP + g];
-        [[unroll]] for (uint i = 0u; i < DPL; ++i) acc[g][i] += e * v[j][i];
+        [[unroll]] for (uint i = 0u; i < DPL; ++i) acc[g][i] += e * vj[i];
       }
     }
     subgroupMemoryBarrierShared();

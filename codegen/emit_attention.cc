@@ -563,6 +563,7 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
                         FloatBuffer(4, "vc", cache_dtype, !append),
                         config.consec || keys ? FloatQuadBuffer(3, "kq", cache_dtype, !append) : "",
                         config.consec ? FloatQuadBuffer(4, "vq", cache_dtype, !append) : "",
+                        config.consec && keys ? FloatQuadRaw("vq", cache_dtype) : "",
                         coop || block || subgroups ? "" : WorkgroupReductions(wg, false),
                         "const uint QW = ", heads * head_dim, "u;\n", q_value, Fill(R"(
 const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u;

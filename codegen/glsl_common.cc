@@ -300,6 +300,31 @@ vec4 load4_{{N}}(uint i) {
   }
 }
 
+std::string FloatQuadRaw(const std::string& name, graph::DType dtype) {
+  switch (dtype) {
+    case graph::DType::kF32:
+      return Fill(R"(#define RAW4_{{N}} vec4
+vec4 raw4_{{N}}(uint i) { return {{N}}4[i >> 2]; }
+vec4 unraw4_{{N}}(vec4 q) { return q; }
+)",
+                  {{"N", name}});
+    case graph::DType::kF16:
+      return Fill(R"(#define RAW4_{{N}} uvec2
+uvec2 raw4_{{N}}(uint i) { return {{N}}4[i >> 2]; }
+vec4 unraw4_{{N}}(uvec2 q) { return vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y)); }
+)",
+                  {{"N", name}});
+    case graph::DType::kBF16:
+      return Fill(R"(#define RAW4_{{N}} uvec2
+uvec2 raw4_{{N}}(uint i) { return {{N}}4[i >> 2]; }
+vec4 unraw4_{{N}}(uvec2 q) { return uintBitsToFloat(uvec4(q.x << 16, q.x & 0xFFFF0000u, q.y << 16, q.y & 0xFFFF0000u)); }
+)",
+                  {{"N", name}});
+    default:
+      return absl::StrCat("#error no 4-element view of ", graph::Name(dtype), "\n");
+  }
+}
+
 std::string IntBuffer(uint32_t binding, const std::string& name, bool readonly) {
   return absl::StrCat("layout(std430, set = 0, binding = ", binding, ") ", readonly ? "readonly " : "", "buffer Buf_",
                       name, " { int ", name, "[]; };\n");

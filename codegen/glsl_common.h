@@ -51,6 +51,10 @@ std::string Mxfp4ValuesGlsl();
 // (vec4, or uvec2 for f16/bf16) so that it also has `vec4 load4_<name>(uint i)`: elements i..i+3
 // (i a multiple of 4) in one 16- or 8-byte load.
 std::string FloatQuadBuffer(uint32_t binding, const std::string& name, graph::DType dtype, bool readonly);
+// For a FloatQuadBuffer `name`, its load4 apart from its conversion, for a kernel that holds many
+// quads a while: `RAW4_<name> raw4_<name>(uint i)` (the quad as stored: a vec4, or a uvec2 of
+// 16-bit pairs, half the registers) and `vec4 unraw4_<name>(RAW4_<name> q)`.
+std::string FloatQuadRaw(const std::string& name, graph::DType dtype);
 
 // Declares an int buffer `name` at `binding`.
 std::string IntBuffer(uint32_t binding, const std::string& name, bool readonly);
