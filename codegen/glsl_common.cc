@@ -1,5 +1,7 @@
 #include "codegen/glsl_common.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
@@ -270,59 +272,49 @@ std::string WeightRowsBuffer(uint32_t binding, const std::string& name, graph::D
                       BlockDecoder(name, dtype, k));
 }
 
-std::string FloatQuadBuffer(uint32_t binding, const std::string& name, graph::DType dtype, bool readonly) {
-  const std::string decl = absl::StrCat("layout(std430, set = 0, binding = ", binding, ") ",
-                                        readonly ? "readonly " : "", "buffer Buf_", name, " { ");
+namespace {
+
+// How a float buffer's quads are stored: the GLSL type of a quad, the expression making such a
+// quad `q` four floats, and the one making element i of the buffer `{{N}}` a float.
+struct QuadForm {
+  const char* type;
+  const char* floats;
+  const char* element;
+};
+std::optional<QuadForm> QuadFormOf(graph::DType dtype) {
   switch (dtype) {
     case graph::DType::kF32:
-      return Fill(absl::StrCat(decl, R"(vec4 {{N}}4[]; };
-float load_{{N}}(uint i) { return {{N}}4[i >> 2][i & 3u]; }
-vec4 load4_{{N}}(uint i) { return {{N}}4[i >> 2]; }
-)"),
-                  {{"N", name}});
+      return QuadForm{"vec4", "q", "{{N}}4[i >> 2][i & 3u]"};
     case graph::DType::kF16:
-      return Fill(absl::StrCat(decl, R"(uvec2 {{N}}4[]; };
-float load_{{N}}(uint i) { return unpackHalf2x16({{N}}4[i >> 2][(i >> 1) & 1u])[i & 1u]; }
-vec4 load4_{{N}}(uint i) { uvec2 q = {{N}}4[i >> 2]; return vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y)); }
-)"),
-                  {{"N", name}});
+      return QuadForm{"uvec2", "vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y))",
+                      "unpackHalf2x16({{N}}4[i >> 2][(i >> 1) & 1u])[i & 1u]"};
     case graph::DType::kBF16:
-      return Fill(absl::StrCat(decl, R"(uvec2 {{N}}4[]; };
-float load_{{N}}(uint i) { return uintBitsToFloat((({{N}}4[i >> 2][(i >> 1) & 1u] >> ((i & 1u) * 16u)) & 0xFFFFu) << 16); }
-vec4 load4_{{N}}(uint i) {
-  uvec2 q = {{N}}4[i >> 2];
-  return uintBitsToFloat(uvec4(q.x << 16, q.x & 0xFFFF0000u, q.y << 16, q.y & 0xFFFF0000u));
-}
-)"),
-                  {{"N", name}});
+      return QuadForm{"uvec2", "uintBitsToFloat(uvec4(q.x << 16, q.x & 0xFFFF0000u, q.y << 16, q.y & 0xFFFF0000u))",
+                      "uintBitsToFloat((({{N}}4[i >> 2][(i >> 1) & 1u] >> ((i & 1u) * 16u)) & 0xFFFFu) << 16)"};
     default:
-      return absl::StrCat("#error no 4-element view of ", graph::Name(dtype), "\n");
+      return std::nullopt;
   }
 }
 
+}  // namespace
+
+std::string FloatQuadBuffer(uint32_t binding, const std::string& name, graph::DType dtype, bool readonly) {
+  const std::optional<QuadForm> f = QuadFormOf(dtype);
+  if (!f) return absl::StrCat("#error no 4-element view of ", graph::Name(dtype), "\n");
+  const bool f32 = dtype == graph::DType::kF32;  // its quads are their floats as stored
+  return Fill(absl::StrCat("layout(std430, set = 0, binding = ", binding, ") ", readonly ? "readonly " : "",
+                           "buffer Buf_{{N}} { {{T}} {{N}}4[]; };\nfloat load_{{N}}(uint i) { return ", f->element, "; }\n",
+                           f32 ? "vec4 load4_{{N}}(uint i) { return {{N}}4[i >> 2]; }\n"
+                               : absl::StrCat("vec4 load4_{{N}}(uint i) { {{T}} q = {{N}}4[i >> 2]; return ", f->floats, "; }\n")),
+              {{"N", name}, {"T", f->type}});
+}
+
 std::string FloatQuadRaw(const std::string& name, graph::DType dtype) {
-  switch (dtype) {
-    case graph::DType::kF32:
-      return Fill(R"(#define RAW4_{{N}} vec4
-vec4 raw4_{{N}}(uint i) { return {{N}}4[i >> 2]; }
-vec4 unraw4_{{N}}(vec4 q) { return q; }
-)",
-                  {{"N", name}});
-    case graph::DType::kF16:
-      return Fill(R"(#define RAW4_{{N}} uvec2
-uvec2 raw4_{{N}}(uint i) { return {{N}}4[i >> 2]; }
-vec4 unraw4_{{N}}(uvec2 q) { return vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y)); }
-)",
-                  {{"N", name}});
-    case graph::DType::kBF16:
-      return Fill(R"(#define RAW4_{{N}} uvec2
-uvec2 raw4_{{N}}(uint i) { return {{N}}4[i >> 2]; }
-vec4 unraw4_{{N}}(uvec2 q) { return uintBitsToFloat(uvec4(q.x << 16, q.x & 0xFFFF0000u, q.y << 16, q.y & 0xFFFF0000u)); }
-)",
-                  {{"N", name}});
-    default:
-      return absl::StrCat("#error no 4-element view of ", graph::Name(dtype), "\n");
-  }
+  const std::optional<QuadForm> f = QuadFormOf(dtype);
+  if (!f) return absl::StrCat("#error no 4-element view of ", graph::Name(dtype), "\n");
+  return Fill(absl::StrCat("#define RAW4_{{N}} {{T}}\n{{T}} raw4_{{N}}(uint i) { return {{N}}4[i >> 2]; }\n",
+                           "vec4 unraw4_{{N}}({{T}} q) { return ", f->floats, "; }\n"),
+              {{"N", name}, {"T", f->type}});
 }
 
 std::string IntBuffer(uint32_t binding, const std::string& name, bool readonly) {
