@@ -20,7 +20,8 @@ int64_t KeysAttentionSharedBytes(int64_t wg, int64_t min_subgroup, int64_t key_l
 
 const char* KeysAttentionMain() {
   return R"(
-const uint KL = {{KL}}u, KPP = MIN_SG / KL;  // lanes a key, keys a pass
+const uint KL = {{KL}}u, KPP = MIN_SG / KL, KQ = HD / (4u * KL);  // lanes a key, keys a pass, quads a lane's share
+#define KEY_AHEAD {{KEY_AHEAD}}
 shared vec4 s_q[GROUP * HD / 4u];     // the group's queries as loaded, head by head
 shared float s_qs[GROUP];             // each head's scale
 shared float s_e[MAX_NSG * KPP * GROUP];  // each subgroup's pass: its keys' weights, key by key
@@ -84,6 +85,13 @@ void main() {
   // The lane's key of a pass and its share of it (lanes past KPP keys, in subgroups wider than
   // MIN_SG, score nothing); the subgroup's keys in s_e.
   uint kq = lane / KL, part = lane % KL, slot = sg * KPP;
+#if KEY_AHEAD
+  // The lane's share of its key of the next pass, as stored, loaded during the pass before, so that
+  // a pass's scores wait on no load of their own (past p: p's row, never scored).
+  RAW4_kq k_next[KQ];
+  uint k_row = cache_row(t, min(first + sg * KPP + kq, p), CAP) * KVW + kv_base;
+  [[unroll]] for (uint i = 0u; i < KQ; ++i) k_next[i] = raw4_kq(k_row + 4u * (i * KL + part));
+#endif
   // Passes over keys base .. base + KPP - 1; every branch on base is uniform across the subgroup.
   for (uint base = first + sg * KPP; base <= p; base += nsg * KPP) {
     // Past p: p's value again, weighed 0; p's own, where APPEND, taken from the workgroup's copy.
@@ -109,12 +117,22 @@ void main() {
     }
     uint key = min(base + kq, p);
     bool live = base + kq <= p && kq < KPP, own = APPEND == 1 && key == p;  // p's own row is not read
+#if KEY_AHEAD
+    RAW4_kq k_pass[KQ] = k_next;
+    k_row = cache_row(t, min(base + nsg * KPP + kq, p), CAP) * KVW + kv_base;
+    [[unroll]] for (uint i = 0u; i < KQ; ++i) k_next[i] = raw4_kq(k_row + 4u * (i * KL + part));
+#else
     uint row = cache_row(t, key, CAP) * KVW + kv_base;
+#endif
     float s[GROUP];
     [[unroll]] for (uint g = 0u; g < GROUP; ++g) s[g] = 0.0;
-    [[unroll]] for (uint i = 0u; i < HD / (4u * KL); ++i) {
+    [[unroll]] for (uint i = 0u; i < KQ; ++i) {
       uint d = 4u * (i * KL + part);  // a key's KL lanes read adjacent quads
+#if KEY_AHEAD
+      vec4 k4 = own ? new_k4(d) : unraw4_kq(k_pass[i]);
+#else
       vec4 k4 = own ? new_k4(d) : load4_kq(row + d);
+#endif
       [[unroll]] for (uint g = 0u; g < GROUP; ++g) s[g] += dot(s_q[(g * HD + d) >> 2], k4);
     }
     [[unroll]] for (uint g = 0u; g < GROUP; ++g) {

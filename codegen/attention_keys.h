@@ -24,9 +24,9 @@ int64_t KeysAttentionSharedBytes(int64_t wg, int64_t min_subgroup, int64_t key_l
 
 // main() and its shared arrays. Needs the attention prelude (q_value, q_square, q_scale,
 // first_key, row_position, cache_row, load4_kq, load_vc and with CONSEC FloatQuadRaw's RAW4_vq,
-// raw4_vq and unraw4_vq, store_o, the APPEND helpers, the constants HD, GROUP, KVW, QW, WG, CAP,
-// MIN_SG, DPL, CONSEC and lane_dim) and the placeholders {{KL}}, {{M0}} and {{MERGED_L0}} filled as
-// the other variants' are.
+// raw4_vq and unraw4_vq, with KEY_AHEAD its RAW4_kq, raw4_kq and unraw4_kq, store_o, the APPEND
+// helpers, the constants HD, GROUP, KVW, QW, WG, CAP, MIN_SG, DPL, CONSEC and lane_dim) and the
+// placeholders {{KL}}, {{KEY_AHEAD}}, {{M0}} and {{MERGED_L0}} filled as the other variants' are.
 const char* KeysAttentionMain();
 
 }  // namespace doppler::codegen

@@ -564,6 +564,7 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
                         config.consec || keys ? FloatQuadBuffer(3, "kq", cache_dtype, !append) : "",
                         config.consec ? FloatQuadBuffer(4, "vq", cache_dtype, !append) : "",
                         config.consec && keys ? FloatQuadRaw("vq", cache_dtype) : "",
+                        config.key_ahead ? FloatQuadRaw("kq", cache_dtype) : "",
                         coop || block || subgroups ? "" : WorkgroupReductions(wg, false),
                         "const uint QW = ", heads * head_dim, "u;\n", q_value, Fill(R"(
 const uint WG = {{WG}}u, HD = {{HD}}u, GROUP = {{GROUP}}u, KVW = {{KVW}}u;
@@ -589,6 +590,7 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
                               {"KPI", absl::StrCat(config.kpi)},
                               {"KL", absl::StrCat(config.key_lanes)},
                               {"CONSEC", config.consec ? "1" : "0"},
+                              {"KEY_AHEAD", config.key_ahead ? "1" : "0"},
                               // The softmax's start: no key yet, or the sink.
                               {"M0", a.sinks ? "sink_logit(h)" : "-3.0e38"},
                               {"L0", a.sinks ? "1.0" : "0.0"},

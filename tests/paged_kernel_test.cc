@@ -411,6 +411,7 @@ TEST_P(PagedAttentionTest, MatchesTheInterpreterOverShuffledPages) {
   };
   for (const Tune& t : {Tune{"attention.nsg=1", std::nullopt, false}, Tune{"attention.nsg=4", std::nullopt, false},
                         Tune{"attention.keys=1", true, true}, Tune{"attention.keys=1,attention.key_lanes=2", true, true},
+                        Tune{"attention.keys=1,attention.key_ahead=0", true, true},
                         Tune{"attention.keys=1,attention.key_lanes=16,attention.nsg=2", true, false},
                         Tune{"attention.keys=1,attention.key_lanes=8,attention.nsg=8", true, false},
                         Tune{"attention.keys=0,attention.nsg=4", false, false}}) {

@@ -115,6 +115,11 @@ absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const At
   // A lane's dimensions of a head: consecutive ones, read as vectors of four, where the head
   // splits into quads a lane.
   a.consec = (subgroups || keys) && head_dim % (4 * a.min_sg) == 0;
+  // The keys variant's next pass's key loaded during the current one, as stored, where its values
+  // are held as stored too (CONSEC).
+  absl::StatusOr<std::optional<int64_t>> key_ahead = OverrideOneOf("attention", "key_ahead", {0, 1});
+  if (!key_ahead.ok()) return key_ahead.status();
+  a.key_ahead = keys && (*key_ahead ? **key_ahead == 1 : a.consec);
   a.variant = coop        ? AttentionVariant::kCoop
               : block     ? AttentionVariant::kBlock
               : subgroups ? AttentionVariant::kSubgroups

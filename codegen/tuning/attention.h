@@ -57,6 +57,9 @@ struct AttentionConfig {
   // keys: lanes a key (KL), each scoring a KL-th of its dimensions; its subgroups are nsg, min_sg
   // and its output's dimensions a lane consec, as the subgroups variant's
   int64_t key_lanes = 1;
+  // keys: each lane loads its share of its next pass's key during the current pass, held as stored
+  // (KEY_AHEAD), so that a pass's scores wait on no load of their own
+  bool key_ahead = false;
   int64_t coop_subgroups = 0;  // coop: subgroups a workgroup
 };
 
@@ -69,7 +72,8 @@ struct AttentionConfig {
 // arithmetic, else token. In a step with a row per sequence of many workgroups (rows × heads) the
 // subgroups variant takes fewer subgroups a workgroup. DOPPLER_TUNE: attention.nsg sets the
 // subgroups a workgroup of either, attention.keys (0 or 1) turns keys off or takes it at every
-// bucket where it can, attention.key_lanes sets its lanes a key.
+// bucket where it can, attention.key_lanes sets its lanes a key, attention.key_ahead (0 or 1) its
+// keys loaded a pass ahead or not.
 absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const AttentionProblem& p);
 
 }  // namespace doppler::codegen::tuning

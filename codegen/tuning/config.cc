@@ -93,7 +93,8 @@ struct Text {
         break;
       case AttentionVariant::kKeys:
         fields.insert(fields.end(),
-                      {{"nsg", c.nsg}, {"min_sg", c.min_sg}, {"key_lanes", c.key_lanes}, {"consec", c.consec}});
+                      {{"nsg", c.nsg}, {"min_sg", c.min_sg}, {"key_lanes", c.key_lanes}, {"consec", c.consec},
+                       {"key_ahead", c.key_ahead}});
         break;
       case AttentionVariant::kToken:
         break;
