@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend_vk/plan.h"
 #include "codegen/step_rows.h"
+#include "codegen/tuning/attention.h"
 #include "graph/builder.h"
 #include "graph/paging.h"
 #include "graph/printer.h"
@@ -369,13 +370,14 @@ class PagedAttentionTest : public vk::VkTest, public ::testing::WithParamInterfa
     return out->at(name);
   }
 
-  // A row per sequence takes keys from 256 workgroups (kv heads × rows) of groups of 4 heads or
-  // more (the rule, or as DOPPLER_TUNE's attention.keys says: `keys_`), subgroups otherwise,
-  // online_softmax without subgroup arithmetic (and appends in the kernel where it has subgroup
+  // A row per sequence takes keys from ChooseAttentionKeysFrom's workgroups (kv heads × rows) of
+  // groups of 4 heads or more (the rule, or as DOPPLER_TUNE's attention.keys says: `keys_`),
+  // subgroups otherwise, online_softmax without subgroup arithmetic (and appends in the kernel where it has subgroup
   // arithmetic); one sequence the block variant from 8 tokens.
   void ExpectVariants(const PagedCase& c, int64_t bucket, const codegen::TargetCaps& caps, const vk::Plan& plan) {
     int attentions = 0;
-    const bool keys = keys_.value_or(c.heads >= 4 * c.kv_heads && c.kv_heads * bucket >= 256);
+    const int64_t keys_from = codegen::tuning::ChooseAttentionKeysFrom(caps).value;
+    const bool keys = keys_.value_or(c.heads >= 4 * c.kv_heads && c.kv_heads * bucket >= keys_from);
     for (const vk::PlannedDispatch& d : plan.dispatches()) {
       if (d.family != "attention") continue;
       ++attentions;
@@ -412,6 +414,7 @@ TEST_P(PagedAttentionTest, MatchesTheInterpreterOverShuffledPages) {
   for (const Tune& t : {Tune{"attention.nsg=1", std::nullopt, false}, Tune{"attention.nsg=4", std::nullopt, false},
                         Tune{"attention.keys=1", true, true}, Tune{"attention.keys=1,attention.key_lanes=2", true, true},
                         Tune{"attention.keys=1,attention.key_ahead=0", true, true},
+                        Tune{"attention.keys=1,attention.key_ahead=1", true, false},
                         Tune{"attention.keys=1,attention.key_lanes=16,attention.nsg=2", true, false},
                         Tune{"attention.keys=1,attention.key_lanes=8,attention.nsg=8", true, false},
                         Tune{"attention.keys=0,attention.nsg=4", false, false}}) {
@@ -490,7 +493,7 @@ INSTANTIATE_TEST_SUITE_P(Rows, PagedRopeTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "row_per_sequence" : "one_sequence"; });
 
 // The kernels only some devices run, compiled here: with one sequence a step, coop attention over
-// an f16 pool at prefill buckets; with a row per sequence, the keys variant (appending) for 256
+// an f16 pool at prefill buckets; with a row per sequence, the keys variant (appending) from 64
 // workgroups (kv heads × rows) of groups of 4, the subgroups variant otherwise.
 TEST(PagedKernelCompileTest, CoopForOneSequenceKeysOrSubgroupsForARowPerSequence) {
   struct Want {
@@ -502,7 +505,8 @@ TEST(PagedKernelCompileTest, CoopForOneSequenceKeysOrSubgroupsForARowPerSequence
       {{6, 2, 128, 0, DType::kF16, "neox", true, Form::kPrologues, 16, false, {}}, 70, "coop.f16+rms_norm+rope.neox"},
       {{6, 2, 64, 30, DType::kF16, "", false, Form::kPlain, 7, false, {}}, 70, "coop.f16.window"},
       {{32, 8, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 32, "keys.f16+rms_norm+rope.neox+append"},
-      {{32, 8, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 16,
+      {{32, 8, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 8, "keys.f16+rms_norm+rope.neox+append"},
+      {{32, 8, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 7,
        "subgroups.f16+rms_norm+rope.neox+append"},
       {{6, 2, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 64,
        "subgroups.f16+rms_norm+rope.neox+append"},

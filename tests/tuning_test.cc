@@ -991,7 +991,7 @@ TEST(Tuning, BatchedAttentionTakesFewerSubgroupsForManyWorkgroups) {
   EXPECT_FALSE(codegen::tuning::ChooseAttention(codegen::H100LikeCaps(), {.tokens = 8, .heads = 32, .head_dim = 128}).ok());
 }
 
-// A batched decode step of at least 256 workgroups of the keys variant (kv heads × rows) takes it
+// A batched decode step of at least 64 workgroups of the keys variant (kv heads × rows) takes it
 // (8 subgroups, 4 lanes a key, 8 keys a pass) where the device shuffles, the group has 4 to 8
 // heads and the head splits into quads for each of a key's lanes; DOPPLER_TUNE's attention.keys
 // and attention.key_lanes set it.
@@ -1007,7 +1007,7 @@ TEST(Tuning, BatchedAttentionTakesKeysForManyWorkgroupsOfGroupsOfFour) {
     return a.value_or(codegen::tuning::AttentionConfig{});
   };
   const codegen::TargetCaps h100 = codegen::H100LikeCaps();
-  for (int64_t tokens : {32, 40, 64}) {
+  for (int64_t tokens : {8, 32, 40, 64}) {
     const codegen::tuning::AttentionConfig a = choose(h100, tokens, 32, 8, 128);
     EXPECT_EQ(a.variant, AttentionVariant::kKeys) << tokens;
     EXPECT_EQ(a.nsg, 8);
@@ -1015,9 +1015,10 @@ TEST(Tuning, BatchedAttentionTakesKeysForManyWorkgroupsOfGroupsOfFour) {
     EXPECT_EQ(a.wg, 256u);
     EXPECT_TRUE(a.consec);
   }
-  EXPECT_EQ(choose(h100, 31, 32, 8, 128).variant, AttentionVariant::kSubgroups);   // 248 workgroups
-  EXPECT_EQ(choose(h100, 16, 64, 16, 128).variant, AttentionVariant::kKeys);       // 256
-  EXPECT_EQ(choose(h100, 64, 4, 1, 256).variant, AttentionVariant::kSubgroups);    // 64 (Gemma-3-1B)
+  EXPECT_EQ(choose(h100, 7, 32, 8, 128).variant, AttentionVariant::kSubgroups);    // 56 workgroups
+  EXPECT_EQ(choose(h100, 4, 64, 16, 128).variant, AttentionVariant::kKeys);        // 64
+  EXPECT_EQ(choose(h100, 64, 4, 1, 256).variant, AttentionVariant::kKeys);         // 64 (Gemma-3-1B)
+  EXPECT_EQ(choose(h100, 32, 4, 1, 256).variant, AttentionVariant::kSubgroups);    // 32
   EXPECT_EQ(choose(h100, 64, 16, 8, 128).variant, AttentionVariant::kSubgroups);   // a group of 2
   EXPECT_EQ(choose(h100, 1, 32, 8, 128, true).variant, AttentionVariant::kSubgroups);
   EXPECT_EQ(choose(h100, 64, 64, 8, 96).variant, AttentionVariant::kKeys);        // a group of 8
@@ -1100,7 +1101,7 @@ TEST(Tuning, DeviceChoicesFollowTheCapabilitiesAndSayWhereTheyWereMeasured) {
   EXPECT_NE(described->find("  matmul cooperative-matrix tiles: from 64 rows (measured on nvidia: "), std::string::npos)
       << *described;
   EXPECT_NE(described->find("  coop_rows in batched decode: from 4 rows to 64, products with a norm prologue to 32 ("), std::string::npos) << *described;
-  EXPECT_NE(described->find("  attention keys variant in batched decode: from 256 workgroups (kv heads x rows) of 4 to 8 "
+  EXPECT_NE(described->find("  attention keys variant in batched decode: from 64 workgroups (kv heads x rows) of 4 to 8 "
                             "query heads a kv head (measured on nvidia: "),
             std::string::npos)
       << *described;
