@@ -376,7 +376,8 @@ class PagedAttentionTest : public vk::VkTest, public ::testing::WithParamInterfa
   // arithmetic); one sequence the block variant from 8 tokens.
   void ExpectVariants(const PagedCase& c, int64_t bucket, const codegen::TargetCaps& caps, const vk::Plan& plan) {
     int attentions = 0;
-    const int64_t keys_from = codegen::tuning::ChooseAttentionKeysFrom(caps).value;
+    const bool quads = c.head_dim % (4 * std::max<int64_t>(1, caps.min_subgroup_size)) == 0;
+    const int64_t keys_from = codegen::tuning::ChooseAttentionKeysFrom(caps, quads).value;
     const bool keys = keys_.value_or(c.heads >= 4 * c.kv_heads && c.kv_heads * bucket >= keys_from);
     for (const vk::PlannedDispatch& d : plan.dispatches()) {
       if (d.family != "attention") continue;

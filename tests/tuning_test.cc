@@ -991,7 +991,8 @@ TEST(Tuning, BatchedAttentionTakesFewerSubgroupsForManyWorkgroups) {
   EXPECT_FALSE(codegen::tuning::ChooseAttention(codegen::H100LikeCaps(), {.tokens = 8, .heads = 32, .head_dim = 128}).ok());
 }
 
-// A batched decode step of at least 64 workgroups of the keys variant (kv heads × rows) takes it
+// A batched decode step of at least 64 workgroups of the keys variant (kv heads × rows; 128 where
+// a lane's dimensions of the head are not a quad) takes it
 // (8 subgroups, 4 lanes a key, 8 keys a pass) where the device shuffles, the group has 4 to 8
 // heads and the head splits into quads for each of a key's lanes; DOPPLER_TUNE's attention.keys
 // and attention.key_lanes set it.
@@ -1019,6 +1020,9 @@ TEST(Tuning, BatchedAttentionTakesKeysForManyWorkgroupsOfGroupsOfFour) {
   EXPECT_EQ(choose(h100, 4, 64, 16, 128).variant, AttentionVariant::kKeys);        // 64
   EXPECT_EQ(choose(h100, 64, 4, 1, 256).variant, AttentionVariant::kKeys);         // 64 (Gemma-3-1B)
   EXPECT_EQ(choose(h100, 32, 4, 1, 256).variant, AttentionVariant::kSubgroups);    // 32
+  // Heads of 64 (two dimensions a lane of 32): from 128 workgroups.
+  EXPECT_EQ(choose(h100, 8, 32, 8, 64).variant, AttentionVariant::kSubgroups);
+  EXPECT_EQ(choose(h100, 16, 32, 8, 64).variant, AttentionVariant::kKeys);
   EXPECT_EQ(choose(h100, 64, 16, 8, 128).variant, AttentionVariant::kSubgroups);   // a group of 2
   EXPECT_EQ(choose(h100, 1, 32, 8, 128, true).variant, AttentionVariant::kSubgroups);
   EXPECT_EQ(choose(h100, 64, 64, 8, 96).variant, AttentionVariant::kKeys);        // a group of 8
@@ -1102,7 +1106,7 @@ TEST(Tuning, DeviceChoicesFollowTheCapabilitiesAndSayWhereTheyWereMeasured) {
       << *described;
   EXPECT_NE(described->find("  coop_rows in batched decode: from 4 rows to 64, products with a norm prologue to 32 ("), std::string::npos) << *described;
   EXPECT_NE(described->find("  attention keys variant in batched decode: from 64 workgroups (kv heads x rows) of 4 to 8 "
-                            "query heads a kv head (measured on nvidia: "),
+                            "query heads a kv head, from 128 where a lane's dimensions are not a quad (measured on nvidia: "),
             std::string::npos)
       << *described;
   described = codegen::tuning::DescribeDeviceChoices(codegen::AmdLikeCaps());

@@ -24,8 +24,10 @@ inline constexpr int64_t kKeysMinGroup = 4;
 
 // Workgroups (kv heads × rows) of a step with a row per sequence from which the keys variant takes
 // its attention, where each kv head serves kKeysMinGroup to kKeysMaxGroup query heads, or kNever
-// where the device has no subgroup arithmetic and shuffles.
-DeviceChoice ChooseAttentionKeysFrom(const TargetCaps& caps);
+// where the device has no subgroup arithmetic and shuffles. `quads`: a lane's dimensions of the
+// head are consecutive quads (AttentionConfig::consec), whose keys and values the variant holds as
+// stored; others take it from more workgroups.
+DeviceChoice ChooseAttentionKeysFrom(const TargetCaps& caps, bool quads);
 
 enum class AttentionVariant {
   kCoop,       // prefill over an f16 cache on the cooperative-matrix units (codegen/attention_coop.h)
