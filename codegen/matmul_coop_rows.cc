@@ -67,6 +67,9 @@ uint w_row(uint g, uint j, uint h) { return min(col0 + cc * F * 16u + 16u * j + 
 uint x_row(uint i, uint q) { return FRAG_ROWS * i + 2u * t4 + (q & 1u) + 8u * (q >> 1); }
 
 // Loads the round at kb into registers, as read (past K: the first round again, never decoded).
+// Where a weight format pairs 32-value sub-blocks in the same words (RUN_PAIRS), an odd run's
+// slices are the even run's words, loaded once (kb is a multiple of 64 wherever a round has two
+// runs or more).
 void fetch(uint kb) {
   uint at = kb < K ? kb : 0u;
   [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
@@ -78,7 +81,8 @@ void fetch(uint kb) {
 #endif
     [[unroll]] for (uint g = 0u; g < G; ++g)
       [[unroll]] for (uint j = 0u; j < F; ++j)
-        [[unroll]] for (uint h = 0u; h < 2u; ++h) wv[g][j][h][r] = w_slice_load(w_row(g, j, h), slice_k(at + 32u * r + 8u * t4));
+        [[unroll]] for (uint h = 0u; h < 2u; ++h)
+          wv[g][j][h][r] = RUN_PAIRS == 1 && (r & 1u) == 1u ? wv[g][j][h][r - 1u] : w_slice_load(w_row(g, j, h), slice_k(at + 32u * r + 8u * t4));
   }
 }
 
@@ -174,7 +178,8 @@ absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
   Kernel k;
   k.variant = absl::StrCat("coop_rows.", graph::Name(s.w_dtype), ".sg", t.subgroups, ".ks", t.ksplit, ".f", t.frags,
                            ".k", t.bk, t.prefetch ? ".pf" : "", t.x_frags > 1 ? absl::StrCat(".x", t.x_frags) : "",
-                           t.x8 ? ".x8" : "", t.x_direct ? ".xd" : "", t.w_direct ? ".wd" : "", s.variant_suffix);
+                           t.x8 ? ".x8" : "", t.x_direct ? ".xd" : "", t.w_direct ? ".wd" : "", t.run_pairs && SliceWordsPairSubBlocks(s.w_dtype) ? ".rp" : "",
+                           s.variant_suffix);
   k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * t.subgroups)), s.io_glsl, s.tile_x_glsl,
                         WeightSlices(3, s.w_dtype, s.k, /*halves=*/true), CoopStagingGlsl(), "\n",
                         Fill(R"(
@@ -183,6 +188,7 @@ absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
 #define X_DIRECT {{X_DIRECT}}
 #define X8 {{X8}}
 #define W_DIRECT {{W_DIRECT}}
+#define RUN_PAIRS {{RUN_PAIRS}}
 // The products transposed (weight rows × x): results stored as rows of x.
 #define TRANSPOSED (X8 == 1 || W_DIRECT == 1)
 const uint SUBGROUPS = {{SUBGROUPS}}u, KSPLIT = {{KSPLIT}}u, F = {{F}}u, BK = {{BK}}u;
@@ -468,6 +474,7 @@ void main() {
                               {"X8", t.x8 ? "1" : "0"},
                               {"W_DIRECT", t.w_direct ? "1" : "0"},
                               {"DIRECT", t.w_direct ? kDirectGlsl : ""},
+                              {"RUN_PAIRS", t.run_pairs && SliceWordsPairSubBlocks(s.w_dtype) ? "1" : "0"},
                               {"SUBGROUPS", absl::StrCat(t.subgroups)},
                               {"KSPLIT", absl::StrCat(t.ksplit)},
                               {"F", absl::StrCat(t.frags)},

@@ -1045,6 +1045,8 @@ f16vec2 quant_pair(uint q, uint pair, uint mask) { return unpackFloat2x16(((q >>
 
 }  // namespace
 
+bool SliceWordsPairSubBlocks(graph::DType dtype) { return dtype == graph::DType::kQ4_K || dtype == graph::DType::kQ5_K; }
+
 std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k, bool halves) {
   const std::string row_bytes = RowConstants("SLICE_", dtype, k);
   const std::string words = WeightRowsBuffer(binding, "w", dtype, k);

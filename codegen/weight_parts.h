@@ -117,4 +117,9 @@ namespace doppler::codegen {
 // f16 pairs (two values an instruction); other formats through their floats. Their kernels'
 // headers enable 16-bit arithmetic.
 std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k, bool halves = false);
+
+// Whether a slice of an odd 32-value sub-block is made of the same words as the slice at the same
+// place of the sub-block before it (its quants the other nibbles of the same bytes: Q4_K, Q5_K),
+// so that a kernel taking both loads them once.
+bool SliceWordsPairSubBlocks(graph::DType dtype);
 }  // namespace doppler::codegen

@@ -777,6 +777,8 @@ const char* const kCoopRowsTunes[] = {
     "coop_rows.from=2,coop_rows.subgroups=4,coop_rows.ksplit=1",        // four column groups, K whole
     "coop_rows.from=2,coop_rows.bk=16",                                 // slices of 16
     "coop_rows.from=2,coop_rows.bk=64",                                 // slices of 64
+    "coop_rows.from=2,coop_rows.bk=64,coop_rows.run_pairs=1",           // an odd run's words the even run's
+    "coop_rows.from=2,coop_rows.run_pairs=0",                           // every run's words loaded
     "coop_rows.from=2,coop_rows.frags=2,coop_rows.prefetch=0",          // 32 columns a subgroup
     "coop_rows.from=2,coop_rows.w_direct=0",                            // weights staged
     "coop_rows.from=2,coop_rows.w_direct=0,coop_rows.x_direct=0",       // x staged at 16 and 32 rows too
@@ -811,6 +813,7 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
     EXPECT_EQ(got->ksplit, c.subgroups) << c.k << "x" << c.n;
     EXPECT_EQ(got->frags, c.frags) << c.k << "x" << c.n;
     EXPECT_EQ(got->bk, 64);  // 16 x 8 fragments decoded in place
+    EXPECT_EQ(got->run_pairs, 1);  // an odd run's words the even run's
     EXPECT_EQ(got->prefetch, 1);
     EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*got, c.gates), 49152);
   }
@@ -828,6 +831,17 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
   EXPECT_EQ(four->x_frags, 4);
   EXPECT_EQ(four->w_direct, 1);
   EXPECT_EQ(four->bk, 64);
+  EXPECT_EQ(four->run_pairs, 0);  // measured slower at 64 rows
+  {
+    ScopedTune scoped("coop_rows.run_pairs=1");
+    absl::StatusOr<CoopRowsConfig> paired = ChooseCoopRows(codegen::H100LikeCaps(), 64, 14336, 4096, 1);
+    ASSERT_TRUE(paired.ok()) << paired.status();
+    EXPECT_EQ(paired->run_pairs, 1);
+    // Rounds of one run (slices of 32) have no odd run.
+    absl::StatusOr<CoopRowsConfig> one_run = ChooseCoopRows(codegen::H100LikeCaps(), 16, 4096, 4096, 1);
+    EXPECT_FALSE(one_run.ok());
+    EXPECT_NE(one_run.status().message().find("coop_rows.run_pairs=1"), std::string::npos) << one_run.status();
+  }
   absl::StatusOr<CoopRowsConfig> two_long = ChooseCoopRows(codegen::H100LikeCaps(), 32, 14336, 4096, 1);
   ASSERT_TRUE(two_long.ok()) << two_long.status();
   EXPECT_EQ(two_long->frags, 2);

@@ -75,7 +75,8 @@ struct Text {
                  {"x_frags", c.x_frags},
                  {"x_direct", c.x_direct},
                  {"x8", c.x8},
-                 {"w_direct", c.w_direct}});
+                 {"w_direct", c.w_direct},
+                 {"run_pairs", c.run_pairs}});
   }
   std::string operator()(const ExpertGemvConfig& c) const { return Join({{"cols", c.cols}}); }
   // The fields of the variant chosen.

@@ -68,7 +68,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   };
   Key keys[] = {{"subgroups", {1, 2, 4, 8}, {}}, {"ksplit", {1, 2, 4, 8}, {}}, {"frags", {1, 2, 4}, {}},
                 {"bk", {16, 32, 64}, {}}, {"prefetch", {0, 1}, {}}, {"x_direct", {0, 1}, {}}, {"x8", {0, 1}, {}},
-                {"w_direct", {0, 1}, {}}};
+                {"w_direct", {0, 1}, {}}, {"run_pairs", {0, 1}, {}}};
   std::vector<std::string> set;
   for (Key& key : keys) {
     absl::StatusOr<std::optional<int64_t>> v = OverrideOneOf("coop_rows", key.name, key.values);
@@ -79,7 +79,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   }
   const std::optional<int64_t> subgroups = keys[0].value, ksplit = keys[1].value, frags = keys[2].value, bk = keys[3].value,
                                  prefetch = keys[4].value, x_direct = keys[5].value, x8 = keys[6].value,
-                                 w_direct = keys[7].value;
+                                 w_direct = keys[7].value, run_pairs = keys[8].value;
 
   CoopRowsConfig c;
   c.x_frags = CeilDiv(m, 16);
@@ -165,6 +165,16 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
     eight.subgroups = eight.ksplit = 8;
     if (Unfit(eight, gates, caps).empty()) c = eight;
   }
+  // An odd run's weight words taken from the even run's, for 16 x 8 fragments of x decoded in place:
+  // a step of 8 rows of Llama-3.1-8B took 5.63 ms against 6.08 (its gated product 2,125 µs against
+  // 2,447, registers 127 → 94), where four fragments of x (33 to 64 rows) lost: a step of 64 rows
+  // took 15.37 ms against 15.08 (the o and Q4_K down products 3,504 µs against 3,223, registers 186
+  // → 168) (bench/RESULTS.md, "fifteenth session").
+  if (run_pairs.value_or(0) == 1 && !(c.w_direct && c.bk >= 64)) {
+    return absl::InvalidArgumentError("DOPPLER_TUNE: coop_rows.run_pairs=1 needs the weights decoded into fragments "
+                                      "(coop_rows.w_direct) in rounds of two runs (coop_rows.bk=64)");
+  }
+  c.run_pairs = run_pairs.value_or(c.w_direct && c.bk >= 64 && c.x8 ? 1 : 0);
   // (A region without x's rows may leave no room for the result fragments: x staged then.)
   if (!x_direct && c.x_direct && !Unfit(c, gates, caps).empty()) c.x_direct = 0;
   if (const std::string unfit = Unfit(c, gates, caps); !unfit.empty()) {

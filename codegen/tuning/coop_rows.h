@@ -43,6 +43,11 @@ struct CoopRowsConfig {
   // of 8. ChooseCoopRows says where; x8 then says whether x's fragments are 16 × 8 or 16 × 16, and
   // x_direct is 0.
   int64_t w_direct = 0;
+  // With w_direct and rounds of two runs or more (bk 64), where the weight format pairs 32-value
+  // sub-blocks in the same words (codegen/weight_parts.h: SliceWordsPairSubBlocks), an odd run's
+  // slices taken from the even run's words, loaded once (1), or loaded again (0). ChooseCoopRows
+  // says where.
+  int64_t run_pairs = 0;
 };
 
 // Columns of y a workgroup computes.
@@ -56,7 +61,7 @@ int64_t CoopRowsSharedBytes(const CoopRowsConfig& config, int64_t gates);
 
 // The config for y[m, n] = x[m, k] · wᵀ (m <= kCoopRowsMaxRows) on `caps`, with DOPPLER_TUNE's
 // values (coop_rows.subgroups, coop_rows.ksplit, coop_rows.frags, coop_rows.bk, coop_rows.prefetch,
-// coop_rows.x_direct, coop_rows.x8, coop_rows.w_direct) in place of the choice's: values above, whose staging divides
+// coop_rows.x_direct, coop_rows.x8, coop_rows.w_direct, coop_rows.run_pairs) in place of the choice's: values above, whose staging divides
 // among a subgroup's lanes and whose shared memory fits the device. `x_whole`: x's buffer holds the m rows
 // from its start (not a last row read from a longer x), so that x may be read in fragments where
 // m (or 8 with x8) and k are multiples of 16.
