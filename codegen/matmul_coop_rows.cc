@@ -82,7 +82,8 @@ void fetch(uint kb) {
     [[unroll]] for (uint g = 0u; g < G; ++g)
       [[unroll]] for (uint j = 0u; j < F; ++j)
         [[unroll]] for (uint h = 0u; h < 2u; ++h)
-          wv[g][j][h][r] = RUN_PAIRS == 1 && (r & 1u) == 1u ? wv[g][j][h][r - 1u] : w_slice_load(w_row(g, j, h), slice_k(at + 32u * r + 8u * t4));
+          wv[g][j][h][r] = RUN_PAIRS == 1 && (r & 1u) == 1u ? wv[g][j][h][r - 1u]
+                                                            : w_slice_load(w_row(g, j, h), slice_k(at + 32u * r + 8u * t4));
   }
 }
 
@@ -176,9 +177,10 @@ absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
   }
   const tuning::CoopRowsConfig& t = *config;
   Kernel k;
+  const bool run_pairs = t.run_pairs && SliceWordsPairSubBlocks(s.w_dtype);
   k.variant = absl::StrCat("coop_rows.", graph::Name(s.w_dtype), ".sg", t.subgroups, ".ks", t.ksplit, ".f", t.frags,
                            ".k", t.bk, t.prefetch ? ".pf" : "", t.x_frags > 1 ? absl::StrCat(".x", t.x_frags) : "",
-                           t.x8 ? ".x8" : "", t.x_direct ? ".xd" : "", t.w_direct ? ".wd" : "", t.run_pairs && SliceWordsPairSubBlocks(s.w_dtype) ? ".rp" : "",
+                           t.x8 ? ".x8" : "", t.x_direct ? ".xd" : "", t.w_direct ? ".wd" : "", run_pairs ? ".rp" : "",
                            s.variant_suffix);
   k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * t.subgroups)), s.io_glsl, s.tile_x_glsl,
                         WeightSlices(3, s.w_dtype, s.k, /*halves=*/true), CoopStagingGlsl(), "\n",
@@ -474,7 +476,7 @@ void main() {
                               {"X8", t.x8 ? "1" : "0"},
                               {"W_DIRECT", t.w_direct ? "1" : "0"},
                               {"DIRECT", t.w_direct ? kDirectGlsl : ""},
-                              {"RUN_PAIRS", t.run_pairs && SliceWordsPairSubBlocks(s.w_dtype) ? "1" : "0"},
+                              {"RUN_PAIRS", run_pairs ? "1" : "0"},
                               {"SUBGROUPS", absl::StrCat(t.subgroups)},
                               {"KSPLIT", absl::StrCat(t.ksplit)},
                               {"F", absl::StrCat(t.frags)},

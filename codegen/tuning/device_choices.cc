@@ -28,7 +28,7 @@ absl::StatusOr<std::string> DescribeDeviceChoices(const TargetCaps& caps) {
   const int64_t normed_to = *normed_max ? kCoopRowsMaxRows : kCoopRowsEveryProductRows;
   const DeviceChoice prefill = ChooseCoopFrom(caps, false), batched = ChooseCoopFrom(caps, true);
   const DeviceChoice attention = ChooseAttentionCoopFrom(caps), keys = ChooseAttentionKeysFrom(caps, true),
-                     keys_unquadded = ChooseAttentionKeysFrom(caps, false);
+                     keys_as_floats = ChooseAttentionKeysFrom(caps, false);
   return absl::StrCat("device class ", DeviceClassName(caps.device_class), "\n",
                       "  matmul cooperative-matrix tiles: ", Rows(prefill.value, kNever, "rows"), " (", prefill.reason, ")\n",
                       "  matmul cooperative-matrix tiles in batched decode: ", Rows(batched.value, kNever, "rows"), " (",
@@ -39,9 +39,9 @@ absl::StatusOr<std::string> DescribeDeviceChoices(const TargetCaps& caps) {
                       Rows(keys.value, kNever,
                            absl::StrCat("workgroups (kv heads x rows) of ", kKeysMinGroup, " to ", kKeysMaxGroup,
                                         " query heads a kv head")),
-                      keys_unquadded.value == keys.value || keys_unquadded.value == kNever
+                      keys_as_floats.value == keys.value || keys_as_floats.value == kNever
                           ? ""
-                          : absl::StrCat(", from ", keys_unquadded.value, " where a lane's dimensions are not a quad"),
+                          : absl::StrCat(", from ", keys_as_floats.value, " where a lane's dimensions are not a quad"),
                       " (", keys.reason, ")\n",
                       "  coop_rows in batched decode: ", Rows(coop_rows->value, kCoopRowsMaxRows + 1, "rows"),
                       coop_rows->value > kCoopRowsMaxRows ? ""
