@@ -67,9 +67,9 @@ uint w_row(uint g, uint j, uint h) { return min(col0 + cc * F * 16u + 16u * j + 
 uint x_row(uint i, uint q) { return FRAG_ROWS * i + 2u * t4 + (q & 1u) + 8u * (q >> 1); }
 
 // Loads the round at kb into registers, as read (past K: the first round again, never decoded).
-// Where a weight format pairs 32-value sub-blocks in the same words (RUN_PAIRS), an odd run's
-// slices are the even run's words, loaded once (kb is a multiple of 64 wherever a round has two
-// runs or more).
+// Where a weight format pairs 32-value sub-blocks in shared words (RUN_PAIRS), an odd run's slices
+// take the even run's (w_slice_pair), loading only the words they do not share (kb is a multiple
+// of 64 wherever a round has two runs or more).
 void fetch(uint kb) {
   uint at = kb < K ? kb : 0u;
   [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
@@ -81,9 +81,14 @@ void fetch(uint kb) {
 #endif
     [[unroll]] for (uint g = 0u; g < G; ++g)
       [[unroll]] for (uint j = 0u; j < F; ++j)
-        [[unroll]] for (uint h = 0u; h < 2u; ++h)
-          wv[g][j][h][r] = RUN_PAIRS == 1 && (r & 1u) == 1u ? wv[g][j][h][r - 1u]
-                                                            : w_slice_load(w_row(g, j, h), slice_k(at + 32u * r + 8u * t4));
+        [[unroll]] for (uint h = 0u; h < 2u; ++h) {
+          uint row = w_row(g, j, h), k = slice_k(at + 32u * r + 8u * t4);
+#if RUN_PAIRS
+          wv[g][j][h][r] = (r & 1u) == 1u ? w_slice_pair(wv[g][j][h][r - 1u], row, k) : w_slice_load(row, k);
+#else
+          wv[g][j][h][r] = w_slice_load(row, k);
+#endif
+        }
   }
 }
 

@@ -1045,13 +1045,17 @@ f16vec2 quant_pair(uint q, uint pair, uint mask) { return unpackFloat2x16(((q >>
 
 }  // namespace
 
-bool SliceWordsPairSubBlocks(graph::DType dtype) { return dtype == graph::DType::kQ4_K || dtype == graph::DType::kQ5_K; }
+bool SliceWordsPairSubBlocks(graph::DType dtype) {
+  return dtype == graph::DType::kQ4_K || dtype == graph::DType::kQ5_K || dtype == graph::DType::kQ6_K;
+}
 
 std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k, bool halves) {
   const std::string row_bytes = RowConstants("SLICE_", dtype, k);
   const std::string words = WeightRowsBuffer(binding, "w", dtype, k);
   std::string parts;
   std::string halves_glsl = kSliceHalvesOfFloats;  // the format's own decoding into f16 pairs, where it has one
+  // Where SliceWordsPairSubBlocks: the slice 32 values on from an even sub-block's, from its words.
+  std::string pair_glsl;
   switch (dtype) {
     case graph::DType::kQ8_0:
       parts = absl::StrCat(words, row_bytes, Fill(R"(
@@ -1143,6 +1147,9 @@ uvec4 w_slice_halves(WSlice s, uint row, uint k) {
                {// Q5_K: the fifth bits (bit j of each qh byte) moved to bit 4 of the quants' bytes.
                 {"QH_PAIR", five ? "    q = (q & 0x0F0F0F0Fu) | (((s.h[p >> 1] >> j) & 0x01010101u) << 4);\n" : ""},
                 {"MASK", five ? "0x001F001Fu" : "0x000F000Fu"}});
+      // The odd sub-block's quants are the other nibbles of the same bytes (Q5_K's fifth bits
+      // another bit of the same qh bytes), under the same header.
+      pair_glsl = "WSlice w_slice_pair(WSlice even, uint row, uint k) { return even; }\n";
       break;
     }
     case graph::DType::kQ6_K:
@@ -1178,6 +1185,18 @@ uvec4 w_slice_halves(WSlice s, uint row, uint k) {
     h[p] = packFloat2x16((quant_pair(q, p & 1u, 0x003F003Fu) - f16vec2(1056.0)) * d);  // q − 32
   }
   return h;
+}
+)";
+      // The odd sub-block's low bits are the next 32 bytes of ql; its d, its scale (bytes r / 16 of
+      // a 64-aligned pair of sub-blocks lie in one word: the scales are 16-byte vectors) and its
+      // high bits (other bits of the same qh bytes) are the even one's.
+      pair_glsl = R"(
+WSlice w_slice_pair(WSlice even, uint row, uint k) {
+  uint base = row * SLICE_ROW_BYTES, b = k >> 8, r = k & 255u, kq = (r >> 5) & 3u;
+  uint lo_at = (base + b * 192u + 64u * (r >> 7) + 32u * (kq & 1u) + (r & 31u)) >> 2;
+  WSlice s = even;
+  s.ql = uint[2](w_word(lo_at), w_word(lo_at + 1u));
+  return s;
 }
 )";
       break;
@@ -1280,7 +1299,7 @@ WSlice w_slice_load(uint row, uint k) {
 void w_slice_decode(WSlice s, uint row, uint k, out float v[8]) { v = s.v; }
 )");
   }
-  return halves ? absl::StrCat(kSliceFields, kQuantPairs, parts, kSliceOfParts, halves_glsl)
+  return halves ? absl::StrCat(kSliceFields, kQuantPairs, parts, kSliceOfParts, halves_glsl, pair_glsl)
                 : absl::StrCat(kSliceFields, parts, kSliceOfParts);
 }
 }  // namespace doppler::codegen

@@ -118,8 +118,11 @@ namespace doppler::codegen {
 // headers enable 16-bit arithmetic.
 std::string WeightSlices(uint32_t binding, graph::DType dtype, int64_t k, bool halves = false);
 
-// Whether a slice of an odd 32-value sub-block is made of the same words as the slice at the same
-// place of the sub-block before it (its quants the other nibbles of the same bytes: Q4_K, Q5_K),
-// so that a kernel taking both loads them once.
+// Whether a slice of an odd 32-value sub-block shares words with the slice at the same place of
+// the sub-block before it (Q4_K and Q5_K all of them: its quants are the other nibbles of the same
+// bytes; Q6_K its d, scale and high bits), so that a kernel taking both loads those once: for
+// these formats WeightSlices with `halves` also gives `WSlice w_slice_pair(WSlice even, uint row,
+// uint k)`, the slice at k (an odd sub-block's) from the even one's, loading only the words it does
+// not share.
 bool SliceWordsPairSubBlocks(graph::DType dtype);
 }  // namespace doppler::codegen
