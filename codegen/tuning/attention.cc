@@ -111,7 +111,10 @@ absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const At
     return KeysAttentionSharedBytes(subgroups * a.min_sg, a.min_sg, a.key_lanes, group, head_dim);
   };
   while (keys_nsg > 1 && keys_shared(keys_nsg) > caps.max_shared_memory) keys_nsg /= 2;
-  const int64_t keys_from = ChooseAttentionKeysFrom(caps, head_dim % (4 * a.min_sg) == 0).value;
+  // A lane's dimensions of a head: consecutive ones, read as vectors of four, where the head
+  // splits into quads a lane (the subgroups and keys variants; CONSEC).
+  const bool quads = head_dim % (4 * a.min_sg) == 0;
+  const int64_t keys_from = ChooseAttentionKeysFrom(caps, quads).value;
   const bool keys = subgroup_decode && keys_from != kNever && !p.one_sequence && group <= kKeysMaxGroup &&
                     a.key_lanes >= 2 && head_dim % (4 * a.key_lanes) == 0 &&
                     keys_shared(keys_nsg) <= caps.max_shared_memory &&
@@ -121,9 +124,7 @@ absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const At
   if (keys) a.nsg = keys_nsg;
   const int64_t dims_per_lane = (head_dim + a.min_sg - 1) / a.min_sg;
   a.kpi = std::max<int64_t>(1, std::min<int64_t>(4, 8 / dims_per_lane));
-  // A lane's dimensions of a head: consecutive ones, read as vectors of four, where the head
-  // splits into quads a lane.
-  a.consec = (subgroups || keys) && head_dim % (4 * a.min_sg) == 0;
+  a.consec = (subgroups || keys) && quads;
   // The keys variant's next pass's key loaded during the current one, as stored, where its values
   // are held as stored too (CONSEC): Llama-3.1-8B's batched attention 920 → 700 µs a step at 32
   // rows; for heads of 64 (held as floats) Llama-3.2-1B's lost at 64 rows, 760 → 1,250
