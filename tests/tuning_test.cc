@@ -598,6 +598,7 @@ const char* const kCoopTunes[] = {
     "coop.bm=128,coop.sm=64,coop.bk=32",              // the choice for large gated products
     "coop.bm=128,coop.sm=64,coop.bk=32,coop.prefetch=0",  // ... for large normalised ones
     "coop.bm=64,coop.bn=128,coop.sn=64",              // short tiles split over columns only (a batch)
+    "coop.bn=128,coop.sn=16",                         // the choice for gated products of 64 rows, large grids
     "coop.sm=16,coop.sn=64",                          // 16 x 64 a subgroup
     "coop.prefetch=0",                                // no slice read ahead
 };
@@ -615,11 +616,13 @@ TEST(Tuning, CoopFollowsTheGridAndTheSharedMemory) {
     int64_t m, n, gates;
     bool norm;
     uint32_t shared;
-    int64_t bm, bk, sm, sn, prefetch;
+    int64_t bm, bk, sm, sn, prefetch, bn = 64;
   };
   for (const Case& c : {
            Case{512, 16384, 2, true, 49152, 128, 32, 64, 32, 1},   // gated, 1,024 tall tiles: 64 x 32 blocks, slices of 32
-           Case{64, 16384, 2, true, 49152, 64, 64, 32, 16, 1},  // gated, 64 rows: short tiles, 32 x 16 blocks
+           Case{64, 16384, 2, true, 49152, 64, 64, 32, 16, 1, 128},  // gated, 64 rows, 256 tiles of 64 columns: 128
+           Case{64, 8192, 2, true, 49152, 64, 64, 32, 16, 1},    // ... 128 of them: short tiles, 32 x 16 blocks
+           Case{64, 16384, 2, true, 24576, 64, 32, 32, 16, 1},   // ... 24 KiB: wide tiles do not fit
            Case{512, 4096, 1, true, 49152, 128, 32, 64, 32, 0},    // normalised, 256 tall tiles: no read-ahead
            Case{512, 2048, 1, true, 49152, 128, 64, 32, 32, 1},    // normalised, 128 tall tiles
            Case{512, 2048, 1, true, 24576, 128, 32, 32, 32, 1},    // ... slices of 64 do not fit in 24 KiB
@@ -635,6 +638,7 @@ TEST(Tuning, CoopFollowsTheGridAndTheSharedMemory) {
     ASSERT_TRUE(got.ok()) << got.status();
     const std::string what = absl::StrCat(c.m, "x", c.n, " gates ", c.gates, " norm ", c.norm, " shared ", c.shared);
     EXPECT_EQ(got->bm, c.bm) << what;
+    EXPECT_EQ(got->bn, c.bn) << what;
     EXPECT_EQ(got->bk, c.bk) << what;
     EXPECT_EQ(got->sm, c.sm) << what;
     EXPECT_EQ(got->sn, c.sn) << what;

@@ -16,9 +16,10 @@
 namespace doppler::codegen::tuning {
 namespace {
 
-// Tiles of 128 rows where the grid has at least this many of them (about one per multiprocessor of
-// a large GPU), else 64, so that narrow matrices (a value projection, 512 columns) still fill it
-// (bench/RESULTS.md, "The cooperative-matrix matmul": Llama-3.2-1B's v projection 85 → 71 µs).
+// About one tile a multiprocessor of a large GPU (the H100's and H200's 132). Tiles of 128 rows where
+// the grid has at least this many of them, else 64, so that narrow matrices (a value projection,
+// 512 columns) still fill it (bench/RESULTS.md, "The cooperative-matrix matmul": Llama-3.2-1B's v
+// projection 85 → 71 µs); the gated products of 64 rows' wide tiles past it (ChooseCoop).
 constexpr int64_t kMinTallTiles = 128;
 
 int64_t StagedBytes(const CoopConfig& c, int64_t gates) { return 2 * (c.bm + gates * c.bn) * (c.bk + 8); }
@@ -71,7 +72,7 @@ absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t
   // The measurements behind the rules below: bench/RESULTS.md, "issue 29, item 4: tile shapes of
   // the cooperative-matrix matmul" (Llama-3.1-8B and Llama-3.2-1B, 512-token prefill, µs a
   // dispatch, on the H200).
-  bool bk_chosen = false, sn_chosen = false;
+  bool bk_chosen = false, bn_chosen = false, sn_chosen = false;
   if (gates == 1 && !norm && m > 128 && int64_t{CeilDiv(n, c.bn)} * CeilDiv(m, 256) >= kMinTallTiles) {
     // Plain products on a grid large even in 256-row tiles: each weight decoded half as often, each
     // fragment of weights feeding four products, and no read-ahead, so that two workgroups share
@@ -100,6 +101,13 @@ absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t
     // head 1,391 → 1,318, q+k+v 1,158 / 627 → 1,074 / 534; bench/RESULTS.md, "eleventh session").
     // Plain products at these rows, measured nowhere with them, keep 32 x 32.
     c.sn = 16;
+    // Gated ones on tiles of 128 columns (sixteen subgroups) where the 64-column grid is more than
+    // kMinTallTiles: a multiprocessor holds one such workgroup either way, so a grid past one tile a
+    // multiprocessor runs in two waves, the second part empty, where the wider tiles (1.65 times
+    // the time for twice the columns) take one (at 64 rows, µs a step: Llama-3.1-8B's gate+up, 224
+    // tiles, 5,480 → 4,529; Qwen2.5-1.5B's, 140, 1,942 → 1,590; Llama-3.2-1B's, 128, 757 → 1,178;
+    // bench/RESULTS.md, "sixteenth session").
+    if (gates == 2 && CeilDiv(n, c.bn) > kMinTallTiles) c.bn = 128;
   }
 
   struct Key {
@@ -116,6 +124,7 @@ absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t
     if (!*v) continue;
     *k.field = **v;
     bk_chosen |= k.field == &c.bk;
+    bn_chosen |= k.field == &c.bn;
     sn_chosen |= k.field == &c.sn;
     set.push_back(absl::StrCat("coop.", k.name, "=", **v));
   }
@@ -128,6 +137,11 @@ absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t
     if (!Unfit(c, gates, caps).empty()) c.bk = 32;
   };
   choose_bk();
+  // Wide tiles only where they fit (the device's invocations and shared memory).
+  if (!bn_chosen && c.bn == 128 && !Unfit(c, gates, caps).empty()) {
+    c.bn = 64;
+    choose_bk();
+  }
   // 32 x 16 blocks only where the tile (a chosen one too) divides among their subgroups.
   if (!sn_chosen && c.sn == 16 && !Unfit(c, gates, caps).empty()) {
     c.sn = 32;
