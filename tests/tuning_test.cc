@@ -846,10 +846,15 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
     EXPECT_FALSE(one_run.ok());
     EXPECT_NE(one_run.status().message().find("coop_rows.run_pairs=1"), std::string::npos) << one_run.status();
   }
+  // ... but one where two would leave fewer than two workgroups a multiprocessor (256 of one).
   absl::StatusOr<CoopRowsConfig> two_long = ChooseCoopRows(codegen::H100LikeCaps(), 32, 14336, 4096, 1);
   ASSERT_TRUE(two_long.ok()) << two_long.status();
-  EXPECT_EQ(two_long->frags, 2);
-  EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*two_long, 1), 49152);
+  EXPECT_EQ(two_long->frags, 1);
+  EXPECT_EQ(two_long->subgroups, 8);
+  absl::StatusOr<CoopRowsConfig> two_wide = ChooseCoopRows(codegen::H100LikeCaps(), 32, 4096, 4112, 1);
+  ASSERT_TRUE(two_wide.ok()) << two_wide.status();
+  EXPECT_EQ(two_wide->frags, 2);
+  EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*two_wide, 1), 49152);
   EXPECT_FALSE(ChooseCoopRows(codegen::H100LikeCaps(), 65, 4096, 4096, 1).ok());
 
   // Where the device's fragments do not keep the mma layout, the weights are staged, and x is read

@@ -94,8 +94,13 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   // columns then share: 13.8 against 14.4 ms at 32 rows (bench/RESULTS.md, "sixth session"). One
   // for four, whose accumulators two would double: at 64 rows the gated product took 10,476 µs a
   // step with two against 8,782 with one, the Q6_K down products 3,279 against 3,205
-  // (bench/RESULTS.md, "eleventh session").
-  c.frags = frags.value_or(c.x_frags == 2 ? 2 : 1);  // (1 where the shape would not fit)
+  // (bench/RESULTS.md, "eleventh session"). But one for two fragments of x where the grid of
+  // one-fragment workgroups is at most kSmallGrid, which two would leave at fewer than two a
+  // multiprocessor: at 32 rows of the 8B its Q6_K down products (128 workgroups of two, 256 of
+  // one) took 1,478 µs a step with two against 1,237 with one, its o and Q4_K down products 1,917
+  // against 1,883, where the gated product (896 of one) took 4,210 against 4,950 and the LM head
+  // 631 against 884 (bench/RESULTS.md, "sixteenth session").
+  c.frags = frags.value_or(c.x_frags == 2 && CeilDiv(n, 16) > kSmallGrid ? 2 : 1);  // (1 where the shape would not fit)
   // Every subgroup of a workgroup takes its own slices of K over the same columns (unless
   // chosen): each slice of x is staged once a workgroup and each weight value decoded by one
   // subgroup (a column split stages x once a column group). 4 subgroups, 8 for a long K or a grid
