@@ -599,6 +599,7 @@ const char* const kCoopTunes[] = {
     "coop.bm=128,coop.sm=64,coop.bk=32,coop.prefetch=0",  // ... for large normalised ones
     "coop.bm=64,coop.bn=128,coop.sn=64",              // short tiles split over columns only (a batch)
     "coop.bn=128,coop.sn=16",                         // the choice for gated products of 64 rows, large grids
+    "coop.bm=32",                                     // 32-row tiles (a batched step's 32 rows, by coop_rows.norm_upto)
     "coop.sm=16,coop.sn=64",                          // 16 x 64 a subgroup
     "coop.prefetch=0",                                // no slice read ahead
 };

@@ -116,7 +116,7 @@ absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t
     std::initializer_list<int64_t> values;
   };
   std::vector<std::string> set;
-  for (const Key& k : {Key{"bm", &c.bm, {64, 128, 256}}, Key{"bn", &c.bn, {64, 128}}, Key{"bk", &c.bk, {32, 64}},
+  for (const Key& k : {Key{"bm", &c.bm, {32, 64, 128, 256}}, Key{"bn", &c.bn, {64, 128}}, Key{"bk", &c.bk, {32, 64}},
                        Key{"sm", &c.sm, {16, 32, 64}}, Key{"sn", &c.sn, {16, 32, 64}},
                        Key{"prefetch", &c.prefetch, {0, 1}}}) {
     absl::StatusOr<std::optional<int64_t>> v = OverrideOneOf("coop", k.name, k.values);

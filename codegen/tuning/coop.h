@@ -20,7 +20,7 @@ inline constexpr int64_t kCoopMinRows = 64;
 inline constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
 struct CoopConfig {
-  int64_t bm = 128;     // tile rows: 64, 128 or 256
+  int64_t bm = 128;     // tile rows: 32 (DOPPLER_TUNE only), 64, 128 or 256
   int64_t bn = 64;      // tile columns: 64 or 128
   int64_t bk = 64;      // K values staged a round: 32 or 64
   int64_t sm = 32;      // rows of the tile one subgroup multiplies: 16, 32 or 64
