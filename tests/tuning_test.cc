@@ -847,7 +847,7 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
     EXPECT_FALSE(one_run.ok());
     EXPECT_NE(one_run.status().message().find("coop_rows.run_pairs=1"), std::string::npos) << one_run.status();
   }
-  // ... but one where two would leave fewer than two workgroups a multiprocessor (256 of one).
+  // ... but one where two would leave fewer workgroups than multiprocessors (256 of one).
   absl::StatusOr<CoopRowsConfig> two_long = ChooseCoopRows(codegen::H100LikeCaps(), 32, 14336, 4096, 1);
   ASSERT_TRUE(two_long.ok()) << two_long.status();
   EXPECT_EQ(two_long->frags, 1);

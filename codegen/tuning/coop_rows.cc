@@ -95,8 +95,8 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   // for four, whose accumulators two would double: at 64 rows the gated product took 10,476 µs a
   // step with two against 8,782 with one, the Q6_K down products 3,279 against 3,205
   // (bench/RESULTS.md, "eleventh session"). But one for two fragments of x where the grid of
-  // one-fragment workgroups is at most kSmallGrid, which two would leave at fewer than two a
-  // multiprocessor: at 32 rows of the 8B its Q6_K down products (128 workgroups of two, 256 of
+  // one-fragment workgroups is at most kSmallGrid, which two would leave fewer workgroups than the
+  // H200's 132 multiprocessors: at 32 rows of the 8B its Q6_K down products (128 workgroups of two, 256 of
   // one) took 1,478 µs a step with two against 1,237 with one, its o and Q4_K down products 1,917
   // against 1,883, where the gated product (896 of one) took 4,210 against 4,950 and the LM head
   // 631 against 884 (bench/RESULTS.md, "sixteenth session").
