@@ -195,6 +195,8 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
 
   absl::StatusOr<tuning::MatMulVariant> variant = tuning::ChooseMatMulVariant(
       c.caps, {.rows = s.m,
+               .n = s.n,
+               .gates = s.gates,
                .w_dtype = s.w_dtype,
                .x_q8 = s.x_q8,
                .row_per_sequence = c.g.paging().row_per_sequence,

@@ -599,7 +599,8 @@ const char* const kCoopTunes[] = {
     "coop.bm=128,coop.sm=64,coop.bk=32,coop.prefetch=0",  // ... for large normalised ones
     "coop.bm=64,coop.bn=128,coop.sn=64",              // short tiles split over columns only (a batch)
     "coop.bn=128,coop.sn=16",                         // the choice for gated products of 64 rows, large grids
-    "coop.bm=32",                                     // 32-row tiles (a batched step's 32 rows, by coop_rows.norm_upto)
+    "coop.bm=32,coop.sn=16",                          // the choice for gated products of 32 rows, large grids
+    "coop.bm=32",                                     // 32-row tiles, 32 x 32 a subgroup
     "coop.sm=16,coop.sn=64",                          // 16 x 64 a subgroup
     "coop.prefetch=0",                                // no slice read ahead
 };
@@ -624,6 +625,8 @@ TEST(Tuning, CoopFollowsTheGridAndTheSharedMemory) {
            Case{64, 16384, 2, true, 49152, 64, 64, 32, 16, 1, 128},  // gated, 64 rows, 256 tiles of 64 columns: 128
            Case{64, 8192, 2, true, 49152, 64, 64, 32, 16, 1},    // ... 128 of them: short tiles, 32 x 16 blocks
            Case{64, 16384, 2, true, 24576, 64, 32, 32, 16, 1},   // ... 24 KiB: wide tiles do not fit
+           Case{32, 16384, 2, true, 49152, 32, 64, 32, 16, 1},   // gated, 32 rows, 256 tiles: 32-row ones
+           Case{32, 8192, 2, true, 49152, 64, 64, 32, 16, 1},    // ... 128 of them: as at 64 rows
            Case{512, 4096, 1, true, 49152, 128, 32, 64, 32, 0},    // normalised, 256 tall tiles: no read-ahead
            Case{512, 2048, 1, true, 49152, 128, 64, 32, 32, 1},    // normalised, 128 tall tiles
            Case{512, 2048, 1, true, 24576, 128, 32, 32, 32, 1},    // ... slices of 64 do not fit in 24 KiB
@@ -947,26 +950,33 @@ TEST(Tuning, BatchedDecodeTakesCoopRowsWhereTheDeviceHasThem) {
     EXPECT_FALSE(CoopRowsTakeBatchedDecode(rows, lavapipe->value)) << rows;
   }
   EXPECT_FALSE(CoopRowsTakeBatchedDecode(65, nvidia->value));
-  // Above 32 rows only products without a norm prologue, whose weights are decoded into fragments.
-  for (const auto& [rows, norm, mma, takes] :
-       {std::tuple{32, true, true, true}, std::tuple{32, false, false, true}, std::tuple{33, false, true, true},
-        std::tuple{64, false, true, true}, std::tuple{33, true, true, false}, std::tuple{64, true, true, false},
-        std::tuple{64, false, false, false}}) {
+  // Above 32 rows only products without a norm prologue, whose weights are decoded into fragments;
+  // from 17 rows no gated product with a norm prologue whose 64-column tiles are more than 128.
+  for (const auto& [rows, n, gates, norm, mma, takes] :
+       {std::tuple{32, 4096, 1, true, true, true}, std::tuple{32, 4096, 1, false, false, true},
+        std::tuple{33, 4096, 1, false, true, true}, std::tuple{64, 4096, 1, false, true, true},
+        std::tuple{33, 4096, 1, true, true, false}, std::tuple{64, 4096, 1, true, true, false},
+        std::tuple{64, 4096, 1, false, false, false}, std::tuple{32, 14336, 2, true, true, false},
+        std::tuple{17, 8256, 2, true, true, false}, std::tuple{32, 8192, 2, true, true, true},
+        std::tuple{16, 14336, 2, true, true, true}, std::tuple{32, 14336, 1, true, true, true},
+        std::tuple{32, 14336, 2, false, true, true}}) {
     codegen::TargetCaps caps = codegen::H100LikeCaps();
     caps.coop_fragments_mma = mma;
-    absl::StatusOr<bool> got = codegen::tuning::CoopRowsTakesProduct(caps, rows, norm);
+    absl::StatusOr<bool> got = codegen::tuning::CoopRowsTakesProduct(caps, rows, n, gates, norm);
     ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ(*got, takes) << rows << " rows" << (norm ? ", a norm" : "") << (mma ? "" : ", staged");
+    EXPECT_EQ(*got, takes) << rows << " rows, " << n << " columns, " << gates << " gates" << (norm ? ", a norm" : "")
+                           << (mma ? "" : ", staged");
     absl::StatusOr<codegen::tuning::MatMulVariant> variant = codegen::tuning::ChooseMatMulVariant(
-        caps, {.rows = rows, .w_dtype = graph::DType::kQ4_K, .row_per_sequence = true, .norm = norm});
+        caps, {.rows = rows, .n = n, .gates = gates, .w_dtype = graph::DType::kQ4_K, .row_per_sequence = true, .norm = norm});
     ASSERT_TRUE(variant.ok()) << variant.status();
     EXPECT_EQ(*variant, takes ? codegen::tuning::MatMulVariant::kCoopRows : codegen::tuning::MatMulVariant::kCoop) << rows;
   }
   for (const auto& [tune, rows, takes] : {std::tuple{"coop_rows.norm_upto=64", 64, true},
                                           std::tuple{"coop_rows.norm_upto=16", 16, true},
-                                          std::tuple{"coop_rows.norm_upto=16", 32, false}}) {
+                                          std::tuple{"coop_rows.norm_upto=16", 32, false},
+                                          std::tuple{"coop_rows.norm_upto=32", 32, true}}) {
     ScopedTune scoped(tune);
-    absl::StatusOr<bool> got = codegen::tuning::CoopRowsTakesProduct(codegen::H100LikeCaps(), rows, true);
+    absl::StatusOr<bool> got = codegen::tuning::CoopRowsTakesProduct(codegen::H100LikeCaps(), rows, 14336, 2, true);
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(*got, takes) << tune << " " << rows;
   }
@@ -1128,7 +1138,8 @@ TEST(Tuning, DeviceChoicesFollowTheCapabilitiesAndSayWhereTheyWereMeasured) {
   EXPECT_EQ(described->rfind("device class nvidia\n", 0), 0u) << *described;
   EXPECT_NE(described->find("  matmul cooperative-matrix tiles: from 64 rows (measured on nvidia: "), std::string::npos)
       << *described;
-  EXPECT_NE(described->find("  coop_rows in batched decode: from 4 rows to 64, products with a norm prologue to 32 ("), std::string::npos) << *described;
+  EXPECT_NE(described->find("  coop_rows in batched decode: from 4 rows to 64, products with a norm prologue to 32 (gated ones to 16 where their 64-column "
+                              "tiles are more than 128) ("), std::string::npos) << *described;
   EXPECT_NE(described->find("  attention keys variant in batched decode: from 64 workgroups (kv heads x rows) of 4 to 8 "
                             "query heads a kv head, from 128 where a lane's dimensions are not a quad (measured on nvidia: "),
             std::string::npos)

@@ -16,12 +16,6 @@
 namespace doppler::codegen::tuning {
 namespace {
 
-// About one tile a multiprocessor of a large GPU (the H100's and H200's 132). Tiles of 128 rows where
-// the grid has at least this many of them, else 64, so that narrow matrices (a value projection,
-// 512 columns) still fill it (bench/RESULTS.md, "The cooperative-matrix matmul": Llama-3.2-1B's v
-// projection 85 → 71 µs); the gated products of 64 rows' wide tiles past it (ChooseCoop).
-constexpr int64_t kMinTallTiles = 128;
-
 int64_t StagedBytes(const CoopConfig& c, int64_t gates) { return 2 * (c.bm + gates * c.bn) * (c.bk + 8); }
 
 // Why `c` cannot be rendered for `gates` on `caps`, or "" where it can.
@@ -66,8 +60,10 @@ int64_t CoopSharedBytes(const CoopConfig& c, int64_t gates) { return StagedBytes
 absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t n, int64_t gates, bool norm) {
   CoopConfig c;
   const int64_t tall_tiles = int64_t{CeilDiv(n, c.bn)} * CeilDiv(m, 128);
-  // Rows: 128 unless the grid of 128-row tiles would be small (kMinTallTiles), or m fills no more
-  // than 64 of them (a batch of 64 rows: the rest of a tall tile would idle).
+  // Rows: 128 unless the grid of 128-row tiles would be small (kMinTallTiles), so that narrow
+  // matrices (a value projection, 512 columns) still fill the GPU (bench/RESULTS.md, "The
+  // cooperative-matrix matmul": Llama-3.2-1B's v projection 85 → 71 µs), or m fills no more than 64
+  // of them (a batch of 64 rows: the rest of a tall tile would idle).
   c.bm = m > 64 && tall_tiles >= kMinTallTiles ? 128 : 64;
   // The measurements behind the rules below: bench/RESULTS.md, "issue 29, item 4: tile shapes of
   // the cooperative-matrix matmul" (Llama-3.1-8B and Llama-3.2-1B, 512-token prefill, µs a
@@ -101,13 +97,24 @@ absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t
     // head 1,391 → 1,318, q+k+v 1,158 / 627 → 1,074 / 534; bench/RESULTS.md, "eleventh session").
     // Plain products at these rows, measured nowhere with them, keep 32 x 32.
     c.sn = 16;
-    // Gated ones on tiles of 128 columns (sixteen subgroups) where the 64-column grid is more than
-    // kMinTallTiles: a multiprocessor holds one such workgroup either way, so a grid past one tile a
-    // multiprocessor runs in two waves, the second part empty, where the wider tiles (1.65 times
-    // the time for twice the columns) take one (at 64 rows, µs a step: Llama-3.1-8B's gate+up, 224
-    // tiles, 5,480 → 4,529; Qwen2.5-1.5B's, 140, 1,942 → 1,590; Llama-3.2-1B's, 128, 757 → 1,178;
-    // bench/RESULTS.md, "sixteenth session").
-    if (gates == 2 && CeilDiv(n, c.bn) > kMinTallTiles) c.bn = 128;
+    // Gated ones where the 64-column grid is more than kMinTallTiles (GatedGridPastAWave): a
+    // multiprocessor holds one 64 x 64 workgroup of eight subgroups, so such a grid runs in two
+    // waves, the second part empty. Above 32 rows, tiles of 128 columns (sixteen subgroups; 1.65
+    // times the time for twice the columns) take one wave (at 64 rows, µs a step: Llama-3.1-8B's
+    // gate+up, 224 tiles, 5,480 → 4,529; Qwen2.5-1.5B's, 140, 1,942 → 1,590; Llama-3.2-1B's, 128,
+    // 757 → 1,178; bench/RESULTS.md, "sixteenth session"). At most 32 rows (the products coop_rows
+    // leaves to the tiles there: codegen/tuning/coop_rows.h), 32 x 64 tiles of four subgroups, each
+    // block all the rows, several workgroups a multiprocessor (at 32 rows, Llama-3.1-8B's gate+up
+    // 3,592, against 3,967 on 32 x 128 tiles of eight and 4,210 with coop_rows; bench/RESULTS.md,
+    // "seventeenth session").
+    if (gates == 2 && GatedGridPastAWave(n)) {
+      if (m > 32) {
+        c.bn = 128;
+      } else {
+        c.bm = 32;
+        c.sm = 32;
+      }
+    }
   }
 
   struct Key {

@@ -16,11 +16,20 @@ namespace doppler::codegen::tuning {
 // it made a 16-token Llama-3.1-8B prefill 116 -> 51 ms on the H100, but its logits 7.6e-4 off).
 inline constexpr int64_t kCoopMinRows = 64;
 
+// About one tile a multiprocessor of a large GPU (the H100's and H200's 132): the grids of tiles
+// the rules compare with it (ChooseCoop; CoopRowsTakesProduct, codegen/tuning/coop_rows.h).
+inline constexpr int64_t kMinTallTiles = 128;
+
+// Whether a gated product of n columns a gate makes more than kMinTallTiles tiles of 64 columns:
+// past one wave of them on such a GPU, where a batched decode step's gated product with a norm
+// prologue takes wider tiles (at 33 to 64 rows) or the tiles instead of coop_rows (at 17 to 32).
+inline bool GatedGridPastAWave(int64_t n) { return (n + 63) / 64 > kMinTallTiles; }
+
 // Rows never reached: a family that does not take the cooperative-matrix units.
 inline constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
 struct CoopConfig {
-  int64_t bm = 128;     // tile rows: 32 (DOPPLER_TUNE only), 64, 128 or 256
+  int64_t bm = 128;     // tile rows: 32, 64, 128 or 256
   int64_t bn = 64;      // tile columns: 64 or 128
   int64_t bk = 64;      // K values staged a round: 32 or 64
   int64_t sm = 32;      // rows of the tile one subgroup multiplies: 16, 32 or 64

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codegen/emitters.h"
+#include "codegen/tuning/coop.h"
 #include "codegen/tuning/tuning.h"
 
 namespace doppler::codegen::tuning {
@@ -218,7 +219,7 @@ absl::StatusOr<DeviceChoice> CoopRowsFrom(const TargetCaps& caps) {
                                      "units\"")};
 }
 
-absl::StatusOr<bool> CoopRowsTakesProduct(const TargetCaps& caps, int64_t rows, bool norm) {
+absl::StatusOr<bool> CoopRowsTakesProduct(const TargetCaps& caps, int64_t rows, int64_t n, int64_t gates, bool norm) {
   // At 64 rows of Llama-3.1-8B the variant took 4,574 µs a step for the o and Q4_K down products
   // and 3,178 for the Q6_K down ones, against the tiles' 6,169 and 5,233, but 8,782 for the gated
   // product with its norm (255 registers) against the tiles' 7,533, and 2,563 and 1,782 for the LM
@@ -228,7 +229,15 @@ absl::StatusOr<bool> CoopRowsTakesProduct(const TargetCaps& caps, int64_t rows, 
   if (!norm) return rows <= kCoopRowsEveryProductRows || caps.coop_fragments_mma;
   absl::StatusOr<std::optional<int64_t>> v = Override("coop_rows", "norm_upto");
   if (!v.ok()) return v.status();
-  return rows <= v->value_or(kCoopRowsEveryProductRows);
+  if (*v) return rows <= **v;
+  // At 32 rows the gated product with its norm (243 registers, two workgroups a multiprocessor)
+  // took 4,210 µs a step of Llama-3.1-8B, its 448 workgroups in 1.7 waves, against the 32-row
+  // tiles' 3,592; on grids within a wave it won (Llama-3.2-1B 614 against 741, Llama-3.2-3B 1,387
+  // against 1,891) or tied (Qwen2.5-1.5B, 140 tiles, 1,306 against 1,317), as every other product
+  // with a norm did (the 8B's q+k+v 795 + 393 against 1,004 + 493, LM head 628 against 982;
+  // bench/RESULTS.md, "seventeenth session").
+  if (gates == 2 && rows > 16 && GatedGridPastAWave(n)) return false;
+  return rows <= kCoopRowsEveryProductRows;
 }
 
 }  // namespace doppler::codegen::tuning

@@ -80,12 +80,14 @@ absl::StatusOr<DeviceChoice> CoopRowsFrom(const TargetCaps& caps);
 // (runtime/batch_engine.h: such buckets take the graph without x_quant) share.
 inline bool CoopRowsTakeBatchedDecode(int64_t rows, int64_t from) { return rows >= from && rows <= kCoopRowsMaxRows; }
 
-// Whether a product of such a step (`norm`: with a norm prologue) takes the variant: every product
-// up to kCoopRowsEveryProductRows; above, up to kCoopRowsMaxRows, only products without a norm
-// prologue whose weights are decoded into the fragments (TargetCaps::coop_fragments_mma), the tiles
-// taking the others. DOPPLER_TUNE's coop_rows.norm_upto replaces kCoopRowsEveryProductRows for
-// products with a norm prologue (above it, weights staged where the device's fragments do not
-// keep the mma layout).
-absl::StatusOr<bool> CoopRowsTakesProduct(const TargetCaps& caps, int64_t rows, bool norm);
+// Whether a product of such a step (`norm`: with a norm prologue; n columns a gate, `gates` 2 for a
+// gated weight) takes the variant: every product up to kCoopRowsEveryProductRows but the gated ones
+// with a norm prologue of more than 16 rows (two fragments of x) whose grid is past a wave
+// (GatedGridPastAWave, codegen/tuning/coop.h); above, up to kCoopRowsMaxRows, only products without
+// a norm prologue whose weights are decoded into the fragments (TargetCaps::coop_fragments_mma), the
+// tiles taking the others. DOPPLER_TUNE's coop_rows.norm_upto gives the rows up to which every
+// product with a norm prologue takes it (above, none; weights staged where the device's fragments
+// do not keep the mma layout).
+absl::StatusOr<bool> CoopRowsTakesProduct(const TargetCaps& caps, int64_t rows, int64_t n, int64_t gates, bool norm);
 
 }  // namespace doppler::codegen::tuning

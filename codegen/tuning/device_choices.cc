@@ -20,10 +20,12 @@ absl::StatusOr<std::string> DescribeDeviceChoices(const TargetCaps& caps) {
   absl::StatusOr<DeviceChoice> coop_rows = CoopRowsFrom(caps);
   if (!coop_rows.ok()) return coop_rows.status();
   // The rows up to which its plain and its normalised products take it, from the rule itself.
-  absl::StatusOr<bool> plain_max = CoopRowsTakesProduct(caps, kCoopRowsMaxRows, false),
-                       normed_max = CoopRowsTakesProduct(caps, kCoopRowsMaxRows, true);
+  absl::StatusOr<bool> plain_max = CoopRowsTakesProduct(caps, kCoopRowsMaxRows, 0, 1, false),
+                       normed_max = CoopRowsTakesProduct(caps, kCoopRowsMaxRows, 0, 1, true),
+                       wide_gated = CoopRowsTakesProduct(caps, kCoopRowsEveryProductRows, 64 * (kMinTallTiles + 1), 2, true);
   if (!plain_max.ok()) return plain_max.status();
   if (!normed_max.ok()) return normed_max.status();
+  if (!wide_gated.ok()) return wide_gated.status();
   const int64_t plain_to = *plain_max ? kCoopRowsMaxRows : kCoopRowsEveryProductRows;
   const int64_t normed_to = *normed_max ? kCoopRowsMaxRows : kCoopRowsEveryProductRows;
   const DeviceChoice prefill = ChooseCoopFrom(caps, false), batched = ChooseCoopFrom(caps, true);
@@ -46,7 +48,9 @@ absl::StatusOr<std::string> DescribeDeviceChoices(const TargetCaps& caps) {
                       "  coop_rows in batched decode: ", Rows(coop_rows->value, kCoopRowsMaxRows + 1, "rows"),
                       coop_rows->value > kCoopRowsMaxRows ? ""
                       : absl::StrCat(" to ", plain_to,
-                                     normed_to == plain_to ? "" : absl::StrCat(", products with a norm prologue to ", normed_to)),
+                                     normed_to == plain_to ? "" : absl::StrCat(", products with a norm prologue to ", normed_to),
+                                     *wide_gated ? "" : absl::StrCat(" (gated ones to 16 where their ",
+                                                                      "64-column tiles are more than ", kMinTallTiles, ")")),
                       " (", coop_rows->reason, ")\n");
 }
 

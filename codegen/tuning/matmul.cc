@@ -12,7 +12,7 @@ absl::StatusOr<MatMulVariant> ChooseMatMulVariant(const TargetCaps& caps, const 
   absl::StatusOr<DeviceChoice> coop_rows_from = CoopRowsFrom(caps);
   if (!coop_rows_from.ok()) return coop_rows_from.status();
   if (p.row_per_sequence && !float_weights && CoopRowsTakeBatchedDecode(p.rows, coop_rows_from->value)) {
-    absl::StatusOr<bool> takes = CoopRowsTakesProduct(caps, p.rows, p.norm);
+    absl::StatusOr<bool> takes = CoopRowsTakesProduct(caps, p.rows, p.n, p.gates, p.norm);
     if (!takes.ok()) return takes.status();
     if (*takes) return MatMulVariant::kCoopRows;
   }

@@ -20,6 +20,8 @@ enum class MatMulVariant {
 
 struct MatMulProblem {
   int64_t rows = 0;  // rows of x for the plan's bucket
+  int64_t n = 0;     // columns of y (a gate's, for a gated weight)
+  int64_t gates = 1;  // 2 for a gated weight
   graph::DType w_dtype = graph::DType::kF32;
   bool x_q8 = false;             // attr x_quant: only the q8 matrix-vector variant takes it
   bool row_per_sequence = false;  // a batched decode step's graph (graph::Paging)
