@@ -855,9 +855,21 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
   ASSERT_TRUE(two_long.ok()) << two_long.status();
   EXPECT_EQ(two_long->frags, 1);
   EXPECT_EQ(two_long->subgroups, 8);
+  EXPECT_EQ(two_long->prefetch, 0);  // and no read-ahead on such a grid
+  EXPECT_EQ(two->prefetch, 1);       // (the 8B's gate+up: 448 workgroups)
+  absl::StatusOr<CoopRowsConfig> two_gated = ChooseCoopRows(codegen::H100LikeCaps(), 32, 2048, 8192, 2);
+  ASSERT_TRUE(two_gated.ok()) << two_gated.status();
+  EXPECT_EQ(two_gated->prefetch, 1);  // a gated product on 256 keeps it
   absl::StatusOr<CoopRowsConfig> two_wide = ChooseCoopRows(codegen::H100LikeCaps(), 32, 4096, 4112, 1);
   ASSERT_TRUE(two_wide.ok()) << two_wide.status();
   EXPECT_EQ(two_wide->frags, 2);
+  EXPECT_EQ(two_wide->prefetch, 0);  // 129 workgroups of 32 columns
+  absl::StatusOr<CoopRowsConfig> two_head = ChooseCoopRows(codegen::H100LikeCaps(), 32, 4096, 128256, 1);
+  ASSERT_TRUE(two_head.ok()) << two_head.status();
+  EXPECT_EQ(two_head->prefetch, 1);  // 4,008
+  absl::StatusOr<CoopRowsConfig> one_small = ChooseCoopRows(codegen::H100LikeCaps(), 16, 4096, 4096, 1);
+  ASSERT_TRUE(one_small.ok()) << one_small.status();
+  EXPECT_EQ(one_small->prefetch, 1);  // one fragment of x keeps it
   EXPECT_LE(codegen::tuning::CoopRowsSharedBytes(*two_wide, 1), 49152);
   EXPECT_FALSE(ChooseCoopRows(codegen::H100LikeCaps(), 65, 4096, 4096, 1).ok());
 

@@ -87,7 +87,8 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   // Slices of 32: at 8 rows of the 8B a step took 9.9 ms, against 11.1 with 16 and 13.9 with 64
   // (bench/RESULTS.md, "coop_rows").
   c.bk = bk.value_or(32);
-  // Reading ahead: 9.9 against 10.8 ms a step at 8 rows (bench/RESULTS.md, "coop_rows").
+  // Reading ahead: 9.9 against 10.8 ms a step at 8 rows (bench/RESULTS.md, "coop_rows"); but see
+  // below for two fragments of x on small grids.
   c.prefetch = prefetch.value_or(1);
   // A fragment of columns a subgroup for one fragment of x: at 8 rows of Llama-3.1-8B on the H200
   // a decode step took 10.6 ms with 1, 14.0 with 2 and 22.7 with 4 (bench/RESULTS.md,
@@ -119,6 +120,14 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   c.subgroups = subgroups.value_or(c.subgroups);
   c.ksplit = ksplit.value_or(c.subgroups);
   if (!frags && c.frags > 1 && !Unfit(c, gates, caps).empty()) c.frags = 1;  // two fragments of x in a chosen shape
+  // No read-ahead for two fragments of x where the grid of a product without gates is at most
+  // kSmallGrid workgroups: their registers then hold more of the few workgroups a multiprocessor
+  // (at 32 rows of Llama-3.1-8B, µs a step: q+k+v (192 workgroups) 788.9 / 393.1 → 649.0 / 322.1,
+  // the Q6_K down products (256) 1,242.6 → 1,208.6, the o and Q4_K down ones 1,866.9 → 1,856.6; the
+  // LM head (4,008) took 640 → 760 without it). Gated products keep it: Llama-3.2-1B's and 3B's
+  // (256) took 612.7 → 921.3 and 1,396.7 → 2,318.3 without (bench/RESULTS.md, "seventeenth
+  // session").
+  if (!prefetch && gates == 1 && c.x_frags == 2 && CeilDiv(n, CoopRowsColumns(c)) <= kSmallGrid) c.prefetch = 0;
   // x's rows as the columns of 16 × 8 fragments where they are at most 8, so that no product
   // multiplies the zero half of a 16-row fragment: a step of 8 rows of Llama-3.1-8B took 7.83 ms
   // against 8.04 with 16-row fragments staged in the products without gates (its o and Q4_K down
