@@ -243,8 +243,8 @@ absl::StatusOr<bool> CoopRowsTakesProduct(const TargetCaps& caps, int64_t rows, 
   // took 4,210 µs a step of Llama-3.1-8B, its 448 workgroups in 1.7 waves, against the 32-row
   // tiles' 3,592; on grids within a wave it won (Llama-3.2-1B 614 against 741, Llama-3.2-3B 1,387
   // against 1,891) or tied (Qwen2.5-1.5B, 140 tiles, 1,306 against 1,317), as every other product
-  // with a norm did (the 8B's q+k+v 795 + 393 against 1,004 + 493, LM head 628 against 982;
-  // bench/RESULTS.md, "seventeenth session").
+  // with a norm did (the 8B's q+k+v and LM head together 2,236 against 2,478; bench/RESULTS.md,
+  // "seventeenth session").
   if (gates == 2 && rows > 16 && GatedGridPastAWave(n)) return false;
   return rows <= kCoopRowsEveryProductRows;
 }
