@@ -4,7 +4,6 @@
 
 #include "absl/status/statusor.h"
 #include "codegen/tuning/matmul.h"
-#include "graph/epilogue.h"
 #include "graph/layout.h"
 #include "graph/matmul_inputs.h"
 
@@ -30,13 +29,11 @@ bool HalfX(const graph::Graph& g, const graph::Node& v, const TargetCaps& caps, 
     }
     const graph::Node& w = g.node(graph::MatMulInputsOf(u).w);
     if (w.type.shape[1].value % 4 != 0) return false;
-    absl::StatusOr<std::vector<graph::EpilogueStep>> steps = graph::ParseEpilogue(u.attrs.Str("epilogue"));
-    if (!steps.ok()) return false;
-    const int64_t gates = graph::IsGated(*steps) ? 2 : 1;
+    const int64_t n = u.type.shape[1].value;  // a gate's columns: a gated weight has twice as many rows
     absl::StatusOr<tuning::MatMulVariant> variant =
         tuning::ChooseMatMulVariant(caps, {.rows = rows,
-                                           .n = w.type.shape[0].value / gates,
-                                           .gates = gates,
+                                           .n = n,
+                                           .gates = w.type.shape[0].value / n,
                                            .w_dtype = w.type.dtype,
                                            .row_per_sequence = g.paging().row_per_sequence});
     if (!variant.ok() || *variant != tuning::MatMulVariant::kCoopRows) return false;

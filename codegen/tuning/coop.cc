@@ -53,6 +53,8 @@ DeviceChoice ChooseCoopFrom(const TargetCaps& caps, bool row_per_sequence) {
                                     "bench/RESULTS.md, \"The cooperative-matrix matmul (prefill of 64 rows or more)\"")};
 }
 
+bool GatedGridPastAWave(int64_t n) { return CeilDiv(n, 64) > kMinTallTiles; }
+
 int64_t CoopSubgroups(const CoopConfig& c) { return (c.bm / c.sm) * (c.bn / c.sn); }
 
 int64_t CoopSharedBytes(const CoopConfig& c, int64_t gates) { return StagedBytes(c, gates) + 4 * c.bm; }

@@ -23,7 +23,7 @@ inline constexpr int64_t kMinTallTiles = 128;
 // Whether a gated product of n columns a gate makes more than kMinTallTiles tiles of 64 columns:
 // past one wave of them on such a GPU, where a batched decode step's gated product with a norm
 // prologue takes wider tiles (at 33 to 64 rows) or the tiles instead of coop_rows (at 17 to 32).
-inline bool GatedGridPastAWave(int64_t n) { return (n + 63) / 64 > kMinTallTiles; }
+bool GatedGridPastAWave(int64_t n);
 
 // Rows never reached: a family that does not take the cooperative-matrix units.
 inline constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
