@@ -167,7 +167,11 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   for (graph::ValueId u : c.g.Users(c.node.id)) {
     if (TailInMatMul(c.g, c.g.node(u), c.tokens, *rules)) s.tail = u;
   }
-  if (s.tail >= 0) s.tail_binding = next_binding;
+  if (s.tail >= 0) {
+    s.tail_binding = next_binding;
+    next_binding += static_cast<uint32_t>(c.g.node(s.tail).inputs.size());
+  }
+  s.scratch_binding = next_binding;
   s.io_glsl = absl::StrCat("uint x_row0() { return ", x_row0, "; }\n",
                            s.tail >= 0 ? FloatBuffer(1, "y", graph::DType::kF32, false, /*coherent=*/true)
                                        : OutputBuffer(1, "y", HalfX(c.g, c.node, c.caps, c.tokens, *rules)),

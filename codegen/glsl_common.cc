@@ -421,6 +421,21 @@ std::string Fill(const std::string& tmpl, const std::vector<std::pair<std::strin
   return absl::StrReplaceAll(tmpl, keyed);
 }
 
+std::string LastArrivalGlsl(const std::string& counter, const std::string& arrivals) {
+  return Fill(R"(
+shared bool arrival_last;
+bool last_arrival() {
+  memoryBarrierBuffer();  // this workgroup's writes before its arrival
+  barrier();
+  if (gl_LocalInvocationIndex == 0u) arrival_last = atomicAdd({{COUNTER}}, 1u) == {{ARRIVALS}} - 1u;
+  barrier();
+  if (arrival_last) memoryBarrierBuffer();
+  return arrival_last;
+}
+)",
+              {{"COUNTER", counter}, {"ARRIVALS", arrivals}});
+}
+
 std::string RowsExpr(bool rows_are_tokens, int64_t static_rows) {
   return rows_are_tokens ? std::string("step.n_tokens") : absl::StrCat(static_rows, "u");
 }

@@ -74,6 +74,13 @@ std::string WorkgroupReductions(uint32_t workgroup_size, bool subgroup_arithmeti
 // it reduce each subgroup, and the first subgroup reduces the subgroups'; else a shared-memory tree.
 std::string FirstMaxReductionGlsl(bool subgroup_arithmetic);
 
+// `bool last_arrival()`: whether this workgroup is the last of `arrivals` (a GLSL expression) to
+// arrive at `counter` (a uint of a coherent buffer, zero before the first arrives); the last one's
+// reads of what the others wrote to coherent buffers before arriving then see it (it should set
+// the counter back to zero when it is done, for the next dispatch). Every invocation must call it,
+// uniformly (it passes barriers); a workgroup calls it once.
+std::string LastArrivalGlsl(const std::string& counter, const std::string& arrivals);
+
 // Replaces every "{{KEY}}" in `tmpl` by its value.
 std::string Fill(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& values);
 

@@ -63,6 +63,9 @@ struct MatMulSpec {
   graph::ValueId restate = -1;
   uint32_t restate_binding = 0;
   bool restate_writes = false;
+  // The binding after the kernel's args (the matmul's, the restated norm's, the tail's): its scratch
+  // (codegen/kernel.h), where it has some.
+  uint32_t scratch_binding = 0;
 };
 
 // Buckets up to kGemvMaxBucket rows use the matrix-vector variants, whose workgroups take

@@ -3,7 +3,9 @@
 // must stream the weights at the memory's bandwidth (codegen/tuning/coop_rows.h chooses its shape).
 // A workgroup of SUBGROUPS subgroups computes BN columns of y; its subgroups form
 // SUBGROUPS / KSPLIT column groups of F fragments (16 columns, G weight rows each), and the KSPLIT
-// subgroups of a group take every KSPLIT-th BK-wide slice of K between them. Each subgroup stages
+// subgroups of a group take every KSPLIT-th BK-wide slice of K between them (of the workgroup's
+// share of K, where KGROUPS workgroups split it too: subgroup kc of workgroup kq takes slices
+// KSPLIT · kq + kc, each KGROUPS · KSPLIT-th from there). Each subgroup stages
 // its slice of x (16 · FM rows) and of its weight rows (decoded eight values at a time into f16
 // pairs, K in w_slice_halves' staged order for both, each weight
 // value by exactly one subgroup) in a shared-memory region of its own as f16, so that the K loop
@@ -11,8 +13,9 @@
 // each fragment of x feeding G · F products and each of the weights FM. Small workgroups of few registers keep many of them
 // resident a multiprocessor, their weight loads in flight together. At the end the K split's
 // partial fragments are summed through shared memory, a fragment at a time, each invocation then
-// applying the epilogue to single values. Where the config reads ahead, a subgroup loads its next
-// slice's words into registers, undecoded, before the current one's products are issued, so that
+// applying the epilogue to single values; or, where workgroups split K, writing them to the
+// dispatch's scratch, whence the last of a block's workgroups to finish adds them up in their order
+// and applies the epilogue. Where the config reads ahead, a subgroup loads its next slice's words into registers, undecoded, before the current one's products are issued, so that
 // the loads' latency is spent multiplying (nothing waits on them until the slice is staged).
 //
 // With a norm prologue, x is multiplied by the norm weight as it is staged, and each row's sum of
@@ -140,12 +143,12 @@ void k_loop() {
     [[unroll]] for (uint q = 0u; q < XL; ++q) sum_sq[i][q] = 0.0;
 #endif
 #if PREFETCH
-  fetch(kc * BK);
+  fetch(kfirst);
 #endif
-  for (uint kb = kc * BK; kb < K; kb += KSPLIT * BK) {
+  for (uint kb = kfirst; kb < K; kb += KSTEP) {
 #if PREFETCH
     decode(kb);
-    fetch(kb + KSPLIT * BK);  // in flight while this round's products run
+    fetch(kb + KSTEP);  // in flight while this round's products run
 #else
     fetch(kb);
     decode(kb);
@@ -175,16 +178,17 @@ void rows_squares() {
 }  // namespace
 
 absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
-  absl::StatusOr<tuning::CoopRowsConfig> config = tuning::ChooseCoopRows(c.caps, s.m, s.k, s.n, s.gates, s.x_whole);
+  absl::StatusOr<tuning::CoopRowsConfig> config = tuning::ChooseCoopRows(c.caps, s.m, s.k, s.n, s.gates, s.x_whole, s.norm, s.w_dtype);
   if (!config.ok()) return config.status();
   if (s.tail >= 0 || s.restate >= 0) {
     return absl::InvalidArgumentError("the cooperative-matrix rows variant computes no row-wide op beside its product");
   }
   const tuning::CoopRowsConfig& t = *config;
+  const int64_t blocks = CeilDiv(s.n, tuning::CoopRowsColumns(t));  // of columns
   Kernel k;
   const bool run_pairs = t.run_pairs && SliceWordsPairSubBlocks(s.w_dtype);
   k.variant = absl::StrCat("coop_rows.", graph::Name(s.w_dtype), ".sg", t.subgroups, ".ks", t.ksplit, ".f", t.frags,
-                           ".k", t.bk, t.prefetch ? ".pf" : "", t.x_frags > 1 ? absl::StrCat(".x", t.x_frags) : "",
+                           ".k", t.bk, t.kgroups > 1 ? absl::StrCat(".kg", t.kgroups) : "", t.prefetch ? ".pf" : "", t.x_frags > 1 ? absl::StrCat(".x", t.x_frags) : "",
                            t.x8 ? ".x8" : "", t.x_direct ? ".xd" : "", t.w_direct ? ".wd" : "", run_pairs ? ".rp" : "",
                            s.variant_suffix);
   k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * t.subgroups)), s.io_glsl, s.tile_x_glsl,
@@ -199,6 +203,10 @@ absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
 // The products transposed (weight rows × x): results stored as rows of x.
 #define TRANSPOSED (X8 == 1 || W_DIRECT == 1)
 const uint SUBGROUPS = {{SUBGROUPS}}u, KSPLIT = {{KSPLIT}}u, F = {{F}}u, BK = {{BK}}u;
+#define KGROUPS {{KGROUPS}}
+// A subgroup's rounds of K: every KSTEP-th BK values from kfirst, the workgroup's KGROUPS-th share
+// of K split again among its KSPLIT subgroups of a column group.
+const uint KSTEP = KGROUPS * KSPLIT * BK;
 const uint STRIDE = BK + 8u;  // padded rows: 16 bytes apart in banks
 const uint BN = (SUBGROUPS / KSPLIT) * F * 16u;  // the workgroup's columns
 const uint WSL = F * 16u * BK / 8u / 32u;  // weight slices of 8 values a lane stages, a gate
@@ -213,9 +221,17 @@ const uint FRAG_ROWS = 8u;
 const uint FRAG_ROWS = 16u;
 #endif
 const uint XROWS = FRAG_ROWS * FM, RESULT_FLOATS = 16u * FRAG_ROWS;  // x's rows; a result fragment's values
-uint m, lane, sg, kc, cc, col0, base;
+uint m, lane, sg, kc, cc, block, kq, col0, kfirst, base;
 XFRAG(32) acc[G][FM][F];  // the subgroup's partial results: weight rows × rows of x where TRANSPOSED
 shared float row_part[SUBGROUPS * XROWS];  // each subgroup's sums of squares of the rows' values
+#if KGROUPS > 1
+// The dispatch's scratch: a counter a block of columns (its workgroups that finished; the last one
+// sets it back to zero), each workgroup's rows' sums of squares and its sums, each gate's rows of N.
+const uint BLOCKS = {{BLOCKS}}u, BUCKET = {{BUCKET}}u;
+layout(std430, set = 0, binding = {{SCRATCH}}) coherent buffer Buf_split { uint done[BLOCKS]; float sq[KGROUPS * BUCKET]; float part[]; } split;
+uint split_at(uint q, uint g, uint r, uint col) { return ((q * G + g) * BUCKET + r) * N + col; }
+{{LAST_ARRIVAL}}
+#endif
 #if W_DIRECT
 {{DIRECT}}
 #else
@@ -342,16 +358,16 @@ void k_loop() {
 #endif
 
 #if PREFETCH
-  fetch(kc * BK);
+  fetch(kfirst);
 #endif
-  for (uint kb = kc * BK; kb < K; kb += KSPLIT * BK) {
+  for (uint kb = kfirst; kb < K; kb += KSTEP) {
     subgroupMemoryBarrierShared();
     subgroupBarrier();  // the previous round's products have read the region
 #if PREFETCH
     stage_slice(kb);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
-    fetch(kb + KSPLIT * BK);  // in flight while this slice's products run
+    fetch(kb + KSTEP);  // in flight while this slice's products run
 #else
     fetch(kb);
     stage_slice(kb);
@@ -425,9 +441,12 @@ void rows_squares() {
 void main() {
   lane = gl_SubgroupInvocationID;
   sg = gl_SubgroupID;
-  kc = sg % KSPLIT;  // this subgroup's share of K
+  kc = sg % KSPLIT;  // this subgroup's share of the workgroup's K
   cc = sg / KSPLIT;  // its column group
-  col0 = gl_WorkGroupID.x * BN;
+  block = gl_WorkGroupID.x / KGROUPS;  // the workgroup's columns
+  kq = gl_WorkGroupID.x % KGROUPS;     // and its share of K
+  col0 = block * BN;
+  kfirst = (kq * KSPLIT + kc) * BK;
   m = {{ROWS}};
   base = sg * REGION;
 
@@ -463,13 +482,49 @@ void main() {
 #if NORM
       float total = 0.0;
       [[unroll]] for (uint p = 0u; p < KSPLIT; ++p) total += row_part[(group0 + p) * XROWS + r];
+#endif
+#if KGROUPS > 1
+      // The workgroup's sums, and each row's sum of squares once, for the block's last workgroup.
+      if (r < m && col < N) {
+        [[unroll]] for (uint g = 0u; g < G; ++g) split.part[split_at(kq, g, r, col)] = v[g];
+#if NORM
+        if (cc == 0u && j == 0u && e % 16u == 0u) split.sq[kq * BUCKET + r] = total;
+#endif
+      }
+#else
+#if NORM
       float scale = norm_scale(total);
 #else
       float scale = 1.0;
 #endif
       if (r < m && col < N) store(r, col, v[0] * scale, v[G - 1u] * scale);
+#endif
     }
   }
+#if KGROUPS > 1
+  // The block's last workgroup to finish adds up the workgroups' sums, in their order, and stores
+  // them.
+  if (last_arrival()) {  // uniform
+    for (uint e = gl_LocalInvocationIndex; e < m * BN; e += SUBGROUPS * 32u) {
+      uint r = e / BN, col = col0 + e % BN;
+      if (col >= N) continue;
+      float v[G];
+      [[unroll]] for (uint g = 0u; g < G; ++g) {
+        v[g] = 0.0;
+        [[unroll]] for (uint p = 0u; p < KGROUPS; ++p) v[g] += split.part[split_at(p, g, r, col)];
+      }
+#if NORM
+      float total = 0.0;
+      [[unroll]] for (uint p = 0u; p < KGROUPS; ++p) total += split.sq[p * BUCKET + r];
+      float scale = norm_scale(total);
+#else
+      float scale = 1.0;
+#endif
+      store(r, col, v[0] * scale, v[G - 1u] * scale);
+    }
+    if (gl_LocalInvocationIndex == 0u) split.done[block] = 0u;
+  }
+#endif
 }
 )",
                              {{"ROWS", s.rows_expr},
@@ -485,8 +540,13 @@ void main() {
                               {"SUBGROUPS", absl::StrCat(t.subgroups)},
                               {"KSPLIT", absl::StrCat(t.ksplit)},
                               {"F", absl::StrCat(t.frags)},
-                              {"BK", absl::StrCat(t.bk)}}));
-  k.groups = {CeilDiv(s.n, tuning::CoopRowsColumns(t)), 1, 1};
+                              {"BK", absl::StrCat(t.bk)},
+                              {"KGROUPS", absl::StrCat(t.kgroups)},
+                              {"SCRATCH", absl::StrCat(s.scratch_binding)},
+                              {"BLOCKS", absl::StrCat(blocks)},
+                              {"LAST_ARRIVAL", t.kgroups > 1 ? LastArrivalGlsl("split.done[block]", "KGROUPS") : ""}}));
+  k.groups = {static_cast<uint32_t>(blocks * t.kgroups), 1, 1};
+  k.scratch_bytes = static_cast<uint64_t>(tuning::CoopRowsScratchBytes(t, s.m, s.n, s.gates));
   k.config = t;
   return k;
 }

@@ -269,24 +269,14 @@ const uint NONE = 0xFFFFFFFFu, WORKGROUPS = {{WORKGROUPS}}u;
       WorkgroupReductions(wg, subgroups), DotsReduceGlsl(subgroups),
       XValueGlsl(c, s, shape->hold_restated),
       tail == nullptr ? ""
-                      : Fill(R"(
+                      : absl::StrCat(Fill(R"(
 // The dispatch's scratch: done counts the workgroups that finished (the last one resets it); an
 // argmax tail keeps each workgroup's first maximum of row t in part[wgi * TM + t] (value bits,
 // column).
 layout(std430, set = 0, binding = {{SCRATCH}}) coherent buffer Buf_scratch { uint done; uint pad[3]; uvec2 part[]; } tail;
-shared bool tail_last;
-// Whether this workgroup is the dispatch's last to get here; its reads of what the others wrote
-// then see it (those buffers are coherent).
-bool last_workgroup() {
-  memoryBarrierBuffer();
-  barrier();
-  if (gl_LocalInvocationID.x == 0u) tail_last = atomicAdd(tail.done, 1u) == WORKGROUPS - 1u;
-  barrier();
-  if (tail_last) memoryBarrierBuffer();
-  return tail_last;
-}
 )",
-                             {{"SCRATCH", absl::StrCat(s.tail_binding + tail->inputs.size())}}),
+                                          {{"SCRATCH", absl::StrCat(s.scratch_binding)}}),
+                                     LastArrivalGlsl("tail.done", "WORKGROUPS")),
       argmax ? absl::StrCat(FirstMaxReductionGlsl(subgroups),
                             Fill("layout(std430, set = 0, binding = {{IDS}}) buffer Buf_ids { int ids[]; };\n",
                                  {{"IDS", absl::StrCat(s.tail_binding)}}))
@@ -515,7 +505,7 @@ void main() {
     uint at = first_max(best, arg_at[t]);
     if (gl_LocalInvocationID.x == 0u) tail.part[wgi * TM + t] = uvec2(floatBitsToUint(best), at);
   }
-  if (last_workgroup()) {  // uniform
+  if (last_arrival()) {  // uniform
     [[unroll]] for (uint t = 0u; t < TM; ++t) {
       float best = uintBitsToFloat(0xFF800000u);
       uint at = NONE;
@@ -532,7 +522,7 @@ void main() {
 #endif
 #if NORM_TAIL
   // The last workgroup to finish normalises the rows all of them wrote.
-  if (last_workgroup()) {  // uniform
+  if (last_arrival()) {  // uniform
     for (uint t = 0u; t < m; ++t) norm_row(t0 + t, 0u);
     if (gl_LocalInvocationID.x == 0u) tail.done = 0u;
   }

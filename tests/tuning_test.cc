@@ -790,6 +790,9 @@ const char* const kCoopRowsTunes[] = {
     "coop_rows.from=2,coop_rows.frags=2,coop_rows.prefetch=0",          // 32 columns a subgroup
     "coop_rows.from=2,coop_rows.w_direct=0",                            // weights staged
     "coop_rows.from=2,coop_rows.w_direct=0,coop_rows.x_direct=0",       // x staged at 16 and 32 rows too
+    "coop_rows.from=2,coop_rows.kgroups=2",                             // two workgroups over K
+    "coop_rows.from=2,coop_rows.kgroups=3,coop_rows.subgroups=4,coop_rows.ksplit=2",  // three, two column groups
+    "coop_rows.from=2,coop_rows.kgroups=4,coop_rows.w_direct=0",        // four, weights staged
 };
 
 // A row-per-sequence step's graph (the batched engine's decode): a gated matmul with a norm
@@ -850,19 +853,44 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
     EXPECT_FALSE(one_run.ok());
     EXPECT_NE(one_run.status().message().find("coop_rows.run_pairs=1"), std::string::npos) << one_run.status();
   }
-  // ... but one where two would leave fewer workgroups than multiprocessors (256 of one).
+  EXPECT_EQ(four->kgroups, 2);  // two workgroups over K, two fragments of columns (a grid of 256 of one)
+  EXPECT_EQ(four->frags, 2);
+  // ... and where one fragment of columns would make at most 256 workgroups, two of them with two
+  // workgroups over K, for products without gates or a norm.
   absl::StatusOr<CoopRowsConfig> two_long = ChooseCoopRows(codegen::H100LikeCaps(), 32, 14336, 4096, 1);
   ASSERT_TRUE(two_long.ok()) << two_long.status();
-  EXPECT_EQ(two_long->frags, 1);
+  EXPECT_EQ(two_long->frags, 2);
+  EXPECT_EQ(two_long->kgroups, 2);
   EXPECT_EQ(two_long->subgroups, 8);
   EXPECT_EQ(two_long->prefetch, 0);  // and no read-ahead on such a grid
+  EXPECT_EQ(codegen::tuning::CoopRowsScratchBytes(*two_long, 32, 4096, 1), 4 * (128 + 2 * 32 + 2 * 32 * 4096));
+  absl::StatusOr<CoopRowsConfig> two_normed = ChooseCoopRows(codegen::H100LikeCaps(), 32, 4096, 1024, 1, true, /*norm=*/true);
+  ASSERT_TRUE(two_normed.ok()) << two_normed.status();
+  EXPECT_EQ(two_normed->frags, 1);
+  EXPECT_EQ(two_normed->kgroups, 1);
+  EXPECT_EQ(codegen::tuning::CoopRowsScratchBytes(*two_normed, 32, 1024, 1), 0);
+  // Weights of more than 5 bits a value keep one fragment of columns at two fragments of x (the
+  // Q6_K down products), two at four.
+  absl::StatusOr<CoopRowsConfig> q6k = ChooseCoopRows(codegen::H100LikeCaps(), 32, 14336, 4096, 1, true, false, graph::DType::kQ6_K);
+  ASSERT_TRUE(q6k.ok()) << q6k.status();
+  EXPECT_EQ(q6k->frags, 1);
+  EXPECT_EQ(q6k->kgroups, 2);
+  q6k = ChooseCoopRows(codegen::H100LikeCaps(), 64, 14336, 4096, 1, true, false, graph::DType::kQ6_K);
+  ASSERT_TRUE(q6k.ok()) << q6k.status();
+  EXPECT_EQ(q6k->frags, 2);
+  EXPECT_EQ(q6k->kgroups, 2);
+  absl::StatusOr<CoopRowsConfig> one_long = ChooseCoopRows(codegen::H100LikeCaps(), 16, 14336, 4096, 1);
+  ASSERT_TRUE(one_long.ok()) << one_long.status();
+  EXPECT_EQ(one_long->kgroups, 1);  // one fragment of x
   EXPECT_EQ(two->prefetch, 1);       // (the 8B's gate+up: 448 workgroups)
   absl::StatusOr<CoopRowsConfig> two_gated = ChooseCoopRows(codegen::H100LikeCaps(), 32, 2048, 8192, 2);
   ASSERT_TRUE(two_gated.ok()) << two_gated.status();
   EXPECT_EQ(two_gated->prefetch, 1);  // a gated product on 256 keeps it
+  EXPECT_EQ(two_gated->kgroups, 1);
   absl::StatusOr<CoopRowsConfig> two_wide = ChooseCoopRows(codegen::H100LikeCaps(), 32, 4096, 4112, 1);
   ASSERT_TRUE(two_wide.ok()) << two_wide.status();
   EXPECT_EQ(two_wide->frags, 2);
+  EXPECT_EQ(two_wide->kgroups, 1);   // 257 workgroups of one fragment
   EXPECT_EQ(two_wide->prefetch, 0);  // 129 workgroups of 32 columns
   absl::StatusOr<CoopRowsConfig> two_head = ChooseCoopRows(codegen::H100LikeCaps(), 32, 4096, 128256, 1);
   ASSERT_TRUE(two_head.ok()) << two_head.status();
@@ -1176,7 +1204,8 @@ TEST(Tuning, BadCoopRowsEntriesAreErrorsNamingThem) {
            {"coop_rows.w_direct=2", "coop_rows.w_direct=2 is not one of 0, 1"},
            {"coop_rows.x_direct=1,coop_rows.x8=0", "coop_rows.x_direct=1 needs x's buffer to hold whole fragments of rows"},
            {"coop_rows.x_direct=2", "coop_rows.x_direct=2 is not one of 0, 1"},
-           {"coop_rows.x8=2", "coop_rows.x8=2 is not one of 0, 1"}}) {
+           {"coop_rows.x8=2", "coop_rows.x8=2 is not one of 0, 1"},
+           {"coop_rows.kgroups=5", "coop_rows.kgroups=5 is not one of 1, 2, 3, 4"}}) {
     ScopedTune scoped(tune.c_str());
     absl::StatusOr<CoopRowsConfig> c = ChooseCoopRows(codegen::H100LikeCaps(), 8, 4096, 14336, 2);
     ASSERT_FALSE(c.ok()) << tune;
@@ -1203,10 +1232,18 @@ TEST(Tuning, EveryCoopRowsShapeCompilesForNvidia) {
         const std::string& variant = compiled->kernel.variant;
         const std::string prefix = absl::StrCat("coop_rows.", graph::Name(g.node(n.inputs[1]).type.dtype), ".sg");
         ASSERT_EQ(variant.rfind(prefix, 0), 0u) << variant;
-        int sg = 0, ks = 0, f = 0, bk = 0;
+        int sg = 0, ks = 0, f = 0, bk = 0, kg = 1;
         ASSERT_EQ(std::sscanf(variant.c_str() + prefix.size(), "%d.ks%d.f%d.k%d", &sg, &ks, &f, &bk), 4) << variant;
+        if (const size_t at = variant.find(".kg"); at != std::string::npos) {
+          ASSERT_EQ(std::sscanf(variant.c_str() + at, ".kg%d", &kg), 1) << variant;
+        }
         EXPECT_EQ(compiled->spirv.local_size[0], 32u * sg) << tune << " " << variant;
-        EXPECT_EQ(compiled->kernel.groups[0], (n.type.shape[1].value + 16 * f * (sg / ks) - 1) / (16 * f * (sg / ks)))
+        const int64_t blocks = (n.type.shape[1].value + 16 * f * (sg / ks) - 1) / (16 * f * (sg / ks));
+        EXPECT_EQ(compiled->kernel.groups[0], blocks * kg) << variant;
+        // A K split over workgroups: a counter a block, and every workgroup's sums and rows' sums of squares.
+        const int64_t gates = g.node(n.inputs[1]).type.shape[0].value / n.type.shape[1].value;
+        EXPECT_EQ(compiled->kernel.scratch_bytes,
+                  kg == 1 ? 0u : static_cast<uint64_t>(4 * (blocks + kg * bucket + kg * gates * bucket * n.type.shape[1].value)))
             << variant;
       }
     }

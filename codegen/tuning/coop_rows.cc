@@ -24,6 +24,9 @@ constexpr int64_t kSmallGrid = 256;
 // K from which a workgroup takes 8 subgroups: a long reduction (a down projection, K = 14,336)
 // then has a workgroup's weight reads spread over more of them in flight at once: to be measured.
 constexpr int64_t kLongK = 8192;
+// Bits a weight value (Q4_K's 4.5) up to which plain products of two fragments of x on small grids
+// take two fragments of columns a subgroup (ChooseCoopRows).
+constexpr int64_t kTwoFragsMaxBits = 5;
 
 int64_t RegionBytes(const CoopRowsConfig& c, int64_t gates) {
   if (c.w_direct) return gates * 4 * 256;  // a 16 × 16 result fragment a gate
@@ -51,12 +54,17 @@ std::string Unfit(const CoopRowsConfig& c, int64_t gates, const TargetCaps& caps
 
 int64_t CoopRowsColumns(const CoopRowsConfig& c) { return (c.subgroups / c.ksplit) * 16 * c.frags; }
 
+int64_t CoopRowsScratchBytes(const CoopRowsConfig& c, int64_t m, int64_t n, int64_t gates) {
+  if (c.kgroups == 1) return 0;
+  return 4 * (CeilDiv(n, CoopRowsColumns(c)) + c.kgroups * m + c.kgroups * gates * m * n);
+}
+
 int64_t CoopRowsSharedBytes(const CoopRowsConfig& c, int64_t gates) {
   return c.subgroups * (RegionBytes(c, gates) + 4 * 16 * c.x_frags);
 }
 
 absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m, int64_t k, int64_t n, int64_t gates,
-                                              bool x_whole) {
+                                              bool x_whole, bool norm, graph::DType w_dtype) {
   if (m > kCoopRowsMaxRows) {
     return absl::InvalidArgumentError(
         absl::StrCat("cooperative-matrix rows variant: ", m, " rows of x; it takes at most ", kCoopRowsMaxRows));
@@ -69,7 +77,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   };
   Key keys[] = {{"subgroups", {1, 2, 4, 8}, {}}, {"ksplit", {1, 2, 4, 8}, {}}, {"frags", {1, 2, 4}, {}},
                 {"bk", {16, 32, 64}, {}}, {"prefetch", {0, 1}, {}}, {"x_direct", {0, 1}, {}}, {"x8", {0, 1}, {}},
-                {"w_direct", {0, 1}, {}}, {"run_pairs", {0, 1}, {}}};
+                {"w_direct", {0, 1}, {}}, {"run_pairs", {0, 1}, {}}, {"kgroups", {1, 2, 3, 4}, {}}};
   std::vector<std::string> set;
   for (Key& key : keys) {
     absl::StatusOr<std::optional<int64_t>> v = OverrideOneOf("coop_rows", key.name, key.values);
@@ -80,7 +88,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   }
   const std::optional<int64_t> subgroups = keys[0].value, ksplit = keys[1].value, frags = keys[2].value, bk = keys[3].value,
                                  prefetch = keys[4].value, x_direct = keys[5].value, x8 = keys[6].value,
-                                 w_direct = keys[7].value, run_pairs = keys[8].value;
+                                 w_direct = keys[7].value, run_pairs = keys[8].value, kgroups = keys[9].value;
 
   CoopRowsConfig c;
   c.x_frags = CeilDiv(m, 16);
@@ -103,6 +111,23 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   // against 1,883, where the gated product (896 of one) took 4,210 against 4,950 and the LM head
   // 631 against 884 (bench/RESULTS.md, "sixteenth session").
   c.frags = frags.value_or(c.x_frags == 2 && CeilDiv(n, 16) > kSmallGrid ? 2 : 1);  // (1 where the shape would not fit)
+  // Two workgroups over K, which keep a grid's workgroups as many with two fragments of columns a
+  // subgroup, so that each lane's x feeds twice the weights: for products without gates or a norm
+  // of two fragments of x or more on a grid of at most kSmallGrid one-fragment workgroups whose
+  // weights are decoded into the fragments. With two fragments of x, two of columns only for
+  // weights of at most kTwoFragsMaxBits bits a value (x's share of a lane's work is the larger the
+  // cheaper the weights' decoding). At 32 rows of Llama-3.1-8B (µs a step) its o and Q4_K down
+  // products took 1,525 with two fragments of columns and two workgroups, 1,851 with one and two,
+  // 1,820 with one and one; its Q6_K down products 1,320, 1,139 and 1,202; at 64 rows 2,885, 3,719
+  // and 3,234, and 1,756, 2,291 and 2,142 (bench/RESULTS.md, "eighteenth session"). Products with a
+  // norm lost with two workgroups (the 8B's Q6_K v at 32 rows 392 against 322).
+  const bool w_direct_fits = caps.coop_fragments_mma && k % 8 == 0;
+  const bool decoded_in_place = w_direct.value_or(w_direct_fits && !x_direct.value_or(0) && c.bk % 32 == 0 ? 1 : 0) == 1;
+  if (!frags && !kgroups && gates == 1 && !norm && c.x_frags >= 2 && CeilDiv(n, 16) <= kSmallGrid && decoded_in_place) {
+    const graph::DTypeInfo& format = graph::Info(w_dtype);
+    c.frags = c.x_frags > 2 || 8 * format.block_bytes <= kTwoFragsMaxBits * format.block_elems ? 2 : 1;
+    c.kgroups = 2;
+  }
   // Every subgroup of a workgroup takes its own slices of K over the same columns (unless
   // chosen): each slice of x is staged once a workgroup and each weight value decoded by one
   // subgroup (a column split stages x once a column group). 4 subgroups, 8 for a long K or a grid
@@ -155,7 +180,6 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   // The weights decoded into fragments where the device keeps the mma layout: a step of 8 rows of
   // Llama-3.1-8B took 6.51 ms against 7.77 with them staged, of 16 rows 7.98 against 9.13, of 32
   // 10.98 against 12.25 (bench/RESULTS.md, "tenth session").
-  const bool w_direct_fits = caps.coop_fragments_mma && k % 8 == 0;
   if (w_direct.value_or(0) == 1 && !w_direct_fits) {
     return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: coop_rows.w_direct=1 needs a device whose fragments ",
                                                    "keep the mma layout and K a multiple of 8 (K ", k, ")"));
@@ -190,6 +214,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
                                       "(coop_rows.w_direct) in rounds of two runs (coop_rows.bk=64)");
   }
   c.run_pairs = run_pairs.value_or(c.w_direct && c.bk >= 64 && c.x8 ? 1 : 0);
+  c.kgroups = kgroups.value_or(c.kgroups);
   // (A region without x's rows may leave no room for the result fragments: x staged then.)
   if (!x_direct && c.x_direct && !Unfit(c, gates, caps).empty()) c.x_direct = 0;
   if (const std::string unfit = Unfit(c, gates, caps); !unfit.empty()) {

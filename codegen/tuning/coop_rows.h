@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "codegen/target_caps.h"
 #include "codegen/tuning/tuning.h"
+#include "graph/dtype.h"
 
 namespace doppler::codegen::tuning {
 
@@ -48,10 +49,19 @@ struct CoopRowsConfig {
   // slices taken from the even run's words, loaded once (1), or loaded again (0). ChooseCoopRows
   // says where.
   int64_t run_pairs = 0;
+  // Workgroups that split K between them for each block of columns: 1, 2, 3 or 4. With more than
+  // one, each writes its sums to the dispatch's scratch (codegen/kernel.h) and the last of a block
+  // to finish adds them up, in a fixed order, and stores the results: more workgroups in flight for
+  // a grid that would leave the multiprocessors room for more. ChooseCoopRows says where.
+  int64_t kgroups = 1;
 };
 
 // Columns of y a workgroup computes.
 int64_t CoopRowsColumns(const CoopRowsConfig& config);
+// The dispatch's scratch for y[m, n] (m the bucket's rows; `gates` as below): none without a K
+// split over workgroups, else a counter a block of columns, each workgroup's rows' sums of squares
+// and its sums, as f32.
+int64_t CoopRowsScratchBytes(const CoopRowsConfig& config, int64_t m, int64_t n, int64_t gates);
 
 // Shared memory the kernel declares: each subgroup's slice of x (16 · x_frags rows, 8 with x8, none
 // where x is read into fragments) and its weight rows as f16, rows padded by 8 values (with
@@ -61,12 +71,14 @@ int64_t CoopRowsSharedBytes(const CoopRowsConfig& config, int64_t gates);
 
 // The config for y[m, n] = x[m, k] · wᵀ (m <= kCoopRowsMaxRows) on `caps`, with DOPPLER_TUNE's
 // values (coop_rows.subgroups, coop_rows.ksplit, coop_rows.frags, coop_rows.bk, coop_rows.prefetch,
-// coop_rows.x_direct, coop_rows.x8, coop_rows.w_direct, coop_rows.run_pairs) in place of the
+// coop_rows.x_direct, coop_rows.x8, coop_rows.w_direct, coop_rows.run_pairs, coop_rows.kgroups) in place of the
 // choice's: values above, whose staging divides among a subgroup's lanes and whose shared memory
 // fits the device. `x_whole`: x's buffer holds the m rows from its start (not a last row read from
-// a longer x), so that x may be read in fragments where m (or 8 with x8) and k are multiples of 16.
+// a longer x), so that x may be read in fragments where m (or 8 with x8) and k are multiples of 16;
+// `norm`: the product has a norm prologue; `w_dtype`: the weights' format.
 absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m, int64_t k, int64_t n, int64_t gates,
-                                              bool x_whole = true);
+                                              bool x_whole = true, bool norm = false,
+                                              graph::DType w_dtype = graph::DType::kQ4_K);
 
 // The rows from which a batched decode step (a row per sequence) takes this variant on `caps`, up
 // to kCoopRowsMaxRows: 4 where the device's fragments keep the mma layout (w_direct), 8 where it

@@ -22,7 +22,7 @@ const std::vector<std::string>& KnownKeys() {
                                                 "gemv_q8.workgroups", "gemv_q8.iq4_pairs", "gemv_q8.q4_0_signed",
                                                 "gemv_q8.iq4_xs_part", "gemv_q8.q4_0_part", "gemv_q8.depth", "coop_rows.subgroups",
                                                 "coop_rows.ksplit", "coop_rows.frags", "coop_rows.bk", "coop_rows.prefetch",
-                                                "coop_rows.x_direct", "coop_rows.x8", "coop_rows.w_direct", "coop_rows.run_pairs",
+                                                "coop_rows.x_direct", "coop_rows.x8", "coop_rows.w_direct", "coop_rows.run_pairs", "coop_rows.kgroups",
                                                 "coop_rows.from", "coop_rows.norm_upto", "attention.nsg", "attention.keys",
                                                 "attention.key_lanes", "attention.key_ahead",
                                                 "matmul.tail", "matmul.norm_in_x", "matmul.last_row_in_x", "matmul.half_x",
