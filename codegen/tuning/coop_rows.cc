@@ -118,9 +118,10 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   // weights of at most kTwoFragsMaxBits bits a value (x's share of a lane's work is the larger the
   // cheaper the weights' decoding). At 32 rows of Llama-3.1-8B (µs a step) its o and Q4_K down
   // products took 1,525 with two fragments of columns and two workgroups, 1,851 with one and two,
-  // 1,820 with one and one; its Q6_K down products 1,320, 1,139 and 1,202; at 64 rows 2,885, 3,719
-  // and 3,234, and 1,756, 2,291 and 2,142 (bench/RESULTS.md, "eighteenth session"). Products with a
-  // norm lost with two workgroups (the 8B's Q6_K v at 32 rows 392 against 322).
+  // 1,820 with one and one; its Q6_K down products 1,320 with two and two, 1,199 with one and one
+  // and 1,133 with one and two; at 64 rows 2,885, 3,719 and 3,234, and 1,756, 2,291 and 2,142
+  // (bench/RESULTS.md, "eighteenth session"). Products with a norm lost with two workgroups (the
+  // 8B's Q6_K v at 32 rows 392 against 322).
   const bool w_direct_fits = caps.coop_fragments_mma && k % 8 == 0;
   const bool decoded_in_place = w_direct.value_or(w_direct_fits && !x_direct.value_or(0) && c.bk % 32 == 0 ? 1 : 0) == 1;
   if (!frags && !kgroups && gates == 1 && !norm && c.x_frags >= 2 && CeilDiv(n, 16) <= kSmallGrid && decoded_in_place) {
