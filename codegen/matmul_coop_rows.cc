@@ -15,8 +15,9 @@
 // partial fragments are summed through shared memory, a fragment at a time, each invocation then
 // applying the epilogue to single values; or, where workgroups split K, writing them to the
 // dispatch's scratch, whence the last of a block's workgroups to finish adds them up in their order
-// and applies the epilogue. Where the config reads ahead, a subgroup loads its next slice's words into registers, undecoded, before the current one's products are issued, so that
-// the loads' latency is spent multiplying (nothing waits on them until the slice is staged).
+// and applies the epilogue. Where the config reads ahead, a subgroup loads its next slice's words
+// into registers, undecoded, before the current one's products are issued, so that the loads'
+// latency is spent multiplying (nothing waits on them until the slice is staged).
 //
 // With a norm prologue, x is multiplied by the norm weight as it is staged, and each row's sum of
 // squares, gathered by the lanes that stage the row in each subgroup of the K split, scales the
@@ -178,7 +179,8 @@ void rows_squares() {
 }  // namespace
 
 absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
-  absl::StatusOr<tuning::CoopRowsConfig> config = tuning::ChooseCoopRows(c.caps, s.m, s.k, s.n, s.gates, s.x_whole, s.norm, s.w_dtype);
+  absl::StatusOr<tuning::CoopRowsConfig> config =
+      tuning::ChooseCoopRows(c.caps, s.m, s.k, s.n, s.gates, s.x_whole, s.norm, s.w_dtype);
   if (!config.ok()) return config.status();
   if (s.tail >= 0 || s.restate >= 0) {
     return absl::InvalidArgumentError("the cooperative-matrix rows variant computes no row-wide op beside its product");
@@ -188,8 +190,8 @@ absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
   Kernel k;
   const bool run_pairs = t.run_pairs && SliceWordsPairSubBlocks(s.w_dtype);
   k.variant = absl::StrCat("coop_rows.", graph::Name(s.w_dtype), ".sg", t.subgroups, ".ks", t.ksplit, ".f", t.frags,
-                           ".k", t.bk, t.kgroups > 1 ? absl::StrCat(".kg", t.kgroups) : "", t.prefetch ? ".pf" : "", t.x_frags > 1 ? absl::StrCat(".x", t.x_frags) : "",
-                           t.x8 ? ".x8" : "", t.x_direct ? ".xd" : "", t.w_direct ? ".wd" : "", run_pairs ? ".rp" : "",
+                           ".k", t.bk, t.kgroups > 1 ? absl::StrCat(".kg", t.kgroups) : "", t.prefetch ? ".pf" : "",
+                           t.x_frags > 1 ? absl::StrCat(".x", t.x_frags) : "", t.x8 ? ".x8" : "", t.x_direct ? ".xd" : "", t.w_direct ? ".wd" : "", run_pairs ? ".rp" : "",
                            s.variant_suffix);
   k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * t.subgroups)), s.io_glsl, s.tile_x_glsl,
                         WeightSlices(3, s.w_dtype, s.k, /*halves=*/true), CoopStagingGlsl(), "\n",
