@@ -51,8 +51,9 @@ struct CoopRowsConfig {
   int64_t run_pairs = 0;
   // Workgroups that split K between them for each block of columns: 1, 2, 3 or 4. With more than
   // one, each writes its sums to the dispatch's scratch (codegen/kernel.h) and the last of a block
-  // to finish adds them up, in a fixed order, and stores the results: more workgroups in flight for
-  // a grid that would leave the multiprocessors room for more. ChooseCoopRows says where.
+  // to finish adds them up, in a fixed order, and stores the results: a grid keeps its workgroups
+  // while each subgroup takes more columns (frags), so that its x feeds more weights.
+  // ChooseCoopRows says where.
   int64_t kgroups = 1;
 };
 
