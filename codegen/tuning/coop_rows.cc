@@ -122,6 +122,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   // and 1,133 with one and two; at 64 rows 2,885, 3,719 and 3,234, and 1,756, 2,291 and 2,142
   // (bench/RESULTS.md, "eighteenth session"). Products with a norm lost with two workgroups (the
   // 8B's Q6_K v at 32 rows 392 against 322).
+  // (Where the weights are decoded into the fragments: c.w_direct below.)
   const bool w_direct_fits = caps.coop_fragments_mma && k % 8 == 0;
   const bool decoded_in_place = w_direct.value_or(w_direct_fits && !x_direct.value_or(0) && c.bk % 32 == 0 ? 1 : 0) == 1;
   if (!frags && !kgroups && gates == 1 && !norm && c.x_frags >= 2 && CeilDiv(n, 16) <= kSmallGrid && decoded_in_place) {
@@ -188,7 +189,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   if (w_direct.value_or(0) == 1 && x_direct.value_or(0) == 1) {
     return absl::InvalidArgumentError("DOPPLER_TUNE: coop_rows.w_direct=1 reads x into fragments itself (x_direct=0)");
   }
-  c.w_direct = w_direct.value_or(w_direct_fits && !x_direct.value_or(0) && c.bk % 32 == 0 ? 1 : 0);
+  c.w_direct = decoded_in_place ? 1 : 0;
   c.x_direct = c.w_direct ? 0 : x_direct.value_or(direct_fits && gates == 2 ? 1 : 0);
   // Slices of 64 for 16 x 8 fragments decoded in place: a step of 8 rows took 6.02 ms against 6.52
   // with 32, where 16 and 32 rows lost with them (8.44 against 7.98 ms, 13.60 against 11.01).
