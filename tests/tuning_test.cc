@@ -879,6 +879,14 @@ TEST(Tuning, CoopRowsFollowsTheShape) {
   ASSERT_TRUE(q6k.ok()) << q6k.status();
   EXPECT_EQ(q6k->frags, 2);
   EXPECT_EQ(q6k->kgroups, 2);
+  // At four fragments of x only a long K splits over workgroups (the down products, not the o ones).
+  absl::StatusOr<CoopRowsConfig> four_short = ChooseCoopRows(codegen::H100LikeCaps(), 64, 4096, 4096, 1);
+  ASSERT_TRUE(four_short.ok()) << four_short.status();
+  EXPECT_EQ(four_short->kgroups, 1);
+  EXPECT_EQ(four_short->frags, 1);
+  absl::StatusOr<CoopRowsConfig> two_short = ChooseCoopRows(codegen::H100LikeCaps(), 32, 2048, 2048, 1);
+  ASSERT_TRUE(two_short.ok()) << two_short.status();
+  EXPECT_EQ(two_short->kgroups, 2);  // two fragments of x: any K
   absl::StatusOr<CoopRowsConfig> one_long = ChooseCoopRows(codegen::H100LikeCaps(), 16, 14336, 4096, 1);
   ASSERT_TRUE(one_long.ok()) << one_long.status();
   EXPECT_EQ(one_long->kgroups, 1);  // one fragment of x

@@ -23,6 +23,7 @@ namespace {
 constexpr int64_t kSmallGrid = 256;
 // K from which a workgroup takes 8 subgroups: a long reduction (a down projection, K = 14,336)
 // then has a workgroup's weight reads spread over more of them in flight at once: to be measured.
+// And from which products of more than two fragments of x split K over workgroups (ChooseCoopRows).
 constexpr int64_t kLongK = 8192;
 // Bits a weight value (Q4_K's 4.5) up to which plain products of two fragments of x on small grids
 // take two fragments of columns a subgroup (ChooseCoopRows).
@@ -121,11 +122,16 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   // 1,820 with one and one; its Q6_K down products 1,320 with two and two, 1,199 with one and one
   // and 1,133 with one and two; at 64 rows 2,885, 3,719 and 3,234, and 1,756, 2,291 and 2,142
   // (bench/RESULTS.md, "eighteenth session"). Products with a norm lost with two workgroups (the
-  // 8B's Q6_K v at 32 rows 392 against 322).
+  // 8B's Q6_K v at 32 rows 392 against 322). At more than two fragments of x (33 to 64 rows), only
+  // for a long K (kLongK, the down products): at 64 rows each output product (K of 1,536 to 4,096)
+  // was faster with one workgroup, Llama-3.2-1B's 16 taking 322 µs a step against about 410,
+  // Llama-3.1-8B's 32 1,380 against about 1,400, whole steps 1.0–3.2% faster on Llama-3.2-1B, 3B,
+  // 3.1-8B and Qwen2.5-1.5B (bench/RESULTS.md, "nineteenth session").
   // (Where the weights are decoded into the fragments: c.w_direct below.)
   const bool w_direct_fits = caps.coop_fragments_mma && k % 8 == 0;
   const bool decoded_in_place = w_direct.value_or(w_direct_fits && !x_direct.value_or(0) && c.bk % 32 == 0 ? 1 : 0) == 1;
-  if (!frags && !kgroups && gates == 1 && !norm && c.x_frags >= 2 && CeilDiv(n, 16) <= kSmallGrid && decoded_in_place) {
+  if (!frags && !kgroups && gates == 1 && !norm && c.x_frags >= 2 && CeilDiv(n, 16) <= kSmallGrid && decoded_in_place &&
+      (c.x_frags == 2 || k >= kLongK)) {
     const graph::DTypeInfo& format = graph::Info(w_dtype);
     c.frags = c.x_frags > 2 || 8 * format.block_bytes <= kTwoFragsMaxBits * format.block_elems ? 2 : 1;
     c.kgroups = 2;
