@@ -66,7 +66,9 @@ const uint WSL = BN * BK / 8u / WG;  // weight slices of 8 values each invocatio
 const uint LPR = BK / 4u, RPI = 32u / LPR, XI = BM / (SUBGROUPS * RPI);
 // x rows tok0 + r at columns k0 + kk as f16 bits, four to a uvec2 (element kk / 4 of row r), then
 // the weight rows (gate block, then up block) the same way; a decoded slice of 8 is two 8-byte
-// stores. After the last round the epilogue reuses the start for result fragments.
+// stores. After the last round the epilogue reuses the start for result fragments. (One buffer:
+// with two, one barrier a round, the 8B's gated prefill kernel went to 255 registers and took 1.4
+// times as long; bench/RESULTS.md, "nineteenth session".)
 const uint XWORDS = BM * STRIDE / 4u;
 shared uvec2 stage[XWORDS + G * BN * STRIDE / 4u];
 shared float row_scale[BM];
@@ -79,7 +81,10 @@ uvec4 wv[G][WSL];  // decoded slices as f16 pairs
 uint x_row(uint q) { return sg + SUBGROUPS * (RPI * q + lane / LPR); }
 {{SLICE_K}}
 
-// Reads the slice at kb into registers (past K: the first slice again, counting nothing).
+// Reads the slice at kb into registers (past K: the first slice again, counting nothing), x
+// normalised and the weights decoded as they arrive, so that the next staging only stores: decoding
+// there, between the round's barriers where no products run, made Llama-3.1-8B's 512-token
+// prefill 19% slower (bench/RESULTS.md, "nineteenth session").
 void fetch(uint kb) {
   bool counts = kb < K;
   uint at = counts ? kb : 0u;

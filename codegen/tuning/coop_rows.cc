@@ -123,7 +123,7 @@ absl::StatusOr<CoopRowsConfig> ChooseCoopRows(const TargetCaps& caps, int64_t m,
   // and 1,133 with one and two; at 64 rows 2,885, 3,719 and 3,234, and 1,756, 2,291 and 2,142
   // (bench/RESULTS.md, "eighteenth session"). Products with a norm lost with two workgroups (the
   // 8B's Q6_K v at 32 rows 392 against 322). At more than two fragments of x (33 to 64 rows), only
-  // for a long K (kLongK, the down products): at 64 rows each output product (K of 1,536 to 4,096)
+  // for a long K (kLongK, the down products): at 64 rows each o product (K of 1,536 to 4,096)
   // was faster with one workgroup, Llama-3.2-1B's 16 taking 322 µs a step against about 410,
   // Llama-3.1-8B's 32 1,380 against about 1,400, whole steps 0.9–3.2% faster on Llama-3.2-1B, 3B,
   // 3.1-8B and Qwen2.5-1.5B (bench/RESULTS.md, "nineteenth session").
