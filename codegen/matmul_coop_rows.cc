@@ -191,8 +191,8 @@ absl::StatusOr<Kernel> EmitCoopRows(const EmitContext& c, const MatMulSpec& s) {
   const bool run_pairs = t.run_pairs && SliceWordsPairSubBlocks(s.w_dtype);
   k.variant = absl::StrCat("coop_rows.", graph::Name(s.w_dtype), ".sg", t.subgroups, ".ks", t.ksplit, ".f", t.frags,
                            ".k", t.bk, t.kgroups > 1 ? absl::StrCat(".kg", t.kgroups) : "", t.prefetch ? ".pf" : "",
-                           t.x_frags > 1 ? absl::StrCat(".x", t.x_frags) : "", t.x8 ? ".x8" : "", t.x_direct ? ".xd" : "", t.w_direct ? ".wd" : "", run_pairs ? ".rp" : "",
-                           s.variant_suffix);
+                           t.x_frags > 1 ? absl::StrCat(".x", t.x_frags) : "", t.x8 ? ".x8" : "", t.x_direct ? ".xd" : "",
+                           t.w_direct ? ".wd" : "", run_pairs ? ".rp" : "", s.variant_suffix);
   k.glsl = absl::StrCat(CoopMatMulHeader(static_cast<uint32_t>(32 * t.subgroups)), s.io_glsl, s.tile_x_glsl,
                         WeightSlices(3, s.w_dtype, s.k, /*halves=*/true), CoopStagingGlsl(), "\n",
                         Fill(R"(

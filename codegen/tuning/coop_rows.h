@@ -72,8 +72,8 @@ int64_t CoopRowsSharedBytes(const CoopRowsConfig& config, int64_t gates);
 
 // The config for y[m, n] = x[m, k] · wᵀ (m <= kCoopRowsMaxRows) on `caps`, with DOPPLER_TUNE's
 // values (coop_rows.subgroups, coop_rows.ksplit, coop_rows.frags, coop_rows.bk, coop_rows.prefetch,
-// coop_rows.x_direct, coop_rows.x8, coop_rows.w_direct, coop_rows.run_pairs, coop_rows.kgroups) in place of the
-// choice's: values above, whose staging divides among a subgroup's lanes and whose shared memory
+// coop_rows.x_direct, coop_rows.x8, coop_rows.w_direct, coop_rows.run_pairs, coop_rows.kgroups) in
+// place of the choice's: values above, whose staging divides among a subgroup's lanes and whose shared memory
 // fits the device. `x_whole`: x's buffer holds the m rows from its start (not a last row read from
 // a longer x), so that x may be read in fragments where m (or 8 with x8) and k are multiples of 16;
 // `norm`: the product has a norm prologue; `w_dtype`: the weights' format.
