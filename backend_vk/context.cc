@@ -96,6 +96,8 @@ absl::Status Context::Init(const ContextOptions& options) {
   if (const codegen::TargetCaps caps = TargetCapsOf(info_); caps.coop_matrix_nv) {
     absl::StatusOr<bool> mma = CheckCoopFragmentLayout(*this, caps.coop_matrix_nv_16x8);
     info_.coop_fragments_mma = mma.ok() && *mma;
+    absl::StatusOr<bool> sums = CheckCoopAccumulatorLayout(*this);
+    info_.coop_accumulators_mma = sums.ok() && *sums;
   }
   return absl::OkStatus();
 }

@@ -10,10 +10,11 @@
 namespace doppler::vk {
 namespace {
 
-// One subgroup loads, from shared memory, a fragment whose value at (row, column) is its index
-// row · COLS + column, and writes its lanes' elements out in order: lane l's element e at
-// l · COLS / 2 + e.
-std::string ProbeShader(int cols) {
+// One subgroup loads, from shared memory, a fragment of `bits`-bit floats whose value at (row,
+// column) is its index row · COLS + column, and writes its lanes' elements out in order: lane l's
+// element e at l · COLS / 2 + e.
+std::string ProbeShader(int cols, int bits) {
+  const char* scalar = bits == 16 ? "float16_t" : "float";
   return absl::StrCat(R"(#version 460
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -22,21 +23,19 @@ std::string ProbeShader(int cols) {
 layout(local_size_x = 32) in;
 layout(std430, binding = 0) writeonly buffer Out { float elements[]; };
 const uint COLS = )",
-                      cols, R"(u;
-shared float16_t indices[16u * COLS];
-void main() {
+                      cols, "u;\nshared ", scalar, " indices[16u * COLS];\n", R"(void main() {
   uint lane = gl_LocalInvocationID.x;
-  for (uint i = lane; i < 16u * COLS; i += 32u) indices[i] = float16_t(float(i));
+  for (uint i = lane; i < 16u * COLS; i += 32u) indices[i] = )", scalar, R"((float(i));
   barrier();
-  fcoopmatNV<16, gl_ScopeSubgroup, 16, COLS> f;
+  fcoopmatNV<)", bits, R"(, gl_ScopeSubgroup, 16, COLS> f;
   coopMatLoadNV(f, indices, 0u, COLS, false);
   for (int e = 0; e < f.length(); ++e) elements[lane * (COLS / 2u) + uint(e)] = float(f[e]);
 }
 )");
 }
 
-absl::StatusOr<bool> CheckShape(Context& ctx, int cols) {
-  absl::StatusOr<codegen::CompiledShader> shader = codegen::CompileComputeShader(ProbeShader(cols));
+absl::StatusOr<bool> CheckShape(Context& ctx, int cols, int bits) {
+  absl::StatusOr<codegen::CompiledShader> shader = codegen::CompileComputeShader(ProbeShader(cols, bits));
   if (!shader.ok()) return shader.status();
   const size_t count = 32 * static_cast<size_t>(cols) / 2;
   absl::StatusOr<std::unique_ptr<Buffer>> out = ctx.CreateBuffer(count * sizeof(float), BufferKind::kDeviceLocal,
@@ -80,10 +79,12 @@ bool HoldsMmaLayout(std::span<const float> elements, int cols) {
 absl::StatusOr<bool> CheckCoopFragmentLayout(Context& ctx, bool with_16x8) {
   for (int cols : {16, 8}) {
     if (cols == 8 && !with_16x8) continue;
-    absl::StatusOr<bool> holds = CheckShape(ctx, cols);
+    absl::StatusOr<bool> holds = CheckShape(ctx, cols, 16);
     if (!holds.ok() || !*holds) return holds;
   }
   return true;
 }
+
+absl::StatusOr<bool> CheckCoopAccumulatorLayout(Context& ctx) { return CheckShape(ctx, 16, 32); }
 
 }  // namespace doppler::vk

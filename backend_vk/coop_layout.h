@@ -27,4 +27,9 @@ bool HoldsMmaLayout(std::span<const float> elements, int cols);
 // 16 × 16 × 16 f16 shape (and 16 × 8 × 16 for `with_16x8`).
 absl::StatusOr<bool> CheckCoopFragmentLayout(Context& ctx, bool with_16x8);
 
+// The same for a 16 × 16 fragment of f32 (the products' sums): whether a kernel may rescale,
+// mask and store its elements knowing their rows and columns (codegen/target_caps.h:
+// coop_accumulators_mma).
+absl::StatusOr<bool> CheckCoopAccumulatorLayout(Context& ctx);
+
 }  // namespace doppler::vk

@@ -45,6 +45,8 @@ struct DeviceInfo {
   // Its f16 fragments keep their elements where NVIDIA's mma instructions do: checked by Context
   // on opening the device (backend_vk/coop_layout.h), false in a device list.
   bool coop_fragments_mma = false;
+  // Its 16 × 16 f32 fragments do too (checked alike).
+  bool coop_accumulators_mma = false;
 
   bool timestamps = false;        // the compute queue we pick supports timestamp queries
   float timestamp_period_ns = 0;  // ns per timestamp tick

@@ -25,6 +25,7 @@ codegen::TargetCaps TargetCapsOf(const DeviceInfo& info) {
                         info.subgroup_size == 32 && info.min_subgroup_size == 32;
   caps.coop_matrix_nv_16x8 = caps.coop_matrix_nv && absl::c_linear_search(info.coop_nv_f16_shapes, "16x8x16");
   caps.coop_fragments_mma = caps.coop_matrix_nv && info.coop_fragments_mma;
+  caps.coop_accumulators_mma = caps.coop_matrix_nv && info.coop_accumulators_mma;
   caps.integer_dot_product = info.int_dot_product;
   caps.float16_arithmetic = info.fp16;
   caps.storage_16bit = info.storage16;

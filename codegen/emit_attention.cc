@@ -48,6 +48,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/attention_coop.h"
+#include "codegen/attention_coop_online.h"
 #include "codegen/attention_keys.h"
 #include "codegen/emitters.h"
 #include "codegen/glsl_common.h"
@@ -498,7 +499,7 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   Kernel k;
   k.family = "attention";
   k.config = config;
-  k.variant = absl::StrCat(coop        ? "coop."
+  k.variant = absl::StrCat(coop        ? (config.coop_online ? absl::StrCat("coop.online.k", config.coop_keys, ".") : "coop.")
                            : block     ? "block."
                            : subgroups ? "subgroups."
                            : keys      ? "keys."
@@ -557,6 +558,9 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
                                "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
                                "#extension GL_KHR_shader_subgroup_basic : enable\n"
                              : "",
+                        coop && config.coop_online ? "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
+                                                     "#extension GL_KHR_shader_subgroup_shuffle : enable\n"
+                                                   : "",
                         StepRowsGlsl(c.g.paging(), c.tokens),
                         OutputBuffer(1, "o", HalfX(c.g, c.node, c.caps, c.tokens, *rules)),
                         FloatBuffer(2, "q", graph::DType::kF32, true), FloatBuffer(3, "kc", cache_dtype, !append),
@@ -579,7 +583,9 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
                                                                                 {"RING", RingGlsl(c, k)},
                                                                                 {"PAGED", c.g.paging().paged() ? "1" : "0"}}),
                         q_norm, append ? AppendGlsl(c, a, cache_dtype) : "#define APPEND 0\n", sinks_glsl,
-                        Fill(coop        ? CoopAttentionMain(config.coop_subgroups, a.sinks.has_value())
+                        Fill(coop        ? (config.coop_online ? CoopOnlineAttentionMain(config.coop_subgroups, config.coop_keys,
+                                                                                  head_dim, a.sinks.has_value())
+                                                                  : CoopAttentionMain(config.coop_subgroups, a.sinks.has_value()))
                              : block     ? kBlockMain
                              : subgroups ? absl::StrCat(kLaneDims, kSubgroupsMain)
                              : keys      ? absl::StrCat(kLaneDims, KeysAttentionMain())

@@ -20,7 +20,7 @@ inline TargetCaps H100LikeCaps() {
   caps.max_shared_memory = 49152;
   caps.max_workgroup_invocations = 1024;
   caps.subgroup_arithmetic = caps.subgroup_shuffle = true;
-  caps.coop_matrix_nv = caps.coop_matrix_nv_16x8 = caps.coop_fragments_mma = true;
+  caps.coop_matrix_nv = caps.coop_matrix_nv_16x8 = caps.coop_fragments_mma = caps.coop_accumulators_mma = true;
   caps.integer_dot_product = caps.float16_arithmetic = caps.storage_16bit = true;
   return caps;
 }

@@ -28,6 +28,10 @@ struct TargetCaps {
   // checked on the device (backend_vk/coop_layout.h), so that a kernel may fill a fragment element
   // by element (coop_rows' w_direct)
   bool coop_fragments_mma = false;
+  // Its 16 × 16 f32 fragments keep their elements so too (lane 4g + t: element e at row
+  // g + 8·⌊e / 4⌋, column 2t + e % 2 + 8·(⌊e/2⌋ % 2)), so that a kernel may rescale, mask and store
+  // a product's sums knowing each one's row and column (the one-pass prefill attention)
+  bool coop_accumulators_mma = false;
   // Dot products of packed 8-bit integers (SPV_KHR_integer_dot_product), for matmuls whose x is
   // rounded through q8 blocks (attr x_quant)
   bool integer_dot_product = false;

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/attention_coop_online.h"
 #include "codegen/kernel.h"
 #include "graph/builder.h"
 #include "graph/printer.h"
@@ -16,6 +17,7 @@
 #include "tests/support/compiled_kernel.h"
 #include "tests/support/gpu_runner.h"
 #include "tests/support/graph_values.h"
+#include "tests/support/scoped_tune.h"
 #include "tests/support/vk_test_env.h"
 
 namespace doppler {
@@ -430,7 +432,13 @@ TEST_P(AttentionKernelTest, CausalAttentionOverTheCache) {
                                          {"k", RandomRows(tokens, kv_width, seed + 1)},
                                          {"v", RandomRows(tokens, kv_width, seed + 2)}};
   };
-  Compare(*g, 80, {{step(70, 20), 0}, {step(1, 30), 70}, {step(3, 40), 71}}, 2e-5);
+  // Where the 80-token bucket takes the cooperative-matrix variant: in one pass over the keys in
+  // each chunk size, and in two.
+  for (const char* tune : {"", "attention.coop_keys=16", "attention.coop_keys=64", "attention.coop_online=0"}) {
+    test::ScopedTune scoped(tune);
+    Compare(*g, 80, {{step(70, 20), 0}, {step(1, 30), 70}, {step(3, 40), 71}}, 2e-5);
+    if (!vk::TargetCapsOf(ctx().info()).coop_matrix_nv) break;  // the other forms are the same kernels
+  }
 }
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernelTest,
                          ::testing::Values(AttentionCase{6, 2, 20, 0, DType::kF32}, AttentionCase{6, 2, 20, 0, DType::kF16},
@@ -560,10 +568,20 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionSinksTest,
 
 // The cooperative-matrix attention compiles to SPIR-V on any machine (it runs only on devices with
 // VK_NV_cooperative_matrix): head sizes from 16 to 256, plain and with rope and head norm
-// prologues and sinks, with and without a window.
+// prologues and sinks, with and without a window; in one pass over the keys where the device's f32
+// fragments keep the mma layout (heads of at most 128, in each chunk size), else in two.
 TEST(CoopAttention, KernelsCompileForNvidia) {
-  const codegen::TargetCaps caps = test::NvidiaCoopCaps();
   int compiled = 0;
+  struct Form {
+    bool accumulators_mma;
+    const char* tune;
+  };
+  for (const Form form : {Form{false, ""}, Form{true, ""}, Form{true, "attention.coop_keys=16"},
+                          Form{true, "attention.coop_keys=64"}, Form{true, "attention.coop_online=0"}}) {
+  test::ScopedTune tune(form.tune);
+  codegen::TargetCaps caps = test::NvidiaCoopCaps();
+  caps.subgroup_shuffle = true;
+  caps.coop_accumulators_mma = form.accumulators_mma;
   for (int64_t head_dim : {16, 64, 128, 256}) {
     for (bool prologues : {false, true}) {
       const int64_t heads = 4, kv_heads = 2, positions = 64;
@@ -589,14 +607,18 @@ TEST(CoopAttention, KernelsCompileForNvidia) {
         EXPECT_EQ(n.inputs.size(), prologues ? 6u : 3u);
         absl::StatusOr<test::CompiledKernel> kernel = test::EmitAndCompile(*g, n, caps, 128);
         ASSERT_TRUE(kernel.ok()) << kernel.status();
+        const bool online = form.accumulators_mma && head_dim <= codegen::kCoopOnlineMaxHeadDim &&
+                            std::string(form.tune) != "attention.coop_online=0";
         ASSERT_EQ(kernel->kernel.variant.rfind("coop.", 0), 0u) << kernel->kernel.variant;
+        EXPECT_EQ(kernel->kernel.variant.rfind("coop.online.k", 0) == 0, online) << kernel->kernel.variant;
         EXPECT_EQ(kernel->kernel.variant.find("+sinks") != std::string::npos, prologues) << kernel->kernel.variant;
         EXPECT_EQ(kernel->spirv.bindings.size(), kernel->kernel.args.size() + 1);
         ++compiled;
       }
     }
   }
-  EXPECT_EQ(compiled, 8);
+  }
+  EXPECT_EQ(compiled, 40);
 }
 
 TEST_F(KernelTest, ArgmaxTakesTheFirstMaximum) {

@@ -1073,6 +1073,50 @@ TEST(Tuning, BatchedAttentionTakesFewerSubgroupsForManyWorkgroups) {
   EXPECT_FALSE(codegen::tuning::ChooseAttention(codegen::H100LikeCaps(), {.tokens = 8, .heads = 32, .head_dim = 128}).ok());
 }
 
+// A prefill bucket of one sequence takes the cooperative-matrix attention: in one pass over the
+// keys (4 subgroups, chunks of 32) where the device's f32 fragments keep the mma layout and the head
+// is at most 128 wide, else in two (chunks of 16); DOPPLER_TUNE's attention.coop_online and
+// attention.coop_keys set them, and other values are errors naming the key.
+TEST(Tuning, PrefillAttentionTakesOnePassWhereTheSumsKeepTheMmaLayout) {
+  using codegen::tuning::AttentionVariant;
+  auto choose = [](bool sums_mma, int64_t head_dim) {
+    codegen::TargetCaps caps = codegen::H100LikeCaps();
+    caps.coop_accumulators_mma = sums_mma;
+    return codegen::tuning::ChooseAttention(
+        caps, {.tokens = 512, .heads = 8, .kv_heads = 2, .head_dim = head_dim, .f16_cache = true, .one_sequence = true});
+  };
+  for (const auto& [sums_mma, head_dim, online] :
+       {std::tuple{true, 64, true}, std::tuple{true, 128, true}, std::tuple{true, 80, true}, std::tuple{true, 256, false},
+        std::tuple{false, 128, false}}) {
+    absl::StatusOr<codegen::tuning::AttentionConfig> a = choose(sums_mma, head_dim);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->variant, AttentionVariant::kCoop) << head_dim;
+    EXPECT_EQ(a->coop_online, online) << head_dim << (sums_mma ? " (mma sums)" : "");
+    EXPECT_EQ(a->coop_keys, online ? 32 : 16) << head_dim;
+    if (online) EXPECT_EQ(a->wg, 128u);
+  }
+  {
+    ScopedTune scoped("attention.coop_online=0");
+    absl::StatusOr<codegen::tuning::AttentionConfig> a = choose(true, 128);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_FALSE(a->coop_online);
+  }
+  {
+    ScopedTune scoped("attention.coop_keys=64");
+    absl::StatusOr<codegen::tuning::AttentionConfig> a = choose(true, 128);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_TRUE(a->coop_online);
+    EXPECT_EQ(a->coop_keys, 64);
+  }
+  for (const char* bad : {"attention.coop_keys=48", "attention.coop_online=2"}) {
+    ScopedTune scoped(bad);
+    absl::StatusOr<codegen::tuning::AttentionConfig> a = choose(true, 128);
+    ASSERT_FALSE(a.ok()) << bad;
+    EXPECT_NE(a.status().message().find(std::string(bad).substr(0, std::string(bad).find('='))), std::string::npos)
+        << a.status();
+  }
+}
+
 // A batched decode step of at least 64 workgroups of the keys variant (kv heads × rows; 128 where
 // a lane's dimensions of the head are not a quad) takes it
 // (8 subgroups, 4 lanes a key, 8 keys a pass) where the device shuffles, the group has 4 to 8

@@ -165,6 +165,9 @@ TEST_F(VkBackendTest, ContextChecksTheFragmentLayout) {
   if (!caps.coop_matrix_nv) EXPECT_FALSE(info.coop_fragments_mma) << info.name;
   if (caps.coop_matrix_nv && info.device_class == codegen::DeviceClass::kNvidia) EXPECT_TRUE(info.coop_fragments_mma);
   EXPECT_EQ(caps.coop_fragments_mma, caps.coop_matrix_nv && info.coop_fragments_mma);
+  if (!caps.coop_matrix_nv) EXPECT_FALSE(info.coop_accumulators_mma) << info.name;
+  if (caps.coop_matrix_nv && info.device_class == codegen::DeviceClass::kNvidia) EXPECT_TRUE(info.coop_accumulators_mma);
+  EXPECT_EQ(caps.coop_accumulators_mma, caps.coop_matrix_nv && info.coop_accumulators_mma);
   EXPECT_EQ(ctx().validation_messages(), 0);
 }
 

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "codegen/attention_coop.h"
+#include "codegen/attention_coop_online.h"
 #include "codegen/attention_keys.h"
 #include "codegen/tuning/coop.h"
 
@@ -48,6 +49,11 @@ constexpr int64_t kManyWorkgroups = 512, kManySubgroups = 8;
 // lanes a key were slower on Llama-3.1-8B.
 constexpr int64_t kKeysMinWorkgroups = 64, kKeysMinWorkgroupsAsFloats = 128;
 constexpr int64_t kKeysSubgroups = 8, kKeyLanes = 4, kKeysAPass = 8;
+// The one-pass coop variant's subgroups a workgroup and keys a chunk (each invocation's share of a
+// chunk then small enough to be read while the previous chunk's products run, for heads of 128):
+// Llama-3.1-8B's attention at 2,048 tokens 350 µs a layer with chunks of 32, 391 with 16 and 512
+// with 64, against the two-pass variant's 1,439 (bench/RESULTS.md, "twentieth session").
+constexpr int64_t kCoopOnlineSubgroups = 4, kCoopOnlineKeys = 32;
 
 }  // namespace
 
@@ -82,6 +88,25 @@ absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const At
   a.coop_subgroups = CoopAttentionSubgroups(caps, head_dim);
   const bool coop = p.one_sequence && p.tokens >= ChooseAttentionCoopFrom(caps).value && p.f16_cache &&
                     a.coop_subgroups > 0;
+  if (coop) {
+    absl::StatusOr<std::optional<int64_t>> online = OverrideOneOf("attention", "coop_online", {0, 1});
+    if (!online.ok()) return online.status();
+    absl::StatusOr<std::optional<int64_t>> keys = OverrideOneOf("attention", "coop_keys", {16, 32, 64});
+    if (!keys.ok()) return keys.status();
+    a.coop_keys = *keys ? **keys : kCoopOnlineKeys;
+    while (a.coop_keys > 16 && CoopOnlineSharedBytes(kCoopOnlineSubgroups, a.coop_keys, head_dim) > caps.max_shared_memory) {
+      a.coop_keys /= 2;
+    }
+    const bool can = caps.coop_accumulators_mma && caps.subgroup_arithmetic && caps.subgroup_shuffle &&
+                     head_dim <= kCoopOnlineMaxHeadDim &&
+                     CoopOnlineSharedBytes(kCoopOnlineSubgroups, a.coop_keys, head_dim) <= caps.max_shared_memory;
+    a.coop_online = can && (*online ? **online == 1 : true);
+    if (a.coop_online) {
+      a.coop_subgroups = kCoopOnlineSubgroups;
+    } else {
+      a.coop_keys = 16;
+    }
+  }
   const bool block = p.one_sequence && !coop && p.tokens >= kBlockMinTokens && head_dim % a.tpq == 0 &&
                      head_dim <= kBlockMaxHeadDim && block_shared(a.kc) <= caps.max_shared_memory;
   const bool subgroup_decode = !coop && !block && caps.subgroup_arithmetic;  // subgroups or keys

@@ -63,6 +63,10 @@ struct AttentionConfig {
   // (KEY_AHEAD), so that a pass's scores wait on no load of their own
   bool key_ahead = false;
   int64_t coop_subgroups = 0;  // coop: subgroups a workgroup
+  // coop: one pass over the keys (codegen/attention_coop_online.h) in chunks of coop_keys, or two
+  // (codegen/attention_coop.h) in chunks of 16
+  bool coop_online = false;
+  int64_t coop_keys = 16;
 };
 
 // The variant and its shape: coop from ChooseAttentionCoopFrom's tokens where the head fits it;
@@ -75,7 +79,10 @@ struct AttentionConfig {
 // subgroups variant takes fewer subgroups a workgroup. DOPPLER_TUNE: attention.nsg sets the
 // subgroups a workgroup of either, attention.keys (0 or 1) turns keys off or takes it at every
 // bucket where it can, attention.key_lanes sets its lanes a key, attention.key_ahead (0 or 1) its
-// keys loaded a pass ahead or not.
+// keys loaded a pass ahead or not. The coop variant takes one pass over the keys where the device's
+// f32 fragments keep the mma layout and the head is at most kCoopOnlineMaxHeadDim wide, in chunks
+// of kCoopOnlineKeys keys (fewer where the staging would not fit); attention.coop_online (0 or 1)
+// and attention.coop_keys (16, 32 or 64) set them.
 absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const AttentionProblem& p);
 
 }  // namespace doppler::codegen::tuning

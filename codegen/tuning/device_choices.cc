@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "codegen/attention_coop_online.h"
 #include "codegen/attention_keys.h"
 #include "codegen/tuning/attention.h"
 #include "codegen/tuning/coop.h"
@@ -35,8 +36,11 @@ absl::StatusOr<std::string> DescribeDeviceChoices(const TargetCaps& caps) {
                       "  matmul cooperative-matrix tiles: ", Rows(prefill.value, kNever, "rows"), " (", prefill.reason, ")\n",
                       "  matmul cooperative-matrix tiles in batched decode: ", Rows(batched.value, kNever, "rows"), " (",
                       batched.reason, ")\n",
-                      "  attention cooperative-matrix variant: ", Rows(attention.value, kNever, "tokens"), " (",
-                      attention.reason, ")\n",
+                      "  attention cooperative-matrix variant: ", Rows(attention.value, kNever, "tokens"),
+                      attention.value != kNever && caps.coop_accumulators_mma
+                          ? absl::StrCat(", in one pass over the keys for heads of at most ", kCoopOnlineMaxHeadDim)
+                          : "",
+                      " (", attention.reason, ")\n",
                       "  attention keys variant in batched decode: ",
                       Rows(keys.value, kNever,
                            absl::StrCat("workgroups (kv heads x rows) of ", kKeysMinGroup, " to ", kKeysMaxGroup,
