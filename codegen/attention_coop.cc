@@ -29,6 +29,39 @@ int64_t SharedBytes(int64_t subgroups, int64_t head_dim) {
 
 }  // namespace
 
+std::string CoopAttentionChunkGlsl() {
+  return R"(void load_chunk(uint c0, uint last, uint kv_base, bool values, out uint kw[WPT], out uint vw[WPT]) {
+  [[unroll]] for (uint u = 0u; u < WPT; ++u) {
+    uint e = gl_LocalInvocationID.x + WG * u;
+    uint j = e / (HD / 2u), d = 2u * (e % (HD / 2u));
+    uint at = (cache_row(0u, min(c0 + j, last), CAP) * KVW + kv_base + d) / 2u;  // one sequence: table 0
+    bool in_range = c0 + j <= last;
+    kw[u] = in_range ? kc[at] : 0u;
+    vw[u] = values && in_range ? vc[at] : 0u;
+  }
+}
+// The workgroup's head h, first query q0, the step's tokens n and the head's kv offset in a cache
+// row; false where the block holds no query (uniform across the workgroup), else each query's
+// scale (the softmax's, times 1 / rms where the head has a norm) in s_qs, after a barrier.
+bool begin_block(out uint h, out uint q0, out uint n, out uint kv_base) {
+  h = gl_WorkGroupID.x;
+  q0 = gl_WorkGroupID.y * BQ;
+  n = step.n_tokens;
+  kv_base = (h / GROUP) * HD;
+  if (q0 >= n) return false;
+  for (uint r = gl_LocalInvocationID.x; r < BQ; r += WG) {
+    float ss = 0.0;
+    if (QNORM != 0 && q0 + r < n) {
+      for (uint d = 0u; d < HD; ++d) ss += q_square(q0 + r, h * HD + d);
+    }
+    s_qs[r] = q_scale(ss);
+  }
+  barrier();
+  return true;
+}
+)";
+}
+
 int64_t CoopAttentionSubgroups(const TargetCaps& caps, int64_t head_dim) {
   if (head_dim % kCoopAttentionTile != 0) return 0;
   for (int64_t nsg = 4; nsg >= 1; nsg /= 2) {
@@ -62,17 +95,7 @@ float pair_reduce(uint sg, uint lane, float v, bool take_max) {
 // products run: its keys' (and with `values` its values') f16 pairs into registers (0 past
 // `last`), then from registers into sk and sv.
 const uint WPT = 8u * HD / WG;  // words of a chunk's keys (and again of its values) per invocation
-void load_chunk(uint c0, uint last, uint kv_base, bool values, out uint kw[WPT], out uint vw[WPT]) {
-  [[unroll]] for (uint u = 0u; u < WPT; ++u) {
-    uint e = gl_LocalInvocationID.x + WG * u;
-    uint j = e / (HD / 2u), d = 2u * (e % (HD / 2u));
-    uint at = (cache_row(0u, min(c0 + j, last), CAP) * KVW + kv_base + d) / 2u;  // one sequence: table 0
-    bool in_range = c0 + j <= last;
-    kw[u] = in_range ? kc[at] : 0u;
-    vw[u] = values && in_range ? vc[at] : 0u;
-  }
-}
-void store_chunk(uint kw[WPT], uint vw[WPT], bool values) {
+{{COMMON}}void store_chunk(uint kw[WPT], uint vw[WPT], bool values) {
   [[unroll]] for (uint u = 0u; u < WPT; ++u) {
     uint e = gl_LocalInvocationID.x + WG * u;
     uint j = e / (HD / 2u), d = 2u * (e % (HD / 2u));
@@ -106,18 +129,8 @@ void chunk_scores(uint sg) {
 
 void main() {
   uint lid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-  uint h = gl_WorkGroupID.x, q0 = gl_WorkGroupID.y * BQ, n = step.n_tokens;
-  if (q0 >= n) return;  // uniform across the workgroup
-  uint kv_base = (h / GROUP) * HD;
-
-  for (uint r = lid; r < BQ; r += WG) {
-    float ss = 0.0;
-    if (QNORM != 0 && q0 + r < n) {
-      for (uint d = 0u; d < HD; ++d) ss += q_square(q0 + r, h * HD + d);
-    }
-    s_qs[r] = q_scale(ss);
-  }
-  barrier();
+  uint h, q0, n, kv_base;
+  if (!begin_block(h, q0, n, kv_base)) return;  // uniform across the workgroup
   for (uint e = lid; e < BQ * HD; e += WG) {
     uint r = e / HD, d = e % HD;
     sq[r * HDP + d] = float16_t(q0 + r < n ? q_value(q0 + r, h * HD + d) * s_qs[r] : 0.0);
@@ -191,6 +204,7 @@ void main() {
 }
 )",
               {{"NSG", absl::StrCat(subgroups)},
+               {"COMMON", CoopAttentionChunkGlsl()},
                // A sink joins each query's maximum and sum once, after the lane pairs merged theirs.
                {"SINK_MAX", sinks ? "  m = max(m, sink_logit(h));\n" : ""},
                {"SINK_SUM", sinks ? "  l += exp(sink_logit(h) - m);\n" : ""}});

@@ -18,6 +18,12 @@ inline constexpr int64_t kCoopAttentionTile = 16;
 // 9.4 ms with 1.
 int64_t CoopAttentionSubgroups(const TargetCaps& caps, int64_t head_dim);
 
+// What both coop variants' main() take from the cache and q: `load_chunk(c0, last, kv_base,
+// values, kw, vw)`, an invocation's WPT words of the keys (and with `values` the values) of the
+// chunk of keys c0 .. (0 past `last`), and `begin_block(h, q0, n, kv_base)`, the workgroup's block
+// of queries, whose scales it puts in s_qs[BQ]. It needs WPT, BQ and s_qs declared first.
+std::string CoopAttentionChunkGlsl();
+
 // main() and its shared arrays, for NSG subgroups; it needs the attention prelude (q_value,
 // q_square, q_scale, first_key, the f16 caches kc and vc as words, o, and the constants HD, GROUP, KVW, WINDOW,
 // CAP, QW; with sinks, sink_logit).

@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/attention_coop.h"
 #include "codegen/glsl_common.h"
 
 namespace doppler::codegen {
@@ -40,17 +41,7 @@ shared float s_qs[BQ];
 // are in flight while this one's products run.
 #define PREFETCH {{PREFETCH}}
 const uint WPT = KC * HD / 2u / WG;  // words of a chunk's keys (and again of its values) an invocation moves
-void load_chunk(uint c0, uint last, uint kv_base, out uint kw[WPT], out uint vw[WPT]) {
-  [[unroll]] for (uint u = 0u; u < WPT; ++u) {
-    uint e = gl_LocalInvocationID.x + WG * u;
-    uint j = e / (HD / 2u), d = 2u * (e % (HD / 2u));
-    uint at = (cache_row(0u, min(c0 + j, last), CAP) * KVW + kv_base + d) / 2u;  // one sequence: table 0
-    bool in_range = c0 + j <= last;
-    kw[u] = in_range ? kc[at] : 0u;
-    vw[u] = in_range ? vc[at] : 0u;
-  }
-}
-void store_chunk(uint kw[WPT], uint vw[WPT]) {
+{{COMMON}}void store_chunk(uint kw[WPT], uint vw[WPT]) {
   [[unroll]] for (uint u = 0u; u < WPT; ++u) {
     uint e = gl_LocalInvocationID.x + WG * u;
     uint j = e / (HD / 2u), w = e % (HD / 2u);
@@ -64,18 +55,8 @@ uint frag_col(uint t, uint e) { return 2u * t + (e & 1u) + 8u * ((e >> 1) & 1u);
 
 void main() {
   uint lid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-  uint h = gl_WorkGroupID.x, q0 = gl_WorkGroupID.y * BQ, n = step.n_tokens;
-  if (q0 >= n) return;  // uniform across the workgroup
-  uint kv_base = (h / GROUP) * HD;
-
-  for (uint r = lid; r < BQ; r += WG) {
-    float ss = 0.0;
-    if (QNORM != 0 && q0 + r < n) {
-      for (uint d = 0u; d < HD; ++d) ss += q_square(q0 + r, h * HD + d);
-    }
-    s_qs[r] = q_scale(ss);
-  }
-  barrier();
+  uint h, q0, n, kv_base;
+  if (!begin_block(h, q0, n, kv_base)) return;  // uniform across the workgroup
   for (uint e = lid; e < BQ * HD / 2u; e += WG) {
     uint r = e / (HD / 2u), d = 2u * (e % (HD / 2u));
     vec2 v = q0 + r < n ? vec2(q_value(q0 + r, h * HD + d), q_value(q0 + r, h * HD + d + 1u)) * s_qs[r] : vec2(0.0);
@@ -106,16 +87,16 @@ void main() {
   [[unroll]] for (uint d = 0u; d < HF; ++d) acc[d] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
   uint kw[WPT], vw[WPT];
 #if PREFETCH
-  load_chunk(block_first, p_last, kv_base, kw, vw);
+  load_chunk(block_first, p_last, kv_base, true, kw, vw);
 #endif
   for (uint c0 = block_first; c0 <= p_last; c0 += KC) {
     barrier();  // the previous chunk is used up (and the queries loaded)
 #if PREFETCH
     store_chunk(kw, vw);
     barrier();
-    load_chunk(c0 + KC <= p_last ? c0 + KC : c0, p_last, kv_base, kw, vw);
+    load_chunk(c0 + KC <= p_last ? c0 + KC : c0, p_last, kv_base, true, kw, vw);
 #else
-    load_chunk(c0, p_last, kv_base, kw, vw);
+    load_chunk(c0, p_last, kv_base, true, kw, vw);
     store_chunk(kw, vw);
     barrier();
 #endif
@@ -180,6 +161,7 @@ void main() {
 }
 )",
               {{"NSG", absl::StrCat(subgroups)},
+               {"COMMON", CoopAttentionChunkGlsl()},
                {"KC", absl::StrCat(keys)},
                {"ROWS", absl::StrCat(std::max(16 * subgroups, 2 * keys))},
                {"PREFETCH", prefetch ? "1" : "0"},
