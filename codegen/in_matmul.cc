@@ -65,10 +65,14 @@ bool NormInX(const graph::Graph& g, const graph::Node& n, int64_t tokens, const 
   if (!rules.norm_in_x || n.kind != graph::OpKind::kRmsNorm || graph::RmsNormInputsOf(n).group) return false;
   const std::vector<graph::ValueId> consumers = graph::MatmulsOfNormedPart(g, n.id);
   const int64_t width = n.type.shape[1].value / 2;
+  const bool prologue = n.attrs.Has("norm_eps");
   return !consumers.empty() && std::all_of(consumers.begin(), consumers.end(), [&](graph::ValueId id) {
     const graph::Node& m = g.node(id);
     const int64_t rows = g.node(m.inputs[0]).type.shape[0].Resolve(tokens);
-    return m.attrs.Has("x_quant") && OneQ8RowBlock(rows, width) && rows * width * 9 <= 8 * kNormInXStageBytes;
+    if (m.attrs.Has("x_quant")) return OneQ8RowBlock(rows, width) && rows * width * 9 <= 8 * kNormInXStageBytes;
+    // The float matrix-vector kernel, at one row (where no other variant takes the product), reads x
+    // in vectors of four and computes a norm without a prologue of its own.
+    return rows == 1 && width % 4 == 0 && !prologue && graph::IsFloat(g.node(m.inputs[1]).type.dtype);
   });
 }
 

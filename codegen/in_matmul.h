@@ -52,7 +52,8 @@ bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, c
 // Whether the matmuls reading the normalised sum of a residual norm `n` compute the norm for a
 // plan of `tokens`: the q8 matrix-vector variant does, where it takes the bucket's rows as one
 // block and their q8 staging takes at most kNormInXStageBytes (every device's shared memory holds
-// them, with the kernel's reductions, in one segment).
+// them, with the kernel's reductions, in one segment); the float one (float weights) at one row of
+// x of a multiple of four values, where the norm has no prologue.
 bool NormInX(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
 inline constexpr int64_t kNormInXStageBytes = 12 * 1024;
 

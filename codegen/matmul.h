@@ -77,6 +77,12 @@ inline constexpr int64_t kGemvMaxBucket = tuning::kGemvRowsLimit;
 inline constexpr int64_t kCoopMinRows = tuning::kCoopMinRows;
 
 absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s);
+// x as the matrix-vector kernels read it: `vec4 x_value4(uint row, uint t, uint k, uint step)` (row
+// `row`, the t-th of the workgroup's block; `step`: the q8 staging's, where `held`), and with a
+// norm before the products `vec4 x_weight4(uint k, uint step)`, `float x_scale(float sum_sq)` and
+// X_NORM 1. Where x is a residual norm's normalised part (MatMulSpec::restate), x_value4 is the
+// norm's sum, which workgroup (0, 0) of its first consumer also writes (codegen/matmul_gemv_q8.cc).
+std::string RestatedXGlsl(const EmitContext& c, const MatMulSpec& s, bool held);
 // The matrix-vector variant for x rounded through q8 blocks (attr x_quant), with integer dot
 // products (TargetCaps::integer_dot_product); block-quantized weights only.
 absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s);

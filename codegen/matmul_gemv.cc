@@ -12,7 +12,9 @@
 // shared memory (entirely in shared memory without subgroup arithmetic).
 //
 // With a norm prologue (rms_norm fused in), x is multiplied by the norm weight as it is loaded,
-// the workgroup sums x² over the same loads, and the results are scaled by 1/rms.
+// the workgroup sums x² over the same loads, and the results are scaled by 1/rms. Where x is a
+// residual norm's normalised sum (MatMulSpec::restate), x is the sum of the norm's inputs as
+// loaded, normalised the same way, and workgroup (0, 0) writes the sum.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -83,12 +85,31 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   const uint32_t groups = shape.groups;
   const uint32_t wg = shape.wg;
   const bool subgroups = c.caps.subgroup_arithmetic;
+  // x is a residual norm's normalised part (MatMulSpec::restate): the kernel reads the norm's inputs
+  // and computes the norm as a prologue of its own (RestatedXGlsl; one block of rows, so that
+  // workgroup (0, 0) writes every row's sum).
+  const bool restated = s.restate >= 0;
+  if (restated && (parts->values % 4 != 0 || blocks != 1)) {
+    return absl::InternalError("a residual norm computed in x needs parts of whole vectors of four and one block of rows");
+  }
+  const bool norm = s.norm || restated;
   const std::string x_decl = absl::StrCat(
-      PartXGlsl(*parts, 2), "void load_x(uint t, uint p, out float v[PV]) { load_part_x((x_row0() + t) * K, p, v); }\n");
+      PartXGlsl(*parts, 2),
+      restated ? "" : "void load_x(uint t, uint p, out float v[PV]) { load_part_x((x_row0() + t) * K, p, v); }\n");
+  const std::string restated_decl =
+      !restated ? ""
+                : absl::StrCat(RestatedXGlsl(c, s, /*held=*/false),
+                               "void load_x(uint t, uint p, out float v[PV]) {\n"
+                               "  [[unroll]] for (uint i = 0u; i < PV; i += 4u) {\n"
+                               "    vec4 q = x_value4(t, 0u, w_part_k(p, i), 0u);\n"
+                               "    v[i] = q.x; v[i + 1u] = q.y; v[i + 2u] = q.z; v[i + 3u] = q.w;\n"
+                               "  }\n}\n"
+                               "vec4 norm_weight4(uint k) { return x_weight4(k, 0u); }\n"
+                               "float norm_scale(float sum_sq) { return x_scale(sum_sq); }\n");
   // `void scale_by_norm_weight(uint p, inout float v[PV])`, for a norm prologue: the weight is read
   // in 4-value loads wherever x is.
   const std::string norm_decl =
-      !s.norm ? ""
+      !norm ? ""
       : parts->values % 4 == 0
           ? "void scale_by_norm_weight(uint p, inout float v[PV]) {\n"
             "  [[unroll]] for (uint i = 0u; i < PV; i += 4u) {\n"
@@ -100,12 +121,12 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   Kernel k;
   k.config = shape;
   k.variant = absl::StrCat("gemv.", graph::Name(s.w_dtype), ".t", tm, "x", rows_per_workgroup, ".wg", wg,
-                           subgroups ? ".sg" : "", s.variant_suffix);
+                           subgroups ? ".sg" : "", s.variant_suffix, restated ? "+residual_norm_x" : "");
   k.glsl = absl::StrCat(ShaderHeader(wg),
                         subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
                                     "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
                                   : "",
-                        s.io_glsl, parts->glsl, x_decl, norm_decl,
+                        s.io_glsl, parts->glsl, x_decl, restated ? "" : norm_decl,
                         Fill(R"(
 #define NORM {{NORM}}
 #define LOAD_AHEAD {{LOAD_AHEAD}}
@@ -113,13 +134,13 @@ const uint WG = {{WG}}u, TM = {{TM}}u, RN = {{RN}}u, PARTS = {{PARTS}}u;
 const uint RUN = PV / RUNS, ITERS = (PARTS + WG - 1u) / WG;
 const uint OUTS = TM * RN * G + (NORM == 1 ? TM : 0u);  // dot products, then sums of x²
 )",
-                             {{"NORM", s.norm ? "1" : "0"},
+                             {{"NORM", norm ? "1" : "0"},
                               {"LOAD_AHEAD", load_ahead ? "1" : "0"},
                               {"WG", absl::StrCat(wg)},
                               {"TM", absl::StrCat(tm)},
                               {"RN", absl::StrCat(rows_per_workgroup)},
                               {"PARTS", absl::StrCat(parts->per_row)}}),
-                        DotsReduceGlsl(subgroups), Fill(R"(
+                        restated_decl, restated ? norm_decl : "", DotsReduceGlsl(subgroups), Fill(R"(
 // Part p of every weight row of the workgroup (rows past N read row N - 1).
 void load_rows(uint col0, uint p, out WPart wp[RN * G]) {
   [[unroll]] for (uint r = 0u; r < RN; ++r) {

@@ -16,7 +16,7 @@
 // iteration, a team takes its rows' parts as one list (flat), each lane adding its product to its
 // part's row. A row-wide op reading the rows (MatMulSpec::tail) is finished
 // by the last workgroup to get to the end; a residual norm whose normalised sum is x
-// (MatMulSpec::restate) is computed by every workgroup as it stages x (XValueGlsl).
+// (MatMulSpec::restate) is computed by every workgroup as it stages x (RestatedXGlsl).
 #include <algorithm>
 #include <limits>
 
@@ -29,7 +29,6 @@
 #include "graph/activation_quant.h"
 
 namespace doppler::codegen {
-namespace {
 
 // `vec4 x_value4(uint row, uint t, uint k, uint step)`: x[row, k .. k + 3] (t: the row within
 // the block, step: stage_x's step); with a norm before the products, `vec4 x_weight4(uint k, uint
@@ -42,7 +41,7 @@ namespace {
 // `restate_rows` runs first. Where an invocation's share of the rows is at most a few vectors
 // (`held`), it loads all of them (x', r and the weights) in one round, finds each row's 1 / rms of
 // x' and keeps s in registers; else it finds the 1 / rms, and x_value4 loads x' again, and r.
-std::string XValueGlsl(const EmitContext& c, const MatMulSpec& s, bool held) {
+std::string RestatedXGlsl(const EmitContext& c, const MatMulSpec& s, bool held) {
   if (s.restate < 0) {
     return absl::StrCat("vec4 x_value4(uint row, uint t, uint k, uint step) { return x4[((x_row0() + row) * K + k) / 4u]; }\n",
                         s.norm ? "#define X_NORM 1\nvec4 x_weight4(uint k, uint step) { return norm_weight4(k); }\n"
@@ -137,6 +136,8 @@ float x_scale(float sum_sq) { return inversesqrt(sum_sq / float(K) + {{EPS}}); }
             {"OFFSET", FloatLiteral(norm.attrs.Float("weight_offset"))},
             {"EPS", FloatLiteral(norm.attrs.Float("eps"))}}));
 }
+
+namespace {
 
 // stage_x's store of an invocation's four quants (its block's scale by the first of the eight).
 constexpr const char* kStoreQuads = R"(        if (live) {
@@ -267,7 +268,7 @@ const uint NONE = 0xFFFFFFFFu, WORKGROUPS = {{WORKGROUPS}}u;
 )",
            constants),
       WorkgroupReductions(wg, subgroups), DotsReduceGlsl(subgroups),
-      XValueGlsl(c, s, shape->hold_restated),
+      RestatedXGlsl(c, s, shape->hold_restated),
       tail == nullptr ? ""
                       : absl::StrCat(Fill(R"(
 // The dispatch's scratch: done counts the workgroups that finished (the last one resets it); an

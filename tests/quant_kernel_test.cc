@@ -578,6 +578,31 @@ TEST_F(FusedArgmaxTest, TheConsumingMatmulComputesAResidualNorm) {
   }
 }
 
+// The same in the float matrix-vector kernel (f16 and f32 weights), at one row of x: a plain
+// residual add and norm before a projection; at a bucket of 4 the norm keeps its own dispatch.
+TEST_F(FusedArgmaxTest, TheConsumingFloatMatmulComputesAResidualNorm) {
+  for (auto [k, n, dtype] : {std::tuple{int64_t{256}, int64_t{320}, DType::kF16}, std::tuple{int64_t{512}, int64_t{1100}, DType::kF32},
+                             std::tuple{int64_t{256}, int64_t{44}, DType::kBF16}}) {
+    GraphBuilder b;
+    ValueId o = b.MatMul(b.Input("x", Rows(k)), b.Param("w", Matrix(n, k, DType::kQ4_K)));
+    ValueId sum = b.Add(o, b.Input("h", Rows(n)));
+    b.Output("sum", sum);
+    ValueId normed = b.RmsNorm(sum, b.Param("g2", Vector(n)), 1e-5, 0.0);
+    b.Output("y", b.MatMul(normed, b.Param("proj", Matrix(72, n, dtype))));
+    const graph::Graph g = WithPasses(std::move(b), {"fuse-residual-rmsnorm"});
+    test::RandomParams params(g, 6);
+    for (int64_t bucket : {1, 4}) {
+      auto gpu = test::GpuRunner::Create(ctx(), g, bucket, params);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      const auto& dispatches = (*gpu)->plan().dispatches();
+      ASSERT_EQ(dispatches.size(), bucket == 1 ? 2u : 3u) << graph::Name(dtype);
+      EXPECT_EQ(dispatches.back().variant.find("+residual_norm_x") != std::string::npos, bucket == 1)
+          << dispatches.back().variant;
+      ExpectNearInterpreter(**gpu, g, params, 1, k, n, {{"sum", 2e-5}, {"y", 2e-5}});
+    }
+  }
+}
+
 // The LM head reading the step's last row itself (a last row in x: codegen/in_matmul.h) with its
 // norm prologue, in the float and the q8 matrix-vector kernels: one dispatch (no copy of the row),
 // the logits and the argmax as the interpreter's, for steps of 1, 3 and 4 rows of 4-row buckets
