@@ -13,6 +13,7 @@
 #include "codegen/matmul.h"
 #include "codegen/tuning/matmul.h"
 #include "graph/layout.h"
+#include "graph/matmul_inputs.h"
 
 namespace doppler::codegen {
 namespace {
@@ -36,6 +37,21 @@ std::string OutputIndex(const std::vector<int64_t>& widths, int64_t rows_bucket,
 const char* ActivationFunction(graph::EpilogueStep s) {
   using graph::EpilogueStep;
   return s == EpilogueStep::kSiluMul || s == EpilogueStep::kSilu ? "act_silu" : "act_gelu_tanh";
+}
+
+// The output columns of the matmuls without gates that read x (input 0 of `node`) through a norm
+// prologue of the same weight, `node` among them: nothing orders them, so they share a level.
+int64_t NormalisedSiblingColumns(const graph::Graph& g, const graph::Node& node) {
+  const graph::MatMulInputs mine = graph::MatMulInputsOf(node);
+  int64_t n = 0;
+  for (graph::ValueId u : g.Users(mine.x)) {
+    const graph::Node& other = g.node(u);
+    if (other.kind != graph::OpKind::kMatMul) continue;
+    const graph::MatMulInputs theirs = graph::MatMulInputsOf(other);
+    if (theirs.x != mine.x || theirs.x_norm != mine.x_norm || graph::IsGated(theirs.epilogue)) continue;
+    n += g.node(theirs.w).type.shape[0].value;
+  }
+  return n;
 }
 
 }  // namespace
@@ -99,6 +115,7 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   s.n = w_rows / s.gates;
   // With a norm prologue, input 2 is the norm's weight and the epilogue's inputs follow it.
   s.norm = c.node.attrs.Has("norm_eps");
+  s.level_n = s.norm && s.gates == 1 ? NormalisedSiblingColumns(c.g, c.node) : s.n;
   const int first_extra = s.norm ? 3 : 2;
   if (static_cast<int>(c.node.inputs.size()) != first_extra + graph::ExtraInputs(*steps)) {
     return absl::InvalidArgumentError(absl::StrCat("matmul '", c.node.label, "': epilogue '",

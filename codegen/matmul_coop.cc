@@ -42,7 +42,8 @@ std::string CoopStagingGlsl() {
 }
 
 absl::StatusOr<Kernel> EmitCoopGemm(const EmitContext& c, const MatMulSpec& s) {
-  absl::StatusOr<tuning::CoopConfig> config = tuning::ChooseCoop(c.caps, TileShapeRows(s), s.n, s.gates, s.norm);
+  absl::StatusOr<tuning::CoopConfig> config =
+      tuning::ChooseCoop(c.caps, TileShapeRows(s), s.k, s.n, s.gates, s.norm, s.level_n);
   if (!config.ok()) return config.status();
   const tuning::CoopConfig& t = *config;
   const int64_t subgroups = tuning::CoopSubgroups(t);

@@ -594,7 +594,8 @@ const char* const kCoopTunes[] = {
     "coop.bn=128,coop.sn=64",                         // 128 x 128 tiles, 32 x 64 a subgroup
     "coop.bm=128,coop.bn=128,coop.sn=64",             //
     "coop.bm=256,coop.sm=64",                         // 256 x 64 tiles, 64 x 32 a subgroup
-    "coop.bm=256,coop.sm=64,coop.prefetch=0",         // the choice for large plain products
+    "coop.bm=256,coop.sm=64,coop.prefetch=0",         // the choice for large plain products, gated ones of a wave
+    "coop.bm=128,coop.bn=128",                        // the choice for normalised ones of one to two waves
     "coop.bm=128,coop.sm=64,coop.bk=32",              // the choice for large gated products
     "coop.bm=128,coop.sm=64,coop.bk=32,coop.prefetch=0",  // ... for large normalised ones
     "coop.bm=64,coop.bn=128,coop.sn=64",              // short tiles split over columns only (a batch)
@@ -615,32 +616,43 @@ codegen::TargetCaps NvidiaCaps() {
 TEST(Tuning, CoopFollowsTheGridAndTheSharedMemory) {
   unsetenv("DOPPLER_TUNE");
   struct Case {
-    int64_t m, n, gates;
+    int64_t m, k, n, gates;
     bool norm;
     uint32_t shared;
     int64_t bm, bk, sm, sn, prefetch, bn = 64;
+    int64_t level_n = 0;  // the columns of the products normalising the same x, this one's among them (0: n)
   };
   for (const Case& c : {
-           Case{512, 16384, 2, true, 49152, 128, 32, 64, 32, 1},   // gated, 1,024 tall tiles: 64 x 32 blocks, slices of 32
-           Case{64, 16384, 2, true, 49152, 64, 64, 32, 16, 1, 128},  // gated, 64 rows, 256 tiles of 64 columns: 128
-           Case{64, 8192, 2, true, 49152, 64, 64, 32, 16, 1},    // ... 128 of them: short tiles, 32 x 16 blocks
-           Case{64, 16384, 2, true, 24576, 64, 32, 32, 16, 1},   // ... 24 KiB: wide tiles do not fit
-           Case{32, 16384, 2, true, 49152, 32, 64, 32, 16, 1},   // gated, 32 rows, 256 tiles: 32-row ones
-           Case{32, 8192, 2, true, 49152, 64, 64, 32, 16, 1},    // ... 128 of them: as at 64 rows
-           Case{512, 4096, 1, true, 49152, 128, 32, 64, 32, 0},    // normalised, 256 tall tiles: no read-ahead
-           Case{512, 2048, 1, true, 49152, 128, 64, 32, 32, 1},    // normalised, 128 tall tiles
-           Case{512, 2048, 1, true, 24576, 128, 32, 32, 32, 1},    // ... slices of 64 do not fit in 24 KiB
-           Case{512, 4096, 1, false, 49152, 256, 64, 64, 32, 0},   // plain, 128 tiles of 256 rows
-           Case{512, 2048, 1, false, 49152, 128, 64, 32, 32, 1},   // plain, 64 of 256 rows: 128
-           Case{512, 512, 1, false, 49152, 64, 64, 32, 32, 1},     // 32 tall tiles: short ones
-           Case{64, 16384, 1, false, 49152, 64, 64, 32, 32, 1},    // 64 rows: no taller tiles
-           Case{64, 4096, 1, true, 49152, 64, 64, 32, 16, 1},      // normalised, 64 rows: 32 x 16 blocks
-           Case{128, 16384, 1, false, 49152, 128, 64, 32, 32, 1}}) {  // 128 rows: no taller tiles
+           Case{512, 4096, 16384, 2, true, 49152, 128, 32, 64, 32, 1},   // gated, 1,024 tall tiles: 64 x 32 blocks, slices of 32
+           Case{64, 4096, 16384, 2, true, 49152, 64, 64, 32, 16, 1, 128},  // gated, 64 rows, 256 tiles of 64 columns: 128
+           Case{64, 4096, 8192, 2, true, 49152, 64, 64, 32, 16, 1},    // ... 128 of them: short tiles, 32 x 16 blocks
+           Case{64, 4096, 16384, 2, true, 24576, 64, 32, 32, 16, 1},   // ... 24 KiB: wide tiles do not fit
+           Case{32, 4096, 16384, 2, true, 49152, 32, 64, 32, 16, 1},   // gated, 32 rows, 256 tiles: 32-row ones
+           Case{32, 4096, 8192, 2, true, 49152, 64, 64, 32, 16, 1},    // ... 128 of them: as at 64 rows
+           Case{512, 2048, 8192, 2, true, 49152, 256, 32, 64, 32, 0},    // gated, 256 tiles of 256 rows: those
+           Case{512, 1152, 6912, 2, true, 49152, 256, 32, 64, 32, 0},    // ... 216 of them
+           Case{512, 3072, 8192, 2, true, 49152, 128, 32, 64, 32, 1},    // ... K 3,072: 128 rows
+           Case{384, 2048, 8192, 2, true, 49152, 128, 32, 64, 32, 1},    // ... 384 rows: a half-empty tile row
+           Case{200, 2048, 8192, 2, true, 49152, 128, 32, 64, 32, 1},    // ... 128 of them: half a wave
+           Case{512, 4096, 4096, 1, true, 49152, 128, 32, 64, 32, 0},    // normalised, 256 tall tiles: no read-ahead
+           Case{512, 2048, 2560, 1, true, 49152, 128, 64, 32, 32, 1, 128},  // normalised, 160: 128 columns, one wave
+           Case{512, 2048, 512, 1, true, 49152, 128, 64, 32, 32, 1, 128, 3072},  // ... a v beside a q+k of 2,560: theirs
+           Case{512, 2048, 512, 1, true, 49152, 64, 64, 32, 32, 1, 64, 512},     // ... the v alone, 32 tall tiles: short
+           Case{512, 4096, 2048, 1, true, 49152, 128, 64, 32, 32, 1},    // normalised, 128 tall tiles
+           Case{512, 4096, 2048, 1, true, 24576, 128, 32, 32, 32, 1},    // ... slices of 64 do not fit in 24 KiB
+           Case{512, 4096, 4096, 1, false, 49152, 256, 64, 64, 32, 0},   // plain, 128 tiles of 256 rows
+           Case{512, 4096, 2048, 1, false, 49152, 128, 64, 32, 32, 1},   // plain, 64 of 256 rows: 128
+           Case{512, 4096, 512, 1, false, 49152, 64, 64, 32, 32, 1},     // 32 tall tiles: short ones
+           Case{64, 4096, 16384, 1, false, 49152, 64, 64, 32, 32, 1},    // 64 rows: no taller tiles
+           Case{64, 4096, 4096, 1, true, 49152, 64, 64, 32, 16, 1},      // normalised, 64 rows: 32 x 16 blocks
+           Case{128, 4096, 16384, 1, false, 49152, 128, 64, 32, 32, 1}}) {  // 128 rows: no taller tiles
     codegen::TargetCaps caps = NvidiaCaps();
     caps.max_shared_memory = c.shared;
-    absl::StatusOr<codegen::tuning::CoopConfig> got = codegen::tuning::ChooseCoop(caps, c.m, c.n, c.gates, c.norm);
+    absl::StatusOr<codegen::tuning::CoopConfig> got =
+        codegen::tuning::ChooseCoop(caps, c.m, c.k, c.n, c.gates, c.norm, c.level_n == 0 ? c.n : c.level_n);
     ASSERT_TRUE(got.ok()) << got.status();
-    const std::string what = absl::StrCat(c.m, "x", c.n, " gates ", c.gates, " norm ", c.norm, " shared ", c.shared);
+    const std::string what =
+        absl::StrCat(c.m, "x", c.n, " gates ", c.gates, " norm ", c.norm, " shared ", c.shared, " level ", c.level_n, " k ", c.k);
     EXPECT_EQ(got->bm, c.bm) << what;
     EXPECT_EQ(got->bn, c.bn) << what;
     EXPECT_EQ(got->bk, c.bk) << what;
@@ -660,7 +672,7 @@ TEST(Tuning, BadCoopEntriesAreErrorsNamingThem) {
            {"coop.bm=128,coop.sm=128", "is not one of 16, 32, 64"},
            {"coop.bn=128,coop.bk=64", "bytes of shared memory; the device has 49152"}}) {
     ScopedTune scoped(tune.c_str());
-    absl::StatusOr<codegen::tuning::CoopConfig> c = codegen::tuning::ChooseCoop(NvidiaCaps(), 512, 16384, 2, true);
+    absl::StatusOr<codegen::tuning::CoopConfig> c = codegen::tuning::ChooseCoop(NvidiaCaps(), 512, 4096, 16384, 2, true, 16384);
     ASSERT_FALSE(c.ok()) << tune;
     EXPECT_NE(c.status().message().find(says), std::string::npos) << c.status();
     EXPECT_EQ(c.status().message().rfind("DOPPLER_TUNE: ", 0), 0u) << c.status();

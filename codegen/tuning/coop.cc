@@ -55,14 +55,22 @@ DeviceChoice ChooseCoopFrom(const TargetCaps& caps, bool row_per_sequence) {
 
 bool GatedGridPastAWave(int64_t n) { return CeilDiv(n, 64) > kMinTallTiles; }
 
+bool GatedGridOfOneWaveInTallerTiles(int64_t m, int64_t n) {
+  const int64_t tiles = int64_t{CeilDiv(n, 64)} * CeilDiv(m, 256);
+  return 2 * CeilDiv(m, 256) == CeilDiv(m, 128) && tiles > kMinTallTiles && tiles <= 2 * kMinTallTiles;
+}
+
 int64_t CoopSubgroups(const CoopConfig& c) { return (c.bm / c.sm) * (c.bn / c.sn); }
 
 int64_t CoopSharedBytes(const CoopConfig& c, int64_t gates) { return StagedBytes(c, gates) + 4 * c.bm; }
 
-absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t n, int64_t gates, bool norm) {
+absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t k, int64_t n, int64_t gates, bool norm,
+                                      int64_t level_n) {
   CoopConfig c;
-  const int64_t tall_tiles = int64_t{CeilDiv(n, c.bn)} * CeilDiv(m, 128);
-  // Rows: 128 unless the grid of 128-row tiles would be small (kMinTallTiles), so that narrow
+  // 128-row tiles of the level's products that normalise the same x, this one's among them.
+  const int64_t tall_tiles = int64_t{CeilDiv(std::max(n, level_n), c.bn)} * CeilDiv(m, 128);
+  // Rows: 128 unless the grid of 128-row tiles (the level's, with those of the products beside it)
+  // would be small (kMinTallTiles), so that narrow
   // matrices (a value projection, 512 columns) still fill the GPU (bench/RESULTS.md, "The
   // cooperative-matrix matmul": Llama-3.2-1B's v projection 85 → 71 µs), or m fills no more than 64
   // of them (a batch of 64 rows: the rest of a tall tile would idle).
@@ -75,6 +83,15 @@ absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t
     // Plain products on a grid large even in 256-row tiles: each weight decoded half as often, each
     // fragment of weights feeding four products, and no read-ahead, so that two workgroups share
     // a multiprocessor (8B output projections 191 → 155, down projections 589 / 698 → 498 / 504).
+    c.bm = 256;
+    c.sm = 64;
+    c.prefetch = 0;
+  } else if (gates == 2 && c.bm == 128 && k <= kShortGatedK && GatedGridOfOneWaveInTallerTiles(m, n)) {
+    // Short gated products whose grid of 256-row tiles is one wave at two workgroups a
+    // multiprocessor: such tiles, 64 x 32 blocks without read-ahead, each weight decoded half as
+    // often (at 512 rows, 512 tiles of 128 rows: 1B gate and up, K 2,048, 266 → 249 µs; 3B's, K
+    // 3,072, lose with them, 373 → 392, as do the 8B's at 256 rows: bench/RESULTS.md, "twenty-first
+    // session").
     c.bm = 256;
     c.sm = 64;
     c.prefetch = 0;
@@ -92,6 +109,11 @@ absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t
     c.bk = 32;
     c.prefetch = 0;
     bk_chosen = true;
+  } else if (norm && gates == 1 && c.bm == 128 && tall_tiles > kMinTallTiles) {
+    // Normalised products of between one and two waves of 128 x 64 tiles (one a multiprocessor):
+    // tiles of 128 columns, one wave (1B q+k, 160 tiles, beside its v: their level 97 → 74 µs; the
+    // 8B's q/k/v, 384 tiles, take the rule above: bench/RESULTS.md, "twenty-first session").
+    c.bn = 128;
   } else if (norm && m <= 64) {
     // Normalised products of at most 64 rows (those of a batched decode step that coop_rows leaves
     // to the tiles, a short chunk's): 32 x 16 blocks, eight subgroups a tile, whose few workgroups

@@ -25,6 +25,14 @@ inline constexpr int64_t kMinTallTiles = 128;
 // prologue takes wider tiles (at 33 to 64 rows) or the tiles instead of coop_rows (at 17 to 32).
 bool GatedGridPastAWave(int64_t n);
 
+// Whether a gated product of m rows and n columns a gate makes between one and two kMinTallTiles of
+// tiles of 256 rows by 64 columns (one wave of them at two a multiprocessor), with no more rows
+// past m than tiles of 128 rows leave.
+bool GatedGridOfOneWaveInTallerTiles(int64_t m, int64_t n);
+
+// The longest rows (K) of a gated product that such a grid takes in 256-row tiles (ChooseCoop).
+inline constexpr int64_t kShortGatedK = 2048;
+
 // Rows never reached: a family that does not take the cooperative-matrix units.
 inline constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
@@ -52,10 +60,12 @@ int64_t CoopSubgroups(const CoopConfig& config);
 // gated weight (two products a column), else 1.
 int64_t CoopSharedBytes(const CoopConfig& config, int64_t gates);
 
-// The config for y[m, n] (with a norm prologue where `norm`) on `caps`, with DOPPLER_TUNE's values
+// The config for y[m, n] = x[m, k] · wᵀ (with a norm prologue where `norm`, beside products of level_n columns in
+// all that normalise the same x: the rows' grid is theirs together) on `caps`, with DOPPLER_TUNE's values
 // (coop.bm, coop.bn, coop.bk, coop.sm, coop.sn, coop.prefetch) in place of the choice's, which must
 // be values above whose staging divides among the workgroup's invocations, with at most 1,024 of
 // them, and fit the shared memory.
-absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t n, int64_t gates, bool norm);
+absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t k, int64_t n, int64_t gates, bool norm,
+                                      int64_t level_n);
 
 }  // namespace doppler::codegen::tuning
