@@ -25,9 +25,9 @@ struct MatMulSpec {
   // sum_sq)` (1 / rms from the sum of squares of a row of x), `float norm_weight(uint k)` and,
   // when K is a multiple of 4, `vec4 norm_weight4(uint k)` (k a multiple of 4).
   bool norm = false;
-  // With a norm prologue: the output columns of every product without gates that normalises the same x
-  // (this one's among them), which run side by side in one level; the tile rules take their grid
-  // together. Else n.
+  // With a norm prologue: the output columns of every product without gates that normalises the
+  // same x (this one's among them), which run side by side in one level; the tile rules take their
+  // grid together. Else n.
   int64_t level_n = 0;
   std::string rows_expr;  // GLSL for the step's row count (runtime for T-shaped x)
   bool x_whole = true;    // x's buffer holds the m rows from its start (not a last row of a longer x)

@@ -111,8 +111,9 @@ absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t
     bk_chosen = true;
   } else if (norm && gates == 1 && c.bm == 128 && tall_tiles > kMinTallTiles) {
     // Normalised products of between one and two waves of 128 x 64 tiles (one a multiprocessor):
-    // tiles of 128 columns, one wave (1B q+k, 160 tiles, beside its v: their level 97 → 74 µs; the
-    // 8B's q/k/v, 384 tiles, take the rule above: bench/RESULTS.md, "twenty-first session").
+    // tiles of 128 columns, one wave (at 512 rows: 1B q+k and its v, 192 tiles, their level 97 → 78
+    // µs, its q+k+v 100 → 73; the 8B's, 384 tiles, take the rule above: bench/RESULTS.md,
+    // "twenty-first session").
     c.bn = 128;
   } else if (norm && m <= 64) {
     // Normalised products of at most 64 rows (those of a batched decode step that coop_rows leaves

@@ -60,11 +60,11 @@ int64_t CoopSubgroups(const CoopConfig& config);
 // gated weight (two products a column), else 1.
 int64_t CoopSharedBytes(const CoopConfig& config, int64_t gates);
 
-// The config for y[m, n] = x[m, k] · wᵀ (with a norm prologue where `norm`, beside products of level_n columns in
-// all that normalise the same x: the rows' grid is theirs together) on `caps`, with DOPPLER_TUNE's values
-// (coop.bm, coop.bn, coop.bk, coop.sm, coop.sn, coop.prefetch) in place of the choice's, which must
-// be values above whose staging divides among the workgroup's invocations, with at most 1,024 of
-// them, and fit the shared memory.
+// The config for y[m, n] = x[m, k] · wᵀ (with a norm prologue where `norm`, the products that
+// normalise the same x having level_n columns in all, this one's among them: their grid is taken
+// together) on `caps`, with DOPPLER_TUNE's values (coop.bm, coop.bn, coop.bk, coop.sm, coop.sn,
+// coop.prefetch) in place of the choice's, which must be values above whose staging divides among
+// the workgroup's invocations, with at most 1,024 of them, and fit the shared memory.
 absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t k, int64_t n, int64_t gates, bool norm,
                                       int64_t level_n);
 
