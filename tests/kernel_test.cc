@@ -571,17 +571,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionSinksTest,
 // prologues and sinks, with and without a window; in one pass over the keys where the device's f32
 // fragments keep the mma layout (heads of at most 128, in each chunk size), else in two.
 TEST(CoopAttention, KernelsCompileForNvidia) {
-  int compiled = 0;
   struct Form {
     bool accumulators_mma;
     const char* tune;
   };
-  for (const Form form : {Form{false, ""}, Form{true, ""}, Form{true, "attention.coop_keys=16"},
-                          Form{true, "attention.coop_keys=64"}, Form{true, "attention.coop_online=0"}}) {
-  test::ScopedTune tune(form.tune);
-  codegen::TargetCaps caps = test::NvidiaCoopCaps();
-  caps.subgroup_shuffle = true;
-  caps.coop_accumulators_mma = form.accumulators_mma;
+  int compiled = 0;
   for (int64_t head_dim : {16, 64, 128, 256}) {
     for (bool prologues : {false, true}) {
       const int64_t heads = 4, kv_heads = 2, positions = 64;
@@ -605,18 +599,25 @@ TEST(CoopAttention, KernelsCompileForNvidia) {
       for (const graph::Node& n : g->nodes()) {
         if (n.kind != graph::OpKind::kAttention) continue;
         EXPECT_EQ(n.inputs.size(), prologues ? 6u : 3u);
-        absl::StatusOr<test::CompiledKernel> kernel = test::EmitAndCompile(*g, n, caps, 128);
-        ASSERT_TRUE(kernel.ok()) << kernel.status();
-        const bool online = form.accumulators_mma && head_dim <= codegen::kCoopOnlineMaxHeadDim &&
-                            std::string(form.tune) != "attention.coop_online=0";
-        ASSERT_EQ(kernel->kernel.variant.rfind("coop.", 0), 0u) << kernel->kernel.variant;
-        EXPECT_EQ(kernel->kernel.variant.rfind("coop.online.k", 0) == 0, online) << kernel->kernel.variant;
-        EXPECT_EQ(kernel->kernel.variant.find("+sinks") != std::string::npos, prologues) << kernel->kernel.variant;
-        EXPECT_EQ(kernel->spirv.bindings.size(), kernel->kernel.args.size() + 1);
-        ++compiled;
+        for (const Form form : {Form{false, ""}, Form{true, ""}, Form{true, "attention.coop_keys=16"},
+                                Form{true, "attention.coop_keys=64"}, Form{true, "attention.coop_online=0"}}) {
+          test::ScopedTune tune(form.tune);
+          codegen::TargetCaps caps = test::NvidiaCoopCaps();
+          caps.subgroup_shuffle = true;
+          caps.coop_accumulators_mma = form.accumulators_mma;
+          absl::StatusOr<test::CompiledKernel> kernel = test::EmitAndCompile(*g, n, caps, 128);
+          ASSERT_TRUE(kernel.ok()) << form.tune << ": " << kernel.status();
+          const bool online = form.accumulators_mma && head_dim <= codegen::kCoopOnlineMaxHeadDim &&
+                              std::string(form.tune) != "attention.coop_online=0";
+          const std::string& variant = kernel->kernel.variant;
+          ASSERT_EQ(variant.rfind("coop.", 0), 0u) << variant;
+          EXPECT_EQ(variant.rfind("coop.online.k", 0) == 0, online) << variant;
+          EXPECT_EQ(variant.find("+sinks") != std::string::npos, prologues) << variant;
+          EXPECT_EQ(kernel->spirv.bindings.size(), kernel->kernel.args.size() + 1);
+          ++compiled;
+        }
       }
     }
-  }
   }
   EXPECT_EQ(compiled, 40);
 }

@@ -581,7 +581,8 @@ TEST_F(FusedArgmaxTest, TheConsumingMatmulComputesAResidualNorm) {
 // The same in the float matrix-vector kernel (f16 and f32 weights), at one row of x: a plain
 // residual add and norm before a projection; at a bucket of 4 the norm keeps its own dispatch.
 TEST_F(FusedArgmaxTest, TheConsumingFloatMatmulComputesAResidualNorm) {
-  for (auto [k, n, dtype] : {std::tuple{int64_t{256}, int64_t{320}, DType::kF16}, std::tuple{int64_t{512}, int64_t{1100}, DType::kF32},
+  for (auto [k, n, dtype] : {std::tuple{int64_t{256}, int64_t{320}, DType::kF16},
+                             std::tuple{int64_t{512}, int64_t{1100}, DType::kF32},
                              std::tuple{int64_t{256}, int64_t{44}, DType::kBF16}}) {
     GraphBuilder b;
     ValueId o = b.MatMul(b.Input("x", Rows(k)), b.Param("w", Matrix(n, k, DType::kQ4_K)));
