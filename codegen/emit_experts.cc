@@ -110,6 +110,30 @@ constexpr const char* kWeightedColumn = R"(    float total = acc[c];
     }
 )";
 
+// A plain norm's weight at `binding` and eps, for rows of `kdim` values and parts of `part_values`:
+// `float norm_scale(float sum_sq)` (1 / rms) and `void load_norm_weight(uint p, out float g[PV])`
+// (part p's weights, in 4-value loads where the part's values come in fours).
+std::string NormWeightGlsl(const EmitContext& c, const graph::Node& norm, uint32_t binding, int64_t kdim,
+                           int64_t part_values) {
+  const graph::DType dtype = c.g.node(norm.inputs[1]).type.dtype;
+  const std::string offset = FloatLiteral(norm.attrs.Float("weight_offset"));
+  const bool quads = kdim % 4 == 0 && part_values % 4 == 0;
+  return absl::StrCat(
+      quads ? FloatQuadBuffer(binding, "gamma", dtype, true) : FloatBuffer(binding, "gamma", dtype, true),
+      "float norm_scale(float sum_sq) { return inversesqrt(sum_sq / float(", kdim, ") + ",
+      FloatLiteral(norm.attrs.Float("eps")), "); }\n",
+      quads ? absl::StrCat("void load_norm_weight(uint p, out float g[PV]) {\n"
+                           "  [[unroll]] for (uint i = 0u; i < PV; i += 4u) {\n"
+                           "    vec4 v = load4_gamma(w_part_k(p, i)) + ",
+                           offset,
+                           ";\n"
+                           "    g[i] = v.x; g[i + 1u] = v.y; g[i + 2u] = v.z; g[i + 3u] = v.w;\n"
+                           "  }\n}\n")
+            : absl::StrCat("void load_norm_weight(uint p, out float g[PV]) {\n"
+                           "  [[unroll]] for (uint i = 0u; i < PV; ++i) g[i] = load_gamma(w_part_k(p, i)) + ",
+                           offset, ";\n}\n"));
+}
+
 // The matrix-vector pass a row: workgroup i is (token, slot group, column block); `weighted`: the
 // kernel computes the route_sum, a token's slots one group, weighted (the route weights at binding
 // 5) and summed in the workgroup; else each slot is its own group. The workgroup's invocations take
@@ -118,8 +142,15 @@ constexpr const char* kWeightedColumn = R"(    float total = acc[c];
 // workgroup reduces them once. A summed product's epilogue is affine (RouteSumInExperts asks for
 // bias steps only), so the weighted sum of the slots' values is the weighted sum of their dot
 // products plus the weighted sum of the epilogue's value at 0.
+//
+// Where x is a plain norm the kernel computes (`plain_norm`, codegen/in_matmul.h), x is bound to the
+// norm's input and the norm's weight to `norm_binding`: each invocation sums its part's squares (a
+// token's once, where summing its slots) and multiplies the part by the weight as it loads it, and
+// the workgroup reduces the sum beside the dot products and scales them by 1 / rms before the
+// epilogue.
 absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue& epilogue, bool weighted, int64_t experts,
-                                      int64_t slots, int64_t kdim, int64_t rows, int64_t cols, bool per_slot_x) {
+                                      int64_t slots, int64_t kdim, int64_t rows, int64_t cols, bool per_slot_x,
+                                      const graph::Node* plain_norm, uint32_t norm_binding) {
   const graph::Node& x = c.input(0);
   const graph::Node& w = c.input(1);
   const bool gated = epilogue.gated;
@@ -143,8 +174,8 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
   if (!config.ok()) return config.status();
   const int64_t blocks = (cols + config->cols - 1) / config->cols;
   const uint32_t wg = tuning::ExpertGemvWorkgroup(c.caps, items, config->cols);
-  // The reduction's shared floats: a column's (and its up row's) sum an invocation.
-  const int64_t reduce_bytes = 4 * config->cols * (gated ? 2 : 1) * int64_t{wg};
+  // The reduction's shared floats: a column's (and its up row's) sum an invocation, and the norm's.
+  const int64_t reduce_bytes = 4 * (config->cols * (gated ? 2 : 1) + (plain_norm != nullptr ? 1 : 0)) * int64_t{wg};
   if (reduce_bytes > int64_t{c.caps.max_shared_memory}) {
     return absl::InvalidArgumentError(absl::StrCat("expert_matmul '", c.node.label, "': ", config->cols,
                                                    " columns a workgroup of ", wg, " take ", reduce_bytes,
@@ -153,7 +184,8 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
   Kernel k;
   k.config = *config;
   k.variant = absl::StrCat("gemv.", graph::Name(w.type.dtype), gated ? ".gated" : "", weighted ? ".sum" : "",
-                           per_slot_x ? ".slot_x" : "", epilogue.variant, parts->values == 32 ? ".block" : "",
+                           per_slot_x ? ".slot_x" : "", plain_norm != nullptr ? "+plain_norm_x" : "", epilogue.variant,
+                           parts->values == 32 ? ".block" : "",
                            half ? ".half" : "", ".wg", wg,
                            config->cols != tuning::ExpertGemvConfig{}.cols ? absl::StrCat(".c", config->cols) : "");
   k.glsl = absl::StrCat(
@@ -165,13 +197,16 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
       FloatBuffer(1, "y", graph::DType::kF32, false),
       parts->glsl, parts->half_glsl, PartXGlsl(*parts, 2),
       IntBuffer(4, "ids", true), weighted ? FloatBuffer(5, "rw", graph::DType::kF32, true) : "", ActivationGlsl(),
-      epilogue.buffers,
+      epilogue.buffers, plain_norm != nullptr ? NormWeightGlsl(c, *plain_norm, norm_binding, kdim, parts->values) : "",
       Fill(R"(
 const uint WG = {{WG}}u, E = {{E}}u, S = {{S}}u, N = {{N}}u, KD = {{KD}}u, COLS = {{COLS}}u, C = {{C}}u;
 const uint BLOCKS = {{BLOCKS}}u, GROUPS = {{GROUPS}}u, XW = {{XW}}u, PARTS = {{PARTS}}u;
 const bool GATED = {{GATED}}, WEIGHTED = {{WEIGHTED}}, SLOT_X = {{SLOT_X}};
+#define X_NORM {{X_NORM}}
 // The list of items, a slot's part each: every slot's parts where summing, else the group's slot's.
-const uint G = GATED ? 2u : 1u, OUTS = C * G, ITEMS = (WEIGHTED ? S : 1u) * PARTS, ITERS = (ITEMS + WG - 1u) / WG;
+// The sums: a column's dot products (NDOTS), then with a norm x's sum of squares.
+const uint G = GATED ? 2u : 1u, NDOTS = C * G, OUTS = NDOTS + X_NORM, ITEMS = (WEIGHTED ? S : 1u) * PARTS;
+const uint ITERS = (ITEMS + WG - 1u) / WG;
 )",
            {{"WG", absl::StrCat(wg)},
             {"E", absl::StrCat(experts)},
@@ -186,7 +221,8 @@ const uint G = GATED ? 2u : 1u, OUTS = C * G, ITEMS = (WEIGHTED ? S : 1u) * PART
             {"PARTS", absl::StrCat(parts->per_row)},
             {"GATED", gated ? "true" : "false"},
             {"WEIGHTED", weighted ? "true" : "false"},
-            {"SLOT_X", per_slot_x ? "true" : "false"}}),
+            {"SLOT_X", per_slot_x ? "true" : "false"},
+            {"X_NORM", plain_norm != nullptr ? "1" : "0"}}),
       DotsReduceGlsl(subgroups),
       Fill(R"(
 // An id out of range reads the last expert rather than past the weight.
@@ -207,7 +243,7 @@ void main() {
     uint e = slot_expert(t, j);
     uint xo = t * XW + (SLOT_X ? j * KD : 0u);
     // Every row's part is loaded before the first is used, so the loads are in flight together.
-    WPart wp[OUTS];
+    WPart wp[NDOTS];
     [[unroll]] for (uint c = 0u; c < C; ++c) {
       uint col = min(blk * C + c, COLS - 1u);
       [[unroll]] for (uint g = 0u; g < G; ++g) wp[c * G + g] = w_load(e * N + g * COLS + col, p);
@@ -215,9 +251,19 @@ void main() {
     float xv[PV], xrun[RUNS];
     // Every row of x, and every slot's part of one, starts a multiple of PV values in.
     load_part_x(xo, p, xv);
+#if X_NORM
+    float gv[PV];  // loaded beside x, before x is used
+    load_norm_weight(p, gv);
+#endif
     if (!live) {
       [[unroll]] for (uint v = 0u; v < PV; ++v) xv[v] = 0.0;
     }
+#if X_NORM
+    if (!WEIGHTED || j == 0u) {
+      [[unroll]] for (uint v = 0u; v < PV; ++v) acc[NDOTS] += xv[v] * xv[v];
+    }
+    [[unroll]] for (uint v = 0u; v < PV; ++v) xv[v] *= gv[v];
+#endif
     [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
       float sum = 0.0;
       [[unroll]] for (uint v = 0u; v < PV / RUNS; ++v) sum += xv[r * (PV / RUNS) + v];
@@ -226,6 +272,10 @@ void main() {
     float slot_weight = {{SLOT_WEIGHT}};
 {{DOTS}}  }
   wg_reduce(acc);
+#if X_NORM
+  float inv_rms = norm_scale(acc[NDOTS]);
+  [[unroll]] for (uint o = 0u; o < NDOTS; ++o) acc[o] *= inv_rms;
+#endif
   // Invocation c writes column c of the block: the selects with constant indices keep acc in
   // registers.
   [[unroll]] for (uint c = 0u; c < C; ++c) {
@@ -238,8 +288,8 @@ void main() {
            {{"COLUMN", Fill(weighted ? kWeightedColumn : kSlotColumn, {{"EPILOGUE", epilogue.statements}})},
             {"SLOT_WEIGHT", weighted ? "rw[t * S + j]" : "1.0"},
             {"DOTS", half ? "    XHalf xh = half_x(xv);\n"
-                            "    [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] += slot_weight * w_dot_half(wp[o], xh);\n"
-                          : "    [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] += slot_weight * w_dot(wp[o], p, xv, xrun);\n"},
+                            "    [[unroll]] for (uint o = 0u; o < NDOTS; ++o) acc[o] += slot_weight * w_dot_half(wp[o], xh);\n"
+                          : "    [[unroll]] for (uint o = 0u; o < NDOTS; ++o) acc[o] += slot_weight * w_dot(wp[o], p, xv, xrun);\n"},
             {"ROWS", RowsExpr(x.type.shape[0].tokens, bucket_rows)}}));
   k.groups = WideGrid(static_cast<uint32_t>(bucket_rows * groups_per_token * blocks));
   return k;
@@ -381,6 +431,10 @@ absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
   if (!rules.ok()) return rules.status();
   const graph::Node* sum = RouteSumInProduct(c, *rules);
   const bool weighted = sum != nullptr;
+  // x a plain norm this kernel computes: x is bound to the norm's input, its weight after the rest.
+  const graph::Node* plain_norm =
+      x.kind == graph::OpKind::kRmsNorm && PlainNormInX(c.g, x, c.tokens, *rules) ? &x : nullptr;
+  const uint32_t norm_binding = static_cast<uint32_t>(c.node.inputs.size() + (weighted ? 3 : 2));
   // Bindings: y, x, w, ids, then the route weights where the kernel sums, then the biases.
   absl::StatusOr<ExpertEpilogue> epilogue = ExpertEpilogueGlsl(c, weighted ? 3 : 2);
   if (!epilogue.ok()) return epilogue.status();
@@ -392,16 +446,18 @@ absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
     if (!grouped.ok()) return grouped.status();
     k = *std::move(grouped);
   } else {
-    absl::StatusOr<Kernel> gemv = EmitExpertGemv(c, *epilogue, weighted, experts, slots, kdim, rows, cols, per_slot_x);
+    absl::StatusOr<Kernel> gemv =
+        EmitExpertGemv(c, *epilogue, weighted, experts, slots, kdim, rows, cols, per_slot_x, plain_norm, norm_binding);
     if (!gemv.ok()) return gemv.status();
     k = *std::move(gemv);
   }
   k.family = "expert_matmul";
   k.args = {{weighted ? sum->id : c.node.id, true}};
   for (size_t i = 0; i < c.node.inputs.size(); ++i) {
-    k.args.push_back({c.node.inputs[i], false});
+    k.args.push_back({i == 0 && plain_norm != nullptr ? plain_norm->inputs[0] : c.node.inputs[i], false});
     if (i == 2 && weighted) k.args.push_back({sum->inputs[1], false});
   }
+  if (plain_norm != nullptr) k.args.push_back({plain_norm->inputs[1], false});
   return k;
 }
 

@@ -113,10 +113,15 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
     }
   }
   s.n = w_rows / s.gates;
-  // With a norm prologue, input 2 is the norm's weight and the epilogue's inputs follow it.
-  s.norm = c.node.attrs.Has("norm_eps");
-  s.level_n = s.norm && s.gates == 1 ? NormalisedSiblingColumns(c.g, c.node) : s.n;
-  const int first_extra = s.norm ? 3 : 2;
+  // With a norm prologue, input 2 is the norm's weight and the epilogue's inputs follow it. Where
+  // x is a plain norm the kernel computes (codegen/in_matmul.h), the norm node holds the weight,
+  // bound after the matmul's inputs, and the kernel reads the norm's input as x.
+  const bool prologue = c.node.attrs.Has("norm_eps");
+  const graph::Node* plain_norm =
+      x.kind == graph::OpKind::kRmsNorm && PlainNormInX(c.g, x, c.tokens, *rules) ? &x : nullptr;
+  s.norm = prologue || plain_norm != nullptr;
+  s.level_n = prologue && s.gates == 1 ? NormalisedSiblingColumns(c.g, c.node) : s.n;
+  const int first_extra = prologue ? 3 : 2;
   if (static_cast<int>(c.node.inputs.size()) != first_extra + graph::ExtraInputs(*steps)) {
     return absl::InvalidArgumentError(absl::StrCat("matmul '", c.node.label, "': epilogue '",
                                                    c.node.attrs.Str("epilogue"), "' does not match its inputs"));
@@ -161,20 +166,24 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
     absl::StrAppend(&s.variant_suffix, "+", graph::EpilogueStepName(step));
   }
   if (!widths.empty()) absl::StrAppend(&s.variant_suffix, "+split", widths.size());
+  // A plain norm's weight, a residual norm the kernel computes as it reads x, and a row-wide op it
+  // computes once it has written y (codegen/in_matmul.h): each one's inputs (and value) after the
+  // matmul's, in that order.
+  uint32_t next_binding = static_cast<uint32_t>(c.node.inputs.size() + 2);
   if (s.norm) {
-    s.variant_suffix = "+rms_norm" + s.variant_suffix;
+    s.variant_suffix = (plain_norm != nullptr ? "+plain_norm_x" : "+rms_norm") + s.variant_suffix;
+    const uint32_t binding = plain_norm != nullptr ? next_binding++ : 4;
     // With K a multiple of 4 the weight is also read four values at a time (norm_weight4).
-    const graph::DType gamma = c.input(2).type.dtype;
-    const std::string offset = FloatLiteral(c.node.attrs.Float("norm_offset"));
-    absl::StrAppend(&extras, s.k % 4 == 0 ? FloatQuadBuffer(4, "gamma", gamma, true) : FloatBuffer(4, "gamma", gamma, true),
-                    "float norm_scale(float sum_sq) { return inversesqrt(sum_sq / float(K) + ",
-                    FloatLiteral(c.node.attrs.Float("norm_eps")), "); }\n",
+    const graph::DType gamma = c.g.node(plain_norm != nullptr ? plain_norm->inputs[1] : c.node.inputs[2]).type.dtype;
+    const double eps = plain_norm != nullptr ? plain_norm->attrs.Float("eps") : c.node.attrs.Float("norm_eps");
+    const std::string offset =
+        FloatLiteral(plain_norm != nullptr ? plain_norm->attrs.Float("weight_offset") : c.node.attrs.Float("norm_offset"));
+    absl::StrAppend(&extras,
+                    s.k % 4 == 0 ? FloatQuadBuffer(binding, "gamma", gamma, true) : FloatBuffer(binding, "gamma", gamma, true),
+                    "float norm_scale(float sum_sq) { return inversesqrt(sum_sq / float(K) + ", FloatLiteral(eps), "); }\n",
                     "float norm_weight(uint k) { return load_gamma(k) + ", offset, "; }\n",
                     s.k % 4 == 0 ? absl::StrCat("vec4 norm_weight4(uint k) { return load4_gamma(k) + ", offset, "; }\n") : "");
   }
-  // A residual norm the kernel computes as it reads x, and a row-wide op it computes once it has
-  // written y (codegen/in_matmul.h): each one's value and inputs after the matmul's, in that order.
-  uint32_t next_binding = static_cast<uint32_t>(c.node.inputs.size() + 2);
   if (x.kind == graph::OpKind::kPart && NormInX(c.g, c.g.node(x.inputs[0]), c.tokens, *rules)) {
     s.restate = x.inputs[0];
     s.restate_writes = graph::MatmulsOfNormedPart(c.g, s.restate).front() == c.node.id;
@@ -244,8 +253,11 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   // A kernel computing the residual norm whose part x is reads x from the norm's inputs instead:
   // binding 2 then holds the norm's first input (read anyway), so that no consumer of the norm reads
   // the value another one writes, and they all share a barrier level.
-  const graph::ValueId x_arg = s.restate >= 0 ? c.g.node(s.restate).inputs[0] : x_value;
+  const graph::ValueId x_arg = s.restate >= 0          ? c.g.node(s.restate).inputs[0]
+                              : plain_norm != nullptr ? plain_norm->inputs[0]
+                                                      : x_value;
   for (graph::ValueId in : c.node.inputs) k->args.push_back({in == x.id ? x_arg : in, false});
+  if (plain_norm != nullptr) k->args.push_back({plain_norm->inputs[1], false});
   if (s.restate >= 0) {
     const graph::Node& norm = c.g.node(s.restate);
     for (graph::ValueId in : norm.inputs) k->args.push_back({in, false});

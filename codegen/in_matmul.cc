@@ -40,6 +40,7 @@ absl::StatusOr<InMatMulRules> InMatMulRulesFromTune() {
   InMatMulRules rules;
   for (auto [key, rule] : {std::pair<const char*, bool*>{"tail", &rules.tail},
                            {"norm_in_x", &rules.norm_in_x},
+                           {"plain_norm_in_x", &rules.plain_norm_in_x},
                            {"last_row_in_x", &rules.last_row_in_x},
                            {"route_sum", &rules.route_sum},
                            {"half_x", &rules.half_x}}) {
@@ -48,13 +49,16 @@ absl::StatusOr<InMatMulRules> InMatMulRulesFromTune() {
   absl::StatusOr<int64_t> grouped_from = tuning::ExpertsGroupedFrom();
   if (!grouped_from.ok()) return grouped_from.status();
   rules.experts_grouped_from = *grouped_from;
+  absl::StatusOr<int64_t> norm_upto = tuning::PlainNormInExpertsUpTo();
+  if (!norm_upto.ok()) return norm_upto.status();
+  rules.plain_norm_experts_upto = *norm_upto;
   return rules;
 }
 
 bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
   const bool row_wide = n.kind == graph::OpKind::kArgmax ||
                         (n.kind == graph::OpKind::kRmsNorm && !graph::RmsNormInputsOf(n).group);
-  if (!rules.tail || !row_wide || NormInX(g, n, tokens, rules)) return false;
+  if (!rules.tail || !row_wide || NormInX(g, n, tokens, rules) || PlainNormInX(g, n, tokens, rules)) return false;
   const graph::Node& m = g.node(n.inputs[0]);
   if (m.kind != graph::OpKind::kMatMul || !graph::SplitWidths(m).empty() || !m.attrs.Has("x_quant")) return false;
   const graph::Node& x = g.node(m.inputs[0]);
@@ -74,6 +78,39 @@ bool NormInX(const graph::Graph& g, const graph::Node& n, int64_t tokens, const 
     // in vectors of four and computes a norm without a prologue of its own.
     return rows == 1 && width % 4 == 0 && !prologue && graph::IsFloat(g.node(m.inputs[1]).type.dtype);
   });
+}
+
+bool PlainNormInX(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
+  if (!rules.plain_norm_in_x || n.kind != graph::OpKind::kRmsNorm) return false;
+  const graph::RmsNormInputs r = graph::RmsNormInputsOf(n);
+  const bool is_output = std::any_of(g.outputs().begin(), g.outputs().end(), [&](const auto& o) { return o.second == n.id; });
+  if (r.group || r.residual || r.split || is_output) return false;
+  const int64_t rows = n.type.shape[0].Resolve(tokens), width = n.type.shape[1].value;
+  const std::vector<graph::ValueId> users = g.Users(n.id);
+  bool experts = false;
+  for (graph::ValueId u : users) {
+    const graph::Node& m = g.node(u);
+    if (m.inputs.empty() || m.inputs[0] != n.id || std::count(m.inputs.begin(), m.inputs.end(), n.id) != 1) return false;
+    if (m.kind == graph::OpKind::kExpertMatMul) {
+      // The matrix-vector pass a row, over x rows of the norm's width (not a slot's part each).
+      const graph::TensorType& w = g.node(m.inputs[1]).type;
+      const int64_t slots = g.node(m.inputs[2]).type.shape[1].value;
+      const int64_t values = slots * (w.shape[0].value / m.attrs.Int("experts")) * w.shape[1].value;
+      if (ExpertsGrouped(m, tokens, rules) || w.shape[1].value != width || values > rules.plain_norm_experts_upto) {
+        return false;
+      }
+      experts = true;
+    } else if (m.kind == graph::OpKind::kMatMul) {
+      // The float matrix-vector kernel, which every bucket of this many rows takes for float weights.
+      if (m.attrs.Has("norm_eps") || m.attrs.Has("x_quant") || !graph::IsFloat(g.node(m.inputs[1]).type.dtype) ||
+          rows > tuning::kGemvRowsLimit) {
+        return false;
+      }
+    } else {
+      return false;
+    }
+  }
+  return experts;
 }
 
 bool LastRowInX(const graph::Graph& g, const graph::Node& n, const InMatMulRules& rules) {
@@ -100,7 +137,8 @@ bool RouteSumInExperts(const graph::Graph& g, const graph::Node& n, int64_t toke
 }
 
 bool InMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
-  return TailInMatMul(g, n, tokens, rules) || NormInX(g, n, tokens, rules) || LastRowInX(g, n, rules) ||
+  return TailInMatMul(g, n, tokens, rules) || NormInX(g, n, tokens, rules) || PlainNormInX(g, n, tokens, rules) ||
+         LastRowInX(g, n, rules) ||
          RouteSumInExperts(g, n, tokens, rules);
 }
 

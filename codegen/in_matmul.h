@@ -11,6 +11,13 @@
 //    from q's and k's). Every workgroup of each consumer computes its rows as it reads x, and one
 //    workgroup of the first consumer writes the sum, which later residual adds read. It takes
 //    precedence over a tail (the producer's kernel then stays plain).
+//  - A plain norm in x: a whole-row RMSNorm without a residual whose normalised row an expert
+//    product reads, besides float matmuls (where matmuls alone read it, fuse-norm-matmul made it
+//    their prologue already), at few rows (every reader a matrix-vector pass: the float one, the
+//    expert one not grouped) and for expert products of at most tuning::PlainNormInExpertsUpTo
+//    weight values a token. Each reader reads the norm's input as x, sums its squares and
+//    multiplies it by the norm's weight as it loads it, and scales its dot products by 1 / rms, so
+//    the row is never written. It also takes precedence over a tail.
 //  - A last row in x: a last_row that one matmul alone reads, as x (the LM head): every matmul
 //    variant reads row T − 1 of the last_row's input itself, so the row is never copied.
 //  - A route sum in the expert product: a route_sum whose slots an expert product alone writes,
@@ -20,8 +27,8 @@
 //    expert (from tuning::ExpertsGroupedFrom rows), a token's slots come from different
 //    workgroups: the slots are stored and the route_sum is a dispatch of its own.
 //
-// DOPPLER_TUNE's matmul.tail, matmul.norm_in_x, matmul.last_row_in_x and matmul.route_sum (1 or
-// 0) turn each on or off, to compare plans with and without; matmul.half_x likewise the rule of
+// DOPPLER_TUNE's matmul.tail, matmul.norm_in_x, matmul.plain_norm_in_x, matmul.last_row_in_x and
+// matmul.route_sum (1 or 0) turn each on or off, to compare plans with and without; matmul.half_x likewise the rule of
 // codegen/half_x.h, read with them.
 #pragma once
 
@@ -35,10 +42,12 @@ namespace doppler::codegen {
 struct InMatMulRules {
   bool tail = true;
   bool norm_in_x = true;
+  bool plain_norm_in_x = true;
   bool last_row_in_x = true;
   bool route_sum = true;
   bool half_x = true;  // values stored as f16 where every reader rounds them so (codegen/half_x.h)
   int64_t experts_grouped_from = 0;  // tuning::ExpertsGroupedFrom()
+  int64_t plain_norm_experts_upto = 0;  // tuning::PlainNormInExpertsUpTo()
 };
 
 // The rules with DOPPLER_TUNE's values in place (an entry other than 0 or 1 is an error naming it).
@@ -57,6 +66,10 @@ bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, c
 bool NormInX(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
 inline constexpr int64_t kNormInXStageBytes = 12 * 1024;
 
+// Whether the readers of a plain RMSNorm `n` compute it as they read x for a plan of `tokens`
+// (a plain norm in x, above).
+bool PlainNormInX(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
+
 // Whether the matmul reading a last_row `n` reads the row itself, from the last_row's input (every
 // variant can: x_row0() in MatMulSpec::io_glsl, codegen/matmul.h).
 bool LastRowInX(const graph::Graph& g, const graph::Node& n, const InMatMulRules& rules);
@@ -70,7 +83,7 @@ bool ExpertsGrouped(const graph::Node& n, int64_t tokens, const InMatMulRules& r
 // where `n` is its only reader, it does not group its rows, and its epilogue adds biases at most.
 bool RouteSumInExperts(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
 
-// Whether a matmul's kernel computes `n` in any of the four ways: `n` then has no dispatch.
+// Whether a matmul's kernel computes `n` in any of the five ways: `n` then has no dispatch.
 bool InMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
 
 }  // namespace doppler::codegen

@@ -228,6 +228,45 @@ TEST_P(ExpertMatMulKernelTest, GroupedExpertMlpMatchesTheInterpreter) {
   EXPECT_EQ(std::count(rows.begin(), rows.end(), "router.route_sum"), 0);
 }
 
+// A plain norm that the router and the expert product read (GPT-OSS's and Qwen3-MoE's
+// post-attention norm; codegen/in_matmul.h's plain norm in x): at up to 16 rows each reader
+// computes it as it loads x and the norm has no dispatch; at 32 the router takes the norm's row
+// from a dispatch of its own. Both with and without subgroup arithmetic, and MXFP4's f16 dots.
+TEST_P(ExpertMatMulKernelTest, APlainNormIsComputedByItsReaders) {
+  const ExpertCase& c = GetParam();
+  GraphBuilder b;
+  ValueId normed = b.RmsNorm(b.Input("x", Rows(c.hidden)), b.Param("norm", test::Vector(c.hidden)), 1e-5, 1.0);
+  ValueId logits = b.MatMul(normed, b.Param("router", Matrix(c.experts, c.hidden, DType::kF32)));
+  b.Output("logits", logits);
+  ValueId ids = b.TopK(logits, c.k);
+  ValueId gate_up = b.Param("gate_up", Matrix(c.experts * 2 * c.width, c.hidden, c.dtype));
+  ValueId down = b.Param("down", Matrix(c.experts * c.hidden, c.width, c.dtype));
+  ValueId h = b.ExpertMatMul(normed, gate_up, ids, c.experts, "silu_mul");
+  b.Output("h", h);
+  b.Output("y", b.RouteSum(b.ExpertMatMul(h, down, ids, c.experts), b.RouteWeights(logits, ids, "softmax_chosen")));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
+    return Step{{{"x", RandomRows(tokens, c.hidden, seed)}}, pos};
+  };
+  auto count = [](const std::vector<std::string>& variants, const std::string& part) {
+    return std::count_if(variants.begin(), variants.end(),
+                         [&](const std::string& v) { return v.find(part) != std::string::npos; });
+  };
+  for (const char* tune : {"", "experts.half=1"}) {
+    SCOPED_TRACE(tune);
+    const test::ScopedTune scoped(tune);
+    std::vector<std::string> variants = Compare(*g, 8, {step(5, 10, 0), step(1, 20, 5)}, c.tolerance);
+    EXPECT_EQ(count(variants, "rms_norm."), 0);
+    EXPECT_EQ(count(variants, "+plain_norm_x"), 2);
+    variants = Compare(*g, 4, {step(3, 30, 0)}, c.tolerance, WithoutSubgroupArithmetic());
+    EXPECT_EQ(count(variants, "+plain_norm_x"), 2);
+  }
+  const std::vector<std::string> variants = Compare(*g, 32, {step(20, 40, 0)}, c.tolerance);
+  EXPECT_EQ(count(variants, "rms_norm."), 1);
+  EXPECT_EQ(count(variants, "+plain_norm_x"), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, ExpertMatMulKernelTest,
                          ::testing::Values(ExpertCase{DType::kF32, 5, 3, 75, 37, 1e-5},
                                            ExpertCase{DType::kF16, 6, 2, 139, 21, 1e-5},

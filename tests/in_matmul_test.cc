@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,72 @@ TEST(InMatMul, ANormInXIsAResidualNormWhoseNormalisedSumMatrixVectorMatmulsAlone
   EXPECT_TRUE(codegen::NormInX(g, g.node(f16), 1, rules));
   EXPECT_FALSE(codegen::NormInX(g, g.node(f16), 4, rules));
   EXPECT_FALSE(codegen::NormInX(g, g.node(alone), 1, InMatMulRules{.norm_in_x = false}));
+}
+
+TEST(InMatMul, APlainNormInXIsOneThatAnExpertProductAndFloatMatmulsRead) {
+  graph::GraphBuilder b;
+  const auto row = test::Rows(64);
+  auto norm = [&](const std::string& name) {
+    return b.RmsNorm(b.Input(name + "_x", row), b.Param(name + "_g", test::Vector(64)), 1e-6, 0.0);
+  };
+  // The router (f32) and the gated expert product, from the q8 matmul that writes x: taken, and
+  // the q8 matmul's norm tail is not.
+  ValueId o = b.MatMul(b.Input("o_x", row), b.Param("wo", test::Matrix(64, 64, DType::kQ4_0)));
+  ValueId routed = b.RmsNorm(o, b.Param("routed_g", test::Vector(64)), 1e-6, 0.0);
+  auto experts = [&](const std::string& name, ValueId x, DType router) {
+    ValueId logits = b.MatMul(x, b.Param(name + "_router", test::Matrix(6, 64, router)));
+    b.Output(name + "_y", b.ExpertMatMul(x, b.Param(name + "_w", test::Matrix(6 * 16, 64, DType::kQ8_0)),
+                                         b.TopK(logits, 2), 6, "silu_mul"));
+  };
+  experts("routed", routed, DType::kF32);
+  // A quantized router (the q8 kernel), a reader that is no product, a step output, or matmuls
+  // alone (fuse-norm-matmul's): not.
+  ValueId quant = norm("quant");
+  experts("quant", quant, DType::kQ8_0);
+  ValueId added = norm("added");
+  experts("added", added, DType::kF16);
+  b.Output("added_sum", b.Add(added, added));
+  ValueId output = norm("output");
+  experts("output", output, DType::kF32);
+  b.Output("output_normed", output);
+  ValueId matmuls = norm("matmuls");
+  b.Output("matmuls_y", b.MatMul(matmuls, b.Param("wm", test::Matrix(8, 64, DType::kF16))));
+  const graph::Graph g = WithQ8Activations(std::move(b));
+  absl::StatusOr<InMatMulRules> rules = codegen::InMatMulRulesFromTune();
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  for (int64_t tokens : {1, 13, 16}) EXPECT_TRUE(codegen::PlainNormInX(g, g.node(routed), tokens, *rules)) << tokens;
+  EXPECT_FALSE(codegen::TailInMatMul(g, g.node(routed), 1, *rules));
+  InMatMulRules off = *rules;
+  off.plain_norm_in_x = false;
+  EXPECT_FALSE(codegen::PlainNormInX(g, g.node(routed), 1, off));
+  EXPECT_TRUE(codegen::TailInMatMul(g, g.node(routed), 1, off));
+  // Past the float matrix-vector kernel's rows, and where the expert product groups its rows.
+  EXPECT_FALSE(codegen::PlainNormInX(g, g.node(routed), 17, *rules));
+  InMatMulRules grouped = *rules;
+  grouped.experts_grouped_from = 8;
+  EXPECT_FALSE(codegen::PlainNormInX(g, g.node(routed), 8, grouped));
+  // Past the expert weight values a token reads: 2 slots of 16 rows of 64.
+  InMatMulRules bounded = *rules;
+  bounded.plain_norm_experts_upto = 2 * 16 * 64;
+  EXPECT_TRUE(codegen::PlainNormInX(g, g.node(routed), 1, bounded));
+  bounded.plain_norm_experts_upto = 2 * 16 * 64 - 1;
+  EXPECT_FALSE(codegen::PlainNormInX(g, g.node(routed), 1, bounded));
+  for (ValueId n : {quant, added, output, matmuls}) {
+    EXPECT_FALSE(codegen::PlainNormInX(g, g.node(n), 1, *rules)) << g.node(n).label;
+  }
+  // Lowering: the norm has no dispatch; the router's and the expert product's cover it.
+  codegen::TargetCaps caps;
+  caps.integer_dot_product = true;  // the q8 matmuls'
+  absl::StatusOr<std::vector<codegen::Dispatch>> decode = codegen::Lower(g, caps, 1);
+  ASSERT_TRUE(decode.ok()) << decode.status();
+  int covering = 0;
+  for (const codegen::Dispatch& d : *decode) {
+    EXPECT_NE(d.node, routed);
+    if (std::find(d.covers.begin(), d.covers.end(), routed) == d.covers.end()) continue;
+    ++covering;
+    EXPECT_NE(d.kernel.variant.find("+plain_norm_x"), std::string::npos) << d.kernel.variant;
+  }
+  EXPECT_EQ(covering, 2);
 }
 
 TEST(InMatMul, ALastRowInXIsOneThatOneMatmulAloneReadsAsX) {

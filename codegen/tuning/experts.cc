@@ -19,6 +19,14 @@ absl::StatusOr<int64_t> ExpertsGroupedFrom() {
   return **v;
 }
 
+absl::StatusOr<int64_t> PlainNormInExpertsUpTo() {
+  absl::StatusOr<std::optional<int64_t>> v = Override("experts", "norm_upto");
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return kPlainNormInExpertsUpTo;
+  if (**v < 0) return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: experts.norm_upto=", **v, " is negative"));
+  return **v;
+}
+
 absl::StatusOr<int64_t> ExpertGemvBlockPart() {
   absl::StatusOr<std::optional<int64_t>> v = OverrideOneOf("experts", "part", {8, 32});
   if (!v.ok()) return v.status();

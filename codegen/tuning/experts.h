@@ -22,6 +22,17 @@ inline constexpr int64_t kExpertsGroupedFrom = 64;
 // kExpertsGroupedFrom, or DOPPLER_TUNE's experts.grouped_from (at least 1).
 absl::StatusOr<int64_t> ExpertsGroupedFrom();
 
+// The most expert weight values a token's product reads (its slots times an expert's rows times K)
+// for which the readers of a plain norm compute it as they load x (codegen/in_matmul.h's plain norm
+// in x), each of the product's workgroups then loading the norm's weight beside x. On the H200,
+// Qwen3-30B-A3B's gated product (8 slots of 1,536 rows of 2,048: 25.2 M) took 1.1 µs a layer more
+// and its output projection lost the norm's tail (3.0 µs); GPT-OSS-20B's (4 slots of 5,760 rows of
+// 2,880: 66.4 M) took 10.7 µs more, against the norm's level of 3.7 (bench/RESULTS.md, "a plain
+// norm in its readers").
+inline constexpr int64_t kPlainNormInExpertsUpTo = int64_t{1} << 25;
+// kPlainNormInExpertsUpTo, or DOPPLER_TUNE's experts.norm_upto (at least 0).
+absl::StatusOr<int64_t> PlainNormInExpertsUpTo();
+
 // The matrix-vector kernel's shape: a workgroup computes `cols` output columns of a token's slot
 // (or of its slots' weighted sum), its invocations taking the rows' parts (of every slot, where
 // summing) as one list of items and reducing the columns' sums over the workgroup once. The most
