@@ -138,8 +138,7 @@ bool RouteSumInExperts(const graph::Graph& g, const graph::Node& n, int64_t toke
 
 bool InMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
   return TailInMatMul(g, n, tokens, rules) || NormInX(g, n, tokens, rules) || PlainNormInX(g, n, tokens, rules) ||
-         LastRowInX(g, n, rules) ||
-         RouteSumInExperts(g, n, tokens, rules);
+         LastRowInX(g, n, rules) || RouteSumInExperts(g, n, tokens, rules);
 }
 
 }  // namespace doppler::codegen

@@ -28,8 +28,8 @@
 //    workgroups: the slots are stored and the route_sum is a dispatch of its own.
 //
 // DOPPLER_TUNE's matmul.tail, matmul.norm_in_x, matmul.plain_norm_in_x, matmul.last_row_in_x and
-// matmul.route_sum (1 or 0) turn each on or off, to compare plans with and without; matmul.half_x likewise the rule of
-// codegen/half_x.h, read with them.
+// matmul.route_sum (1 or 0) turn each on or off, to compare plans with and without; matmul.half_x
+// likewise the rule of codegen/half_x.h, read with them.
 #pragma once
 
 #include <cstdint>
