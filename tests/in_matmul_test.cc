@@ -158,6 +158,16 @@ TEST(InMatMul, APlainNormInXIsOneThatAnExpertProductAndFloatMatmulsRead) {
     EXPECT_NE(d.kernel.variant.find("+plain_norm_x"), std::string::npos) << d.kernel.variant;
   }
   EXPECT_EQ(covering, 2);
+  {
+    const test::ScopedTune tune("experts.norm_upto=2048");
+    absl::StatusOr<InMatMulRules> tuned = codegen::InMatMulRulesFromTune();
+    ASSERT_TRUE(tuned.ok()) << tuned.status();
+    EXPECT_EQ(tuned->plain_norm_experts_upto, 2048);
+  }
+  const test::ScopedTune tune("experts.norm_upto=-1");
+  absl::StatusOr<InMatMulRules> bad = codegen::InMatMulRulesFromTune();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("experts.norm_upto=-1 is not at least 0"), std::string::npos) << bad.status();
 }
 
 TEST(InMatMul, ALastRowInXIsOneThatOneMatmulAloneReadsAsX) {

@@ -12,19 +12,15 @@
 namespace doppler::codegen::tuning {
 
 absl::StatusOr<int64_t> ExpertsGroupedFrom() {
-  absl::StatusOr<std::optional<int64_t>> v = Override("experts", "grouped_from");
+  absl::StatusOr<std::optional<int64_t>> v = OverrideAtLeast("experts", "grouped_from", 1);
   if (!v.ok()) return v.status();
-  if (!v->has_value()) return kExpertsGroupedFrom;
-  if (**v < 1) return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: experts.grouped_from=", **v, " is not at least 1"));
-  return **v;
+  return v->value_or(kExpertsGroupedFrom);
 }
 
 absl::StatusOr<int64_t> PlainNormInExpertsUpTo() {
-  absl::StatusOr<std::optional<int64_t>> v = Override("experts", "norm_upto");
+  absl::StatusOr<std::optional<int64_t>> v = OverrideAtLeast("experts", "norm_upto", 0);
   if (!v.ok()) return v.status();
-  if (!v->has_value()) return kPlainNormInExpertsUpTo;
-  if (**v < 0) return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: experts.norm_upto=", **v, " is negative"));
-  return **v;
+  return v->value_or(kPlainNormInExpertsUpTo);
 }
 
 absl::StatusOr<int64_t> ExpertGemvBlockPart() {

@@ -67,6 +67,15 @@ absl::StatusOr<std::optional<int64_t>> OverrideOneOf(absl::string_view family, a
   return tuned;
 }
 
+absl::StatusOr<std::optional<int64_t>> OverrideAtLeast(absl::string_view family, absl::string_view key, int64_t least) {
+  absl::StatusOr<std::optional<int64_t>> tuned = Override(family, key);
+  if (!tuned.ok() || !*tuned) return tuned;
+  if (**tuned < least) {
+    return absl::InvalidArgumentError(absl::StrCat("DOPPLER_TUNE: ", family, ".", key, "=", **tuned, " is not at least ", least));
+  }
+  return tuned;
+}
+
 std::string ClassReason(const TargetCaps& caps, DeviceClass measured_on, absl::string_view where) {
   if (caps.device_class == measured_on) return absl::StrCat("measured on ", DeviceClassName(measured_on), ": ", where);
   return absl::StrCat("portable default, not measured on ", DeviceClassName(caps.device_class), " (",

@@ -35,6 +35,9 @@ absl::StatusOr<std::optional<int64_t>> Override(absl::string_view family, absl::
 absl::StatusOr<std::optional<int64_t>> OverrideOneOf(absl::string_view family, absl::string_view key,
                                                      std::initializer_list<int64_t> allowed);
 
+// Override's value, which must be at least `least` (else an error naming the entry).
+absl::StatusOr<std::optional<int64_t>> OverrideAtLeast(absl::string_view family, absl::string_view key, int64_t least);
+
 // A choice that follows the device, and why it holds there.
 struct DeviceChoice {
   int64_t value = 0;
