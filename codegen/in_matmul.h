@@ -13,9 +13,9 @@
 //    precedence over a tail (the producer's kernel then stays plain).
 //  - A plain norm in x: a whole-row RMSNorm without a residual whose normalised row an expert
 //    product reads, besides float matmuls (where matmuls alone read it, fuse-norm-matmul made it
-//    their prologue already), at few rows (every reader a matrix-vector pass: the float one, the
-//    expert one not grouped) and for expert products of at most tuning::PlainNormInExpertsUpTo
-//    weight values a token. Each reader reads the norm's input as x, sums its squares and
+//    their prologue already), at one row of x (every reader a matrix-vector pass: the float one,
+//    the expert one) and for expert products of at most tuning::PlainNormInExpertsUpTo weight values
+//    a token. Each reader reads the norm's input as x, sums its squares and
 //    multiplies it by the norm's weight as it loads it, and scales its dot products by 1 / rms, so
 //    the row is never written. It also takes precedence over a tail.
 //  - A last row in x: a last_row that one matmul alone reads, as x (the LM head): every matmul

@@ -125,17 +125,18 @@ TEST(InMatMul, APlainNormInXIsOneThatAnExpertProductAndFloatMatmulsRead) {
   const graph::Graph g = WithQ8Activations(std::move(b));
   absl::StatusOr<InMatMulRules> rules = codegen::InMatMulRulesFromTune();
   ASSERT_TRUE(rules.ok()) << rules.status();
-  for (int64_t tokens : {1, 13, 16}) EXPECT_TRUE(codegen::PlainNormInX(g, g.node(routed), tokens, *rules)) << tokens;
+  EXPECT_TRUE(codegen::PlainNormInX(g, g.node(routed), 1, *rules));
   EXPECT_FALSE(codegen::TailInMatMul(g, g.node(routed), 1, *rules));
   InMatMulRules off = *rules;
   off.plain_norm_in_x = false;
   EXPECT_FALSE(codegen::PlainNormInX(g, g.node(routed), 1, off));
   EXPECT_TRUE(codegen::TailInMatMul(g, g.node(routed), 1, off));
-  // Past the float matrix-vector kernel's rows, and where the expert product groups its rows.
-  EXPECT_FALSE(codegen::PlainNormInX(g, g.node(routed), 17, *rules));
+  // Past one row, and where the expert product groups its rows.
+  EXPECT_FALSE(codegen::PlainNormInX(g, g.node(routed), 2, *rules));
+  EXPECT_FALSE(codegen::PlainNormInX(g, g.node(routed), 16, *rules));
   InMatMulRules grouped = *rules;
-  grouped.experts_grouped_from = 8;
-  EXPECT_FALSE(codegen::PlainNormInX(g, g.node(routed), 8, grouped));
+  grouped.experts_grouped_from = 1;
+  EXPECT_FALSE(codegen::PlainNormInX(g, g.node(routed), 1, grouped));
   // Past the expert weight values a token reads: 2 slots of 16 rows of 64.
   InMatMulRules bounded = *rules;
   bounded.plain_norm_experts_upto = 2 * 16 * 64;

@@ -27,8 +27,9 @@ absl::StatusOr<int64_t> ExpertsGroupedFrom();
 // in x), each of the product's workgroups then loading the norm's weight beside x. On the H200,
 // Qwen3-30B-A3B's gated product (8 slots of 1,536 rows of 2,048: 25.2 M) took 1.1 µs a layer more
 // and its output projection lost the norm's tail (3.0 µs); GPT-OSS-20B's (4 slots of 5,760 rows of
-// 2,880: 66.4 M) took 10.7 µs more, against the norm's level of 3.7 (bench/RESULTS.md, "a plain
-// norm in its readers").
+// 2,880: 66.4 M) took 10.7 µs more, against the norm's level of 3.7; and at 16 rows Qwen3-30B-A3B's
+// step took 15.08 ms against 14.71, hence one row only (bench/RESULTS.md, "a plain norm in its
+// readers").
 inline constexpr int64_t kPlainNormInExpertsUpTo = int64_t{1} << 25;
 // kPlainNormInExpertsUpTo, or DOPPLER_TUNE's experts.norm_upto (at least 0).
 absl::StatusOr<int64_t> PlainNormInExpertsUpTo();
