@@ -21,7 +21,8 @@ struct MatMulSpec {
   int64_t n = 0;      // output columns
   int64_t gates = 1;  // weight rows per output column: 2 when the chain starts with a gated step
   graph::DType w_dtype = graph::DType::kF32;
-  // x is RMS-normalised first (attr norm_eps): io_glsl then defines `float norm_scale(float
+  // x is RMS-normalised first (attr norm_eps, or x a plain norm the kernel computes:
+  // codegen/in_matmul.h): io_glsl then defines `float norm_scale(float
   // sum_sq)` (1 / rms from the sum of squares of a row of x), `float norm_weight(uint k)` and,
   // when K is a multiple of 4, `vec4 norm_weight4(uint k)` (k a multiple of 4).
   bool norm = false;

@@ -70,28 +70,25 @@ absl::StatusOr<CoopConfig> ChooseCoop(const TargetCaps& caps, int64_t m, int64_t
   // 128-row tiles of the level's products that normalise the same x, this one's among them.
   const int64_t tall_tiles = int64_t{CeilDiv(std::max(n, level_n), c.bn)} * CeilDiv(m, 128);
   // Rows: 128 unless the grid of 128-row tiles (the level's, with those of the products beside it)
-  // would be small (kMinTallTiles), so that narrow
-  // matrices (a value projection, 512 columns) still fill the GPU (bench/RESULTS.md, "The
-  // cooperative-matrix matmul": Llama-3.2-1B's v projection 85 → 71 µs), or m fills no more than 64
-  // of them (a batch of 64 rows: the rest of a tall tile would idle).
+  // would be small (kMinTallTiles), so that narrow matrices (a value projection, 512 columns) still
+  // fill the GPU (bench/RESULTS.md, "The cooperative-matrix matmul": Llama-3.2-1B's v projection 85
+  // → 71 µs), or m fills no more than 64 of them (a batch of 64 rows: the rest of a tall tile would
+  // idle).
   c.bm = m > 64 && tall_tiles >= kMinTallTiles ? 128 : 64;
   // The measurements behind the rules below: bench/RESULTS.md, "issue 29, item 4: tile shapes of
   // the cooperative-matrix matmul" (Llama-3.1-8B and Llama-3.2-1B, 512-token prefill, µs a
   // dispatch, on the H200).
   bool bk_chosen = false, bn_chosen = false, sn_chosen = false;
-  if (gates == 1 && !norm && m > 128 && int64_t{CeilDiv(n, c.bn)} * CeilDiv(m, 256) >= kMinTallTiles) {
-    // Plain products on a grid large even in 256-row tiles: each weight decoded half as often, each
-    // fragment of weights feeding four products, and no read-ahead, so that two workgroups share
-    // a multiprocessor (8B output projections 191 → 155, down projections 589 / 698 → 498 / 504).
-    c.bm = 256;
-    c.sm = 64;
-    c.prefetch = 0;
-  } else if (gates == 2 && c.bm == 128 && k <= kShortGatedK && GatedGridOfOneWaveInTallerTiles(m, n)) {
-    // Short gated products whose grid of 256-row tiles is one wave at two workgroups a
-    // multiprocessor: such tiles, 64 x 32 blocks without read-ahead, each weight decoded half as
-    // often (at 512 rows, 512 tiles of 128 rows: 1B gate and up, K 2,048, 266 → 249 µs; 3B's, K
-    // 3,072, lose with them, 373 → 392, as do the 8B's at 256 rows: bench/RESULTS.md, "twenty-first
-    // session").
+  // Plain products on a grid large even in 256-row tiles (8B output projections 191 → 155, down
+  // projections 589 / 698 → 498 / 504), and short gated products whose grid of 256-row tiles is one
+  // wave at two workgroups a multiprocessor (at 512 rows, 512 tiles of 128 rows: 1B gate and up, K
+  // 2,048, 266 → 249 µs; 3B's, K 3,072, lose with them, 373 → 392, as do the 8B's at 256 rows:
+  // bench/RESULTS.md, "twenty-first session"): 256-row tiles of 64 x 32 blocks, each weight decoded
+  // half as often, each fragment of weights feeding four products, and no read-ahead, so that two
+  // workgroups share a multiprocessor.
+  const bool plain_large = gates == 1 && !norm && m > 128 && int64_t{CeilDiv(n, c.bn)} * CeilDiv(m, 256) >= kMinTallTiles;
+  const bool gated_short = gates == 2 && c.bm == 128 && k <= kShortGatedK && GatedGridOfOneWaveInTallerTiles(m, n);
+  if (plain_large || gated_short) {
     c.bm = 256;
     c.sm = 64;
     c.prefetch = 0;
