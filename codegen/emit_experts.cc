@@ -12,8 +12,12 @@
 // is a tiled product (the matmul family's tiled variants over one expert's matrix), so that an
 // expert's weights are read once a tile of its rows rather than once a row. The epilogue's bias
 // steps read the chosen expert's row of the biases.
+#include <algorithm>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
+#include "codegen/expert_ranking.h"
 #include "codegen/glsl_common.h"
 #include "codegen/in_matmul.h"
 #include "codegen/matmul.h"
@@ -148,9 +152,13 @@ std::string NormWeightGlsl(const EmitContext& c, const graph::Node& norm, uint32
 // token's once, where summing its slots) and multiplies the part by the weight as it loads it, and
 // the workgroup reduces the sum beside the dot products and scales them by 1 / rms before the
 // epilogue.
+//
+// Where the product ranks its experts (`ranks`, codegen/in_matmul.h's top_k in its readers), binding
+// 4 is the router's logits rather than the ids, and each workgroup ranks its token's row before it
+// loads a weight.
 absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue& epilogue, bool weighted, int64_t experts,
                                       int64_t slots, int64_t kdim, int64_t rows, int64_t cols, bool per_slot_x,
-                                      const graph::Node* plain_norm, uint32_t norm_binding) {
+                                      const graph::Node* plain_norm, uint32_t norm_binding, bool ranks) {
   const graph::Node& x = c.input(0);
   const graph::Node& w = c.input(1);
   const bool gated = epilogue.gated;
@@ -173,18 +181,30 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
       tuning::ChooseExpertGemv(c.caps, items, bucket_rows * groups_per_token * cols);
   if (!config.ok()) return config.status();
   const int64_t blocks = (cols + config->cols - 1) / config->cols;
-  const uint32_t wg = tuning::ExpertGemvWorkgroup(c.caps, items, config->cols);
-  // The reduction's shared floats: a column's (and its up row's) sum an invocation, and the norm's.
-  const int64_t reduce_bytes = 4 * (config->cols * (gated ? 2 : 1) + (plain_norm != nullptr ? 1 : 0)) * int64_t{wg};
-  if (reduce_bytes > int64_t{c.caps.max_shared_memory}) {
+  // A workgroup that ranks its experts holds them all (codegen/expert_ranking.h).
+  const int64_t least =
+      ranks ? std::max<int64_t>(config->cols, CeilDiv(experts, kLogitsAnInvocationRanks)) : config->cols;
+  const uint32_t wg = tuning::ExpertGemvWorkgroup(c.caps, items, least);
+  std::optional<ExpertRanking> ranking;
+  if (ranks) {
+    absl::StatusOr<ExpertRanking> r = ChooseExpertRanking(c.caps, wg, experts, slots);
+    if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat("expert_matmul '", c.node.label, "': ", r.status().message()));
+    ranking = *r;
+  }
+  // The reduction's shared floats: a column's (and its up row's) sum an invocation, and the norm's;
+  // and the ranking's.
+  const int64_t shared_bytes = 4 * (config->cols * (gated ? 2 : 1) + (plain_norm != nullptr ? 1 : 0)) * int64_t{wg} +
+                               (ranking ? ranking->shared_bytes : 0);
+  if (shared_bytes > int64_t{c.caps.max_shared_memory}) {
     return absl::InvalidArgumentError(absl::StrCat("expert_matmul '", c.node.label, "': ", config->cols,
-                                                   " columns a workgroup of ", wg, " take ", reduce_bytes,
+                                                   " columns a workgroup of ", wg, " take ", shared_bytes,
                                                    " bytes of shared memory; the device has ", c.caps.max_shared_memory));
   }
   Kernel k;
   k.config = *config;
   k.variant = absl::StrCat("gemv.", graph::Name(w.type.dtype), gated ? ".gated" : "", weighted ? ".sum" : "",
-                           per_slot_x ? ".slot_x" : "", plain_norm != nullptr ? "+plain_norm_x" : "", epilogue.variant,
+                           per_slot_x ? ".slot_x" : "", plain_norm != nullptr ? "+plain_norm_x" : "",
+                           ranks ? "+top_k" : "", epilogue.variant,
                            parts->values == 32 ? ".block" : "",
                            half ? ".half" : "", ".wg", wg,
                            config->cols != tuning::ExpertGemvConfig{}.cols ? absl::StrCat(".c", config->cols) : "");
@@ -196,7 +216,8 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
       half ? "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n" : "",
       FloatBuffer(1, "y", graph::DType::kF32, false),
       parts->glsl, parts->half_glsl, PartXGlsl(*parts, 2),
-      IntBuffer(4, "ids", true), weighted ? FloatBuffer(5, "rw", graph::DType::kF32, true) : "", ActivationGlsl(),
+      ranks ? FloatBuffer(4, "logits", c.g.node(c.input(2).inputs[0]).type.dtype, true) : IntBuffer(4, "ids", true),
+      weighted ? FloatBuffer(5, "rw", graph::DType::kF32, true) : "", ActivationGlsl(),
       epilogue.buffers, plain_norm != nullptr ? NormWeightGlsl(c, *plain_norm, norm_binding, kdim, parts->values) : "",
       Fill(R"(
 const uint WG = {{WG}}u, E = {{E}}u, S = {{S}}u, N = {{N}}u, KD = {{KD}}u, COLS = {{COLS}}u, C = {{C}}u;
@@ -223,16 +244,19 @@ const uint ITERS = (ITEMS + WG - 1u) / WG;
             {"WEIGHTED", weighted ? "true" : "false"},
             {"SLOT_X", per_slot_x ? "true" : "false"},
             {"X_NORM", plain_norm != nullptr ? "1" : "0"}}),
+      ranking ? absl::StrCat("float logit(uint row, uint e) { return load_logits(row * E + e); }\n",
+                             RankExpertsGlsl(c.caps, *ranking, experts, slots))
+              : "",
       DotsReduceGlsl(subgroups),
       Fill(R"(
 // An id out of range reads the last expert rather than past the weight.
-uint slot_expert(uint t, uint j) { return min(uint(ids[t * S + j]), E - 1u); }
+uint slot_expert(uint t, uint j) { return min({{ID}}, E - 1u); }
 
 void main() {
   uint i = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
   uint blk = i % BLOCKS, group = (i / BLOCKS) % GROUPS, t = i / (BLOCKS * GROUPS);
   if (t >= {{ROWS}}) return;  // uniform across the workgroup
-  uint lid = gl_LocalInvocationID.x;
+{{RANK}}  uint lid = gl_LocalInvocationID.x;
   float acc[OUTS];
   [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] = 0.0;
   [[unroll]] for (uint it = 0u; it < ITERS; ++it) {
@@ -287,6 +311,8 @@ void main() {
 )",
            {{"COLUMN", Fill(weighted ? kWeightedColumn : kSlotColumn, {{"EPILOGUE", epilogue.statements}})},
             {"SLOT_WEIGHT", weighted ? "rw[t * S + j]" : "1.0"},
+            {"ID", ranks ? "ranked[j]" : "uint(ids[t * S + j])"},
+            {"RANK", ranks ? "  rank_experts(t);  // its experts in ranked, which slot_expert reads\n" : ""},
             {"DOTS", half ? "    XHalf xh = half_x(xv);\n"
                             "    [[unroll]] for (uint o = 0u; o < NDOTS; ++o) acc[o] += slot_weight * w_dot_half(wp[o], xh);\n"
                           : "    [[unroll]] for (uint o = 0u; o < NDOTS; ++o) acc[o] += slot_weight * w_dot(wp[o], p, xv, xrun);\n"},
@@ -446,15 +472,19 @@ absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
     if (!grouped.ok()) return grouped.status();
     k = *std::move(grouped);
   } else {
-    absl::StatusOr<Kernel> gemv =
-        EmitExpertGemv(c, *epilogue, weighted, experts, slots, kdim, rows, cols, per_slot_x, plain_norm, norm_binding);
+    absl::StatusOr<Kernel> gemv = EmitExpertGemv(c, *epilogue, weighted, experts, slots, kdim, rows, cols, per_slot_x,
+                                                 plain_norm, norm_binding, RanksItsExperts(c.g, c.node, c.tokens, *rules));
     if (!gemv.ok()) return gemv.status();
     k = *std::move(gemv);
   }
   k.family = "expert_matmul";
   k.args = {{weighted ? sum->id : c.node.id, true}};
   for (size_t i = 0; i < c.node.inputs.size(); ++i) {
-    k.args.push_back({i == 0 && plain_norm != nullptr ? plain_norm->inputs[0] : c.node.inputs[i], false});
+    graph::ValueId v = c.node.inputs[i];
+    if (i == 0 && plain_norm != nullptr) v = plain_norm->inputs[0];
+    // An expert product that ranks its experts reads the router's logits in place of the ids.
+    if (i == 2 && RanksItsExperts(c.g, c.node, c.tokens, *rules)) v = c.input(2).inputs[0];
+    k.args.push_back({v, false});
     if (i == 2 && weighted) k.args.push_back({sum->inputs[1], false});
   }
   if (plain_norm != nullptr) k.args.push_back({plain_norm->inputs[1], false});

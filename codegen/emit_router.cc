@@ -1,104 +1,104 @@
 // The router's kernels of the mixtures of experts: top_k (the chosen experts' ids, which the
-// expert products read from the device in the same step), route_weights (their weights) and
+// expert products read from the device in the same step, or rank themselves: codegen/in_matmul.h),
+// route_weights (their weights, and the ids where top_k has no dispatch of its own) and
 // route_sum (a token's expert slots weighted and summed, where the expert product does not sum
 // them itself: codegen/in_matmul.h).
 #include "absl/strings/str_cat.h"
 #include "codegen/emitters.h"
+#include "codegen/expert_ranking.h"
 #include "codegen/glsl_common.h"
+#include "codegen/in_matmul.h"
 
 namespace doppler::codegen {
 namespace {
 
 constexpr uint32_t kRouteWorkgroup = 64;
 
+// A workgroup that ranks a row (codegen/expert_ranking.h): a subgroup where subgroups reduce,
+// else kRouteWorkgroup invocations; wider where the experts are more than 32 an invocation.
+uint32_t RankingWorkgroup(const TargetCaps& caps, int64_t experts) {
+  uint32_t wanted = caps.subgroup_arithmetic ? caps.subgroup_size : kRouteWorkgroup;
+  while (int64_t{wanted} * 32 < experts) wanted *= 2;
+  return WidestPowerOfTwoWorkgroup(caps, wanted);
+}
+
+// A kernel that ranks each row of `logits` in a workgroup of its own: the ranking's GLSL after
+// `const uint WG` and `float logit(uint row, uint e)` (logits at binding 2).
+absl::StatusOr<std::string> RankingGlsl(const EmitContext& c, const graph::Node& logits, int64_t k, uint32_t& wg) {
+  const int64_t experts = logits.type.shape[1].value;
+  wg = RankingWorkgroup(c.caps, experts);
+  absl::StatusOr<ExpertRanking> ranking = ChooseExpertRanking(c.caps, wg, experts, k);
+  if (!ranking.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(graph::OpName(c.node.kind), " '", c.node.label, "': ",
+                                                   ranking.status().message()));
+  }
+  return absl::StrCat("const uint WG = ", wg, "u;\n", FloatBuffer(2, "logits", logits.type.dtype, true),
+                      "float logit(uint row, uint e) { return load_logits(row * ", experts, "u + e); }\n",
+                      RankExpertsGlsl(c.caps, *ranking, experts, k));
+}
+
 }  // namespace
 
-// One workgroup per row, a subgroup where subgroups reduce (no barriers in the reduction): each
-// invocation holds its experts' logits in registers, and k rounds take the workgroup's first
-// maximum over the values not yet taken (the larger value, on ties the lower index: top_k's order);
-// the invocation holding the chosen one marks it taken.
+// One workgroup per row ranks it (codegen/expert_ranking.h) and writes the chosen experts' ids.
 absl::StatusOr<Kernel> EmitTopK(const EmitContext& c) {
   const graph::Node& x = c.input(0);
-  const int64_t experts = x.type.shape[1].value, k = c.node.attrs.Int("k");
-  const bool subgroups = c.caps.subgroup_arithmetic;
-  // Each invocation marks its values taken in the bits of a word: 32 values an invocation at most.
-  uint32_t wanted = subgroups ? c.caps.subgroup_size : kRouteWorkgroup;
-  while (int64_t{wanted} * 32 < experts) wanted *= 2;
-  const uint32_t wg = WidestPowerOfTwoWorkgroup(c.caps, wanted);
-  if (int64_t{wg} * 32 < experts) {
-    return absl::InvalidArgumentError(absl::StrCat("top_k '", c.node.label, "': ", experts,
-                                                   " experts are more than a workgroup of ", wg, " can rank"));
-  }
+  const int64_t k = c.node.attrs.Int("k");
+  uint32_t wg = 0;
+  absl::StatusOr<std::string> ranking = RankingGlsl(c, x, k, wg);
+  if (!ranking.ok()) return ranking.status();
   Kernel out;
   out.family = "router";
-  out.variant = absl::StrCat("top_k", subgroups ? ".sg" : "");
-  out.glsl = absl::StrCat(ShaderHeader(wg), IntBuffer(1, "ids", false),
-                          Fill(absl::StrCat(R"(
-const uint WG = {{WG}}u, E = {{E}}u, K = {{K}}u, NONE = 0xFFFFFFFFu, PER = (E + WG - 1u) / WG;
-layout(std430, set = 0, binding = 2) readonly buffer Buf_x { float x[]; };
-shared uint chosen;
-)",
-                                            FirstMaxReductionGlsl(subgroups), R"(
+  out.variant = absl::StrCat("top_k", c.caps.subgroup_arithmetic ? ".sg" : "");
+  out.glsl = absl::StrCat(ShaderHeader(wg), IntBuffer(1, "ids", false), *ranking,
+                          Fill(R"(
 void main() {
   uint row = gl_WorkGroupID.x;
   if (row >= {{ROWS}}) return;  // uniform across the workgroup
-  uint lid = gl_LocalInvocationID.x, taken = 0u;
-  float v[PER];
-  [[unroll]] for (uint i = 0u; i < PER; ++i) {
-    uint e = lid + i * WG;
-    v[i] = e < E ? x[row * E + e] : 0.0;
-  }
-  for (uint j = 0u; j < K; ++j) {
-    float best = uintBitsToFloat(0xFF800000u);  // -inf
-    uint best_i = NONE;
-    [[unroll]] for (uint i = 0u; i < PER; ++i) {
-      uint e = lid + i * WG;
-      if (e < E && (taken & (1u << i)) == 0u && (best_i == NONE || v[i] > best)) { best = v[i]; best_i = e; }
-    }
-    best_i = first_max(best, best_i);  // the workgroup's in invocation 0
-    if (lid == 0u) {
-      ids[row * K + j] = int(best_i);
-      chosen = best_i;
-    }
-    barrier();
-    uint e = chosen;
-    if (e != NONE && e % WG == lid) taken |= 1u << (e / WG);
-    barrier();  // chosen is read before it is written again, and first_max may run again
-  }
+  rank_experts(row);
+  for (uint j = gl_LocalInvocationID.x; j < {{K}}u; j += WG) ids[row * {{K}}u + j] = int(ranked[j]);
 }
-)"),
-                               {{"WG", absl::StrCat(wg)},
-                                {"E", absl::StrCat(experts)},
-                                {"K", absl::StrCat(k)},
-                                {"ROWS", RowsExpr(x.type.shape[0].tokens, c.rows(x))}}));
+)",
+                               {{"K", absl::StrCat(k)}, {"ROWS", RowsExpr(x.type.shape[0].tokens, c.rows(x))}}));
   out.args = {{c.node.id, true}, {c.node.inputs[0], false}};
   out.groups = {static_cast<uint32_t>(c.rows(x)), 1, 1};
   return out;
 }
 
-// One invocation per row: the row's largest logit, the softmax's denominator over the chosen
-// logits or over all, then the chosen ones' weights.
+// A row's weights: its largest logit, the softmax's denominator over the chosen logits or over all,
+// then the chosen ones' weights. One invocation per row; where the kernel computes top_k (top_k in
+// its readers, codegen/in_matmul.h), a workgroup per row ranks it, writes the ids, and its first
+// invocation the weights.
 absl::StatusOr<Kernel> EmitRouteWeights(const EmitContext& c) {
   const graph::Node& logits = c.input(0);
   const int64_t experts = logits.type.shape[1].value, k = c.input(1).type.shape[1].value;
   const bool over_all = c.node.attrs.Str("weighting") == "softmax_all";
+  absl::StatusOr<InMatMulRules> rules = InMatMulRulesFromTune();
+  if (!rules.ok()) return rules.status();
+  const bool ranks = TopKInReaders(c.g, c.input(1), c.tokens, *rules);
+  uint32_t wg = kRouteWorkgroup;
+  std::string ranking;
+  if (ranks) {
+    absl::StatusOr<std::string> glsl = RankingGlsl(c, logits, k, wg);
+    if (!glsl.ok()) return glsl.status();
+    ranking = *std::move(glsl);
+  } else {
+    ranking = FloatBuffer(2, "logits", logits.type.dtype, true);
+  }
   Kernel out;
   out.family = "router";
-  out.variant = absl::StrCat("route_weights.", c.node.attrs.Str("weighting"));
-  out.glsl = absl::StrCat(ShaderHeader(kRouteWorkgroup), FloatBuffer(1, "w", graph::DType::kF32, false),
-                          FloatBuffer(2, "x", graph::DType::kF32, true), IntBuffer(3, "ids", true),
+  out.variant = absl::StrCat("route_weights.", c.node.attrs.Str("weighting"), ranks ? "+top_k" : "");
+  out.glsl = absl::StrCat(ShaderHeader(wg), FloatBuffer(1, "w", graph::DType::kF32, false),
+                          IntBuffer(3, "ids", !ranks), ranking,
                           Fill(R"(
 const uint E = {{E}}u, K = {{K}}u;
-// A chosen expert; an id out of range reads the last expert's logit rather than past the row.
-float chosen(uint row, uint j) { return x[row * E + min(uint(ids[row * K + j]), E - 1u)]; }
-void main() {
-  uint row = gl_GlobalInvocationID.x;
-  if (row >= {{ROWS}}) return;
+// A chosen expert's logit; an id out of range reads the last expert's rather than past the row.
+float chosen(uint row, uint j) { return load_logits(row * E + min({{CHOSEN}}, E - 1u)); }
+void route_weights_of(uint row) {
   float mx = uintBitsToFloat(0xFF800000u);
-  for (uint e = 0u; e < E; ++e) mx = max(mx, x[row * E + e]);
+  for (uint e = 0u; e < E; ++e) mx = max(mx, load_logits(row * E + e));
   float sum = 0.0;
   if ({{ALL}}) {
-    for (uint e = 0u; e < E; ++e) sum += exp(x[row * E + e] - mx);
+    for (uint e = 0u; e < E; ++e) sum += exp(load_logits(row * E + e) - mx);
   } else {
     for (uint j = 0u; j < K; ++j) sum += exp(chosen(row, j) - mx);
   }
@@ -107,10 +107,26 @@ void main() {
 )",
                                {{"E", absl::StrCat(experts)},
                                 {"K", absl::StrCat(k)},
-                                {"ALL", over_all ? "true" : "false"},
-                                {"ROWS", RowsExpr(logits.type.shape[0].tokens, c.rows(logits))}}));
-  out.args = {{c.node.id, true}, {c.node.inputs[0], false}, {c.node.inputs[1], false}};
-  out.groups = {CeilDiv(c.rows(logits), kRouteWorkgroup), 1, 1};
+                                {"CHOSEN", ranks ? "ranked[j]" : "uint(ids[row * K + j])"},
+                                {"ALL", over_all ? "true" : "false"}}),
+                          Fill(ranks ? R"(
+void main() {
+  uint row = gl_WorkGroupID.x, lid = gl_LocalInvocationID.x;
+  if (row >= {{ROWS}}) return;  // uniform across the workgroup
+  rank_experts(row);
+  for (uint j = lid; j < K; j += WG) ids[row * K + j] = int(ranked[j]);
+  if (lid == 0u) route_weights_of(row);
+}
+)"
+                                     : R"(
+void main() {
+  uint row = gl_GlobalInvocationID.x;
+  if (row < {{ROWS}}) route_weights_of(row);
+}
+)",
+                               {{"ROWS", RowsExpr(logits.type.shape[0].tokens, c.rows(logits))}}));
+  out.args = {{c.node.id, true}, {c.node.inputs[0], false}, {c.node.inputs[1], ranks}};
+  out.groups = {ranks ? static_cast<uint32_t>(c.rows(logits)) : CeilDiv(c.rows(logits), kRouteWorkgroup), 1, 1};
   return out;
 }
 

@@ -43,6 +43,7 @@ absl::StatusOr<InMatMulRules> InMatMulRulesFromTune() {
                            {"plain_norm_in_x", &rules.plain_norm_in_x},
                            {"last_row_in_x", &rules.last_row_in_x},
                            {"route_sum", &rules.route_sum},
+                           {"top_k", &rules.top_k},
                            {"half_x", &rules.half_x}}) {
     if (absl::Status s = ReadRule(key, *rule); !s.ok()) return s;
   }
@@ -128,8 +129,9 @@ bool RouteSumInExperts(const graph::Graph& g, const graph::Node& n, int64_t toke
   const graph::Node& product = g.node(n.inputs[0]);
   const bool is_output = std::any_of(g.outputs().begin(), g.outputs().end(),
                                      [&](const auto& o) { return o.second == product.id; });
+  // The product reads the route weights: they come before it in the plan's order.
   if (product.kind != graph::OpKind::kExpertMatMul || g.Users(product.id).size() != 1 || is_output ||
-      ExpertsGrouped(product, tokens, rules)) {
+      ExpertsGrouped(product, tokens, rules) || n.inputs[1] > product.id) {
     return false;
   }
   // The kernel sums the slots' dot products before its epilogue, which must therefore be affine.
@@ -138,9 +140,49 @@ bool RouteSumInExperts(const graph::Graph& g, const graph::Node& n, int64_t toke
                                    [](graph::EpilogueStep s) { return s == graph::EpilogueStep::kBias; });
 }
 
+bool TopKInReaders(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
+  if (!rules.top_k || n.kind != graph::OpKind::kTopK) return false;
+  // The route_weights kernel writes the ids that products read: it comes before them in the plan's
+  // order.
+  int weights = 0, products = 0;
+  graph::ValueId first_product = static_cast<graph::ValueId>(g.nodes().size()), weights_id = -1;
+  for (graph::ValueId u : g.Users(n.id)) {
+    const graph::Node& m = g.node(u);
+    if (m.kind == graph::OpKind::kRouteWeights && m.inputs[0] == n.inputs[0] && m.inputs[1] == n.id) {
+      ++weights;
+      weights_id = u;
+    } else if (m.kind == graph::OpKind::kExpertMatMul && m.inputs[2] == n.id && m.inputs[0] != n.id &&
+               !ExpertsGrouped(m, tokens, rules)) {
+      ++products;
+      first_product = std::min(first_product, u);
+    } else {
+      return false;
+    }
+  }
+  return weights == 1 && products > 0 && weights_id < first_product;
+}
+
+bool RanksItsExperts(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
+  if (n.kind != graph::OpKind::kExpertMatMul) return false;
+  const graph::Node& top_k = g.node(n.inputs[2]);
+  if (!TopKInReaders(g, top_k, tokens, rules)) return false;
+  // Whether x depends on the ids: a path up from x reaches the top_k (nodes come after their inputs).
+  std::vector<graph::ValueId> todo = {n.inputs[0]};
+  std::vector<bool> seen(g.nodes().size(), false);
+  while (!todo.empty()) {
+    const graph::ValueId id = todo.back();
+    todo.pop_back();
+    if (id == top_k.id) return false;
+    if (id < top_k.id || seen[static_cast<size_t>(id)]) continue;
+    seen[static_cast<size_t>(id)] = true;
+    for (graph::ValueId in : g.node(id).inputs) todo.push_back(in);
+  }
+  return true;
+}
+
 bool InMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
   return TailInMatMul(g, n, tokens, rules) || NormInX(g, n, tokens, rules) || PlainNormInX(g, n, tokens, rules) ||
-         LastRowInX(g, n, rules) || RouteSumInExperts(g, n, tokens, rules);
+         LastRowInX(g, n, rules) || RouteSumInExperts(g, n, tokens, rules) || TopKInReaders(g, n, tokens, rules);
 }
 
 }  // namespace doppler::codegen

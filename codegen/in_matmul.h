@@ -1,5 +1,5 @@
-// Nodes a matmul's kernel computes besides its own value, so that they take no dispatch (and no
-// barrier level) of their own. These are facts of the step graph and the plan's bucket, derived
+// Nodes a matmul's (or a router's) kernel computes besides its own value, so that they take no
+// dispatch (and no barrier level) of their own. These are facts of the step graph and the plan's bucket, derived
 // here on each lowering and stored nowhere: lowering (codegen/lowering.cc) gives such a node no
 // dispatch, and the matmul emitter (codegen/emit_matmul.cc) binds and computes it.
 //
@@ -26,9 +26,15 @@
 //    as they compute them, so the slots are never stored. Where the product groups its rows by
 //    expert (from tuning::ExpertsGroupedFrom rows), a token's slots come from different
 //    workgroups: the slots are stored and the route_sum is a dispatch of its own.
+//  - top_k in its readers: a top_k that one route_weights and expert products read, none of them
+//    grouping its rows. The route_weights kernel ranks each row itself and writes the ids beside
+//    the weights; an expert product whose x does not depend on the ids (the first of the MLP)
+//    ranks its token's row in each workgroup (codegen/expert_ranking.h) and reads the router's
+//    logits in place of the ids, so that it runs beside the route weights, a level after the
+//    router; the products after it read the ids the route_weights kernel wrote.
 //
-// DOPPLER_TUNE's matmul.tail, matmul.norm_in_x, matmul.plain_norm_in_x, matmul.last_row_in_x and
-// matmul.route_sum (1 or 0) turn each on or off, to compare plans with and without; matmul.half_x
+// DOPPLER_TUNE's matmul.tail, matmul.norm_in_x, matmul.plain_norm_in_x, matmul.last_row_in_x,
+// matmul.route_sum and matmul.top_k (1 or 0) turn each on or off, to compare plans with and without; matmul.half_x
 // likewise the rule of codegen/half_x.h, read with them.
 #pragma once
 
@@ -45,6 +51,7 @@ struct InMatMulRules {
   bool plain_norm_in_x = true;
   bool last_row_in_x = true;
   bool route_sum = true;
+  bool top_k = true;
   bool half_x = true;  // values stored as f16 where every reader rounds them so (codegen/half_x.h)
   int64_t experts_grouped_from = 0;  // tuning::ExpertsGroupedFrom()
   int64_t plain_norm_experts_upto = 0;  // tuning::PlainNormInExpertsUpTo()
@@ -83,7 +90,14 @@ bool ExpertsGrouped(const graph::Node& n, int64_t tokens, const InMatMulRules& r
 // where `n` is its only reader, it does not group its rows, and its epilogue adds biases at most.
 bool RouteSumInExperts(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
 
-// Whether a matmul's kernel computes `n` in any of the five ways: `n` then has no dispatch.
+// Whether the readers of a top_k `n` compute it in a plan of `tokens` (top_k in its readers, above).
+bool TopKInReaders(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
+
+// Whether the expert product `n` ranks its experts itself in a plan of `tokens`: its ids are a top_k
+// its readers compute, and its x does not depend on them.
+bool RanksItsExperts(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
+
+// Whether a kernel of its readers computes `n` in any of the six ways: `n` then has no dispatch.
 bool InMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
 
 }  // namespace doppler::codegen

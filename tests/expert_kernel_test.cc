@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
@@ -76,6 +77,51 @@ TEST_F(ExpertKernelTest, RouterMatchesTheInterpreter) {
     const std::vector<Step> steps = {{{{"x", RandomRows(6, experts, 3)}}, 0}, {{{"x", RandomRows(1, experts, 4)}}, 6}};
     Compare(*g, 8, steps, 1e-5);
     Compare(*g, 8, steps, 1e-5, WithoutSubgroupArithmetic());
+  }
+}
+
+// top_k in its readers (codegen/in_matmul.h): with a row at a time, the route_weights kernel ranks
+// the rows and writes the ids, and the gated product ranks its token's row in each workgroup, for
+// expert counts a subgroup's lanes hold one or several of, or that only a workgroup holds (1000),
+// with and without subgroup arithmetic, on logits with many ties; the ids (an output) equal the
+// interpreter's. Grouped, and
+// with the rule off, top_k is a dispatch of its own.
+TEST_F(ExpertKernelTest, TopKIsRankedByItsReaders) {
+  for (auto [experts, k] : std::vector<std::pair<int64_t, int64_t>>{{5, 3}, {150, 7}, {1000, 4}}) {
+    SCOPED_TRACE(experts);
+    constexpr int64_t kHidden = 40, kWidth = 24;
+    GraphBuilder b;
+    ValueId x = b.Input("x", Rows(kHidden));
+    ValueId logits = b.Input("logits", Rows(experts));
+    ValueId ids = b.TopK(logits, k);
+    b.Output("ids", ids);
+    ValueId weights = b.RouteWeights(logits, ids, "softmax_all");
+    ValueId h = b.ExpertMatMul(x, b.Param("gate_up", Matrix(experts * 2 * kWidth, kHidden, DType::kF16)), ids, experts,
+                               "silu_mul");
+    b.Output("h", h);
+    ValueId down = b.ExpertMatMul(h, b.Param("down", Matrix(experts * kHidden, kWidth, DType::kF16)), ids, experts);
+    b.Output("y", b.RouteSum(down, weights));
+    auto g = std::move(b).Finish();
+    ASSERT_TRUE(g.ok()) << g.status();
+    // Logits rounded to halves: many ties (the lower expert first), and -0 beside +0 (equal).
+    auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
+      Tensor logits = RandomRows(tokens, experts, seed + 1);
+      for (float& v : logits.f) v = std::round(v * 2) / 2;
+      return Step{{{"x", RandomRows(tokens, kHidden, seed)}, {"logits", logits}}, pos};
+    };
+    auto ranked = [](const std::vector<std::string>& variants) {
+      int top_k = 0, ranking = 0;
+      for (const std::string& v : variants) {
+        top_k += v.rfind("router.top_k", 0) == 0 ? 1 : 0;
+        ranking += v.find("+top_k") != std::string::npos ? 1 : 0;
+      }
+      return top_k == 0 && ranking == 2;
+    };
+    EXPECT_TRUE(ranked(Compare(*g, 8, {step(5, 10, 0), step(1, 20, 5)}, 1e-5)));
+    EXPECT_TRUE(ranked(Compare(*g, 8, {step(3, 30, 0)}, 1e-5, WithoutSubgroupArithmetic())));
+    EXPECT_FALSE(ranked(Compare(*g, 80, {step(70, 40, 0)}, 1e-5)));
+    const test::ScopedTune off("matmul.top_k=0");
+    EXPECT_FALSE(ranked(Compare(*g, 8, {step(5, 50, 0)}, 1e-5)));
   }
 }
 

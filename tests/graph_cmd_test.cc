@@ -216,11 +216,12 @@ TEST(GraphCmd, TargetChoosesTheKnownDevicesKernels) {
 }
 
 // --synthetic: a published model's shapes with no files and no weights made: gpt-oss-20b's MXFP4
-// experts take the matrix-vector kernel's whole-block parts in decode.
+// experts take the matrix-vector kernel's whole-block parts in decode, the gated one ranking its
+// experts itself.
 TEST(GraphCmd, SyntheticModelsNeedNoFiles) {
   Result r = Graph("--lowered --target nvidia --synthetic gpt-oss-20b");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(absl::StrContains(r.out, "expert_matmul.gemv.mxfp4.gated+bias+clamped_swiglu.block.")) << r.out.substr(0, 2000);
+  EXPECT_TRUE(absl::StrContains(r.out, "expert_matmul.gemv.mxfp4.gated+top_k+bias+clamped_swiglu.block.")) << r.out.substr(0, 2000);
   Result bad = Graph("--lowered --synthetic llama-9z");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(bad.err, "unknown synthetic model 'llama-9z'")) << bad.err;

@@ -1,13 +1,14 @@
 // Which nodes a matmul's kernel computes besides its own (codegen/in_matmul.h), decided by
-// lowering from the graph and the bucket: a tail, a norm in x, a last row in x; each where the
-// graph allows it and nowhere else, each turned off by its DOPPLER_TUNE key, and lowering giving
-// such a node no dispatch of its own. (The kernels that compute them, against the interpreter:
-// quant_kernel_test.cc.)
+// lowering from the graph and the bucket: a tail, a norm in x, a last row in x, a route sum, a top_k
+// in its readers; each where the graph allows it and nowhere else, each turned off by its
+// DOPPLER_TUNE key, and lowering giving such a node no dispatch of its own. (The kernels that
+// compute them, against the interpreter: quant_kernel_test.cc, expert_kernel_test.cc.)
 #include "codegen/in_matmul.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -316,6 +317,88 @@ TEST(InMatMul, ARouteSumStaysOutOfAnExpertProductWhoseEpilogueIsNotAffine) {
   ASSERT_TRUE(rules.ok()) << rules.status();
   EXPECT_FALSE(codegen::RouteSumInExperts(g, g.node(silu_sum), 1, *rules));
   EXPECT_TRUE(codegen::RouteSumInExperts(g, g.node(biased_sum), 1, *rules));
+}
+
+// A top_k that one route_weights and ungrouped expert products read is ranked by them: the
+// route_weights kernel writes the ids, the first product of the MLP (its x independent of the ids)
+// reads the logits in place of the ids, and the products after it read the ids. Not where another
+// node reads the ids, where a product groups its rows, where no product or no route_weights reads
+// them, or where DOPPLER_TUNE turns it off.
+TEST(InMatMul, ATopKIsRankedByItsRouteWeightsAndFirstExpertProduct) {
+  // The route weights before the products (as the models build them), after them, or none.
+  enum class Weights { kBefore, kAfter, kNone };
+  auto build = [](bool extra_reader, Weights weights) {
+    graph::GraphBuilder b;
+    ValueId x = b.Input("x", test::Rows(96));
+    ValueId logits = b.Input("logits", test::Rows(7));
+    ValueId ids = b.TopK(logits, 3);
+    std::optional<ValueId> rw;
+    if (weights == Weights::kBefore) rw = b.RouteWeights(logits, ids, "softmax_chosen");
+    ValueId h = b.ExpertMatMul(x, b.Param("gate_up", test::Matrix(7 * 2 * 32, 96, DType::kQ8_0)), ids, 7, "silu_mul");
+    ValueId down = b.ExpertMatMul(h, b.Param("down", test::Matrix(7 * 96, 32, DType::kQ8_0)), ids, 7);
+    if (weights == Weights::kAfter) rw = b.RouteWeights(logits, ids, "softmax_chosen");
+    b.Output("y", rw ? b.RouteSum(down, *rw) : down);
+    if (extra_reader) b.Output("rw2", b.RouteWeights(logits, ids, "softmax_all"));
+    return *std::move(b).Finish();
+  };
+  const graph::Graph g = build(false, Weights::kBefore);
+  auto of = [&](graph::OpKind kind) {
+    std::vector<ValueId> ids;
+    for (const graph::Node& n : g.nodes()) {
+      if (n.kind == kind) ids.push_back(n.id);
+    }
+    return ids;
+  };
+  const ValueId top_k = of(graph::OpKind::kTopK)[0], rw = of(graph::OpKind::kRouteWeights)[0];
+  const ValueId gate = of(graph::OpKind::kExpertMatMul)[0], down = of(graph::OpKind::kExpertMatMul)[1];
+  absl::StatusOr<InMatMulRules> tuned = codegen::InMatMulRulesFromTune();
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  const InMatMulRules rules = *tuned;
+  InMatMulRules off = rules;
+  off.top_k = false;
+  EXPECT_TRUE(codegen::TopKInReaders(g, g.node(top_k), 1, rules));
+  EXPECT_TRUE(codegen::TopKInReaders(g, g.node(top_k), 63, rules));
+  EXPECT_FALSE(codegen::TopKInReaders(g, g.node(top_k), 64, rules)) << "the products group their rows";
+  EXPECT_FALSE(codegen::TopKInReaders(g, g.node(top_k), 1, off));
+  EXPECT_TRUE(codegen::RanksItsExperts(g, g.node(gate), 1, rules));
+  EXPECT_FALSE(codegen::RanksItsExperts(g, g.node(down), 1, rules)) << "its x depends on the ids";
+  EXPECT_FALSE(codegen::RanksItsExperts(g, g.node(gate), 1, off));
+  for (auto [extra, weights] : {std::pair{true, Weights::kBefore}, std::pair{false, Weights::kNone},
+                                std::pair{false, Weights::kAfter}}) {
+    const graph::Graph other = build(extra, weights);
+    for (const graph::Node& n : other.nodes()) {
+      if (n.kind == graph::OpKind::kTopK) EXPECT_FALSE(codegen::TopKInReaders(other, n, 1, rules));
+      // The down product would read route weights that the plan computes after it.
+      if (n.kind == graph::OpKind::kRouteSum && weights == Weights::kAfter) {
+        EXPECT_FALSE(codegen::RouteSumInExperts(other, n, 1, rules));
+      }
+    }
+  }
+
+  // Lowering: the route_weights dispatch writes the ids and covers the top_k; the first product
+  // reads the logits, the second the ids.
+  absl::StatusOr<std::vector<codegen::Dispatch>> decode = codegen::Lower(g, codegen::TargetCaps{}, 1);
+  ASSERT_TRUE(decode.ok()) << decode.status();
+  ASSERT_EQ(decode->size(), 3u);
+  const codegen::Dispatch& weights = (*decode)[0];
+  EXPECT_EQ(weights.node, rw);
+  EXPECT_EQ(weights.covers, (std::vector<ValueId>{rw, top_k}));
+  EXPECT_EQ(weights.kernel.variant, "route_weights.softmax_chosen+top_k");
+  ASSERT_EQ(weights.kernel.args.size(), 3u);
+  EXPECT_EQ(weights.kernel.args[2].value, top_k);
+  EXPECT_TRUE(weights.kernel.args[2].written);
+  EXPECT_EQ((*decode)[1].node, gate);
+  EXPECT_NE((*decode)[1].kernel.variant.find("+top_k"), std::string::npos) << (*decode)[1].kernel.variant;
+  EXPECT_EQ((*decode)[1].kernel.args[3].value, g.node(top_k).inputs[0]);
+  EXPECT_EQ((*decode)[2].node, down);
+  EXPECT_EQ((*decode)[2].kernel.variant.find("+top_k"), std::string::npos) << (*decode)[2].kernel.variant;
+  EXPECT_EQ((*decode)[2].kernel.args[3].value, top_k);
+
+  const test::ScopedTune tune("matmul.top_k=0");
+  absl::StatusOr<std::vector<codegen::Dispatch>> plain = codegen::Lower(g, codegen::TargetCaps{}, 1);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_EQ(plain->size(), 4u);
+  EXPECT_EQ((*plain)[0].node, top_k);
 }
 
 // An expert product whose workgroup's reduction would not fit the device's shared memory (16
