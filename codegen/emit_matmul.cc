@@ -116,10 +116,14 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
   // With a norm prologue, input 2 is the norm's weight and the epilogue's inputs follow it. Where
   // x is a plain norm the kernel computes (codegen/in_matmul.h), the norm node holds the weight,
   // bound after the matmul's inputs, and the kernel reads the norm's input as x.
+  // Where it is the norm's first reader and the others read its row, it also writes the row.
   const bool prologue = c.node.attrs.Has("norm_eps");
+  const bool plain_norm_out = x.kind == graph::OpKind::kRmsNorm && PlainNormInFloatReader(c.g, x, c.tokens, *rules) &&
+                              c.g.Users(x.id).front() == c.node.id;
   const graph::Node* plain_norm =
-      x.kind == graph::OpKind::kRmsNorm && PlainNormInX(c.g, x, c.tokens, *rules) ? &x : nullptr;
+      x.kind == graph::OpKind::kRmsNorm && (PlainNormInX(c.g, x, c.tokens, *rules) || plain_norm_out) ? &x : nullptr;
   s.norm = prologue || plain_norm != nullptr;
+  s.norm_out = plain_norm_out;
   s.level_n = prologue && s.gates == 1 ? NormalisedSiblingColumns(c.g, c.node) : s.n;
   const int first_extra = prologue ? 3 : 2;
   if (static_cast<int>(c.node.inputs.size()) != first_extra + graph::ExtraInputs(*steps)) {
@@ -183,6 +187,10 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
                     "float norm_scale(float sum_sq) { return inversesqrt(sum_sq / float(K) + ", FloatLiteral(eps), "); }\n",
                     "float norm_weight(uint k) { return load_gamma(k) + ", offset, "; }\n",
                     s.k % 4 == 0 ? absl::StrCat("vec4 norm_weight4(uint k) { return load4_gamma(k) + ", offset, "; }\n") : "");
+    if (s.norm_out) {
+      absl::StrAppend(&extras, OutputBuffer(next_binding++, "xn", HalfX(c.g, x, c.caps, c.tokens, *rules)));
+      absl::StrAppend(&s.variant_suffix, "+norm_out");
+    }
   }
   if (x.kind == graph::OpKind::kPart && NormInX(c.g, c.g.node(x.inputs[0]), c.tokens, *rules)) {
     s.restate = x.inputs[0];
@@ -232,6 +240,9 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
                .row_per_sequence = c.g.paging().row_per_sequence,
                .norm = s.norm});
   if (!variant.ok()) return variant.status();
+  if (s.norm_out && *variant != tuning::MatMulVariant::kGemv) {
+    return absl::InternalError(absl::StrCat("matmul '", c.node.label, "': only the float matrix-vector kernel writes a plain norm"));
+  }
   absl::StatusOr<Kernel> k = [&] {
     switch (*variant) {
       case tuning::MatMulVariant::kGemvQ8:
@@ -258,6 +269,7 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
                                                       : x_value;
   for (graph::ValueId in : c.node.inputs) k->args.push_back({in == x.id ? x_arg : in, false});
   if (plain_norm != nullptr) k->args.push_back({plain_norm->inputs[1], false});
+  if (s.norm_out) k->args.push_back({plain_norm->id, true});
   if (s.restate >= 0) {
     const graph::Node& norm = c.g.node(s.restate);
     for (graph::ValueId in : norm.inputs) k->args.push_back({in, false});

@@ -59,7 +59,10 @@ absl::StatusOr<InMatMulRules> InMatMulRulesFromTune() {
 bool TailInMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
   const bool row_wide = n.kind == graph::OpKind::kArgmax ||
                         (n.kind == graph::OpKind::kRmsNorm && !graph::RmsNormInputsOf(n).group);
-  if (!rules.tail || !row_wide || NormInX(g, n, tokens, rules) || PlainNormInX(g, n, tokens, rules)) return false;
+  if (!rules.tail || !row_wide || NormInX(g, n, tokens, rules) || PlainNormInX(g, n, tokens, rules) ||
+      PlainNormInFloatReader(g, n, tokens, rules)) {
+    return false;
+  }
   const graph::Node& m = g.node(n.inputs[0]);
   if (m.kind != graph::OpKind::kMatMul || !graph::SplitWidths(m).empty() || !m.attrs.Has("x_quant")) return false;
   const graph::Node& x = g.node(m.inputs[0]);
@@ -81,39 +84,67 @@ bool NormInX(const graph::Graph& g, const graph::Node& n, int64_t tokens, const 
   });
 }
 
-bool PlainNormInX(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
-  if (!rules.plain_norm_in_x || n.kind != graph::OpKind::kRmsNorm) return false;
-  const graph::RmsNormInputs r = graph::RmsNormInputsOf(n);
-  const bool is_output = std::any_of(g.outputs().begin(), g.outputs().end(), [&](const auto& o) { return o.second == n.id; });
-  if (r.group || r.residual || r.split || is_output) return false;
-  // Each of the readers' workgroups loads the norm's weight beside x: at 16 rows of Qwen3-30B-A3B
-  // that cost more than the tail it saves (tuning::kPlainNormInExpertsUpTo).
-  if (n.type.shape[0].Resolve(tokens) != 1) return false;
-  const int64_t width = n.type.shape[1].value;
-  const std::vector<graph::ValueId> users = g.Users(n.id);
+namespace {
+
+// A plain norm's readers at one row of x (codegen/in_matmul.h): whether each reads it once, as x,
+// and is a float matmul (the float matrix-vector kernel, no prologue of its own) or an expert
+// product taking a row at a time; then whether one is an expert product, and the most weight
+// values a token one of them reads.
+struct PlainNormReaders {
+  bool ok = false;
   bool experts = false;
-  for (graph::ValueId u : users) {
+  int64_t most_expert_values = 0;
+  graph::ValueId first = -1;  // the first reader in the graph's order
+};
+PlainNormReaders ReadersOfPlainNorm(const graph::Graph& g, const graph::Node& n, int64_t tokens,
+                                    const InMatMulRules& rules) {
+  PlainNormReaders r;
+  const graph::RmsNormInputs inputs = graph::RmsNormInputsOf(n);
+  const bool is_output = std::any_of(g.outputs().begin(), g.outputs().end(), [&](const auto& o) { return o.second == n.id; });
+  if (n.kind != graph::OpKind::kRmsNorm || inputs.group || inputs.residual || inputs.split || is_output ||
+      n.type.shape[0].Resolve(tokens) != 1) {
+    return r;
+  }
+  const int64_t width = n.type.shape[1].value;
+  for (graph::ValueId u : g.Users(n.id)) {
     const graph::Node& m = g.node(u);
-    if (m.inputs.empty() || m.inputs[0] != n.id || std::count(m.inputs.begin(), m.inputs.end(), n.id) != 1) return false;
+    if (m.inputs.empty() || m.inputs[0] != n.id || std::count(m.inputs.begin(), m.inputs.end(), n.id) != 1) return r;
     if (m.kind == graph::OpKind::kExpertMatMul) {
       // The matrix-vector pass a row, over x rows of the norm's width (not a slot's part each).
       const graph::TensorType& w = g.node(m.inputs[1]).type;
+      if (ExpertsGrouped(m, tokens, rules) || w.shape[1].value != width) return r;
       const int64_t slots = g.node(m.inputs[2]).type.shape[1].value;
-      const int64_t values = slots * (w.shape[0].value / m.attrs.Int("experts")) * w.shape[1].value;
-      if (ExpertsGrouped(m, tokens, rules) || w.shape[1].value != width || values > rules.plain_norm_experts_upto) {
-        return false;
-      }
-      experts = true;
+      r.most_expert_values = std::max(r.most_expert_values,
+                                      slots * (w.shape[0].value / m.attrs.Int("experts")) * w.shape[1].value);
+      r.experts = true;
     } else if (m.kind == graph::OpKind::kMatMul) {
       // The float matrix-vector kernel, which a row of x takes for float weights.
-      if (m.attrs.Has("norm_eps") || m.attrs.Has("x_quant") || !graph::IsFloat(g.node(m.inputs[1]).type.dtype)) {
-        return false;
-      }
+      if (m.attrs.Has("norm_eps") || m.attrs.Has("x_quant") || !graph::IsFloat(g.node(m.inputs[1]).type.dtype)) return r;
     } else {
-      return false;
+      return r;
     }
+    if (r.first < 0 || u < r.first) r.first = u;
   }
-  return experts;
+  r.ok = true;
+  return r;
+}
+
+}  // namespace
+
+bool PlainNormInX(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
+  if (!rules.plain_norm_in_x) return false;
+  // Each of the readers' workgroups loads the norm's weight beside x: at 16 rows of Qwen3-30B-A3B
+  // that cost more than the tail it saves (hence one row), and on larger expert products more than
+  // the norm's level (tuning::kPlainNormInExpertsUpTo).
+  const PlainNormReaders r = ReadersOfPlainNorm(g, n, tokens, rules);
+  return r.ok && r.experts && r.most_expert_values <= rules.plain_norm_experts_upto;
+}
+
+bool PlainNormInFloatReader(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
+  if (!rules.plain_norm_in_x) return false;
+  const PlainNormReaders r = ReadersOfPlainNorm(g, n, tokens, rules);
+  return r.ok && r.experts && r.most_expert_values > rules.plain_norm_experts_upto &&
+         g.node(r.first).kind == graph::OpKind::kMatMul;
 }
 
 bool LastRowInX(const graph::Graph& g, const graph::Node& n, const InMatMulRules& rules) {
@@ -141,7 +172,9 @@ bool RouteSumInExperts(const graph::Graph& g, const graph::Node& n, int64_t toke
 }
 
 bool TopKInReaders(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
-  if (!rules.top_k || n.kind != graph::OpKind::kTopK) return false;
+  // Every workgroup of the first product ranks its token's row: at 16 rows of Qwen3-30B-A3B that
+  // cost more than top_k's level (hence one row).
+  if (!rules.top_k || n.kind != graph::OpKind::kTopK || n.type.shape[0].Resolve(tokens) != 1) return false;
   // The route_weights kernel writes the ids that products read: it comes before them in the plan's
   // order.
   int weights = 0, products = 0;
@@ -182,6 +215,7 @@ bool RanksItsExperts(const graph::Graph& g, const graph::Node& n, int64_t tokens
 
 bool InMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
   return TailInMatMul(g, n, tokens, rules) || NormInX(g, n, tokens, rules) || PlainNormInX(g, n, tokens, rules) ||
+         PlainNormInFloatReader(g, n, tokens, rules) ||
          LastRowInX(g, n, rules) || RouteSumInExperts(g, n, tokens, rules) || TopKInReaders(g, n, tokens, rules);
 }
 

@@ -18,6 +18,9 @@
 //    a token. Each reader reads the norm's input as x, sums its squares and
 //    multiplies it by the norm's weight as it loads it, and scales its dot products by 1 / rms, so
 //    the row is never written. It also takes precedence over a tail.
+//  - A plain norm written by its float reader: such a norm whose expert products exceed that bound,
+//    where the first of its readers is a float matmul: that matmul computes it as above and its
+//    workgroup 0 writes the normalised row, which the expert products (a level later) read.
 //  - A last row in x: a last_row that one matmul alone reads, as x (the LM head): every matmul
 //    variant reads row T − 1 of the last_row's input itself, so the row is never copied.
 //  - A route sum in the expert product: a route_sum whose slots an expert product alone writes,
@@ -26,8 +29,8 @@
 //    as they compute them, so the slots are never stored. Where the product groups its rows by
 //    expert (from tuning::ExpertsGroupedFrom rows), a token's slots come from different
 //    workgroups: the slots are stored and the route_sum is a dispatch of its own.
-//  - top_k in its readers: a top_k that one route_weights and expert products read, none of them
-//    grouping its rows. The route_weights kernel ranks each row itself and writes the ids beside
+//  - top_k in its readers: a top_k that one route_weights and expert products read, at one row of
+//    x (every product a matrix-vector pass). The route_weights kernel ranks each row itself and writes the ids beside
 //    the weights; an expert product whose x does not depend on the ids (the first of the MLP)
 //    ranks its token's row in each workgroup (codegen/expert_ranking.h) and reads the router's
 //    logits in place of the ids, so that it runs beside the route weights, a level after the
@@ -77,6 +80,10 @@ inline constexpr int64_t kNormInXStageBytes = 12 * 1024;
 // (a plain norm in x, above).
 bool PlainNormInX(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
 
+// Whether the first reader of a plain RMSNorm `n`, a float matmul, computes it and writes its row
+// for the others in a plan of `tokens` (a plain norm written by its float reader, above).
+bool PlainNormInFloatReader(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
+
 // Whether the matmul reading a last_row `n` reads the row itself, from the last_row's input (every
 // variant can: x_row0() in MatMulSpec::io_glsl, codegen/matmul.h).
 bool LastRowInX(const graph::Graph& g, const graph::Node& n, const InMatMulRules& rules);
@@ -97,7 +104,7 @@ bool TopKInReaders(const graph::Graph& g, const graph::Node& n, int64_t tokens, 
 // its readers compute, and its x does not depend on them.
 bool RanksItsExperts(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
 
-// Whether a kernel of its readers computes `n` in any of the six ways: `n` then has no dispatch.
+// Whether a kernel of its readers computes `n` in any of the ways above: `n` then has no dispatch.
 bool InMatMul(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules);
 
 }  // namespace doppler::codegen

@@ -26,6 +26,10 @@ struct MatMulSpec {
   // sum_sq)` (1 / rms from the sum of squares of a row of x), `float norm_weight(uint k)` and,
   // when K is a multiple of 4, `vec4 norm_weight4(uint k)` (k a multiple of 4).
   bool norm = false;
+  // Where x is a plain norm this kernel writes for its other readers (a plain norm written by its
+  // float reader, codegen/in_matmul.h): io_glsl defines `void store_xn(uint i, float v)`, which the
+  // matrix-vector kernel's workgroup 0 calls for every value of the normalised row.
+  bool norm_out = false;
   // With a norm prologue: the output columns of every product without gates that normalises the
   // same x (this one's among them), which run side by side in one level; the tile rules take their
   // grid together. Else n.

@@ -14,7 +14,9 @@
 // With a norm prologue (rms_norm fused in), x is multiplied by the norm weight as it is loaded,
 // the workgroup sums x² over the same loads, and the results are scaled by 1/rms. Where x is a
 // residual norm's normalised sum (MatMulSpec::restate), x is the sum of the norm's inputs as
-// loaded, normalised the same way, and workgroup (0, 0) writes the sum.
+// loaded, normalised the same way, and workgroup (0, 0) writes the sum. Where x is a plain norm
+// whose other readers read its row (MatMulSpec::norm_out), workgroup (0, 0) writes the row, loading
+// x again once the reduction has given its 1 / rms.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +38,22 @@ std::string GemvRowBlockGlsl(uint32_t blocks, const std::string& rows_expr, bool
                     : absl::StrCat("  // The rows: t0 .. t0 + m - 1, all of them.\n  const uint t0 = 0u;\n  uint m = ", rows_expr,
                                    ";\n");
 }
+
+// A plain norm's row, written by workgroup (0, 0) (MatMulSpec::norm_out): x loaded again, times the
+// norm's weight and the 1 / rms of the reduction.
+constexpr const char* kNormRowOut = R"(  if (gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u) {  // uniform across the workgroup
+    float scale = norm_scale(acc[TM * RN * G]);
+    for (uint p = lid; p < PARTS; p += WG) {
+      float v[PV];
+      load_x(0u, p, v);
+      scale_by_norm_weight(p, v);
+      [[unroll]] for (uint i = 0u; i < PV; ++i) {
+        uint k = w_part_k(p, i);
+        if (k < K) store_xn(k, v[i] * scale);
+      }
+    }
+  }
+)";
 
 std::string DotsReduceGlsl(bool subgroups) {
   return subgroups ? R"(
@@ -201,7 +219,7 @@ void main() {
     }
   }
   wg_reduce(acc);
-  // Invocation t·RN + r writes column col0 + r of row t: the epilogues run side by side. The
+{{NORM_OUT}}  // Invocation t·RN + r writes column col0 + r of row t: the epilogues run side by side. The
   // selects with constant indices keep acc in registers.
   [[unroll]] for (uint t = 0u; t < TM; ++t) {
 #if NORM
@@ -217,7 +235,8 @@ void main() {
   }
 }
 )",
-                                     {{"ROW_BLOCK", GemvRowBlockGlsl(blocks, s.rows_expr, /*interleaved=*/false)}}));
+                                     {{"ROW_BLOCK", GemvRowBlockGlsl(blocks, s.rows_expr, /*interleaved=*/false)},
+                                      {"NORM_OUT", s.norm_out ? kNormRowOut : ""}}));
   k.groups = WideGrid(groups);
   k.groups[2] = blocks;
   return k;

@@ -80,12 +80,11 @@ TEST_F(ExpertKernelTest, RouterMatchesTheInterpreter) {
   }
 }
 
-// top_k in its readers (codegen/in_matmul.h): with a row at a time, the route_weights kernel ranks
-// the rows and writes the ids, and the gated product ranks its token's row in each workgroup, for
+// top_k in its readers (codegen/in_matmul.h): at one row, the route_weights kernel ranks the row
+// and writes the ids, and the gated product ranks its token's row in each workgroup, for
 // expert counts a subgroup's lanes hold one or several of, or that only a workgroup holds (1000),
 // with and without subgroup arithmetic, on logits with many ties; the ids (an output) equal the
-// interpreter's. Grouped, and
-// with the rule off, top_k is a dispatch of its own.
+// interpreter's. At more rows, grouped, and with the rule off, top_k is a dispatch of its own.
 TEST_F(ExpertKernelTest, TopKIsRankedByItsReaders) {
   for (auto [experts, k] : std::vector<std::pair<int64_t, int64_t>>{{5, 3}, {150, 7}, {1000, 4}}) {
     SCOPED_TRACE(experts);
@@ -117,11 +116,12 @@ TEST_F(ExpertKernelTest, TopKIsRankedByItsReaders) {
       }
       return top_k == 0 && ranking == 2;
     };
-    EXPECT_TRUE(ranked(Compare(*g, 8, {step(5, 10, 0), step(1, 20, 5)}, 1e-5)));
-    EXPECT_TRUE(ranked(Compare(*g, 8, {step(3, 30, 0)}, 1e-5, WithoutSubgroupArithmetic())));
-    EXPECT_FALSE(ranked(Compare(*g, 80, {step(70, 40, 0)}, 1e-5)));
+    EXPECT_TRUE(ranked(Compare(*g, 1, {step(1, 10, 0), step(1, 20, 1)}, 1e-5)));
+    EXPECT_TRUE(ranked(Compare(*g, 1, {step(1, 30, 0)}, 1e-5, WithoutSubgroupArithmetic())));
+    EXPECT_FALSE(ranked(Compare(*g, 8, {step(5, 40, 0)}, 1e-5)));
+    EXPECT_FALSE(ranked(Compare(*g, 80, {step(70, 50, 0)}, 1e-5)));
     const test::ScopedTune off("matmul.top_k=0");
-    EXPECT_FALSE(ranked(Compare(*g, 8, {step(5, 50, 0)}, 1e-5)));
+    EXPECT_FALSE(ranked(Compare(*g, 1, {step(1, 60, 0)}, 1e-5)));
   }
 }
 
@@ -277,7 +277,8 @@ TEST_P(ExpertMatMulKernelTest, GroupedExpertMlpMatchesTheInterpreter) {
 // A plain norm that the router and the expert product read (GPT-OSS's and Qwen3-MoE's
 // post-attention norm; codegen/in_matmul.h's plain norm in x): at one row each reader computes it
 // as it loads x and the norm has no dispatch (with and without subgroup arithmetic, and MXFP4's
-// f16 dots); at more the readers take the norm's row from a dispatch of its own.
+// f16 dots); past the bound on the expert product the router computes it and writes its row; at
+// more rows the readers take the norm's row from a dispatch of its own.
 TEST_P(ExpertMatMulKernelTest, APlainNormIsComputedByItsReaders) {
   const ExpertCase& c = GetParam();
   GraphBuilder b;
@@ -307,6 +308,16 @@ TEST_P(ExpertMatMulKernelTest, APlainNormIsComputedByItsReaders) {
     EXPECT_EQ(count(variants, "+plain_norm_x"), 2);
     variants = Compare(*g, 1, {step(1, 30, 0)}, c.tolerance, WithoutSubgroupArithmetic());
     EXPECT_EQ(count(variants, "+plain_norm_x"), 2);
+  }
+  {
+    // Past the bound on the expert product: the router computes it and writes its row.
+    const test::ScopedTune written("experts.norm_upto=0");
+    std::vector<std::string> variants = Compare(*g, 1, {step(1, 60, 0), step(1, 70, 1)}, c.tolerance);
+    EXPECT_EQ(count(variants, "rms_norm."), 0);
+    EXPECT_EQ(count(variants, "+plain_norm_x"), 1);
+    EXPECT_EQ(count(variants, "+norm_out"), 1);
+    variants = Compare(*g, 1, {step(1, 80, 0)}, c.tolerance, WithoutSubgroupArithmetic());
+    EXPECT_EQ(count(variants, "+norm_out"), 1);
   }
   const std::vector<std::string> variants = Compare(*g, 8, {step(5, 40, 0), step(1, 50, 5)}, c.tolerance);
   EXPECT_EQ(count(variants, "rms_norm."), 1);

@@ -123,6 +123,12 @@ TEST(InMatMul, APlainNormInXIsOneThatAnExpertProductAndFloatMatmulsRead) {
   b.Output("output_normed", output);
   ValueId matmuls = norm("matmuls");
   b.Output("matmuls_y", b.MatMul(matmuls, b.Param("wm", test::Matrix(8, 64, DType::kF16))));
+  // The expert product before the router in the graph's order: its readers may compute it, but the
+  // router cannot write it for the product.
+  ValueId late = norm("late");
+  b.Output("late_y", b.ExpertMatMul(late, b.Param("late_w", test::Matrix(6 * 16, 64, DType::kQ8_0)),
+                                    b.TopK(b.Input("late_logits", test::Rows(6)), 2), 6, "silu_mul"));
+  b.Output("late_r", b.MatMul(late, b.Param("late_router", test::Matrix(6, 64, DType::kF32))));
   const graph::Graph g = WithQ8Activations(std::move(b));
   absl::StatusOr<InMatMulRules> rules = codegen::InMatMulRulesFromTune();
   ASSERT_TRUE(rules.ok()) << rules.status();
@@ -142,11 +148,22 @@ TEST(InMatMul, APlainNormInXIsOneThatAnExpertProductAndFloatMatmulsRead) {
   InMatMulRules bounded = *rules;
   bounded.plain_norm_experts_upto = 2 * 16 * 64;
   EXPECT_TRUE(codegen::PlainNormInX(g, g.node(routed), 1, bounded));
+  EXPECT_FALSE(codegen::PlainNormInFloatReader(g, g.node(routed), 1, bounded));
   bounded.plain_norm_experts_upto = 2 * 16 * 64 - 1;
   EXPECT_FALSE(codegen::PlainNormInX(g, g.node(routed), 1, bounded));
+  // Past the bound, the router (the norm's first reader) computes the norm and writes its row.
+  EXPECT_TRUE(codegen::PlainNormInFloatReader(g, g.node(routed), 1, bounded));
+  EXPECT_FALSE(codegen::PlainNormInFloatReader(g, g.node(routed), 2, bounded));
+  EXPECT_FALSE(codegen::TailInMatMul(g, g.node(routed), 1, bounded));
+  InMatMulRules bounded_off = bounded;
+  bounded_off.plain_norm_in_x = false;
+  EXPECT_FALSE(codegen::PlainNormInFloatReader(g, g.node(routed), 1, bounded_off));
   for (ValueId n : {quant, added, output, matmuls}) {
     EXPECT_FALSE(codegen::PlainNormInX(g, g.node(n), 1, *rules)) << g.node(n).label;
+    EXPECT_FALSE(codegen::PlainNormInFloatReader(g, g.node(n), 1, bounded)) << g.node(n).label;
   }
+  EXPECT_TRUE(codegen::PlainNormInX(g, g.node(late), 1, *rules));
+  EXPECT_FALSE(codegen::PlainNormInFloatReader(g, g.node(late), 1, bounded));
   // Lowering: the norm has no dispatch; the router's and the expert product's cover it.
   codegen::TargetCaps caps;
   caps.integer_dot_product = true;  // the q8 matmuls'
@@ -160,6 +177,27 @@ TEST(InMatMul, APlainNormInXIsOneThatAnExpertProductAndFloatMatmulsRead) {
     EXPECT_NE(d.kernel.variant.find("+plain_norm_x"), std::string::npos) << d.kernel.variant;
   }
   EXPECT_EQ(covering, 2);
+  {
+    // Past the bound: the router's dispatch alone covers it, writing its row, which the expert
+    // product reads as x.
+    const test::ScopedTune tune("experts.norm_upto=0");
+    absl::StatusOr<std::vector<codegen::Dispatch>> written = codegen::Lower(g, caps, 1);
+    ASSERT_TRUE(written.ok()) << written.status();
+    covering = 0;
+    for (const codegen::Dispatch& d : *written) {
+      EXPECT_NE(d.node, routed);
+      if (d.kernel.family == "expert_matmul" && g.node(d.node).inputs[0] == routed) {
+        EXPECT_EQ(d.kernel.variant.find("+plain_norm_x"), std::string::npos) << d.kernel.variant;
+        EXPECT_EQ(d.kernel.args[1].value, routed);
+      }
+      if (std::find(d.covers.begin(), d.covers.end(), routed) == d.covers.end()) continue;
+      ++covering;
+      EXPECT_NE(d.kernel.variant.find("+plain_norm_x"), std::string::npos) << d.kernel.variant;
+      EXPECT_NE(d.kernel.variant.find("+norm_out"), std::string::npos) << d.kernel.variant;
+      EXPECT_TRUE(d.kernel.args.back().value == routed && d.kernel.args.back().written);
+    }
+    EXPECT_EQ(covering, 1);
+  }
   {
     const test::ScopedTune tune("experts.norm_upto=2048");
     absl::StatusOr<InMatMulRules> tuned = codegen::InMatMulRulesFromTune();
@@ -322,8 +360,8 @@ TEST(InMatMul, ARouteSumStaysOutOfAnExpertProductWhoseEpilogueIsNotAffine) {
 // A top_k that one route_weights and ungrouped expert products read is ranked by them: the
 // route_weights kernel writes the ids, the first product of the MLP (its x independent of the ids)
 // reads the logits in place of the ids, and the products after it read the ids. Not where another
-// node reads the ids, where a product groups its rows, where no product or no route_weights reads
-// them, or where DOPPLER_TUNE turns it off.
+// node reads the ids, past one row, where no product or no route_weights reads them, where the
+// route weights come after the products, or where DOPPLER_TUNE turns it off.
 TEST(InMatMul, ATopKIsRankedByItsRouteWeightsAndFirstExpertProduct) {
   // The route weights before the products (as the models build them), after them, or none.
   enum class Weights { kBefore, kAfter, kNone };
@@ -357,7 +395,7 @@ TEST(InMatMul, ATopKIsRankedByItsRouteWeightsAndFirstExpertProduct) {
   InMatMulRules off = rules;
   off.top_k = false;
   EXPECT_TRUE(codegen::TopKInReaders(g, g.node(top_k), 1, rules));
-  EXPECT_TRUE(codegen::TopKInReaders(g, g.node(top_k), 63, rules));
+  EXPECT_FALSE(codegen::TopKInReaders(g, g.node(top_k), 2, rules)) << "one row only";
   EXPECT_FALSE(codegen::TopKInReaders(g, g.node(top_k), 64, rules)) << "the products group their rows";
   EXPECT_FALSE(codegen::TopKInReaders(g, g.node(top_k), 1, off));
   EXPECT_TRUE(codegen::RanksItsExperts(g, g.node(gate), 1, rules));
