@@ -15,10 +15,10 @@ namespace {
 constexpr uint32_t kRouteWorkgroup = 64;
 
 // A workgroup that ranks a row (codegen/expert_ranking.h): a subgroup where subgroups reduce,
-// else kRouteWorkgroup invocations; wider where the experts are more than 32 an invocation.
+// else kRouteWorkgroup invocations; wider where the experts are more than its invocations hold.
 uint32_t RankingWorkgroup(const TargetCaps& caps, int64_t experts) {
   uint32_t wanted = caps.subgroup_arithmetic ? caps.subgroup_size : kRouteWorkgroup;
-  while (int64_t{wanted} * 32 < experts) wanted *= 2;
+  while (int64_t{wanted} * kLogitsAnInvocationRanks < experts) wanted *= 2;
   return WidestPowerOfTwoWorkgroup(caps, wanted);
 }
 

@@ -21,10 +21,10 @@ struct ExpertRanking {
   int64_t shared_bytes = 0;
 };
 
-// The ranking of `experts` logits, `k` of them chosen, in a workgroup of `workgroup` invocations: with subgroup
-// arithmetic, by its first subgroup alone where that holds them (32 an invocation at most); else by
-// every invocation, each choice a reduction over the workgroup (FirstMaxReductionGlsl). An error
-// where the workgroup cannot hold them.
+// The ranking of `experts` logits, `k` of them chosen, in a workgroup of `workgroup` invocations:
+// with subgroup arithmetic, by its first subgroup alone where that holds them (32 an invocation at
+// most); else by every invocation, each choice a reduction over the workgroup
+// (FirstMaxReductionGlsl). An error where the workgroup cannot hold them.
 absl::StatusOr<ExpertRanking> ChooseExpertRanking(const TargetCaps& caps, uint32_t workgroup, int64_t experts,
                                                   int64_t k);
 
