@@ -74,7 +74,15 @@ bool NormInX(const graph::Graph& g, const graph::Node& n, int64_t tokens, const 
   const std::vector<graph::ValueId> consumers = graph::MatmulsOfNormedPart(g, n.id);
   const int64_t width = n.type.shape[1].value / 2;
   const bool prologue = n.attrs.Has("norm_eps");
-  return !consumers.empty() && std::all_of(consumers.begin(), consumers.end(), [&](graph::ValueId id) {
+  if (consumers.empty()) return false;
+  // The first consumer writes the sum (part 0): its readers come after it in the plan's order.
+  for (graph::ValueId p : g.Users(n.id)) {
+    if (g.node(p).attrs.Int("index") != 0) continue;
+    for (graph::ValueId u : g.Users(p)) {
+      if (u < consumers.front()) return false;
+    }
+  }
+  return std::all_of(consumers.begin(), consumers.end(), [&](graph::ValueId id) {
     const graph::Node& m = g.node(id);
     const int64_t rows = g.node(m.inputs[0]).type.shape[0].Resolve(tokens);
     if (m.attrs.Has("x_quant")) return OneQ8RowBlock(rows, width) && rows * width * 9 <= 8 * kNormInXStageBytes;

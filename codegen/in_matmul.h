@@ -9,8 +9,9 @@
 //  - A norm in x: a residual RMSNorm whose normalised sum matmuls alone read, as x
 //    (graph::MatmulsOfNormedPart: the next projections, one, or two where v's weight type differs
 //    from q's and k's). Every workgroup of each consumer computes its rows as it reads x, and one
-//    workgroup of the first consumer writes the sum, which later residual adds read. It takes
-//    precedence over a tail (the producer's kernel then stays plain).
+//    workgroup of the first consumer writes the sum, which later residual adds read (each after that
+//    consumer in the graph's order). It takes precedence over a tail (the producer's kernel then
+//    stays plain).
 //  - A plain norm in x: a whole-row RMSNorm without a residual whose normalised row an expert
 //    product reads, besides float matmuls (where matmuls alone read it, fuse-norm-matmul made it
 //    their prologue already), at one row of x (every reader a matrix-vector pass: the float one,

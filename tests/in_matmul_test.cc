@@ -85,11 +85,16 @@ TEST(InMatMul, ANormInXIsAResidualNormWhoseNormalisedSumMatrixVectorMatmulsAlone
   b.Output("output_normed", output_part);
   ValueId f16 = residual_norm("f16");
   b.Output("f16_y", b.MatMul(b.Part(f16, 1), b.Param("w6", test::Matrix(8, 64, DType::kF16))));
+  // Its sum read before the matmul in the graph's order: not (the matmul's kernel writes the sum).
+  ValueId early = residual_norm("early");
+  ValueId early_sum = b.Part(early, 0), early_part = b.Part(early, 1);
+  b.Output("early_twice", b.Add(early_sum, early_sum));
+  b.Output("early_y", b.MatMul(early_part, b.Param("w7", test::Matrix(8, 64, DType::kQ8_0))));
   const graph::Graph g = WithQ8Activations(std::move(b));
   const InMatMulRules rules;
   EXPECT_TRUE(codegen::NormInX(g, g.node(alone), 1, rules));
   EXPECT_TRUE(codegen::NormInX(g, g.node(twice), 4, rules));
-  for (ValueId n : {added, output}) EXPECT_FALSE(codegen::NormInX(g, g.node(n), 1, rules)) << g.node(n).label;
+  for (ValueId n : {added, output, early}) EXPECT_FALSE(codegen::NormInX(g, g.node(n), 1, rules)) << g.node(n).label;
   EXPECT_TRUE(codegen::NormInX(g, g.node(f16), 1, rules));
   EXPECT_FALSE(codegen::NormInX(g, g.node(f16), 4, rules));
   EXPECT_FALSE(codegen::NormInX(g, g.node(alone), 1, InMatMulRules{.norm_in_x = false}));
