@@ -461,6 +461,8 @@ absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
   const graph::Node* plain_norm =
       x.kind == graph::OpKind::kRmsNorm && PlainNormInX(c.g, x, c.tokens, *rules) ? &x : nullptr;
   const uint32_t norm_binding = static_cast<uint32_t>(c.node.inputs.size() + (weighted ? 3 : 2));
+  // An expert product that ranks its experts reads the router's logits in place of the ids.
+  const bool ranks = RanksItsExperts(c.g, c.node, c.tokens, *rules);
   // Bindings: y, x, w, ids, then the route weights where the kernel sums, then the biases.
   absl::StatusOr<ExpertEpilogue> epilogue = ExpertEpilogueGlsl(c, weighted ? 3 : 2);
   if (!epilogue.ok()) return epilogue.status();
@@ -473,7 +475,7 @@ absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
     k = *std::move(grouped);
   } else {
     absl::StatusOr<Kernel> gemv = EmitExpertGemv(c, *epilogue, weighted, experts, slots, kdim, rows, cols, per_slot_x,
-                                                 plain_norm, norm_binding, RanksItsExperts(c.g, c.node, c.tokens, *rules));
+                                                 plain_norm, norm_binding, ranks);
     if (!gemv.ok()) return gemv.status();
     k = *std::move(gemv);
   }
@@ -482,8 +484,7 @@ absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
   for (size_t i = 0; i < c.node.inputs.size(); ++i) {
     graph::ValueId v = c.node.inputs[i];
     if (i == 0 && plain_norm != nullptr) v = plain_norm->inputs[0];
-    // An expert product that ranks its experts reads the router's logits in place of the ids.
-    if (i == 2 && RanksItsExperts(c.g, c.node, c.tokens, *rules)) v = c.input(2).inputs[0];
+    if (i == 2 && ranks) v = c.input(2).inputs[0];
     k.args.push_back({v, false});
     if (i == 2 && weighted) k.args.push_back({sum->inputs[1], false});
   }
