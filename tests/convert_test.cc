@@ -14,7 +14,6 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -193,8 +192,7 @@ TEST_P(ConvertQuantTest, ConvertedFileRunsLikeTheDequantizedReference) {
   const std::string type = GetParam();
   const fs::path out = test::MakeTempDir("convert_run") / "model.gguf";
   ASSERT_TRUE(Convert("llama_q", type == "Q8_0" ? QuantScheme::kQ8_0 : QuantScheme::kQ4_K_M, out).ok());
-  std::ifstream in(Fixtures() / "gguf" / "gguf_refs.json");
-  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json j = test::ReadJsonFile(Fixtures() / "gguf" / "gguf_refs.json");
   const std::vector<int32_t> ids = j["input_ids"].get<std::vector<int32_t>>();
   const std::vector<int32_t> greedy = j["types"][type]["hf_dequant"]["greedy_tokens"].get<std::vector<int32_t>>();
   absl::StatusOr<test::NpyArray> prefill = test::ReadNpy(Fixtures() / "gguf" / type / "hf_dequant_prefill_logits.npy");
@@ -284,8 +282,7 @@ TEST(ConvertTest, Gemma3ConvertsWhenLlamaCppWouldRunIt) {
 
   const fs::path dir = tmp / "gemma3_llamacpp";
   fs::create_directories(dir);
-  std::ifstream in(Fixtures() / "hf" / "gemma3" / "config.json");
-  nlohmann::json config = nlohmann::json::parse(in);
+  nlohmann::json config = test::ReadJsonFile(Fixtures() / "hf" / "gemma3" / "config.json");
   config.erase("layer_types");
   config["sliding_window_pattern"] = 6;
   config["_sliding_window_pattern"] = 6;
@@ -567,11 +564,6 @@ std::string Replaced(std::string bytes, const std::string& from, const std::stri
   return bytes;
 }
 
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 void WriteFile(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
 
 // hf/gpt_oss converted to f32 holds what llama.cpp's loader (src/models/openai-moe.cpp) asks for,
@@ -660,7 +652,7 @@ TEST(ConvertGptOssTest, F32RoundTripComputesAsTransformers) {
   // Without doppler's truncate key the file is what llama.cpp's converter writes, and it is read as
   // llama.cpp runs it: YaRN's ramp ends rounded to whole dimensions, another rope than transformers'.
   const fs::path rounded = out.parent_path() / "rounded.gguf";
-  WriteFile(rounded, Replaced(ReadFile(out), "gpt-oss.rope.scaling.yarn_truncate", "gpt-oss.rope.scaling.yarn_truncatx"));
+  WriteFile(rounded, Replaced(test::ReadFileBytes(out), "gpt-oss.rope.scaling.yarn_truncate", "gpt-oss.rope.scaling.yarn_truncatx"));
   absl::StatusOr<std::unique_ptr<GgufFile>> r = GgufFile::Open(rounded);
   ASSERT_TRUE(r.ok()) << r.status();
   absl::StatusOr<formats::ModelConfig> config = checkpoints::ConfigFromGguf(**r);
@@ -704,7 +696,7 @@ TEST(ConvertGptOssTest, BadFilesAreNamed) {
   const fs::path dir = test::MakeTempDir("convert_gpt_oss_bad");
   const fs::path good = dir / "model.gguf";
   ASSERT_TRUE(Convert("gpt_oss", QuantScheme::kF32, good).ok());
-  const std::string bytes = ReadFile(good);
+  const std::string bytes = test::ReadFileBytes(good);
   auto open_error = [&](const std::string& name, const std::string& edited) {
     const fs::path p = dir / name;
     WriteFile(p, edited);
@@ -762,8 +754,7 @@ TEST_P(GgufTokenizerRoundTripTest, EncodesAndDecodesLikeTokenizerJson) {
   EXPECT_EQ(*(*file)->GetString("tokenizer.ggml.pre"), name == "llama3" ? "llama-bpe" : "qwen2");
   absl::StatusOr<std::unique_ptr<tokenizers::Tokenizer>> tok = tokenizers::LoadGgufTokenizer(**file);
   ASSERT_TRUE(tok.ok()) << tok.status();
-  std::ifstream in(tok_dir / "encodings.json");
-  const nlohmann::json enc = nlohmann::json::parse(in);
+  const nlohmann::json enc = test::ReadJsonFile(tok_dir / "encodings.json");
   EXPECT_EQ((*tok)->vocab_size(), enc["vocab_size_with_added"].get<int32_t>());
   int passed = 0;
   for (const nlohmann::json& c : enc["cases"]) {
@@ -791,13 +782,6 @@ struct CliResult {
   std::string out, err;
 };
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 CliResult Doppler(const std::string& args) {
   static int counter = 0;
   const fs::path dir = test::MakeTempDir("convert_cli" + std::to_string(counter++));
@@ -805,7 +789,7 @@ CliResult Doppler(const std::string& args) {
   const std::string cmd = std::string(env != nullptr ? env : DOPPLER_BINARY_PATH) + " " + args + " >" +
                           (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
   const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(dir / "out"), Slurp(dir / "err")};
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, test::ReadFileBytes(dir / "out"), test::ReadFileBytes(dir / "err")};
 }
 
 int Lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
@@ -845,7 +829,7 @@ TEST(ConvertCli, BadArgumentsAreOneLineErrors) {
 TEST(ConvertCli, DamagedGgufIsAOneLineError) {
   const fs::path dir = test::MakeTempDir("bad_gguf");
   const fs::path good = Fixtures() / "gguf" / "llama_q-Q4_K_M.gguf";
-  const std::string bytes = Slurp(good);
+  const std::string bytes = test::ReadFileBytes(good);
   struct Damage {
     std::string name;
     std::string content;

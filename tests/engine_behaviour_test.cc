@@ -228,9 +228,7 @@ std::filesystem::path EditedFixture(const std::string& name, const std::string& 
                                     const std::function<void(nlohmann::json&)>& edit) {
   std::filesystem::path dir = test::MakeTempDir(tag);
   std::filesystem::copy(Fixture(name), dir, std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
-  std::ifstream in(dir / "config.json");
-  nlohmann::json j = nlohmann::json::parse(in);
-  in.close();
+  nlohmann::json j = test::ReadJsonFile(dir / "config.json");
   edit(j);
   std::ofstream(dir / "config.json") << j.dump(2);
   return dir;

@@ -200,8 +200,7 @@ TEST(GgufLcppTest, Gemma3RunsAsLlamaCppReadsIt) {
   absl::StatusOr<test::HfReference> ref = test::LoadHfReference("gemma3");
   ASSERT_TRUE(ref.ok()) << ref.status();
   const std::filesystem::path dir = test::MakeTempDir("gemma3_as_llamacpp");
-  std::ifstream in(ref->dir / "config.json");
-  nlohmann::json config = nlohmann::json::parse(in);
+  nlohmann::json config = test::ReadJsonFile(ref->dir / "config.json");
   config.erase("layer_types");
   config["sliding_window_pattern"] = 6;
   config["query_pre_attn_scalar"] = config["head_dim"];

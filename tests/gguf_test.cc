@@ -7,7 +7,6 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -36,15 +35,8 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 
 fs::path GgufDir() { return test::FixturesDir() / "gguf"; }
-json Refs() { return json::parse(std::ifstream(GgufDir() / "gguf_refs.json")); }
+json Refs() { return test::ReadJsonFile(GgufDir() / "gguf_refs.json"); }
 const char* const kTypes[] = {"Q8_0", "Q4_K_M"};
-
-std::string ReadBytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 fs::path WriteTemp(const std::string& bytes, const std::string& name) {
   static const fs::path dir = test::MakeTempDir("gguf");
@@ -508,7 +500,7 @@ std::string Patch32(std::string b, size_t at, uint32_t v) {
 }
 
 TEST(GgufTest, DamagedFixtureFiles) {
-  const std::string good = ReadBytes(GgufDir() / "llama_q-Q8_0.gguf");
+  const std::string good = test::ReadFileBytes(GgufDir() / "llama_q-Q8_0.gguf");
   const Layout l = Walk(good);
   ASSERT_EQ(l.data_start, 12832u);  // the first tensor's offset in gguf_refs.json
   ASSERT_EQ(l.t_type.size(), 22u);
@@ -576,7 +568,7 @@ TEST(GgufTest, ConfigErrors) {
 // in place; a qwen3moe file written here): each inconsistency is one error naming the GGUF key or
 // tensor and what it should be.
 TEST(GgufTest, ExpertErrors) {
-  const std::string good = ReadBytes(GgufDir() / "lcpp" / "mixtral-lcpp-f32.gguf");
+  const std::string good = test::ReadFileBytes(GgufDir() / "lcpp" / "mixtral-lcpp-f32.gguf");
   const Layout l = Walk(good);
   auto config_of = [](const std::string& bytes, const std::string& name) {
     absl::StatusOr<std::unique_ptr<GgufFile>> f = OpenBytes(bytes, name);
@@ -669,7 +661,7 @@ TEST(GgufTest, ExpertErrors) {
 // under that type, read back as MXFP4 and dequantized bit for bit as gguf-py dequantizes them.
 TEST(GgufTest, Mxfp4IsGgmlType39) {
   const fs::path types = test::FixturesDir() / "quant" / "types";
-  const std::string blocks = ReadBytes(types / "mxfp4.bin");
+  const std::string blocks = test::ReadFileBytes(types / "mxfp4.bin");
   absl::StatusOr<test::NpyArray> want = test::ReadNpy(types / "mxfp4_dequant_f32.npy");
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_EQ(want->shape.size(), 2u);
@@ -681,7 +673,7 @@ TEST(GgufTest, Mxfp4IsGgmlType39) {
   const fs::path file = test::MakeTempDir("gguf_mxfp4") / "mxfp4.gguf";
   ASSERT_TRUE(w.Write(file).ok());
   // The tensor info: name, n_dims 2, the dims, then the type.
-  const std::string bytes = ReadBytes(file);
+  const std::string bytes = test::ReadFileBytes(file);
   const size_t at = bytes.find("blk.0.ffn_down_exps.weight") + std::string("blk.0.ffn_down_exps.weight").size() + 4 + 16;
   uint32_t type = 0;
   std::memcpy(&type, bytes.data() + at, 4);

@@ -19,10 +19,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-json ReadJson(const fs::path& p) {
-  std::ifstream in(p);
-  return json::parse(in);
-}
+json ReadJson(const fs::path& p) { return test::ReadJsonFile(p); }
 
 void WriteJson(const fs::path& p, const json& j) { std::ofstream(p) << j.dump(2); }
 

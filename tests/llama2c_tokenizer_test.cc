@@ -22,8 +22,7 @@ using ::testing::HasSubstr;
 fs::path StoriesDir() { return test::FixturesDir() / "stories260K"; }
 
 json Golden() {
-  std::ifstream in(StoriesDir() / "runc_golden.json");
-  return json::parse(in);
+  return test::ReadJsonFile(StoriesDir() / "runc_golden.json");
 }
 
 std::unique_ptr<Tokenizer> LoadTok512() {

@@ -7,8 +7,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -674,9 +672,8 @@ class QuantFixtureKernelTest : public QuantKernelTest, public ::testing::WithPar
 TEST_P(QuantFixtureKernelTest, GpuDecodesGgmlBlocksBitExactly) {
   const auto [dtype, stem] = GetParam();
   const std::filesystem::path dir = test::FixturesDir() / "quant";
-  std::ifstream in(dir / (std::string(stem) + ".bin"), std::ios::binary);
-  ASSERT_TRUE(in) << (dir / (std::string(stem) + ".bin"));
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string file = test::ReadFileBytes(dir / (std::string(stem) + ".bin"));
+  const std::vector<uint8_t> bytes(file.begin(), file.end());
   absl::StatusOr<test::NpyArray> ref = test::ReadNpy(dir / (std::string(stem) + "_dequant_f32.npy"));
   ASSERT_TRUE(ref.ok()) << ref.status();
   ASSERT_EQ(ref->shape, (std::vector<int64_t>{64, 512}));
@@ -713,9 +710,8 @@ INSTANTIATE_TEST_SUITE_P(Ggml, QuantFixtureKernelTest,
 // rows of 512 values), gathered on the GPU: bit for bit gguf-py's dequantization.
 TEST_F(QuantKernelTest, GpuDecodesMxfp4BlocksBitExactly) {
   const std::filesystem::path dir = test::FixturesDir() / "quant" / "types";
-  std::ifstream in(dir / "mxfp4.bin", std::ios::binary);
-  ASSERT_TRUE(in) << (dir / "mxfp4.bin");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string file = test::ReadFileBytes(dir / "mxfp4.bin");
+  const std::vector<uint8_t> bytes(file.begin(), file.end());
   absl::StatusOr<test::NpyArray> want = test::ReadNpy(dir / "mxfp4_dequant_f32.npy");
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_EQ(want->shape.size(), 2u);
@@ -745,7 +741,7 @@ TEST_F(QuantKernelTest, GpuDecodesMxfp4BlocksBitExactly) {
 // lists, dequantized by gguf-py), gathered on the GPU: bit for bit gguf-py's values.
 TEST_F(QuantKernelTest, GpuDecodesEveryGgufQuantTypeBitExactly) {
   const std::filesystem::path dir = test::FixturesDir() / "quant" / "types";
-  const nlohmann::json index = nlohmann::json::parse(std::ifstream(dir / "types.json"));
+  const nlohmann::json index = test::ReadJsonFile(dir / "types.json");
   int checked = 0;
   for (const auto& [file, entry] : index.items()) {
     if (!entry.contains("dequantized")) continue;

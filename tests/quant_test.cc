@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,8 +24,8 @@ using graph::DType;
 fs::path QuantDir() { return test::FixturesDir() / "quant"; }
 
 std::vector<uint8_t> ReadBytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+  const std::string bytes = test::ReadFileBytes(p);
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
 test::NpyArray Npy(const std::string& name) {
@@ -82,7 +80,7 @@ TEST(QuantTest, MXFP4DequantizeIsBitExact) { ExpectBitExact(DType::kMXFP4, "type
 TEST(QuantTest, QuantizeReproducesGgmlBytes) {
   const test::NpyArray input = Npy("input_f32.npy");
   ASSERT_EQ(input.shape, (std::vector<int64_t>{64, 512}));
-  const nlohmann::json refs = nlohmann::json::parse(std::ifstream(QuantDir() / "quant_refs.json"));
+  const nlohmann::json refs = test::ReadJsonFile(QuantDir() / "quant_refs.json");
   for (const Case& c : kCases) {
     absl::StatusOr<std::vector<uint8_t>> got = QuantizeRows(c.dtype, input.data.data(), 64, 512);
     ASSERT_TRUE(got.ok()) << got.status();

@@ -2,7 +2,6 @@
 // dequantized by gguf-py): every tensor types.json lists decodes bit for bit on the CPU, and the
 // quantizers write llama-quantize's bytes.
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -28,7 +27,7 @@ struct TypeRef {
 };
 
 std::vector<TypeRef> TypeRefs() {
-  const nlohmann::json index = nlohmann::json::parse(std::ifstream(TypesDir() / "types.json"));
+  const nlohmann::json index = test::ReadJsonFile(TypesDir() / "types.json");
   std::vector<TypeRef> refs;
   for (const auto& [file, entry] : index.items()) {
     if (!entry.contains("dequantized")) continue;
@@ -70,7 +69,7 @@ TEST(QuantTypesTest, EveryTypeDequantizesBitExactlyAsGgml) {
 TEST(QuantTypesTest, QuantizersReproduceLlamaQuantize) {
   absl::StatusOr<std::unique_ptr<formats::GgufFile>> source = formats::GgufFile::Open(test::FixturesDir() / "gguf" / "llama_q-Q8_0.gguf");
   ASSERT_TRUE(source.ok()) << source.status();
-  const nlohmann::json index = nlohmann::json::parse(std::ifstream(TypesDir() / "types.json"));
+  const nlohmann::json index = test::ReadJsonFile(TypesDir() / "types.json");
   std::map<std::string, int> checked;  // tensors a type
   for (const auto& [file, entry] : index.items()) {
     if (!entry.contains("tensor_types")) continue;

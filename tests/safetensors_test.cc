@@ -8,7 +8,6 @@
 #include <cstring>
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,13 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::HasSubstr;
-
-std::string ReadBytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void WriteBytes(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -50,7 +42,7 @@ struct Raw {
 };
 
 Raw ReadRaw(const fs::path& p) {
-  const std::string bytes = ReadBytes(p);
+  const std::string bytes = test::ReadFileBytes(p);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
   return Raw{json::parse(bytes.substr(8, n)), bytes.substr(8 + n)};
@@ -162,7 +154,7 @@ TEST(Safetensors, MissingTensorAndMissingDirectory) {
 class SafetensorsDamage : public ::testing::Test {
  protected:
   void SetUp() override {
-    original_ = ReadBytes(kStoriesDir() / "model.safetensors");
+    original_ = test::ReadFileBytes(kStoriesDir() / "model.safetensors");
     raw_ = ReadRaw(kStoriesDir() / "model.safetensors");
     dir_ = test::MakeTempDir("st_damage");
   }

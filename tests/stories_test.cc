@@ -2,7 +2,6 @@
 // every greedily generated id, for the four prompts of runc_golden.json.
 #include <gtest/gtest.h>
 
-#include <fstream>
 
 #include "nlohmann/json.hpp"
 #include "tests/support/engine_env.h"
@@ -19,8 +18,7 @@ struct GoldenCase {
 };
 
 std::vector<GoldenCase> LoadGolden() {
-  std::ifstream in(test::FixturesDir() / "stories260K" / "runc_golden.json");
-  nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json j = test::ReadJsonFile(test::FixturesDir() / "stories260K" / "runc_golden.json");
   std::vector<GoldenCase> cases;
   for (const auto& c : j["cases"]) {
     cases.push_back({c["prompt_ids"].get<std::vector<int32_t>>(), c["generated_ids"].get<std::vector<int32_t>>(),

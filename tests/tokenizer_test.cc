@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <random>
 #include <string>
@@ -24,10 +23,7 @@ using nlohmann::json;
 
 fs::path FixtureDir(const std::string& name) { return test::FixturesDir() / "tokenizers" / name; }
 
-json ReadJson(const fs::path& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
+json ReadJson(const fs::path& path) { return test::ReadJsonFile(path); }
 
 // The tokenizer.json files ship gzip'd; each is unpacked once per test run (20 MB), removed at exit.
 class UnpackedFixtures {

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -17,6 +19,31 @@ std::filesystem::path FixturesDir() {
 #else
   return "fixtures";
 #endif
+}
+
+std::string ReadFileBytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    ADD_FAILURE() << "cannot read " << path << " (is DOPPLER_FIXTURES set to the fixtures directory?)";
+    return "";
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+nlohmann::json ReadJsonFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) {
+    ADD_FAILURE() << "cannot read " << path << " (is DOPPLER_FIXTURES set to the fixtures directory?)";
+    return nullptr;
+  }
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    ADD_FAILURE() << path << " is not valid JSON";
+    return nullptr;
+  }
+  return j;
 }
 
 std::filesystem::path MakeTempDir(std::string_view tag) {

@@ -3,12 +3,22 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 #include <string_view>
+
+#include "nlohmann/json.hpp"
 
 namespace doppler::test {
 
 // $DOPPLER_FIXTURES if set, else the DOPPLER_FIXTURES_DIR compile definition.
 std::filesystem::path FixturesDir();
+
+// The bytes of the file at `path`; where it cannot be read, a test failure naming it, and "".
+std::string ReadFileBytes(const std::filesystem::path& path);
+
+// The JSON in the file at `path`; where it cannot be read or is not JSON, a test failure naming
+// it, and null.
+nlohmann::json ReadJsonFile(const std::filesystem::path& path);
 
 // A fresh, empty directory under the test temp dir, unique to this process and `tag`.
 std::filesystem::path MakeTempDir(std::string_view tag);
