@@ -21,6 +21,7 @@
 #include "codegen/spirv_cache.h"
 #include "passes/memory_plan.h"
 #include "passes/pass.h"
+#include "runtime/decode_activations.h"
 #include "runtime/model_source.h"
 #include "runtime/plan_compile.h"
 
@@ -67,17 +68,16 @@ absl::Status Run(const std::string& name, int64_t tokens, int layers) {
   });
   if (!passed.ok()) return passed;
   stages.End("passes (and verifying)");
-  graph::Graph decode = *g;
-  absl::StatusOr<std::unique_ptr<passes::Pass>> q8 = passes::MakePass("q8-activations");
-  if (!q8.ok()) return q8.status();
-  if (absl::StatusOr<bool> changed = (*q8)->Run(decode); !changed.ok()) return changed.status();
+  const codegen::TargetCaps caps = codegen::H100LikeCaps();
+  absl::StatusOr<graph::Graph> decode =
+      runtime::WithDecodeActivations(*g, runtime::DecodeActivations::kAuto, caps, "the H100-like target");
+  if (!decode.ok()) return decode.status();
   stages.End("q8-activations (decode)");
 
-  const codegen::TargetCaps caps = codegen::H100LikeCaps();
   std::set<std::string> sources;
   int dispatches = 0;
   std::vector<std::vector<codegen::Dispatch>> lowered;
-  for (const auto& [plan, t] : {std::pair<const graph::Graph*, int64_t>{&decode, 1}, {&*g, options.prefill_chunk}}) {
+  for (const auto& [plan, t] : {std::pair<const graph::Graph*, int64_t>{&*decode, 1}, {&*g, options.prefill_chunk}}) {
     absl::StatusOr<std::vector<codegen::Dispatch>> ds = codegen::Lower(*plan, caps, t);
     if (!ds.ok()) return ds.status();
     for (const codegen::Dispatch& d : *ds) sources.insert(d.kernel.glsl);
@@ -88,7 +88,7 @@ absl::Status Run(const std::string& name, int64_t tokens, int layers) {
   stages.End("lowering (kernels' GLSL)");
 
   size_t i = 0;
-  for (const auto& [plan, t] : {std::pair<const graph::Graph*, int64_t>{&decode, 1}, {&*g, options.prefill_chunk}}) {
+  for (const auto& [plan, t] : {std::pair<const graph::Graph*, int64_t>{&*decode, 1}, {&*g, options.prefill_chunk}}) {
     std::set<graph::ValueId> outside;
     if (std::optional<graph::ValueId> next = plan->output("next_token")) outside.insert(*next);
     absl::StatusOr<passes::MemoryPlan> memory = passes::PlanMemory(*plan, runtime::BindingsOf(lowered[i++]), t, outside);

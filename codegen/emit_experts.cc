@@ -21,6 +21,7 @@
 #include "codegen/glsl_common.h"
 #include "codegen/in_matmul.h"
 #include "codegen/matmul.h"
+#include "codegen/q8_x.h"
 #include "codegen/tuning/experts.h"
 #include "codegen/weight_parts.h"
 #include "graph/epilogue.h"
@@ -126,11 +127,11 @@ std::string NormWeightGlsl(const EmitContext& c, const graph::Node& norm, uint32
       quads ? FloatQuadBuffer(binding, "gamma", dtype, true) : FloatBuffer(binding, "gamma", dtype, true),
       "float norm_scale(float sum_sq) { return inversesqrt(sum_sq / float(", kdim, ") + ",
       FloatLiteral(norm.attrs.Float("eps")), "); }\n",
-      quads ? absl::StrCat("void load_norm_weight(uint p, out float g[PV]) {\n"
+      quads ? absl::StrCat("vec4 norm_weight4(uint k) { return load4_gamma(k) + ", offset,
+                           "; }\n"
+                           "void load_norm_weight(uint p, out float g[PV]) {\n"
                            "  [[unroll]] for (uint i = 0u; i < PV; i += 4u) {\n"
-                           "    vec4 v = load4_gamma(w_part_k(p, i)) + ",
-                           offset,
-                           ";\n"
+                           "    vec4 v = norm_weight4(w_part_k(p, i));\n"
                            "    g[i] = v.x; g[i + 1u] = v.y; g[i + 2u] = v.z; g[i + 3u] = v.w;\n"
                            "  }\n}\n")
             : absl::StrCat("void load_norm_weight(uint p, out float g[PV]) {\n"
@@ -138,134 +139,9 @@ std::string NormWeightGlsl(const EmitContext& c, const graph::Node& norm, uint32
                            offset, ";\n}\n"));
 }
 
-// The matrix-vector pass a row: workgroup i is (token, slot group, column block); `weighted`: the
-// kernel computes the route_sum, a token's slots one group, weighted (the route weights at binding
-// 5) and summed in the workgroup; else each slot is its own group. The workgroup's invocations take
-// the items of one list, a slot's part of the rows each (every slot's parts where summing, the
-// group's one slot's else), and accumulate their dot products (weighted, where summing) before the
-// workgroup reduces them once. A summed product's epilogue is affine (RouteSumInExperts asks for
-// bias steps only), so the weighted sum of the slots' values is the weighted sum of their dot
-// products plus the weighted sum of the epilogue's value at 0.
-//
-// Where x is a plain norm the kernel computes (`plain_norm`, codegen/in_matmul.h), x is bound to the
-// norm's input and the norm's weight to `norm_binding`: each invocation sums its part's squares (a
-// token's once, where summing its slots) and multiplies the part by the weight as it loads it, and
-// the workgroup reduces the sum beside the dot products and scales them by 1 / rms before the
-// epilogue.
-//
-// Where the product ranks its experts (`ranks`, codegen/in_matmul.h's top_k in its readers), binding
-// 4 is the router's logits rather than the ids, and each workgroup ranks its token's row before it
-// loads a weight.
-absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue& epilogue, bool weighted, int64_t experts,
-                                      int64_t slots, int64_t kdim, int64_t rows, int64_t cols, bool per_slot_x,
-                                      const graph::Node* plain_norm, uint32_t norm_binding, bool ranks) {
-  const graph::Node& x = c.input(0);
-  const graph::Node& w = c.input(1);
-  const bool gated = epilogue.gated;
-  absl::StatusOr<int64_t> block_part = tuning::ExpertGemvBlockPart();
-  if (!block_part.ok()) return block_part.status();
-  absl::StatusOr<bool> half_dots = tuning::ExpertGemvHalfDots();
-  if (!half_dots.ok()) return half_dots.status();
-  absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, w.type.dtype, kdim, {}, FloatPartForm{*block_part, *half_dots});
-  if (!parts.ok()) return parts.status();
-  const bool half = !parts->half_glsl.empty();
-  if (half && !c.caps.float16_arithmetic) {
-    return absl::FailedPreconditionError(absl::StrCat("expert_matmul '", c.node.label,
-                                                      "': experts.half needs f16 arithmetic (shaderFloat16), which "
-                                                      "the device does not have"));
-  }
-  const int64_t groups_per_token = weighted ? 1 : slots, items = (weighted ? slots : 1) * parts->per_row;
-  const int64_t bucket_rows = c.rows(x);
-  const bool subgroups = c.caps.subgroup_arithmetic;
-  absl::StatusOr<tuning::ExpertGemvConfig> config =
-      tuning::ChooseExpertGemv(c.caps, items, bucket_rows * groups_per_token * cols);
-  if (!config.ok()) return config.status();
-  const int64_t blocks = (cols + config->cols - 1) / config->cols;
-  // A workgroup that ranks its experts holds them all (codegen/expert_ranking.h).
-  const int64_t least =
-      ranks ? std::max<int64_t>(config->cols, CeilDiv(experts, kLogitsAnInvocationRanks)) : config->cols;
-  const uint32_t wg = tuning::ExpertGemvWorkgroup(c.caps, items, least);
-  std::optional<ExpertRanking> ranking;
-  if (ranks) {
-    absl::StatusOr<ExpertRanking> r = ChooseExpertRanking(c.caps, wg, experts, slots);
-    if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat("expert_matmul '", c.node.label, "': ", r.status().message()));
-    ranking = *r;
-  }
-  // The reduction's shared floats: a column's (and its up row's) sum an invocation, and the norm's;
-  // and the ranking's.
-  const int64_t shared_bytes = 4 * (config->cols * (gated ? 2 : 1) + (plain_norm != nullptr ? 1 : 0)) * int64_t{wg} +
-                               (ranking ? ranking->shared_bytes : 0);
-  if (shared_bytes > int64_t{c.caps.max_shared_memory}) {
-    return absl::InvalidArgumentError(absl::StrCat("expert_matmul '", c.node.label, "': ", config->cols,
-                                                   " columns a workgroup of ", wg, " take ", shared_bytes,
-                                                   " bytes of shared memory; the device has ", c.caps.max_shared_memory));
-  }
-  Kernel k;
-  k.config = *config;
-  k.variant = absl::StrCat("gemv.", graph::Name(w.type.dtype), gated ? ".gated" : "", weighted ? ".sum" : "",
-                           per_slot_x ? ".slot_x" : "", plain_norm != nullptr ? "+plain_norm_x" : "",
-                           ranks ? "+top_k" : "", epilogue.variant,
-                           parts->values == 32 ? ".block" : "",
-                           half ? ".half" : "", ".wg", wg,
-                           config->cols != tuning::ExpertGemvConfig{}.cols ? absl::StrCat(".c", config->cols) : "");
-  k.glsl = absl::StrCat(
-      ShaderHeader(wg),
-      subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
-                  "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
-                : "",
-      half ? "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n" : "",
-      FloatBuffer(1, "y", graph::DType::kF32, false),
-      parts->glsl, parts->half_glsl, PartXGlsl(*parts, 2),
-      ranks ? FloatBuffer(4, "logits", c.g.node(c.input(2).inputs[0]).type.dtype, true) : IntBuffer(4, "ids", true),
-      weighted ? FloatBuffer(5, "rw", graph::DType::kF32, true) : "", ActivationGlsl(),
-      epilogue.buffers, plain_norm != nullptr ? NormWeightGlsl(c, *plain_norm, norm_binding, kdim, parts->values) : "",
-      Fill(R"(
-const uint WG = {{WG}}u, E = {{E}}u, S = {{S}}u, N = {{N}}u, KD = {{KD}}u, COLS = {{COLS}}u, C = {{C}}u;
-const uint BLOCKS = {{BLOCKS}}u, GROUPS = {{GROUPS}}u, XW = {{XW}}u, PARTS = {{PARTS}}u;
-const bool GATED = {{GATED}}, WEIGHTED = {{WEIGHTED}}, SLOT_X = {{SLOT_X}};
-#define X_NORM {{X_NORM}}
-// The list of items, a slot's part each: every slot's parts where summing, else the group's slot's.
-// The sums: a column's dot products (NDOTS), then with a norm x's sum of squares.
-const uint G = GATED ? 2u : 1u, NDOTS = C * G, OUTS = NDOTS + X_NORM, ITEMS = (WEIGHTED ? S : 1u) * PARTS;
-const uint ITERS = (ITEMS + WG - 1u) / WG;
-)",
-           {{"WG", absl::StrCat(wg)},
-            {"E", absl::StrCat(experts)},
-            {"S", absl::StrCat(slots)},
-            {"N", absl::StrCat(rows)},
-            {"KD", absl::StrCat(kdim)},
-            {"COLS", absl::StrCat(cols)},
-            {"C", absl::StrCat(config->cols)},
-            {"BLOCKS", absl::StrCat(blocks)},
-            {"GROUPS", absl::StrCat(groups_per_token)},
-            {"XW", absl::StrCat(x.type.shape[1].value)},
-            {"PARTS", absl::StrCat(parts->per_row)},
-            {"GATED", gated ? "true" : "false"},
-            {"WEIGHTED", weighted ? "true" : "false"},
-            {"SLOT_X", per_slot_x ? "true" : "false"},
-            {"X_NORM", plain_norm != nullptr ? "1" : "0"}}),
-      ranking ? absl::StrCat("float logit(uint row, uint e) { return load_logits(row * E + e); }\n",
-                             RankExpertsGlsl(c.caps, *ranking, experts, slots))
-              : "",
-      DotsReduceGlsl(subgroups),
-      Fill(R"(
-// An id out of range reads the last expert rather than past the weight.
-uint slot_expert(uint t, uint j) { return min({{ID}}, E - 1u); }
-
-void main() {
-  uint i = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-  uint blk = i % BLOCKS, group = (i / BLOCKS) % GROUPS, t = i / (BLOCKS * GROUPS);
-  if (t >= {{ROWS}}) return;  // uniform across the workgroup
-{{RANK}}  uint lid = gl_LocalInvocationID.x;
-  float acc[OUTS];
-  [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] = 0.0;
-  [[unroll]] for (uint it = 0u; it < ITERS; ++it) {
-    // Past the last item (when WG does not divide ITEMS), read the last one again with x = 0.
-    uint item = min(lid + it * WG, ITEMS - 1u);
-    bool live = lid + it * WG < ITEMS;
-    uint p = item % PARTS, j = WEIGHTED ? item / PARTS : group;
-    uint e = slot_expert(t, j);
-    uint xo = t * XW + (SLOT_X ? j * KD : 0u);
+// An item of the matrix-vector pass against float x: its rows' parts, then x's part (every row of x,
+// and every slot's part of one, starts a multiple of PV values in), its dot products added to acc.
+constexpr const char* kFloatItem = R"(    uint xo = t * XROW + (SLOT_X ? j * KD : 0u);
     // Every row's part is loaded before the first is used, so the loads are in flight together.
     WPart wp[NDOTS];
     [[unroll]] for (uint c = 0u; c < C; ++c) {
@@ -273,7 +149,6 @@ void main() {
       [[unroll]] for (uint g = 0u; g < G; ++g) wp[c * G + g] = w_load(e * N + g * COLS + col, p);
     }
     float xv[PV], xrun[RUNS];
-    // Every row of x, and every slot's part of one, starts a multiple of PV values in.
     load_part_x(xo, p, xv);
 #if X_NORM
     float gv[PV];  // loaded beside x, before x is used
@@ -294,7 +169,238 @@ void main() {
       xrun[r] = sum;
     }
     float slot_weight = {{SLOT_WEIGHT}};
-{{DOTS}}  }
+{{DOTS}})";
+
+// The same against x staged as q8: its rows' q8 parts, x's part from the staged row (a slot's own
+// where the kernel sums a per-slot x), integer dot products.
+constexpr const char* kQ8Item = R"(    WPart8 wp[NDOTS];
+    [[unroll]] for (uint c = 0u; c < C; ++c) {
+      uint col = min(blk * C + c, COLS - 1u);
+      [[unroll]] for (uint g = 0u; g < G; ++g) wp[c * G + g] = w_load8(e * N + g * COLS + col, p);
+    }
+    uvec4 xw[XV];
+    float xdr[RUNS8], xrun[RUNS8];
+    part_x(WEIGHTED && SLOT_X ? j : 0u, 0u, p, p, live, xw, xdr, xrun);
+    float slot_weight = {{SLOT_WEIGHT}};
+    [[unroll]] for (uint o = 0u; o < NDOTS; ++o) acc[o] += slot_weight * w_dot_q8(wp[o], p, xw, xdr, xrun);
+)";
+
+// x rounded through q8 blocks (attr x_quant, codegen/q8_x.h), staged whole in shared memory by every
+// workgroup before its items read it: TM rows (every slot's where the kernel sums a per-slot x, else
+// the workgroup's token's or slot's), one segment of K each.
+constexpr const char* kStagedQ8X = R"(
+#define SHUFFLE_BLOCKS {{SHUFFLE_BLOCKS}}
+const uint TM = {{TM}}u, SEG = KD, SEG_PARTS = PARTS, SEG_BLOCKS = KD / 32u;
+const uint RUN8 = PV8 / RUNS8, XW = PV8 / 4u, XV = PV8 / 16u;
+shared uvec4 xq[TM * SEG_PARTS * XV];  // x's quants, by part (XV vectors a part)
+shared float xd[TM * SEG_BLOCKS];  // x's block scales
+{{Q8_STAGING}}{{PART_X}}
+// Stages token tok's rows (`group`: the slot whose row a per-slot x gives a workgroup of one slot),
+// each invocation taking four values at a time, eight neighbouring invocations a block, the loads
+// of STAGE_BATCH steps issued together; returns the squares of the values it read (before the norm's
+// weight, where the kernel computes the norm: its x is a token's one row). Ends in a barrier.
+const uint QUADS = KD / 4u, STEPS = (TM * QUADS + WG - 1u) / WG, STAGE_BATCH = 4u;
+float stage_x(uint tok, uint group) {
+  uint lid = gl_LocalInvocationID.x;
+  float sum_sq = 0.0;
+#ifdef W_SHARED_INIT
+  w_shared_init();  // the weight decoder's tables (WeightParts::q8_glsl), read after the barrier below
+#endif
+  [[unroll]] for (uint s0 = 0u; s0 < STEPS; s0 += STAGE_BATCH) {
+    vec4 vb[STAGE_BATCH];
+    [[unroll]] for (uint b = 0u; b < STAGE_BATCH; ++b) {
+      uint at = (s0 + b) * WG + lid, row = min(at / QUADS, TM - 1u);
+      bool in_rows = s0 + b < STEPS && at < TM * QUADS;
+      uint xo = tok * XROW + (SLOT_X ? (WEIGHTED ? row : group) * KD : 0u);
+      vb[b] = in_rows ? x4[xo / 4u + at % QUADS] : vec4(0.0);
+    }
+    [[unroll]] for (uint b = 0u; b < STAGE_BATCH; ++b) {
+      uint step = s0 + b, at = step * WG + lid, t = at / QUADS, q = at % QUADS;
+      if (step >= STEPS) break;  // uniform
+      bool live = at < TM * QUADS;  // alike for a block's eight invocations
+      vec4 v = vb[b];
+#if X_NORM
+      sum_sq += dot(v, v);
+      if (live) v *= norm_weight4(4u * q);
+#endif
+      vec4 a = abs(v);
+      float amax = block_max(max(max(a.x, a.y), max(a.z, a.w)), step & 1u);
+{{STORE_X}}    }
+  }
+  barrier();
+  return sum_sq;
+}
+)";
+
+// The matrix-vector pass a row: workgroup i is (token, slot group, column block); `weighted`: the
+// kernel computes the route_sum, a token's slots one group, weighted (the route weights at binding
+// 5) and summed in the workgroup; else each slot is its own group. The workgroup's invocations take
+// the items of one list, a slot's part of the rows each (every slot's parts where summing, the
+// group's one slot's else), and accumulate their dot products (weighted, where summing) before the
+// workgroup reduces them once. A summed product's epilogue is affine (RouteSumInExperts asks for
+// bias steps only), so the weighted sum of the slots' values is the weighted sum of their dot
+// products plus the weighted sum of the epilogue's value at 0.
+//
+// Where x is a plain norm the kernel computes (`plain_norm`, codegen/in_matmul.h), x is bound to the
+// norm's input and the norm's weight to `norm_binding`: each invocation sums its part's squares (a
+// token's once, where summing its slots) and multiplies the part by the weight as it loads it, and
+// the workgroup reduces the sum beside the dot products and scales them by 1 / rms before the
+// epilogue.
+//
+// Where the product ranks its experts (`ranks`, codegen/in_matmul.h's top_k in its readers), binding
+// 4 is the router's logits rather than the ids, and each workgroup ranks its token's row before it
+// loads a weight.
+//
+// Where x is rounded through q8 blocks (attr x_quant), each workgroup first stages its rows of x as
+// q8 in shared memory (kStagedQ8X: the norm's squares and weight taken as it stages, where the
+// kernel computes the norm), and its items take the q8 decoder's parts and integer dot products.
+absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue& epilogue, bool weighted, int64_t experts,
+                                      int64_t slots, int64_t kdim, int64_t rows, int64_t cols, bool per_slot_x,
+                                      const graph::Node* plain_norm, uint32_t norm_binding, bool ranks) {
+  const graph::Node& x = c.input(0);
+  const graph::Node& w = c.input(1);
+  const bool gated = epilogue.gated;
+  const bool q8 = c.node.attrs.Has("x_quant");
+  absl::StatusOr<int64_t> block_part = tuning::ExpertGemvBlockPart();
+  if (!block_part.ok()) return block_part.status();
+  absl::StatusOr<bool> half_dots = tuning::ExpertGemvHalfDots();
+  if (!half_dots.ok()) return half_dots.status();
+  absl::StatusOr<WeightParts> parts =
+      WeightPartDecoder(3, w.type.dtype, kdim, {}, FloatPartForm{*block_part, *half_dots && !q8});
+  if (!parts.ok()) return parts.status();
+  if (q8 && parts->q8_glsl.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("expert_matmul '", c.node.label,
+                                                   "': x_quant needs block-quantized weights with integer quants, not ",
+                                                   graph::Name(w.type.dtype)));
+  }
+  if (q8 && !c.caps.integer_dot_product) {
+    return absl::FailedPreconditionError(absl::StrCat("expert_matmul '", c.node.label,
+                                                      "': x_quant needs a device with integer dot products"));
+  }
+  const bool half = !q8 && !parts->half_glsl.empty();
+  if (half && !c.caps.float16_arithmetic) {
+    return absl::FailedPreconditionError(absl::StrCat("expert_matmul '", c.node.label,
+                                                      "': experts.half needs f16 arithmetic (shaderFloat16), which "
+                                                      "the device does not have"));
+  }
+  const int64_t part_values = q8 ? parts->q8_values : parts->values;
+  const int64_t parts_per_row = kdim / part_values;
+  const int64_t groups_per_token = weighted ? 1 : slots, items = (weighted ? slots : 1) * parts_per_row;
+  const int64_t bucket_rows = c.rows(x);
+  const bool subgroups = c.caps.subgroup_arithmetic;
+  absl::StatusOr<tuning::ExpertGemvConfig> config =
+      tuning::ChooseExpertGemv(c.caps, items, bucket_rows * groups_per_token * cols);
+  if (!config.ok()) return config.status();
+  const int64_t blocks = (cols + config->cols - 1) / config->cols;
+  // A workgroup that ranks its experts holds them all (codegen/expert_ranking.h); one that stages x
+  // as q8 takes a block of 32 values in eight invocations.
+  absl::StatusOr<int64_t> q8_least = tuning::ExpertGemvQ8LeastWorkgroup();
+  if (!q8_least.ok()) return q8_least.status();
+  const int64_t least = std::max<int64_t>(
+      ranks ? std::max<int64_t>(config->cols, CeilDiv(experts, kLogitsAnInvocationRanks)) : config->cols,
+      q8 ? *q8_least : 1);
+  uint32_t wg = tuning::ExpertGemvWorkgroup(c.caps, items, least);
+  if (q8) {
+    const uint32_t unit = std::max<uint32_t>(8, subgroups ? c.caps.subgroup_size : 1);
+    wg = (wg + unit - 1) / unit * unit;
+  }
+  std::optional<ExpertRanking> ranking;
+  if (ranks) {
+    absl::StatusOr<ExpertRanking> r = ChooseExpertRanking(c.caps, wg, experts, slots);
+    if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat("expert_matmul '", c.node.label, "': ", r.status().message()));
+    ranking = *r;
+  }
+  // x staged as q8 (codegen/q8_x.h): every slot's row where the kernel sums a per-slot x, else one;
+  // a block's eight staging invocations share a subgroup where subgroups have at least 8.
+  const int64_t staged_rows = weighted && per_slot_x ? slots : 1;
+  const bool shuffle_blocks = c.caps.subgroup_shuffle && c.caps.min_subgroup_size >= 8;
+  const int64_t staging_bytes =
+      q8 ? staged_rows * tuning::Q8StagedBytes(kdim) + parts->q8_shared_bytes + (shuffle_blocks ? 0 : 8 * int64_t{wg}) : 0;
+  // The reduction's shared floats: a column's (and its up row's) sum an invocation, and the norm's;
+  // and the ranking's.
+  const int64_t shared_bytes = 4 * (config->cols * (gated ? 2 : 1) + (plain_norm != nullptr ? 1 : 0)) * int64_t{wg} +
+                               (ranking ? ranking->shared_bytes : 0) + staging_bytes;
+  if (shared_bytes > int64_t{c.caps.max_shared_memory}) {
+    return absl::InvalidArgumentError(absl::StrCat("expert_matmul '", c.node.label, "': ", config->cols,
+                                                   " columns a workgroup of ", wg, q8 ? " staging x as q8" : "", " take ",
+                                                   shared_bytes, " bytes of shared memory; the device has ",
+                                                   c.caps.max_shared_memory));
+  }
+  Kernel k;
+  k.config = *config;
+  k.variant = absl::StrCat("gemv.", graph::Name(w.type.dtype), gated ? ".gated" : "", weighted ? ".sum" : "",
+                           per_slot_x ? ".slot_x" : "", plain_norm != nullptr ? "+plain_norm_x" : "",
+                           ranks ? "+top_k" : "", epilogue.variant,
+                           !q8 && parts->values == 32 ? ".block" : "",
+                           half ? ".half" : "", q8 ? "+x_q8" : "", ".wg", wg,
+                           config->cols != tuning::ExpertGemvConfig{}.cols ? absl::StrCat(".c", config->cols) : "");
+  k.glsl = absl::StrCat(
+      ShaderHeader(wg),
+      subgroups ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
+                  "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
+                : "",
+      q8 && shuffle_blocks ? "#extension GL_KHR_shader_subgroup_shuffle : enable\n" : "",
+      q8 ? Q8DotGlsl() : "",
+      half ? "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n" : "",
+      FloatBuffer(1, "y", graph::DType::kF32, false),
+      parts->glsl, q8 ? parts->q8_glsl : parts->half_glsl,
+      q8 ? "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };\n" : PartXGlsl(*parts, 2),
+      ranks ? FloatBuffer(4, "logits", c.g.node(c.input(2).inputs[0]).type.dtype, true) : IntBuffer(4, "ids", true),
+      weighted ? FloatBuffer(5, "rw", graph::DType::kF32, true) : "", ActivationGlsl(),
+      epilogue.buffers, plain_norm != nullptr ? NormWeightGlsl(c, *plain_norm, norm_binding, kdim, parts->values) : "",
+      Fill(R"(
+const uint WG = {{WG}}u, E = {{E}}u, S = {{S}}u, N = {{N}}u, KD = {{KD}}u, COLS = {{COLS}}u, C = {{C}}u;
+const uint BLOCKS = {{BLOCKS}}u, GROUPS = {{GROUPS}}u, XROW = {{XROW}}u, PARTS = {{PARTS}}u;
+const bool GATED = {{GATED}}, WEIGHTED = {{WEIGHTED}}, SLOT_X = {{SLOT_X}};
+#define X_NORM {{X_NORM}}
+// The list of items, a slot's part each: every slot's parts where summing, else the group's slot's.
+// The sums: a column's dot products (NDOTS), then with a norm x's sum of squares.
+const uint G = GATED ? 2u : 1u, NDOTS = C * G, OUTS = NDOTS + X_NORM, ITEMS = (WEIGHTED ? S : 1u) * PARTS;
+const uint ITERS = (ITEMS + WG - 1u) / WG;
+)",
+           {{"WG", absl::StrCat(wg)},
+            {"E", absl::StrCat(experts)},
+            {"S", absl::StrCat(slots)},
+            {"N", absl::StrCat(rows)},
+            {"KD", absl::StrCat(kdim)},
+            {"COLS", absl::StrCat(cols)},
+            {"C", absl::StrCat(config->cols)},
+            {"BLOCKS", absl::StrCat(blocks)},
+            {"GROUPS", absl::StrCat(groups_per_token)},
+            {"XROW", absl::StrCat(x.type.shape[1].value)},
+            {"PARTS", absl::StrCat(parts_per_row)},
+            {"GATED", gated ? "true" : "false"},
+            {"WEIGHTED", weighted ? "true" : "false"},
+            {"SLOT_X", per_slot_x ? "true" : "false"},
+            {"X_NORM", plain_norm != nullptr ? "1" : "0"}}),
+      q8 ? Fill(kStagedQ8X, {{"SHUFFLE_BLOCKS", shuffle_blocks ? "1" : "0"},
+                             {"TM", absl::StrCat(staged_rows)},
+                             {"Q8_STAGING", Q8StagingGlsl()},
+                             {"PART_X", Q8PartXGlsl()},
+                             {"STORE_X", Q8StoreGlsl(false)}})
+         : "",
+      ranking ? absl::StrCat("float logit(uint row, uint e) { return load_logits(row * E + e); }\n",
+                             RankExpertsGlsl(c.caps, *ranking, experts, slots))
+              : "",
+      DotsReduceGlsl(subgroups),
+      Fill(R"(
+// An id out of range reads the last expert rather than past the weight.
+uint slot_expert(uint t, uint j) { return min({{ID}}, E - 1u); }
+
+void main() {
+  uint i = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  uint blk = i % BLOCKS, group = (i / BLOCKS) % GROUPS, t = i / (BLOCKS * GROUPS);
+  if (t >= {{ROWS}}) return;  // uniform across the workgroup
+{{STAGE}}{{RANK}}  uint lid = gl_LocalInvocationID.x;
+  float acc[OUTS];
+  [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] = 0.0;
+{{STAGED_SQ}}  [[unroll]] for (uint it = 0u; it < ITERS; ++it) {
+    // Past the last item (when WG does not divide ITEMS), read the last one again with x = 0.
+    uint item = min(lid + it * WG, ITEMS - 1u);
+    bool live = lid + it * WG < ITEMS;
+    uint p = item % PARTS, j = WEIGHTED ? item / PARTS : group;
+    uint e = slot_expert(t, j);
+{{ITEM}}  }
   wg_reduce(acc);
 #if X_NORM
   float inv_rms = norm_scale(acc[NDOTS]);
@@ -310,12 +416,17 @@ void main() {
 }
 )",
            {{"COLUMN", Fill(weighted ? kWeightedColumn : kSlotColumn, {{"EPILOGUE", epilogue.statements}})},
-            {"SLOT_WEIGHT", weighted ? "rw[t * S + j]" : "1.0"},
             {"ID", ranks ? "ranked[j]" : "uint(ids[t * S + j])"},
+            {"STAGE", q8 ? "  float staged_sq = stage_x(t, group);  // read by the parts below\n" : ""},
             {"RANK", ranks ? "  rank_experts(t);  // its experts in ranked, which slot_expert reads\n" : ""},
-            {"DOTS", half ? "    XHalf xh = half_x(xv);\n"
-                            "    [[unroll]] for (uint o = 0u; o < NDOTS; ++o) acc[o] += slot_weight * w_dot_half(wp[o], xh);\n"
-                          : "    [[unroll]] for (uint o = 0u; o < NDOTS; ++o) acc[o] += slot_weight * w_dot(wp[o], p, xv, xrun);\n"},
+            {"STAGED_SQ", q8 && plain_norm != nullptr ? "  acc[NDOTS] = staged_sq;\n" : ""},
+            {"ITEM", Fill(q8 ? kQ8Item : kFloatItem,
+                          {{"SLOT_WEIGHT", weighted ? "rw[t * S + j]" : "1.0"},
+                           {"DOTS", half ? "    XHalf xh = half_x(xv);\n"
+                                           "    [[unroll]] for (uint o = 0u; o < NDOTS; ++o) acc[o] += slot_weight * "
+                                           "w_dot_half(wp[o], xh);\n"
+                                         : "    [[unroll]] for (uint o = 0u; o < NDOTS; ++o) acc[o] += slot_weight * "
+                                           "w_dot(wp[o], p, xv, xrun);\n"}})},
             {"ROWS", RowsExpr(x.type.shape[0].tokens, bucket_rows)}}));
   k.groups = WideGrid(static_cast<uint32_t>(bucket_rows * groups_per_token * blocks));
   return k;

@@ -160,7 +160,10 @@ bool LastRowInX(const graph::Graph& g, const graph::Node& n, const InMatMulRules
 }
 
 bool ExpertsGrouped(const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {
-  return n.kind == graph::OpKind::kExpertMatMul && n.type.shape[0].Resolve(tokens) >= rules.experts_grouped_from;
+  // x rounded through q8 blocks is the matrix-vector pass's alone (runtime/decode_activations.h
+  // gives it to steps of few rows).
+  return n.kind == graph::OpKind::kExpertMatMul && n.type.shape[0].Resolve(tokens) >= rules.experts_grouped_from &&
+         !n.attrs.Has("x_quant");
 }
 
 bool RouteSumInExperts(const graph::Graph& g, const graph::Node& n, int64_t tokens, const InMatMulRules& rules) {

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/glsl_common.h"
 #include "codegen/matmul.h"
+#include "codegen/q8_x.h"
 #include "codegen/tuning/gemv.h"
 #include "codegen/tuning/gemv_shape.h"
 #include "codegen/weight_parts.h"
@@ -137,34 +138,6 @@ float x_scale(float sum_sq) { return inversesqrt(sum_sq / float(K) + {{EPS}}); }
             {"EPS", FloatLiteral(norm.attrs.Float("eps"))}}));
 }
 
-namespace {
-
-// stage_x's store of an invocation's four quants (its block's scale by the first of the eight).
-constexpr const char* kStoreQuads = R"(        if (live) {
-          float d = amax * uintBitsToFloat(0x3C010204u);  // 1/127 in f32
-          // 1 / d, then a Newton step: within an ulp of the correctly rounded quotient that
-          // graph::RoundThroughQ8 divides (a GPU's division may be a few ulps off).
-          float id = d > 0.0 ? 1.0 / d : 0.0;
-          id = fma(fma(-d, id, 1.0), id, id);
-          if ((q & 7u) == 0u) xd[t * SEG_BLOCKS + q / 8u] = d;
-          uint slot = x_slot(4u * q);
-          xq[(t * SEG_PARTS + slot / XW) * XV + (slot % XW) / 4u][slot % 4u] = pack_q8(v, id);
-        }
-)";
-// The same for x staged in pairs (WeightParts::q8_x_pairs): every invocation packs its quants (a
-// block past the rows has no values: 0) and exchanges them with the one 16 values away.
-constexpr const char* kStorePairs = R"(        float d = amax * uintBitsToFloat(0x3C010204u);  // 1/127 in f32
-        float id = d > 0.0 ? 1.0 / d : 0.0;
-        id = fma(fma(-d, id, 1.0), id, id);
-        uint own = pack_q8(v, id), other = subgroupShuffleXor(own, 4u);
-        if (live) {
-          if ((q & 7u) == 0u) xd[t * SEG_BLOCKS + q / 8u] = d;
-          uint slot = x_slot(4u * q);
-          xq[(t * SEG_PARTS + slot / XW) * XV + (slot % XW) / 4u][slot % 4u] = x_pair_word(own, other, (q & 4u) != 0u);
-        }
-)";
-
-}  // namespace
 
 absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   // A block's 8 invocations share a subgroup where subgroups have at least 8 (of consecutive
@@ -237,15 +210,7 @@ absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
                   "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
                 : "",
       shuffle_blocks ? "#extension GL_KHR_shader_subgroup_shuffle : enable\n" : "",
-      R"(#extension GL_EXT_spirv_intrinsics : require
-// OpSDot on 4 x 8-bit packed vectors (SPV_KHR_integer_dot_product; glslang has no GLSL name for it).
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
-int sdot4_packed(uint a, uint b, spirv_literal int packed_vector_format);
-int sdot4(uint a, uint b) { return sdot4_packed(a, b, 0); }
-// An int of magnitude below 2^22 as a float, at the float rate (int-to-float conversions run at a
-// fraction of it).
-float i2f(int v) { return intBitsToFloat(v + 0x4B400000) - 12582912.0; }
-)",
+      Q8DotGlsl(),
       s.io_glsl, parts->glsl, parts->q8_glsl,
       "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };\n",
       Fill(R"(
@@ -286,39 +251,12 @@ layout(std430, set = 0, binding = {{SCRATCH}}) coherent buffer Buf_scratch { uin
                                  NormRowIo{s.tail_binding, "y", s.tail_binding + 1, s.tail_binding + 2, s.tail_binding + 3},
                                  wg)
                 : "",
-      Fill(R"(
-
-// Four values times id, rounded to integers as bytes: adding 1.5 · 2^23 rounds to the nearest
-// integer (ties to even) and leaves it, two's complement, in the low byte of the mantissa.
-uint pack_q8(vec4 v, float id) {
-  precise vec4 scaled = v * id;
-  uvec4 u = floatBitsToUint(scaled + 12582912.0) & 255u;
-  return u.x | (u.y << 8) | (u.z << 16) | (u.w << 24);
-}
-
+      Q8StagingGlsl(), Q8PartXGlsl(), Fill(R"(
 // Stages segment `seg` of x's rows t0.. (m of them) as q8 (graph/activation_quant.h), each
 // invocation taking four values at a time and eight neighbouring invocations a block; adds the
-// squares of the values it read to sum_sq. A block's largest |value| goes through subgroup
-// shuffles where the device has them (so that no barrier keeps a step's loads from being issued
-// with the others'), else through xam. On the H100, an invocation taking a whole block kept 8 (with
-// a norm 16) vectors in registers: with a residual norm computed here (80 registers a lane)
+// squares of the values it read to sum_sq. On the H100, an invocation taking a whole block kept 8
+// (with a norm 16) vectors in registers: with a residual norm computed here (80 registers a lane)
 // Gemma-3-1B's gate+up kernel ran in two waves of workgroups.
-#if SHUFFLE_BLOCKS
-float block_max(float a, uint par) {
-  a = max(a, subgroupShuffleXor(a, 1u));
-  a = max(a, subgroupShuffleXor(a, 2u));
-  return max(a, subgroupShuffleXor(a, 4u));
-}
-#else
-shared float xam[2][WG];  // each invocation's largest |value| of its four, by step parity
-float block_max(float a, uint par) {  // a step's reads of xam end before the next step's barrier
-  xam[par][gl_LocalInvocationID.x] = a;
-  barrier();
-  float amax = 0.0;
-  [[unroll]] for (uint j = 0u; j < 8u; ++j) amax = max(amax, xam[par][(gl_LocalInvocationID.x & ~7u) + j]);
-  return amax;
-}
-#endif
 void stage_x(uint seg, uint t0, uint m, inout float sum_sq[TM]) {
   const uint QUADS = SEG / 4u;
   uint lid = gl_LocalInvocationID.x;
@@ -369,18 +307,6 @@ void stage_segment(uint seg, uint t0, uint m, inout float sum_sq[TM]) {
 #endif
   stage_x(seg, t0, m, sum_sq);
   barrier();
-}
-
-// Part p's x of row t (sp: the part within segment seg; zeros unless live): its quants, its runs'
-// block scales and their sums of x.
-void part_x(uint t, uint seg, uint sp, uint p, bool live, out uvec4 xw[XV], out float xdr[RUNS8], out float xrun[RUNS8]) {
-  [[unroll]] for (uint v = 0u; v < XV; ++v) xw[v] = live ? xq[(t * SEG_PARTS + sp) * XV + v] : uvec4(0u);
-  [[unroll]] for (uint r = 0u; r < RUNS8; ++r) {
-    xdr[r] = xd[t * SEG_BLOCKS + ((run_k(p, r) - seg * SEG) >> 5)];
-    int q_sum = 0;
-    [[unroll]] for (uint j = r * (RUN8 / 4u); j < (r + 1u) * (RUN8 / 4u); ++j) q_sum += sdot4(xw[j / 4u][j % 4u], 0x01010101u);
-    xrun[r] = xdr[r] * i2f(q_sum);
-  }
 }
 
 #if FLAT
@@ -531,7 +457,7 @@ void main() {
 }
 )",
            {{"ROW_BLOCK", GemvRowBlockGlsl(row_blocks, s.rows_expr, /*interleaved=*/true)},
-            {"STORE_X", parts->q8_x_pairs ? kStorePairs : kStoreQuads}}));
+            {"STORE_X", Q8StoreGlsl(parts->q8_x_pairs)}}));
   // Blocks of rows interleaved in the grid: the workgroups of every block that read a stretch of
   // the matrix run side by side, so that the stretch is read from memory about once.
   k.groups = WideGrid(workgroups * row_blocks);

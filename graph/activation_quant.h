@@ -1,4 +1,4 @@
-// The meaning of a matmul's x_quant = "q8" (graph/op.h): x is rounded, row by row, in blocks of 32
+// The meaning of a matmul's or an expert product's x_quant = "q8" (graph/op.h): x is rounded, row by row, in blocks of 32
 // consecutive values along K, to 8-bit integers times one scale per block, as llama.cpp rounds the
 // activations it multiplies with block-quantized weights (its Q8_1 blocks, with the scale in f32).
 // A kernel then needs only integer dot products of the weights' quants with x's.
@@ -10,7 +10,7 @@
 //   q_i  = roundEven(x_i · id)           (the f32 product, then to the nearest integer, ties to
 //                                         even; |q_i| <= 127)
 //   x'_i = d · q_i
-// codegen/matmul_gemv_q8.cc follows these steps on the GPU, where 1 / d may be a few ulps off a
+// codegen/q8_x.h's staging follows these steps on the GPU, where 1 / d may be a few ulps off a
 // correctly rounded division: a product that lands that close to a half rounds the other way there,
 // moving one value by d (the kernel tests allow for it).
 #pragma once

@@ -56,6 +56,7 @@ absl::StatusOr<TensorType> ExpertMatMulType(const std::vector<TensorType>& in, c
                                     ToString(x)));
   }
   if (absl::Status st = CheckGatedActivationAttrs(kind, *steps, attrs); !st.ok()) return st;
+  if (absl::Status st = CheckXQuant(kind, attrs, kdim); !st.ok()) return st;
   int64_t n = w.shape[0].value / experts;
   if (IsGated(*steps) && n % 2 != 0) {
     return Error(kind, "a gated epilogue needs an even number of rows per expert [gate | up]");

@@ -281,7 +281,7 @@ TensorPtr RouteWeights(const Tensor& logits, const Tensor& ids, const std::strin
 }
 
 // Slot j of token t: y = x_j · W[ids[t, j]]ᵀ (x_j the row, or its j-th K-wide part when x holds
-// one input per slot), then the epilogue per slot, a bias step adding its expert's bias. `extras`
+// one input per slot; with x_quant, rounded through q8 blocks), then the epilogue per slot, a bias step adding its expert's bias. `extras`
 // are the bias steps' inputs.
 absl::StatusOr<TensorPtr> ExpertMatMul(const Node& n, const Tensor& x, const Tensor& w, const Tensor& ids,
                                        const std::vector<const Tensor*>& extras) {
@@ -298,7 +298,8 @@ absl::StatusOr<TensorPtr> ExpertMatMul(const Node& n, const Tensor& x, const Ten
       if (e < 0 || e >= experts) return OpError(n, absl::StrCat("expert id ", e, " is outside [0, ", experts, ")"));
       const auto x_begin = x.f.begin() + t * x.shape[1] + (per_slot ? j * kdim : 0);
       const auto w_begin = w.f.begin() + e * rows * kdim;
-      const Tensor xj = Tensor::F32({1, kdim}, std::vector<float>(x_begin, x_begin + kdim));
+      Tensor xj = Tensor::F32({1, kdim}, std::vector<float>(x_begin, x_begin + kdim));
+      if (n.attrs.Has("x_quant")) RoundThroughQ8(xj.f.data(), kdim, xj.f.data());
       const Tensor we = Tensor::F32({rows, kdim}, std::vector<float>(w_begin, w_begin + rows * kdim));
       TensorPtr y = MatMul(xj, we);
       size_t next = 0;

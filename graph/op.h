@@ -73,8 +73,9 @@ enum class OpKind : uint8_t {
                   // input, as down reads). Then the optional attr epilogue per slot (graph/epilogue.h:
                   // gated steps take each expert's rows as [gate | up], silu, gelu_tanh). The value is
                   // [T, k*N'] (slot j in columns j*N'.., N' = N, or N/2 gated). The epilogue's bias
-                  // steps take per-expert biases, slot j adding its expert's. Attr experts = E. The
-                  // inputs by role: graph/matmul_inputs.h
+                  // steps take per-expert biases, slot j adding its expert's. Attr experts = E.
+                  // Optional attr x_quant = "q8", as matmul's: each x_j is rounded through q8 blocks
+                  // first. The inputs by role: graph/matmul_inputs.h
   kClampedSwiglu,  // (gate[R, C], up[R, C]) -> (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha * g) with
                    // g = min(gate, limit) (GPT-OSS's experts; graph::ClampedSwiglu); attrs alpha, limit
   kRouteSum,  // (y f32[T, k*N], weights f32[T, k]) -> f32[T, N]: each token's slots weighted and summed,
@@ -94,6 +95,7 @@ class Attrs {
 
   void Set(const std::string& name, AttrValue value) { values_[name] = std::move(value); }
   bool Has(std::string_view name) const { return values_.find(std::string(name)) != values_.end(); }
+  void Erase(std::string_view name) { values_.erase(std::string(name)); }
   int64_t Int(std::string_view name) const;
   double Float(std::string_view name) const;
   const std::string& Str(std::string_view name) const;

@@ -60,6 +60,13 @@ absl::Status CheckGatedActivationAttrs(OpKind kind, const std::vector<EpilogueSt
   return absl::OkStatus();
 }
 
+absl::Status CheckXQuant(OpKind kind, const Attrs& attrs, int64_t k) {
+  if (!attrs.Has("x_quant")) return absl::OkStatus();
+  if (attrs.Str("x_quant") != "q8") return Error(kind, absl::StrCat("x_quant '", attrs.Str("x_quant"), "' is not q8"));
+  if (k % kQ8Block != 0) return Error(kind, absl::StrCat("x_quant q8 needs K a multiple of ", kQ8Block, ", got ", k));
+  return absl::OkStatus();
+}
+
 // Rope of x [T, heads*head_dim] (attrs heads, head_dim, style) with table [positions, head_dim/2, 2].
 absl::Status CheckRope(OpKind kind, const Attrs& attrs, const TensorType& x, const TensorType& table) {
   if (auto s = ExpectMatrix(kind, "x", x); !s.ok()) return s;
@@ -150,14 +157,7 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
         if (s == EpilogueStep::kBias || s == EpilogueStep::kAdd) ++next;
       }
       if (absl::Status st = CheckSplit(kind, attrs, n); !st.ok()) return st;
-      if (attrs.Has("x_quant")) {
-        if (attrs.Str("x_quant") != "q8") {
-          return Error(kind, absl::StrCat("x_quant '", attrs.Str("x_quant"), "' is not q8"));
-        }
-        if (in[0].shape[1].value % kQ8Block != 0) {
-          return Error(kind, absl::StrCat("x_quant q8 needs K a multiple of ", kQ8Block, ", got ", in[0].shape[1].value));
-        }
-      }
+      if (absl::Status st = CheckXQuant(kind, attrs, in[0].shape[1].value); !st.ok()) return st;
       return out;
     }
     case OpKind::kAdd:

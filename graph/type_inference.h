@@ -16,4 +16,8 @@ absl::StatusOr<TensorType> InferType(const Graph& g, OpKind kind, const std::vec
 // A chain with clamped_swiglu needs the node's attrs alpha (finite) and limit (positive).
 absl::Status CheckGatedActivationAttrs(OpKind kind, const std::vector<EpilogueStep>& steps, const Attrs& attrs);
 
+// A product's optional attr x_quant: "q8", over rows of k values, k a multiple of kQ8Block
+// (graph/activation_quant.h).
+absl::Status CheckXQuant(OpKind kind, const Attrs& attrs, int64_t k);
+
 }  // namespace doppler::graph

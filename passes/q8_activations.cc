@@ -1,10 +1,11 @@
-// q8-activations: every matmul whose weights are in a block format with 8-bit-or-narrower integer
-// quants (every one doppler reads) rounds its x through q8 blocks first (attr x_quant = "q8",
-// graph/activation_quant.h), so that its kernel multiplies 8-bit integers (integer dot products)
-// instead of decoding every weight to a float; this is how llama.cpp multiplies such weights.
+// q8-activations: every matmul and expert product whose weights are in a block format with
+// 8-bit-or-narrower integer quants (every one doppler reads) rounds its x through q8 blocks first
+// (attr x_quant = "q8", graph/activation_quant.h), so that its kernel multiplies 8-bit integers
+// (integer dot products) instead of decoding every weight to a float; this is how llama.cpp
+// multiplies such weights.
 //
-//   before:  y = matmul(x, w: q4_k) {E}
-//   after:   y = matmul(x, w: q4_k) {E, x_quant = q8}
+//   before:  y = matmul(x, w: q4_k) {E}            h = expert_matmul(x, w: q4_k, ids) {E}
+//   after:   y = matmul(x, w: q4_k) {E, x_quant = q8}   h = expert_matmul(...) {E, x_quant = q8}
 //
 // It changes the results (by about 1% of a logit's spread, as llama.cpp's), so it is not in the
 // default pipeline: the engine runs it on the decode plan's graph only (EngineOptions::
@@ -32,7 +33,7 @@ class Q8Activations : public Pass {
     bool changed = false;
     for (ValueId id = 0; id < g.size(); ++id) {
       Node& n = g.mutable_node(id);
-      if (n.kind != OpKind::kMatMul || n.attrs.Has("x_quant") ||
+      if ((n.kind != OpKind::kMatMul && n.kind != OpKind::kExpertMatMul) || n.attrs.Has("x_quant") ||
           !IntegerQuants(g.node(graph::MatMulInputsOf(n).w).type.dtype)) {
         continue;
       }

@@ -11,9 +11,10 @@
 
 namespace doppler::runtime {
 
-// `g` with x_quant on its block-quantized matmuls where decode rounds x through q8 (kQ8, or kAuto
-// on a device with integer dot products), else `g` as it is. kQ8 on a device without them is an
-// error naming `device`.
+// `g` with x_quant on its block-quantized matmuls and expert products where decode rounds x through
+// q8 (kQ8, or kAuto on a device with integer dot products), but for expert products whose x the
+// device cannot stage as q8 (codegen/tuning/experts.h: ExpertsTakeQ8); else `g` as it is. kQ8 on a
+// device without them is an error naming `device`.
 absl::StatusOr<graph::Graph> WithDecodeActivations(graph::Graph g, DecodeActivations want,
                                                    const codegen::TargetCaps& caps, const std::string& device);
 

@@ -3,6 +3,8 @@
 // the kernels that refuse it. (The GPU kernel against the interpreter: quant_kernel_test.cc.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "codegen/kernel.h"
@@ -11,7 +13,9 @@
 #include "graph/interpreter.h"
 #include "graph/verifier.h"
 #include "passes/pass.h"
+#include "runtime/decode_activations.h"
 #include "tests/support/graph_values.h"
+#include "tests/support/scoped_tune.h"
 
 namespace doppler {
 namespace {
@@ -87,22 +91,78 @@ TEST(Verifier, ChecksXQuant) {
   EXPECT_NE(s.message().find("K a multiple of 32, got 48"), std::string::npos) << s;
 }
 
-TEST(Q8ActivationsPass, MarksTheMatmulsWithIntegerQuantsOnly) {
+// The matmuls and expert products (as a mixture's decode step has them) with integer quants.
+graph::Graph ProductsOfEveryKind() {
   graph::GraphBuilder b;
   ValueId x = b.Input("x", test::Rows(256));
   b.Output("q4", b.MatMul(x, b.Param("a", test::Matrix(8, 256, DType::kQ4_K))));
   b.Output("q6", b.MatMul(x, b.Param("b", test::Matrix(8, 256, DType::kQ6_K))));
   b.Output("q8", b.MatMul(x, b.Param("c", test::Matrix(8, 256, DType::kQ8_0))));
   b.Output("f16", b.MatMul(x, b.Param("d", test::Matrix(8, 256, DType::kF16))));
-  graph::Graph g = *std::move(b).Finish();
+  ValueId ids = b.TopK(b.Input("logits", test::Rows(4)), 2);
+  b.Output("experts_q4", b.ExpertMatMul(x, b.Param("e", test::Matrix(4 * 16, 256, DType::kQ4_K)), ids, 4));
+  b.Output("experts_mxfp4", b.ExpertMatMul(x, b.Param("f", test::Matrix(4 * 16, 256, DType::kMXFP4)), ids, 4));
+  b.Output("experts_f16", b.ExpertMatMul(x, b.Param("g", test::Matrix(4 * 16, 256, DType::kF16)), ids, 4));
+  return *std::move(b).Finish();
+}
+
+TEST(Q8ActivationsPass, MarksTheProductsWithIntegerQuantsOnly) {
+  graph::Graph g = ProductsOfEveryKind();
   auto pass = passes::MakePass("q8-activations");
   ASSERT_TRUE(pass.ok()) << pass.status();
   auto changed = (*pass)->Run(g);
   ASSERT_TRUE(changed.ok() && *changed);
   ASSERT_TRUE(graph::Verify(g).ok());
-  for (const char* name : {"q4", "q6", "q8"}) EXPECT_TRUE(g.node(*g.output(name)).attrs.Has("x_quant")) << name;
-  EXPECT_FALSE(g.node(*g.output("f16")).attrs.Has("x_quant"));
+  for (const char* name : {"q4", "q6", "q8", "experts_q4", "experts_mxfp4"}) {
+    EXPECT_TRUE(g.node(*g.output(name)).attrs.Has("x_quant")) << name;
+  }
+  for (const char* name : {"f16", "experts_f16"}) EXPECT_FALSE(g.node(*g.output(name)).attrs.Has("x_quant")) << name;
   EXPECT_FALSE(*(*pass)->Run(g)) << "a second run changes nothing";
+}
+
+// Decode steps round x through q8 on devices with integer dot products: every such matmul, and the
+// expert products but MXFP4's (or none, or all, with DOPPLER_TUNE's experts.q8) where the device
+// stages their x; f32 keeps every product exact, and q8 on a device without the dots is an error.
+TEST(DecodeActivations, ExpertProductsTakeQ8WhereTheDeviceStagesTheirX) {
+  codegen::TargetCaps caps;
+  caps.integer_dot_product = true;
+  caps.max_shared_memory = 48 * 1024;
+  auto marked = [](const graph::Graph& g) {
+    std::vector<std::string> names;
+    for (const auto& [name, id] : g.outputs()) {
+      if (g.node(id).attrs.Has("x_quant")) names.push_back(name);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  using Names = std::vector<std::string>;
+  absl::StatusOr<graph::Graph> g = runtime::WithDecodeActivations(ProductsOfEveryKind(), runtime::DecodeActivations::kAuto, caps, "gpu");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(marked(*g), (Names{"experts_q4", "q4", "q6", "q8"}));
+  {
+    const test::ScopedTune all("experts.q8=1");
+    g = runtime::WithDecodeActivations(ProductsOfEveryKind(), runtime::DecodeActivations::kAuto, caps, "gpu");
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(marked(*g), (Names{"experts_mxfp4", "experts_q4", "q4", "q6", "q8"}));
+  }
+  {
+    const test::ScopedTune none("experts.q8=0");
+    g = runtime::WithDecodeActivations(ProductsOfEveryKind(), runtime::DecodeActivations::kAuto, caps, "gpu");
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(marked(*g), (Names{"q4", "q6", "q8"}));
+  }
+  // A row of 256 values staged as q8 takes 288 bytes: more than half of 512.
+  caps.max_shared_memory = 512;
+  g = runtime::WithDecodeActivations(ProductsOfEveryKind(), runtime::DecodeActivations::kAuto, caps, "gpu");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(marked(*g), (Names{"q4", "q6", "q8"}));
+  g = runtime::WithDecodeActivations(ProductsOfEveryKind(), runtime::DecodeActivations::kF32, caps, "gpu");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(marked(*g).empty());
+  caps.integer_dot_product = false;
+  g = runtime::WithDecodeActivations(ProductsOfEveryKind(), runtime::DecodeActivations::kQ8, caps, "the test's device");
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("the test's device does not have"), std::string::npos) << g.status();
 }
 
 TEST(Codegen, XQuantIsTakenByTheMatrixVectorKernelOnDevicesWithIntegerDots) {

@@ -13,7 +13,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backend_vk/plan.h"
 #include "graph/builder.h"
+#include "graph/interpreter.h"
+#include "graph/verifier.h"
+#include "passes/pass.h"
 #include "tests/support/gpu_runner.h"
 #include "tests/support/graph_values.h"
 #include "tests/support/scoped_tune.h"
@@ -322,6 +326,67 @@ TEST_P(ExpertMatMulKernelTest, APlainNormIsComputedByItsReaders) {
   const std::vector<std::string> variants = Compare(*g, 8, {step(5, 40, 0), step(1, 50, 5)}, c.tolerance);
   EXPECT_EQ(count(variants, "rms_norm."), 1);
   EXPECT_EQ(count(variants, "+plain_norm_x"), 0);
+}
+
+// x rounded through q8 blocks (the q8-activations pass, as decode steps take it): the expert
+// products' matrix-vector kernel stages x as q8 and takes integer dot products, against the
+// interpreter rounding x alike: an MoE block with its post-attention norm, router and route sum, at
+// one row (the norm computed by its readers, the experts ranked by the first product, the route sum
+// by the down product, which stages every slot's row) and at 5 and then 1 rows of a bucket of 8;
+// with and without subgroup arithmetic and shuffles, and with the route sum a dispatch of its own
+// (each down workgroup staging its slot's row). Float weights keep exact x.
+TEST_P(ExpertMatMulKernelTest, Q8ActivationsMatchTheInterpreter) {
+  const ExpertCase& c = GetParam();
+  if (!ctx().info().int_dot_product) GTEST_FAIL() << "the device has no integer dot products";
+  GraphBuilder b;
+  ValueId normed = b.RmsNorm(b.Input("x", Rows(c.hidden)), b.Param("norm", test::Vector(c.hidden)), 1e-5, 1.0);
+  ValueId logits = b.MatMul(normed, b.Param("router", Matrix(c.experts, c.hidden, DType::kF32)));
+  ValueId ids = b.TopK(logits, c.k);
+  ValueId gate_up = b.Param("gate_up", Matrix(c.experts * 2 * c.width, c.hidden, c.dtype));
+  ValueId down = b.Param("down", Matrix(c.experts * c.hidden, c.width, c.dtype));
+  ValueId h = b.ExpertMatMul(normed, gate_up, ids, c.experts, "silu_mul");
+  b.Output("h", h);
+  b.Output("y", b.RouteSum(b.ExpertMatMul(h, down, ids, c.experts), b.RouteWeights(logits, ids, "softmax_chosen")));
+  auto exact = std::move(b).Finish();
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  graph::Graph g = *exact;
+  auto pass = passes::MakePass("q8-activations");
+  ASSERT_TRUE(pass.ok()) << pass.status();
+  ASSERT_TRUE((*pass)->Run(g).ok());
+  ASSERT_TRUE(graph::Verify(g).ok());
+  const bool integer_quants = c.dtype != DType::kF32 && c.dtype != DType::kF16 && c.dtype != DType::kBF16;
+  EXPECT_EQ(g.node(h).attrs.Has("x_quant"), integer_quants);
+  if (!integer_quants) return;
+  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
+    return Step{{{"x", RandomRows(tokens, c.hidden, seed)}}, pos};
+  };
+  // The rounding moves the results far more than the tolerance below: the test tells q8 from exact x.
+  test::RandomParams params(g, 77);
+  auto rounded = graph::Interpreter(params).Run(g, step(1, 10, 0).first, 0);
+  auto unrounded = graph::Interpreter(params).Run(*exact, step(1, 10, 0).first, 0);
+  ASSERT_TRUE(rounded.ok() && unrounded.ok());
+  EXPECT_GE(test::RelativeError(unrounded->at("y").f, rounded->at("y").f), 3e-3);
+  codegen::TargetCaps portable = vk::TargetCapsOf(ctx().info());
+  portable.subgroup_arithmetic = false;
+  portable.subgroup_shuffle = false;
+  // Both sides multiply the same 8-bit quants; the kernels round x·g / d where the norm is theirs
+  // (1 / rms applied to the sums) and h as the GPU computed it, within an ulp of the interpreter's
+  // and its rounding: a value that close to a half may round the other way, moving one product by
+  // d·w (under 1e-3 of the largest result).
+  constexpr double kTolerance = 1e-3;
+  for (const char* tune : {"", "matmul.route_sum=0"}) {
+    const test::ScopedTune scoped(tune);
+    for (const std::optional<codegen::TargetCaps>& caps : {std::optional<codegen::TargetCaps>(), std::optional(portable)}) {
+      for (const auto& [bucket, steps] : {std::pair<int64_t, std::vector<Step>>{1, {step(1, 10, 0), step(1, 20, 1)}},
+                                          {8, {step(5, 30, 0), step(1, 40, 5)}}}) {
+        SCOPED_TRACE(absl::StrCat(tune, " bucket ", bucket, caps ? " portable" : ""));
+        const std::vector<std::string> variants = Compare(g, bucket, steps, kTolerance, caps);
+        EXPECT_EQ(std::count_if(variants.begin(), variants.end(),
+                                [](const std::string& v) { return v.find("+x_q8") != std::string::npos; }),
+                  2);
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, ExpertMatMulKernelTest,

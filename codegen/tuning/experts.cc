@@ -23,6 +23,21 @@ absl::StatusOr<int64_t> PlainNormInExpertsUpTo() {
   return v->value_or(kPlainNormInExpertsUpTo);
 }
 
+absl::StatusOr<bool> ExpertsTakeQ8(const TargetCaps& caps, graph::DType dtype, int64_t x_width) {
+  absl::StatusOr<std::optional<int64_t>> v = OverrideOneOf("experts", "q8", {0, 1});
+  if (!v.ok()) return v.status();
+  const bool wanted = v->has_value() ? **v == 1 : dtype != graph::DType::kMXFP4;
+  return wanted && 2 * Q8StagedBytes(x_width) <= int64_t{caps.max_shared_memory};
+}
+
+absl::StatusOr<int64_t> ExpertGemvQ8LeastWorkgroup() {
+  absl::StatusOr<std::optional<int64_t>> v = OverrideOneOf("experts", "q8_wg", {8, 32, 64, 128, 256});
+  if (!v.ok()) return v.status();
+  return v->value_or(8);
+}
+
+int64_t Q8StagedBytes(int64_t values) { return values + 4 * ((values + 31) / 32); }
+
 absl::StatusOr<int64_t> ExpertGemvBlockPart() {
   absl::StatusOr<std::optional<int64_t>> v = OverrideOneOf("experts", "part", {8, 32});
   if (!v.ok()) return v.status();

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "codegen/target_caps.h"
+#include "graph/dtype.h"
 
 namespace doppler::codegen::tuning {
 
@@ -71,6 +72,24 @@ uint32_t ExpertGemvWorkgroup(const TargetCaps& caps, int64_t items, int64_t cols
 // every width measured on the H200 (gpt-oss-20b tg64 401.9 tok/s against 399.8 with loads ahead,
 // 358.7, 313.4 and 274.2 with 2, 4 and 8 blocks): bench/RESULTS.md, "the expert kernel's loop".
 absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv(const TargetCaps& caps, int64_t items, int64_t column_workgroups);
+
+// Whether a decode step's expert products of `dtype` weights round x through q8 blocks and take
+// integer dot products (attr x_quant, as the dense products' matrix-vector kernel does;
+// runtime/decode_activations.h), for x rows of `x_width` values (a token's, or its slots' side by
+// side): where the device's shared memory holds such a row as q8 (9/8 bytes a value, the
+// matrix-vector kernel staging it whole) in half of it, the rest left to the kernel's reductions
+// and ranking; but MXFP4, whose values decode through f16 bits for less than the q8 decoder's grid
+// lookups and every workgroup's staging of x cost. On the H200, Qwen3-30B-A3B (Q4_K_M) decoded at
+// 434.7 tok/s against 398.0 with exact x, GPT-OSS-20B (MXFP4 experts) at 256.5 against 413.3
+// (bench/RESULTS.md, "expert products on q8 activations"). DOPPLER_TUNE's experts.q8=0 keeps every
+// expert product on exact x, =1 takes q8 for MXFP4 too.
+absl::StatusOr<bool> ExpertsTakeQ8(const TargetCaps& caps, graph::DType dtype, int64_t x_width);
+// The fewest invocations a workgroup of the matrix-vector kernel has where it stages x as q8: 8 (a
+// block's staging invocations), or DOPPLER_TUNE's experts.q8_wg (8, 32, 64, 128 or 256), more of
+// them staging x sooner, idle past the items.
+absl::StatusOr<int64_t> ExpertGemvQ8LeastWorkgroup();
+// The shared memory a row of `values` of x staged as q8 takes: a byte a quant, a float a block.
+int64_t Q8StagedBytes(int64_t values);
 
 // The values a part of the 32-value small-block formats (MXFP4: gpt-oss's experts) takes against
 // float x in the matrix-vector kernel (codegen/weight_parts.h FloatPartForm): kExpertGemvBlockPart,
