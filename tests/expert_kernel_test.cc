@@ -278,13 +278,10 @@ TEST_P(ExpertMatMulKernelTest, GroupedExpertMlpMatchesTheInterpreter) {
   EXPECT_EQ(std::count(rows.begin(), rows.end(), "router.route_sum"), 0);
 }
 
-// A plain norm that the router and the expert product read (GPT-OSS's and Qwen3-MoE's
-// post-attention norm; codegen/in_matmul.h's plain norm in x): at one row each reader computes it
-// as it loads x and the norm has no dispatch (with and without subgroup arithmetic, and MXFP4's
-// f16 dots); past the bound on the expert product the router computes it and writes its row; at
-// more rows the readers take the norm's row from a dispatch of its own.
-TEST_P(ExpertMatMulKernelTest, APlainNormIsComputedByItsReaders) {
-  const ExpertCase& c = GetParam();
+// An MoE block as a decode step has it: a plain norm (the post-attention one) that the router and
+// the gated expert product read, top_k, and the down product with its route sum; outputs the
+// router's logits, h and y.
+absl::StatusOr<graph::Graph> NormedMoeBlock(const ExpertCase& c) {
   GraphBuilder b;
   ValueId normed = b.RmsNorm(b.Input("x", Rows(c.hidden)), b.Param("norm", test::Vector(c.hidden)), 1e-5, 1.0);
   ValueId logits = b.MatMul(normed, b.Param("router", Matrix(c.experts, c.hidden, DType::kF32)));
@@ -295,7 +292,17 @@ TEST_P(ExpertMatMulKernelTest, APlainNormIsComputedByItsReaders) {
   ValueId h = b.ExpertMatMul(normed, gate_up, ids, c.experts, "silu_mul");
   b.Output("h", h);
   b.Output("y", b.RouteSum(b.ExpertMatMul(h, down, ids, c.experts), b.RouteWeights(logits, ids, "softmax_chosen")));
-  auto g = std::move(b).Finish();
+  return std::move(b).Finish();
+}
+
+// A plain norm that the router and the expert product read (GPT-OSS's and Qwen3-MoE's
+// post-attention norm; codegen/in_matmul.h's plain norm in x): at one row each reader computes it
+// as it loads x and the norm has no dispatch (with and without subgroup arithmetic, and MXFP4's
+// f16 dots); past the bound on the expert product the router computes it and writes its row; at
+// more rows the readers take the norm's row from a dispatch of its own.
+TEST_P(ExpertMatMulKernelTest, APlainNormIsComputedByItsReaders) {
+  const ExpertCase& c = GetParam();
+  absl::StatusOr<graph::Graph> g = NormedMoeBlock(c);
   ASSERT_TRUE(g.ok()) << g.status();
   auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
     return Step{{{"x", RandomRows(tokens, c.hidden, seed)}}, pos};
@@ -338,16 +345,7 @@ TEST_P(ExpertMatMulKernelTest, APlainNormIsComputedByItsReaders) {
 TEST_P(ExpertMatMulKernelTest, Q8ActivationsMatchTheInterpreter) {
   const ExpertCase& c = GetParam();
   if (!ctx().info().int_dot_product) GTEST_FAIL() << "the device has no integer dot products";
-  GraphBuilder b;
-  ValueId normed = b.RmsNorm(b.Input("x", Rows(c.hidden)), b.Param("norm", test::Vector(c.hidden)), 1e-5, 1.0);
-  ValueId logits = b.MatMul(normed, b.Param("router", Matrix(c.experts, c.hidden, DType::kF32)));
-  ValueId ids = b.TopK(logits, c.k);
-  ValueId gate_up = b.Param("gate_up", Matrix(c.experts * 2 * c.width, c.hidden, c.dtype));
-  ValueId down = b.Param("down", Matrix(c.experts * c.hidden, c.width, c.dtype));
-  ValueId h = b.ExpertMatMul(normed, gate_up, ids, c.experts, "silu_mul");
-  b.Output("h", h);
-  b.Output("y", b.RouteSum(b.ExpertMatMul(h, down, ids, c.experts), b.RouteWeights(logits, ids, "softmax_chosen")));
-  auto exact = std::move(b).Finish();
+  absl::StatusOr<graph::Graph> exact = NormedMoeBlock(c);
   ASSERT_TRUE(exact.ok()) << exact.status();
   graph::Graph g = *exact;
   auto pass = passes::MakePass("q8-activations");
@@ -355,7 +353,7 @@ TEST_P(ExpertMatMulKernelTest, Q8ActivationsMatchTheInterpreter) {
   ASSERT_TRUE((*pass)->Run(g).ok());
   ASSERT_TRUE(graph::Verify(g).ok());
   const bool integer_quants = c.dtype != DType::kF32 && c.dtype != DType::kF16 && c.dtype != DType::kBF16;
-  EXPECT_EQ(g.node(h).attrs.Has("x_quant"), integer_quants);
+  EXPECT_EQ(g.node(*g.output("h")).attrs.Has("x_quant"), integer_quants);
   if (!integer_quants) return;
   auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
     return Step{{{"x", RandomRows(tokens, c.hidden, seed)}}, pos};
