@@ -151,8 +151,13 @@ TEST(DecodeActivations, ExpertProductsTakeQ8WhereTheDeviceStagesTheirX) {
     ASSERT_TRUE(g.ok()) << g.status();
     EXPECT_EQ(marked(*g), (Names{"q4", "q6", "q8"}));
   }
-  // A row of 256 values staged as q8 takes 288 bytes: more than half of 512.
-  caps.max_shared_memory = 512;
+  // A row of 256 values staged as q8 takes 288 bytes: at most half of the device's shared memory,
+  // leaving 16 KiB to the rest.
+  caps.max_shared_memory = 16 * 1024 + 288;
+  g = runtime::WithDecodeActivations(ProductsOfEveryKind(), runtime::DecodeActivations::kAuto, caps, "gpu");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(marked(*g), (Names{"experts_q4", "q4", "q6", "q8"}));
+  caps.max_shared_memory = 16 * 1024 + 287;
   g = runtime::WithDecodeActivations(ProductsOfEveryKind(), runtime::DecodeActivations::kAuto, caps, "gpu");
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(marked(*g), (Names{"q4", "q6", "q8"}));

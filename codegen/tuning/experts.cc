@@ -27,7 +27,8 @@ absl::StatusOr<bool> ExpertsTakeQ8(const TargetCaps& caps, graph::DType dtype, i
   absl::StatusOr<std::optional<int64_t>> v = OverrideOneOf("experts", "q8", {0, 1});
   if (!v.ok()) return v.status();
   const bool wanted = v->has_value() ? **v == 1 : dtype != graph::DType::kMXFP4;
-  return wanted && 2 * Q8StagedBytes(x_width) <= int64_t{caps.max_shared_memory};
+  const int64_t shared = caps.max_shared_memory;
+  return wanted && Q8StagedBytes(x_width) <= std::min(shared / 2, shared - kExpertGemvSharedBesidesX);
 }
 
 absl::StatusOr<int64_t> ExpertGemvQ8LeastWorkgroup() {

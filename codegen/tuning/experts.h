@@ -77,13 +77,18 @@ absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv(const TargetCaps& caps, int64_
 // integer dot products (attr x_quant, as the dense products' matrix-vector kernel does;
 // runtime/decode_activations.h), for x rows of `x_width` values (a token's, or its slots' side by
 // side): where the device's shared memory holds such a row as q8 (9/8 bytes a value, the
-// matrix-vector kernel staging it whole) in half of it, the rest left to the kernel's reductions
-// and ranking; but MXFP4, whose values decode through f16 bits for less than the q8 decoder's grid
+// matrix-vector kernel staging it whole) in half of it, leaving kExpertGemvSharedBesidesX at least
+// to the kernel's reductions and ranking; but MXFP4, whose values decode through f16 bits for less than the q8 decoder's grid
 // lookups and every workgroup's staging of x cost. On the H200, Qwen3-30B-A3B (Q4_K_M) decoded at
 // 434.7 tok/s against 398.0 with exact x, GPT-OSS-20B (MXFP4 experts) at 256.5 against 413.3
 // (bench/RESULTS.md, "expert products on q8 activations"). DOPPLER_TUNE's experts.q8=0 keeps every
 // expert product on exact x, =1 takes q8 for MXFP4 too.
 absl::StatusOr<bool> ExpertsTakeQ8(const TargetCaps& caps, graph::DType dtype, int64_t x_width);
+// What the matrix-vector kernel's shared memory holds besides x: its reductions (up to
+// kExpertGemvMaxCols columns of gate and up and a norm's squares for kExpertGemvMaxWorkgroup
+// invocations, 9 KiB), a ranking's (up to 2 KiB and the chosen experts), the blocks' scales where no
+// subgroup shuffles (2 KiB) and the q8 decoders' tables.
+inline constexpr int64_t kExpertGemvSharedBesidesX = 16 * 1024;
 // The fewest invocations a workgroup of the matrix-vector kernel has where it stages x as q8: 8 (a
 // block's staging invocations), or DOPPLER_TUNE's experts.q8_wg (8, 32, 64, 128 or 256), more of
 // them staging x sooner, idle past the items.
