@@ -1,6 +1,7 @@
-// The meaning of a matmul's or an expert product's x_quant = "q8" (graph/op.h): x is rounded, row by row, in blocks of 32
-// consecutive values along K, to 8-bit integers times one scale per block, as llama.cpp rounds the
-// activations it multiplies with block-quantized weights (its Q8_1 blocks, with the scale in f32).
+// The meaning of a matmul's or an expert product's x_quant = "q8" (graph/op.h): x is rounded, row
+// by row, in blocks of 32 consecutive values along K, to 8-bit integers times one scale per block,
+// as llama.cpp rounds the activations it multiplies with block-quantized weights (its Q8_1 blocks,
+// with the scale in f32).
 // A kernel then needs only integer dot products of the weights' quants with x's.
 //
 // For a block x[0..31]:

@@ -281,8 +281,8 @@ TensorPtr RouteWeights(const Tensor& logits, const Tensor& ids, const std::strin
 }
 
 // Slot j of token t: y = x_j · W[ids[t, j]]ᵀ (x_j the row, or its j-th K-wide part when x holds
-// one input per slot; with x_quant, rounded through q8 blocks), then the epilogue per slot, a bias step adding its expert's bias. `extras`
-// are the bias steps' inputs.
+// one input per slot; with x_quant, rounded through q8 blocks), then the epilogue per slot, a bias
+// step adding its expert's bias. `extras` are the bias steps' inputs.
 absl::StatusOr<TensorPtr> ExpertMatMul(const Node& n, const Tensor& x, const Tensor& w, const Tensor& ids,
                                        const std::vector<const Tensor*>& extras) {
   const int64_t tokens = x.shape[0], k = ids.shape[1], experts = n.attrs.Int("experts");

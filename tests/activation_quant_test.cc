@@ -136,7 +136,8 @@ TEST(DecodeActivations, ExpertProductsTakeQ8WhereTheDeviceStagesTheirX) {
     return names;
   };
   using Names = std::vector<std::string>;
-  absl::StatusOr<graph::Graph> g = runtime::WithDecodeActivations(ProductsOfEveryKind(), runtime::DecodeActivations::kAuto, caps, "gpu");
+  absl::StatusOr<graph::Graph> g =
+      runtime::WithDecodeActivations(ProductsOfEveryKind(), runtime::DecodeActivations::kAuto, caps, "gpu");
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(marked(*g), (Names{"experts_q4", "q4", "q6", "q8"}));
   {

@@ -78,10 +78,10 @@ absl::StatusOr<ExpertGemvConfig> ChooseExpertGemv(const TargetCaps& caps, int64_
 // runtime/decode_activations.h), for x rows of `x_width` values (a token's, or its slots' side by
 // side): where the device's shared memory holds such a row as q8 (9/8 bytes a value, the
 // matrix-vector kernel staging it whole) in half of it, leaving kExpertGemvSharedBesidesX at least
-// to the kernel's reductions and ranking; but MXFP4, whose values decode through f16 bits for less than the q8 decoder's grid
-// lookups and every workgroup's staging of x cost. On the H200, Qwen3-30B-A3B (Q4_K_M) decoded at
-// 434.7 tok/s against 398.0 with exact x, GPT-OSS-20B (MXFP4 experts) at 256.5 against 413.3
-// (bench/RESULTS.md, "expert products on q8 activations"). DOPPLER_TUNE's experts.q8=0 keeps every
+// to the kernel's reductions and ranking; but MXFP4, whose values decode through f16 bits for less
+// than the q8 decoder's grid lookups and every workgroup's staging of x cost. On the H200,
+// Qwen3-30B-A3B (Q4_K_M) decoded at 434.7 tok/s against 398.0 with exact x, GPT-OSS-20B (MXFP4
+// experts) at 256.5 against 413.3 (bench/RESULTS.md, "expert products on q8 activations"). DOPPLER_TUNE's experts.q8=0 keeps every
 // expert product on exact x, =1 takes q8 for MXFP4 too.
 absl::StatusOr<bool> ExpertsTakeQ8(const TargetCaps& caps, graph::DType dtype, int64_t x_width);
 // What the matrix-vector kernel's shared memory holds besides x: its reductions (up to
