@@ -138,7 +138,6 @@ float x_scale(float sum_sq) { return inversesqrt(sum_sq / float(K) + {{EPS}}); }
             {"EPS", FloatLiteral(norm.attrs.Float("eps"))}}));
 }
 
-
 absl::StatusOr<Kernel> EmitGemvQ8(const EmitContext& c, const MatMulSpec& s) {
   // A block's 8 invocations share a subgroup where subgroups have at least 8 (of consecutive
   // invocations, as the teams take them).

@@ -21,16 +21,17 @@ std::string Q8DotGlsl();
 // calls it, in uniform control flow).
 std::string Q8StagingGlsl();
 
-// A staging's arrays, for a kernel that defines PV8 and RUNS8 (the q8 decoder's), `const uint XV =
-// PV8 / 16u, XW = PV8 / 4u, RUN8 = PV8 / RUNS8` and x staged by segments of SEG values of K (the whole
-// row, or a part of it), SEG_PARTS = SEG / PV8 parts and SEG_BLOCKS = SEG / 32 blocks a row, for
-// rows t: `shared uvec4 xq[]` (x's quants, by part: XV vectors a part) and `shared float xd[]` (its
-// block scales) declared.
+// The two below are for a kernel that defines PV8 and RUNS8 (the q8 decoder's), `const uint XV =
+// PV8 / 16u, XW = PV8 / 4u, RUN8 = PV8 / RUNS8`, and stages x by segments of SEG values of K (the
+// whole row, or a part of it: SEG_PARTS = SEG / PV8 parts and SEG_BLOCKS = SEG / 32 blocks) into
+// `shared uvec4 xq[]` (x's quants, by part: XV vectors a part, row t's segment at t · SEG_PARTS)
+// and `shared float xd[]` (its block scales, row t's at t · SEG_BLOCKS).
+//
 // The statements that store an invocation's four quants `v` of quad q (values 4q..4q+3 of the
-// segment) of row t, its block's largest |value| `amax` (the block's scale by the first of its eight
-// invocations), where `live`. With `pairs`, x staged in pairs (WeightParts::q8_x_pairs): every
-// invocation packs its quants (a block past the rows has no values: 0) and exchanges them with the one
-// 16 values away, so that every invocation runs them.
+// segment) of row t, given its block's largest |value| `amax`, where `live` (the block's scale by
+// the first of its eight invocations). With `pairs`, x staged in pairs (WeightParts::q8_x_pairs):
+// every invocation packs its quants (a block past the rows has no values: 0) and exchanges them
+// with the one 16 values away, so that every invocation runs them.
 std::string Q8StoreGlsl(bool pairs);
 // `void part_x(uint t, uint seg, uint sp, uint p, bool live, out uvec4 xw[XV], out float xdr[RUNS8],
 // out float xrun[RUNS8])`: part p's x of row t (sp: the part within segment seg; zeros unless live),
