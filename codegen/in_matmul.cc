@@ -143,7 +143,7 @@ bool PlainNormInX(const graph::Graph& g, const graph::Node& n, int64_t tokens, c
   if (!rules.plain_norm_in_x) return false;
   // Each of the readers' workgroups loads the norm's weight beside x: at 16 rows of Qwen3-30B-A3B
   // that cost more than the tail it saves (hence one row), and on larger expert products more than
-  // the norm's level (tuning::kPlainNormInExpertsUpTo).
+  // the norm's level or the router's writing the row (tuning::kPlainNormInExpertsUpTo).
   const PlainNormReaders r = ReadersOfPlainNorm(g, n, tokens, rules);
   return r.ok && r.experts && r.most_expert_values <= rules.plain_norm_experts_upto;
 }

@@ -16,12 +16,13 @@
 //    product reads, besides float matmuls (where matmuls alone read it, fuse-norm-matmul made it
 //    their prologue already), at one row of x (every reader a matrix-vector pass: the float one,
 //    the expert one) and for expert products of at most tuning::PlainNormInExpertsUpTo weight values
-//    a token. Each reader reads the norm's input as x, sums its squares and
-//    multiplies it by the norm's weight as it loads it, and scales its dot products by 1 / rms, so
-//    the row is never written. It also takes precedence over a tail.
-//  - A plain norm written by its float reader: such a norm whose expert products exceed that bound,
-//    where the first of its readers is a float matmul: that matmul computes it as above and its
-//    workgroup 0 writes the normalised row, which the expert products (a level later) read.
+//    a token (none by default; DOPPLER_TUNE's experts.norm_upto). Each reader reads the norm's
+//    input as x, sums its squares and multiplies it by the norm's weight as it loads it, and scales
+//    its dot products by 1 / rms, so the row is never written. It also takes precedence over a tail.
+//  - A plain norm written by its float reader: such a norm whose expert products exceed that bound
+//    (by default every one), where the first of its readers is a float matmul: that matmul computes
+//    it as above and its workgroups write the normalised row, a share each, which the expert
+//    products (a level later) read.
 //  - A last row in x: a last_row that one matmul alone reads, as x (the LM head): every matmul
 //    variant reads row T − 1 of the last_row's input itself, so the row is never copied.
 //  - A route sum in the expert product: a route_sum whose slots an expert product alone writes,

@@ -28,7 +28,7 @@ struct MatMulSpec {
   bool norm = false;
   // Where x is a plain norm this kernel writes for its other readers (a plain norm written by its
   // float reader, codegen/in_matmul.h): io_glsl defines `void store_xn(uint i, float v)`, which the
-  // matrix-vector kernel's workgroup 0 calls for every value of the normalised row.
+  // matrix-vector kernel's workgroups call for the values of the normalised row, a share each.
   bool norm_out = false;
   // With a norm prologue: the output columns of every product without gates that normalises the
   // same x (this one's among them), which run side by side in one level; the tile rules take their

@@ -15,8 +15,8 @@
 // the workgroup sums x² over the same loads, and the results are scaled by 1/rms. Where x is a
 // residual norm's normalised sum (MatMulSpec::restate), x is the sum of the norm's inputs as
 // loaded, normalised the same way, and workgroup (0, 0) writes the sum. Where x is a plain norm
-// whose other readers read its row (MatMulSpec::norm_out), workgroup (0, 0) writes the row, loading
-// x again once the reduction has given its 1 / rms.
+// whose other readers read its row (MatMulSpec::norm_out), every workgroup writes a share of the row
+// from the normalised x its invocations hold, once the reduction has given its 1 / rms.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -39,17 +39,19 @@ std::string GemvRowBlockGlsl(uint32_t blocks, const std::string& rows_expr, bool
                                    ";\n");
 }
 
-// A plain norm's row, written by workgroup (0, 0) (MatMulSpec::norm_out): x loaded again, times the
-// norm's weight and the 1 / rms of the reduction.
-constexpr const char* kNormRowOut = R"(  if (gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u) {  // uniform across the workgroup
+// A plain norm's row (MatMulSpec::norm_out), written a share by every workgroup (parts p with p %
+// workgroups = its index), from the values its invocations hold (x times the norm's weight, as the
+// loop left them in `held`) times the reduction's 1 / rms.
+constexpr const char* kNormRowOut = R"(  {
     float scale = norm_scale(acc[TM * RN * G]);
-    for (uint p = lid; p < PARTS; p += WG) {
-      float v[PV];
-      load_x(0u, p, v);
-      scale_by_norm_weight(p, v);
-      [[unroll]] for (uint i = 0u; i < PV; ++i) {
-        uint k = w_part_k(p, i);
-        if (k < K) store_xn(k, v[i] * scale);
+    uint shares = gl_NumWorkGroups.x * gl_NumWorkGroups.y, share = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    [[unroll]] for (uint it = 0u; it < ITERS; ++it) {
+      uint p = lid + it * WG;
+      if (p < PARTS && p % shares == share) {
+        [[unroll]] for (uint i = 0u; i < PV; ++i) {
+          uint k = w_part_k(p, i);
+          if (k < K) store_xn(k, held[it][i] * scale);
+        }
       }
     }
   }
@@ -110,6 +112,9 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   if (restated && (parts->values % 4 != 0 || blocks != 1)) {
     return absl::InternalError("a residual norm computed in x needs parts of whole vectors of four and one block of rows");
   }
+  if (s.norm_out && blocks != 1) {
+    return absl::InternalError("a plain norm's row written by its reader needs one block of rows");
+  }
   const bool norm = s.norm || restated;
   const std::string x_decl = absl::StrCat(
       PartXGlsl(*parts, 2),
@@ -148,11 +153,13 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
                         Fill(R"(
 #define NORM {{NORM}}
 #define LOAD_AHEAD {{LOAD_AHEAD}}
+#define NORM_OUT {{NORM_OUT_DEFINED}}
 const uint WG = {{WG}}u, TM = {{TM}}u, RN = {{RN}}u, PARTS = {{PARTS}}u;
 const uint RUN = PV / RUNS, ITERS = (PARTS + WG - 1u) / WG;
 const uint OUTS = TM * RN * G + (NORM == 1 ? TM : 0u);  // dot products, then sums of x²
 )",
                              {{"NORM", norm ? "1" : "0"},
+                              {"NORM_OUT_DEFINED", s.norm_out ? "1" : "0"},
                               {"LOAD_AHEAD", load_ahead ? "1" : "0"},
                               {"WG", absl::StrCat(wg)},
                               {"TM", absl::StrCat(tm)},
@@ -172,6 +179,9 @@ void main() {
 {{ROW_BLOCK}}  float acc[OUTS];
   [[unroll]] for (uint o = 0u; o < OUTS; ++o) acc[o] = 0.0;
 
+#if NORM_OUT
+  float held[ITERS][PV];  // row 0's x times the norm's weight, each iteration's part
+#endif
 #if LOAD_AHEAD
   // The parts of the first iteration; each iteration then issues the next one's loads before it
   // computes, so a warp keeps loads in flight while it does arithmetic.
@@ -197,6 +207,9 @@ void main() {
 #if NORM
       [[unroll]] for (uint i = 0u; i < PV; ++i) acc[TM * RN * G + t] += xv[t][i] * xv[t][i];
       scale_by_norm_weight(p, xv[t]);
+#endif
+#if NORM_OUT
+      if (t == 0u) held[it] = xv[0];
 #endif
       [[unroll]] for (uint r = 0u; r < RUNS; ++r) {
         float sum = 0.0;

@@ -296,10 +296,11 @@ absl::StatusOr<graph::Graph> NormedMoeBlock(const ExpertCase& c) {
 }
 
 // A plain norm that the router and the expert product read (GPT-OSS's and Qwen3-MoE's
-// post-attention norm; codegen/in_matmul.h's plain norm in x): at one row each reader computes it
-// as it loads x and the norm has no dispatch (with and without subgroup arithmetic, and MXFP4's
-// f16 dots); past the bound on the expert product the router computes it and writes its row; at
-// more rows the readers take the norm's row from a dispatch of its own.
+// post-attention norm; codegen/in_matmul.h's plain norm in x), at one row: by default the router
+// computes it and its workgroups write its row, a share each; up to a bound on the expert product
+// (experts.norm_upto) each reader computes it as it loads x (with and without subgroup arithmetic,
+// and MXFP4's f16 dots); either way the norm has no dispatch. At more rows the readers take the
+// norm's row from a dispatch of its own.
 TEST_P(ExpertMatMulKernelTest, APlainNormIsComputedByItsReaders) {
   const ExpertCase& c = GetParam();
   absl::StatusOr<graph::Graph> g = NormedMoeBlock(c);
@@ -311,7 +312,7 @@ TEST_P(ExpertMatMulKernelTest, APlainNormIsComputedByItsReaders) {
     return std::count_if(variants.begin(), variants.end(),
                          [&](const std::string& v) { return v.find(part) != std::string::npos; });
   };
-  for (const char* tune : {"", "experts.half=1"}) {
+  for (const char* tune : {"experts.norm_upto=100000000", "experts.norm_upto=100000000,experts.half=1"}) {
     SCOPED_TRACE(tune);
     const test::ScopedTune scoped(tune);
     std::vector<std::string> variants = Compare(*g, 1, {step(1, 10, 0), step(1, 20, 1)}, c.tolerance);
@@ -320,9 +321,11 @@ TEST_P(ExpertMatMulKernelTest, APlainNormIsComputedByItsReaders) {
     variants = Compare(*g, 1, {step(1, 30, 0)}, c.tolerance, WithoutSubgroupArithmetic());
     EXPECT_EQ(count(variants, "+plain_norm_x"), 2);
   }
-  {
-    // Past the bound on the expert product: the router computes it and writes its row.
-    const test::ScopedTune written("experts.norm_upto=0");
+  // By default: the router computes it and writes its row; with a narrow router workgroup, each of
+  // its invocations holds several parts of the row.
+  for (const char* tune : {"", "gemv.wg=32"}) {
+    SCOPED_TRACE(tune);
+    const test::ScopedTune scoped(tune);
     std::vector<std::string> variants = Compare(*g, 1, {step(1, 60, 0), step(1, 70, 1)}, c.tolerance);
     EXPECT_EQ(count(variants, "rms_norm."), 0);
     EXPECT_EQ(count(variants, "+plain_norm_x"), 1);

@@ -135,6 +135,10 @@ TEST(InMatMul, APlainNormInXIsOneThatAnExpertProductAndFloatMatmulsRead) {
                                     b.TopK(b.Input("late_logits", test::Rows(6)), 2), 6, "silu_mul"));
   b.Output("late_r", b.MatMul(late, b.Param("late_router", test::Matrix(6, 64, DType::kF32))));
   const graph::Graph g = WithQ8Activations(std::move(b));
+  // The readers compute it for expert products of at most a bound of weight values a token (none by
+  // default: the router writes it, below); here one past every product's.
+  std::optional<test::ScopedTune> readers_tune;
+  readers_tune.emplace("experts.norm_upto=1000000");
   absl::StatusOr<InMatMulRules> rules = codegen::InMatMulRulesFromTune();
   ASSERT_TRUE(rules.ok()) << rules.status();
   EXPECT_TRUE(codegen::PlainNormInX(g, g.node(routed), 1, *rules));
@@ -186,10 +190,10 @@ TEST(InMatMul, APlainNormInXIsOneThatAnExpertProductAndFloatMatmulsRead) {
     EXPECT_NE(d.kernel.variant.find("+plain_norm_x"), std::string::npos) << d.kernel.variant;
   }
   EXPECT_EQ(covering, 2);
+  readers_tune.reset();
   {
-    // Past the bound: the router's dispatch alone covers it, writing its row, which the expert
-    // product reads as x.
-    const test::ScopedTune tune("experts.norm_upto=0");
+    // By default (and past a bound): the router's dispatch alone covers it, writing its row, which
+    // the expert product reads as x.
     absl::StatusOr<std::vector<codegen::Dispatch>> written = codegen::Lower(g, caps, 1);
     ASSERT_TRUE(written.ok()) << written.status();
     covering = 0;

@@ -30,9 +30,12 @@ absl::StatusOr<int64_t> ExpertsGroupedFrom();
 // and its output projection lost the norm's tail (3.0 µs); GPT-OSS-20B's (4 slots of 5,760 rows of
 // 2,880: 66.4 M) took 10.7 µs more, against the norm's level of 3.7; and at 16 rows Qwen3-30B-A3B's
 // step took 15.08 ms against 14.71, hence one row only (bench/RESULTS.md, "a plain norm in its
-// readers"). Past the bound the router writes the norm's row (GPT-OSS-20B: tg64 413.5 against
-// 409.3 with the norm's level; Qwen3-30B-A3B with the bound at 0: 398.0 against 397.4, the same).
-inline constexpr int64_t kPlainNormInExpertsUpTo = int64_t{1} << 25;
+// readers"). Past the bound the router writes the norm's row, each of its workgroups a share, which
+// costs it less than the expert products' loads of the weight: Qwen3-30B-A3B tg64 446.8 against
+// 438.3 with the readers computing it, GPT-OSS-20B 417.4 against 414.4 with the router's workgroup
+// 0 writing the whole row (bench/RESULTS.md, "the norm's row a share a workgroup"). Hence 0: the
+// router writes it wherever it is the norm's first reader.
+inline constexpr int64_t kPlainNormInExpertsUpTo = 0;
 // kPlainNormInExpertsUpTo, or DOPPLER_TUNE's experts.norm_upto (at least 0).
 absl::StatusOr<int64_t> PlainNormInExpertsUpTo();
 
