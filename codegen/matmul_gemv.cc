@@ -153,13 +153,13 @@ absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
                         Fill(R"(
 #define NORM {{NORM}}
 #define LOAD_AHEAD {{LOAD_AHEAD}}
-#define NORM_OUT {{NORM_OUT_DEFINED}}
+#define NORM_OUT {{WRITES_NORM}}
 const uint WG = {{WG}}u, TM = {{TM}}u, RN = {{RN}}u, PARTS = {{PARTS}}u;
 const uint RUN = PV / RUNS, ITERS = (PARTS + WG - 1u) / WG;
 const uint OUTS = TM * RN * G + (NORM == 1 ? TM : 0u);  // dot products, then sums of x²
 )",
                              {{"NORM", norm ? "1" : "0"},
-                              {"NORM_OUT_DEFINED", s.norm_out ? "1" : "0"},
+                              {"WRITES_NORM", s.norm_out ? "1" : "0"},
                               {"LOAD_AHEAD", load_ahead ? "1" : "0"},
                               {"WG", absl::StrCat(wg)},
                               {"TM", absl::StrCat(tm)},
