@@ -153,6 +153,9 @@ void BatchScheduler::Work() {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return quit_ || cancel_all_ || !submitted_.empty() || !active_.empty(); });
       joining.swap(submitted_);
+      // Until the step below ends and the engine's counts replace it, the joining requests wait:
+      // counted so, Submit never takes more than the engine's places and the queue hold.
+      load_.waiting += static_cast<int64_t>(joining.size());
       cancel_all = cancel_all_;
       cancel_all_ = false;
       if (quit_ && active_.empty() && joining.empty()) return;
