@@ -136,7 +136,7 @@ TEST(InMatMul, APlainNormInXIsOneThatAnExpertProductAndFloatMatmulsRead) {
   b.Output("late_r", b.MatMul(late, b.Param("late_router", test::Matrix(6, 64, DType::kF32))));
   const graph::Graph g = WithQ8Activations(std::move(b));
   // The readers compute it for expert products of at most a bound of weight values a token (none by
-  // default: the router writes it, below); here one past every product's.
+  // default: the router writes it, below); here a bound above every product's.
   std::optional<test::ScopedTune> readers_tune;
   readers_tune.emplace("experts.norm_upto=1000000");
   absl::StatusOr<InMatMulRules> rules = codegen::InMatMulRulesFromTune();
