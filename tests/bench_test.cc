@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include "graph/dtype.h"
 #include "models/synthetic.h"
 #include "nlohmann/json.hpp"
@@ -196,7 +198,7 @@ TEST(BenchTest, JsonHasTheDocumentedKeys) {
   const test::CommandResult r = test::RunDoppler("bench --synthetic tiny --quant q8_0 -p 8 -n 8 -r 2 --json --gpu-loop 4");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
-  for (const char* key : {"model", "quant", "device", "params", "model_bytes", "weight_bytes_per_token", "p", "n", "r",
+  for (const char* key : {"model", "quant", "device", "params", "model_bytes", "weight_bytes_per_token", "p", "n", "n_depth", "r",
                           "pp_tok_s", "tg_tok_s", "ttft_ms", "decode_ms", "vram_bytes", "submits_per_token",
                           "gpu_loop", "dispatches_per_token", "barriers_per_token", "copy_bandwidth_gb_s", "floor_tok_s",
                           "tg_floor_pct"}) {
@@ -219,6 +221,48 @@ TEST(BenchTest, JsonHasTheDocumentedKeys) {
                 1e-9 * j[key]["mean"].get<double>())
         << key;
   }
+}
+
+// -d N fills the cache with N tokens before each test, as llama-bench's -d: the labels say the
+// depth, the profiled steps' attention reads the depth's keys besides their own, and the context
+// must hold the depth too. --batch refuses it.
+TEST(BenchTest, DepthFillsTheCacheBeforeEachTest) {
+  test::CommandResult r = test::RunDoppler("bench --synthetic tiny -p 8 -n 8 -r 1 -d 40");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* field : {"pp8 @ d40:", "tg8 @ d40:", "ttft (p=8, d=40):"}) {
+    EXPECT_NE(r.out.find(field), std::string::npos) << field << "\n" << r.out;
+  }
+  // The attention's bytes (its KV rows read) in the decode and prefill profiles, at depths 0 and 40.
+  auto attention_bytes = [](int depth) {
+    const test::CommandResult run =
+        test::RunDoppler(absl::StrCat("bench --synthetic tiny -p 8 -n 8 -r 1 --json --profile -d ", depth));
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    const nlohmann::json j = nlohmann::json::parse(run.out);
+    EXPECT_EQ(j["n_depth"].get<int>(), depth);
+    std::pair<uint64_t, uint64_t> bytes{0, 0};
+    for (const nlohmann::json& n : j["profile"]["nodes"]) {
+      if (n["op"] == "attention") bytes.first += n["bytes"].get<uint64_t>();
+    }
+    for (const nlohmann::json& n : j["prefill_profile"]["nodes"]) {
+      if (n["op"] == "attention") bytes.second += n["bytes"].get<uint64_t>();
+    }
+    return bytes;
+  };
+  const std::pair<uint64_t, uint64_t> shallow = attention_bytes(0), deep = attention_bytes(40);
+  EXPECT_GT(shallow.first, 0u);
+  EXPECT_GT(deep.first, shallow.first);
+  EXPECT_GT(deep.second, shallow.second);
+
+  r = test::RunDoppler("bench --synthetic tiny -p 8 -n 8 -r 1 -d 40 -c 50");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--ctx-size 50 is smaller than the 56 positions -d 40, -p 8 and -n 8 need"), std::string::npos)
+      << r.err;
+  r = test::RunDoppler("bench --synthetic tiny -p 8 -n 8 -r 1 -d 4 --batch 2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("-d is for the single-sequence test"), std::string::npos) << r.err;
+  r = test::RunDoppler("bench --synthetic tiny -p 8 -n 8 -r 1 -d -1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("-d must be at least 0"), std::string::npos) << r.err;
 }
 
 TEST(ProfileTest, NodesSumToTheTotalAndNameTheirKernels) {

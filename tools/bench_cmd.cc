@@ -39,6 +39,10 @@ CommandSpec Spec() {
       {"p", "p", "N", "prompt tokens (random ids) for the prefill test and TTFT", "512"},
       {"n", "n", "N", "tokens generated for the decode test (an end-of-sequence token does not stop it)", "128"},
       {"r", "r", "N", "repetitions (mean ± sd)", "5"},
+      {"n-depth", "d", "N",
+       "tokens in the KV cache before each test (random ids, prefilled untimed), as llama-bench's -d: pp and tg at that "
+       "depth",
+       "0"},
       GpuLoopOptionSpec(),
       {"json", "", "", "print one JSON object instead of the table", ""},
       {"profile", "", "", "GPU time of a decode step and a prefill chunk per barrier level (shared by its dispatches, the timestamps' own cost taken off), per op kind and per node", ""},
@@ -113,11 +117,12 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   if (!parsed->has_value()) return 0;
   const ParsedArgs& args = **parsed;
   absl::StatusOr<int64_t> p = args.GetInt("p"), n = args.GetInt("n"), r = args.GetInt("r"),
-                          seed = args.GetInt("seed");
-  for (const absl::Status& s : {p.status(), n.status(), r.status(), seed.status()}) {
+                          seed = args.GetInt("seed"), depth = args.GetInt("n-depth");
+  for (const absl::Status& s : {p.status(), n.status(), r.status(), seed.status(), depth.status()}) {
     if (!s.ok()) return s;
   }
   if (*p < 1) return absl::InvalidArgumentError("-p must be at least 1");
+  if (*depth < 0) return absl::InvalidArgumentError("-d must be at least 0");
   if (*n < 1) return absl::InvalidArgumentError("-n must be at least 1");
   if (*r < 1) return absl::InvalidArgumentError("-r must be at least 1");
   absl::StatusOr<runtime::EngineOptions> options = EngineOptionsFromArgs(args);
@@ -126,6 +131,7 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   if (!sampling.ok()) return sampling.status();
   options->sampling = *sampling;
   if (args.Has("batch")) {
+    if (*depth > 0) return UsageError("-d is for the single-sequence test; --batch prefills -p tokens a sequence");
     absl::StatusOr<std::vector<int32_t>> list = args.GetIntList("batch");
     if (!list.ok()) return list.status();
     BatchBenchOptions bo;
@@ -143,15 +149,15 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
     return BenchBatch(*options, args, bo);
   }
   const bool json_out = args.Has("json"), profile = args.Has("profile");
-  // The context holds the prompt or the generation (each test starts from an empty cache), and
-  // the prompt runs as one prefill step, as llama-bench's pp does.
-  // After the warm-up prefill, enough decode steps to run the GPU loop too.
+  // The context holds the depth and then the prompt or the generation (each test starts from a
+  // cache holding the depth alone), and the prompt runs as one prefill step, as llama-bench's pp
+  // does. After the warm-up prefill, enough decode steps to run the GPU loop too.
   const int64_t warmup_decode = std::min<int64_t>(*n, std::max(8, options->gpu_loop));
-  const int64_t needed = std::max(*p + warmup_decode, *n);
+  const int64_t needed = *depth + std::max(*p + warmup_decode, *n);
   if (options->context <= 0) options->context = needed;
   if (options->context < needed) {
     return absl::InvalidArgumentError(absl::StrCat("--ctx-size ", options->context, " is smaller than the ", needed,
-                                                   " positions -p ", *p, " and -n ", *n, " need"));
+                                                   " positions -d ", *depth, ", -p ", *p, " and -n ", *n, " need"));
   }
   options->prefill_chunk = *p;
   absl::StatusOr<std::unique_ptr<runtime::Engine>> created = runtime::Engine::Create(*options);
@@ -160,8 +166,15 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   const formats::ModelConfig& config = e.config();
 
   std::mt19937 rng(static_cast<uint32_t>(*seed));
-  std::vector<int32_t> prompt(static_cast<size_t>(*p));
+  std::vector<int32_t> prompt(static_cast<size_t>(*p)), depth_ids(static_cast<size_t>(*depth));
   for (int32_t& id : prompt) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab_size));
+  for (int32_t& id : depth_ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab_size));
+  // A new sequence holding the depth's tokens (untimed): where every test and profile starts.
+  auto start = [&]() -> absl::Status {
+    e.Reset();
+    if (depth_ids.empty()) return absl::OkStatus();
+    return e.Prefill(depth_ids).status();
+  };
 
   // Warm-up (not counted): rounds of a prefill and a few decode steps, at least two and for at
   // least kWarmupSeconds. After one round (and after two) the first timed prefill on an H100 often
@@ -172,7 +185,7 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   const Clock::time_point warmup_start = Clock::now();
   for (int round = 0; round < kMaxWarmupRounds && (round < 2 || Seconds(warmup_start, Clock::now()) < kWarmupSeconds);
        ++round) {
-    e.Reset();
+    if (absl::Status s = start(); !s.ok()) return s;
     if (absl::StatusOr<int32_t> t = e.Prefill(prompt); !t.ok()) return t.status();
     if (absl::StatusOr<double> t = Decode(e, warmup_decode, nullptr); !t.ok()) return t.status();
   }
@@ -181,14 +194,14 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   std::vector<double> pp_rates, ttft, tg_rates, latencies;
   uint64_t submits = 0;
   for (int64_t rep = 0; rep < *r; ++rep) {
-    e.Reset();
+    if (absl::Status s = start(); !s.ok()) return s;
     Clock::time_point t0 = Clock::now();
     if (absl::StatusOr<int32_t> t = e.Prefill(prompt); !t.ok()) return t.status();
     const double s = Seconds(t0, Clock::now());
     ttft.push_back(s * 1e3);
     pp_rates.push_back(static_cast<double>(*p) / s);
-    // tg from an empty cache, as llama-bench's: the first step embeds the last token chosen.
-    e.Reset();
+    // tg from the depth alone, as llama-bench's: the first step embeds the last token chosen.
+    if (absl::Status s = start(); !s.ok()) return s;
     const uint64_t submits0 = e.device().submit_count();
     absl::StatusOr<double> total = Decode(e, *n, &latencies);
     if (!total.ok()) return total.status();
@@ -218,16 +231,16 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
 
   std::optional<runtime::ProfileReport> report, prefill_report;
   if (profile) {
-    e.Reset();
+    if (absl::Status s = start(); !s.ok()) return s;
     const int64_t steps = std::min<int64_t>(*n, 16);
     absl::StatusOr<std::vector<vk::ProfiledStep>> samples = e.ProfileDecodeSteps(steps);
     if (!samples.ok()) return samples.status();
     report = runtime::MakeProfile(e.decode_graph(), decode, *samples, std::max<int64_t>(1, steps / 2), lat.mean * 1e6);
-    // The first prefill chunk of the prompt, from an empty context, three times.
+    // The first prefill chunk of the prompt, after the depth, three times.
     const std::span<const int32_t> chunk(prompt.data(), std::min<size_t>(prompt.size(), options->prefill_chunk));
     std::vector<vk::ProfiledStep> chunk_samples;
     for (int i = 0; i < 3 && !chunk.empty(); ++i) {
-      e.Reset();
+      if (absl::Status s = start(); !s.ok()) return s;
       absl::StatusOr<vk::ProfiledStep> ns = e.ProfilePrefillChunk(chunk);
       if (!ns.ok()) return ns.status();
       chunk_samples.push_back(*std::move(ns));
@@ -250,6 +263,7 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
     j["weight_bytes_per_token"] = weight_bytes_per_token;
     j["p"] = *p;
     j["n"] = *n;
+    j["n_depth"] = *depth;
     j["r"] = *r;
     j["pp_tok_s"] = {{"mean", pp.mean}, {"sd", pp.sd}};
     j["tg_tok_s"] = {{"mean", tg.mean}, {"sd", tg.sd}};
@@ -279,14 +293,17 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
               quant.c_str(), static_cast<double>(params) / 1e6, static_cast<double>(model_bytes) / 1e9,
               static_cast<double>(weight_bytes_per_token) / 1e9);
   std::printf("device: %s\n", e.device().info().name.c_str());
-  std::printf("pp%lld: %.1f ± %.1f tok/s\n", static_cast<long long>(*p), pp.mean, pp.sd);
-  std::printf("tg%lld: %.1f ± %.1f tok/s (%s)\n", static_cast<long long>(*n), tg.mean, tg.sd,
+  // llama-bench's labels: "pp512 @ d4096" at a depth.
+  const std::string at_depth = *depth > 0 ? absl::StrCat(" @ d", *depth) : "";
+  std::printf("pp%lld%s: %.1f ± %.1f tok/s\n", static_cast<long long>(*p), at_depth.c_str(), pp.mean, pp.sd);
+  std::printf("tg%lld%s: %.1f ± %.1f tok/s (%s)\n", static_cast<long long>(*n), at_depth.c_str(), tg.mean, tg.sd,
               sampling->temperature > 0
                   ? absl::StrFormat("sampled: temperature %g, top-k %lld, top-p %g, min-p %g", sampling->temperature,
                                     static_cast<long long>(sampling->top_k), sampling->top_p, sampling->min_p)
                         .c_str()
                   : "greedy");
-  std::printf("ttft (p=%lld): %.2f ± %.2f ms\n", static_cast<long long>(*p), first.mean, first.sd);
+  std::printf("ttft (p=%lld%s): %.2f ± %.2f ms\n", static_cast<long long>(*p),
+              *depth > 0 ? absl::StrCat(", d=", *depth).c_str() : "", first.mean, first.sd);
   std::printf("decode latency: p50 %.3f ms, p99 %.3f ms\n", Percentile(latencies, 50), Percentile(latencies, 99));
   std::printf("peak vram: %.1f MiB\n", static_cast<double>(vram) / (1 << 20));
   std::printf("per decode token: %.2f submits (%s), %d dispatches, %d barriers\n", per_token_submits,
