@@ -166,9 +166,12 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   const formats::ModelConfig& config = e.config();
 
   std::mt19937 rng(static_cast<uint32_t>(*seed));
-  std::vector<int32_t> prompt(static_cast<size_t>(*p)), depth_ids(static_cast<size_t>(*depth));
-  for (int32_t& id : prompt) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab_size));
-  for (int32_t& id : depth_ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab_size));
+  auto random_ids = [&](int64_t count) {
+    std::vector<int32_t> ids(static_cast<size_t>(count));
+    for (int32_t& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab_size));
+    return ids;
+  };
+  const std::vector<int32_t> prompt = random_ids(*p), depth_ids = random_ids(*depth);
   // A new sequence holding the depth's tokens (untimed): where every test and profile starts.
   auto start = [&]() -> absl::Status {
     e.Reset();
