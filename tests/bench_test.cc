@@ -223,10 +223,10 @@ TEST(BenchTest, JsonHasTheDocumentedKeys) {
   }
 }
 
-// -d N fills the cache with N tokens before each test, as llama-bench's -d: the labels say the
-// depth, the profiled steps' attention reads the depth's keys besides their own, and the context
-// must hold the depth too. --batch refuses it.
-TEST(BenchTest, DepthFillsTheCacheBeforeEachTest) {
+// -d N starts each test from a cache holding N tokens (filled once, then each test taken back to
+// it), as llama-bench's -d: the labels say the depth, the profiled steps' attention reads the depth's
+// keys besides their own, and the context must hold the depth too. --batch refuses it.
+TEST(BenchTest, DepthIsInTheCacheBeforeEachTest) {
   test::CommandResult r = test::RunDoppler("bench --synthetic tiny -p 8 -n 8 -r 1 -d 40");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* field : {"pp8 @ d40:", "tg8 @ d40:", "ttft (p=8, d=40):"}) {

@@ -40,8 +40,8 @@ CommandSpec Spec() {
       {"n", "n", "N", "tokens generated for the decode test (an end-of-sequence token does not stop it)", "128"},
       {"r", "r", "N", "repetitions (mean ± sd)", "5"},
       {"n-depth", "d", "N",
-       "tokens in the KV cache before each test (random ids, prefilled untimed), as llama-bench's -d: pp and tg at that "
-       "depth",
+       "tokens in the KV cache before each test (random ids, prefilled once, untimed), as llama-bench's -d: pp and tg at "
+       "that depth",
        "0"},
       GpuLoopOptionSpec(),
       {"json", "", "", "print one JSON object instead of the table", ""},
@@ -172,11 +172,23 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
     return ids;
   };
   const std::vector<int32_t> prompt = random_ids(*p), depth_ids = random_ids(*depth);
-  // A new sequence holding the depth's tokens (untimed): where every test and profile starts.
+  // Where every test and profile starts: a sequence holding the depth's tokens (untimed). They are
+  // prefilled once (in chunks of -p, the prefill plan's); each later start takes the sequence back
+  // to the depth, with the token that fill chose next. The tests write only positions from the depth
+  // on, so the cache keeps the depth's keys and values, except the rows a sliding window's ring
+  // reuses, which an earlier test's tokens hold instead: as many rows, read alike.
+  std::optional<int32_t> after_depth;
   auto start = [&]() -> absl::Status {
+    if (depth_ids.empty()) {
+      e.Reset();
+      return absl::OkStatus();
+    }
+    if (after_depth) return e.Rewind(*depth, *after_depth);
     e.Reset();
-    if (depth_ids.empty()) return absl::OkStatus();
-    return e.Prefill(depth_ids).status();
+    absl::StatusOr<int32_t> next = e.Prefill(depth_ids);
+    if (!next.ok()) return next.status();
+    after_depth = *next;
+    return absl::OkStatus();
   };
 
   // Warm-up (not counted): rounds of a prefill and a few decode steps, at least two and for at
