@@ -23,14 +23,6 @@ namespace {
 using runtime::BatchEngine;
 using runtime::StepToken;
 
-runtime::BatchOptions Batch(int sequences, int64_t page_rows = 5) {
-  runtime::BatchOptions b;
-  b.max_sequences = sequences;
-  b.page_rows = page_rows;
-  b.ctx_total = 4 * 64 + 64;
-  return b;
-}
-
 // f32 weights and cache, as the references compute.
 runtime::EngineOptions Options(const std::string& model, int64_t chunk) {
   runtime::EngineOptions o = test::ReferenceEngineOptions(test::FixturesDir() / "hf" / model, chunk);
@@ -39,12 +31,12 @@ runtime::EngineOptions Options(const std::string& model, int64_t chunk) {
 }
 
 absl::StatusOr<std::unique_ptr<BatchEngine>> Engine(const std::string& model, int sequences, int64_t chunk = 8) {
-  return BatchEngine::Create(Options(model, chunk), Batch(sequences));
+  return BatchEngine::Create(Options(model, chunk), test::ReferenceBatchOptions(sequences));
 }
 
 // The llama fixture's engine (chunks of 8) with a budget of `budget` prompt tokens a step.
 absl::StatusOr<std::unique_ptr<BatchEngine>> BudgetEngine(int sequences, int64_t budget) {
-  runtime::BatchOptions b = Batch(sequences);
+  runtime::BatchOptions b = test::ReferenceBatchOptions(sequences);
   b.prefill_budget = budget;
   return BatchEngine::Create(Options("llama", 8), b);
 }
@@ -347,7 +339,7 @@ TEST(BatchEngine, ServingStepsCompileNoPlanAfterPrepare) {
 // A prompt and generation that cannot fit the context or the pool is refused, naming it; a pool
 // with room for one sequence at a time admits the second when the first leaves.
 TEST(BatchEngine, FullPoolMakesSequencesWait) {
-  runtime::BatchOptions b = Batch(2);
+  runtime::BatchOptions b = test::ReferenceBatchOptions(2);
   b.ctx_total = 40;  // 8 pages of 5 rows
   auto engine = BatchEngine::Create(Options("llama", 8), b);
   ASSERT_TRUE(engine.ok()) << engine.status();
@@ -374,7 +366,7 @@ TEST(BatchEngine, FullPoolMakesSequencesWait) {
 TEST(BatchEngine, SlidingWindowPagesAreRecycled) {
   absl::StatusOr<std::vector<test::BatchReferencePrompt>> refs = test::LoadBatchReference("mistral");
   ASSERT_TRUE(refs.ok()) << refs.status();
-  runtime::BatchOptions b = Batch(2);
+  runtime::BatchOptions b = test::ReferenceBatchOptions(2);
   b.ctx_total = 25;
   auto engine = BatchEngine::Create(Options("mistral", 8), b);
   ASSERT_TRUE(engine.ok()) << engine.status();

@@ -51,12 +51,8 @@ class HoldingObserver : public SchedulerObserver {
 TEST(BatchScheduler, RequestsTakenIntoAStepCountUntilItEnds) {
   constexpr int kParallel = 2;
   constexpr int64_t kQueue = 3;
-  runtime::BatchOptions batch;
-  batch.max_sequences = kParallel;
-  batch.page_rows = 5;
-  batch.ctx_total = 4 * 64 + 64;
-  absl::StatusOr<std::unique_ptr<runtime::BatchEngine>> engine =
-      runtime::BatchEngine::Create(test::ReferenceEngineOptions(test::FixturesDir() / "hf" / "llama", 8), batch);
+  absl::StatusOr<std::unique_ptr<runtime::BatchEngine>> engine = runtime::BatchEngine::Create(
+      test::ReferenceEngineOptions(test::FixturesDir() / "hf" / "llama", 8), test::ReferenceBatchOptions(kParallel));
   ASSERT_TRUE(engine.ok()) << engine.status();
   HoldingObserver observer;
   BatchScheduler scheduler(**engine, nullptr, kQueue, &observer);

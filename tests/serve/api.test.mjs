@@ -32,11 +32,22 @@ async function streamChat(params) {
   return chunks;
 }
 
-async function post(path, body, headers = {}) {
-  const r = await fetch(`${server.url}${path}`, {
-    method: 'POST', headers: {'Content-Type': 'application/json', Authorization: `Bearer ${KEY}`, ...headers}, body,
+// A POST with the key, its response not yet read.
+function send(path, body, {headers = {}, signal} = {}) {
+  return fetch(`${server.url}${path}`, {
+    method: 'POST', signal, headers: {'Content-Type': 'application/json', Authorization: `Bearer ${KEY}`, ...headers}, body,
   });
+}
+
+async function post(path, body, headers = {}) {
+  const r = await send(path, body, {headers});
   return {status: r.status, body: await r.json()};
+}
+
+// The server's context size, from its list of models (max_model_len, as vLLM lists it).
+async function contextSize() {
+  const models = await (await fetch(`${server.url}/v1/models`, {headers: {Authorization: `Bearer ${KEY}`}})).json();
+  return models.data[0].max_model_len;
 }
 
 function assertErrorObject(body, status, param) {
@@ -209,8 +220,7 @@ describe('OpenAI SDK', () => {
   });
 
   test('a prompt and completion longer than the context: 400 context_length_exceeded', async () => {
-    const models = await (await fetch(`${server.url}/v1/models`, {headers: {Authorization: `Bearer ${KEY}`}})).json();
-    const ctx = models.data[0].max_model_len;
+    const ctx = await contextSize();
     await assert.rejects(
       client.chat.completions.create({model: 'x', messages: user('Amen'), max_tokens: ctx}),
       (e) => e.status === 400 && e.code === 'context_length_exceeded');
@@ -341,15 +351,12 @@ describe('many clients', () => {
     // As many streamed requests as the server runs and queues, each far from its end (no early
     // stop) while the storm comes, however fast the machine: a stream's response headers mean the
     // server has taken it.
-    const models = await (await fetch(`${server.url}/v1/models`, {headers: {Authorization: `Bearer ${KEY}`}})).json();
-    const long = Math.min(400, models.data[0].max_model_len - 32);
+    const long = Math.min(400, (await contextSize()) - 32);
     const hold = async (i) => {
       const controller = new AbortController();
-      const r = await fetch(`${server.url}/v1/completions`, {
-        method: 'POST', signal: controller.signal,
-        headers: {'Content-Type': 'application/json', Authorization: `Bearer ${KEY}`},
-        body: JSON.stringify({prompt: `Psalm ${i}`, max_tokens: long, temperature: 0, ignore_eos: true, stream: true}),
-      });
+      const r = await send('/v1/completions',
+        JSON.stringify({prompt: `Psalm ${i}`, max_tokens: long, temperature: 0, ignore_eos: true, stream: true}),
+        {signal: controller.signal});
       return {status: r.status, controller};
     };
     const held = await Promise.all(Array.from({length: PARALLEL + QUEUE}, (_, i) => hold(i)));

@@ -26,6 +26,14 @@ runtime::EngineOptions ReferenceEngineOptions(const std::filesystem::path& model
   return o;
 }
 
+runtime::BatchOptions ReferenceBatchOptions(int sequences, int64_t page_rows) {
+  runtime::BatchOptions b;
+  b.max_sequences = sequences;
+  b.page_rows = page_rows;
+  b.ctx_total = 4 * 64 + 64;
+  return b;
+}
+
 absl::StatusOr<std::vector<int32_t>> Generate(runtime::Engine& e, const std::vector<int32_t>& prompt, size_t count) {
   e.Reset();
   std::vector<int32_t> out;

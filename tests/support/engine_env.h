@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "runtime/batch_engine.h"
 #include "runtime/engine.h"
 
 namespace doppler::test {
@@ -16,6 +17,9 @@ absl::StatusOr<std::unique_ptr<runtime::Engine>> FixtureEngine(const std::filesy
 // Options for an engine checked against a fixture's reference logits: an f32 KV cache (as the
 // references keep), validation on, a small context; the caller adds what its case varies.
 runtime::EngineOptions ReferenceEngineOptions(const std::filesystem::path& model, int64_t prefill_chunk = 32);
+// Batch options beside them: `sequences` at once in pages of `page_rows`, the pool holding four of
+// their 64-token contexts and one more.
+runtime::BatchOptions ReferenceBatchOptions(int sequences, int64_t page_rows = 5);
 
 // `count` tokens generated from `prompt` on a fresh sequence, through the GPU's token choice.
 absl::StatusOr<std::vector<int32_t>> Generate(runtime::Engine& e, const std::vector<int32_t>& prompt, size_t count);
