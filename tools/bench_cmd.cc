@@ -184,8 +184,13 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
       return absl::OkStatus();
     }
     if (after_depth) return e.Rewind(*depth, *after_depth);
+    if (options->progress) {
+      std::fprintf(stderr, "prefilling the depth (%lld tokens, in chunks of %lld)...", static_cast<long long>(*depth),
+                   static_cast<long long>(options->prefill_chunk));
+    }
     e.Reset();
     absl::StatusOr<int32_t> next = e.Prefill(depth_ids);
+    if (options->progress) std::fprintf(stderr, " %s\n", next.ok() ? "done" : "failed");
     if (!next.ok()) return next.status();
     after_depth = *next;
     return absl::OkStatus();
