@@ -127,13 +127,9 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(EngineOptions o
 
 absl::Status BatchEngine::Load() {
   const formats::WeightStore& store = *store_;
-  const bool progress = options_.progress;
   absl::Status s = CreateResources(
       *ctx_, prefill_graph_, [&](const graph::Node& n) { return checkpoints::MaterializeParam(store, n); }, resources_,
-      [&](size_t done, size_t total) {
-        if (!progress) return;
-        std::fprintf(stderr, "\rloading weights %zu/%zu%s", done, total, done == total ? "\n" : "");
-      });
+      options_.progress);
   if (!s.ok()) return s;
   auto mapped = [&](size_t bytes, const char* name) -> absl::StatusOr<std::unique_ptr<vk::Buffer>> {
     return ctx_->CreateBuffer(std::max<size_t>(16, bytes), vk::BufferKind::kMappedDevice, name);

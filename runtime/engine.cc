@@ -15,17 +15,6 @@
 #include "graph/printer.h"
 
 namespace doppler::runtime {
-namespace {
-
-void Progress(bool on, const std::string& what, size_t done, size_t total) {
-  if (!on) return;
-  std::fprintf(stderr, "\r%s %zu/%zu", what.c_str(), done, total);
-  if (done == total) std::fprintf(stderr, "\n");
-  std::fflush(stderr);
-}
-
-}  // namespace
-
 Engine::~Engine() {
   // A loop started ahead writes buffers that go with the engine: it must finish first.
   (void)DropAhead();
@@ -131,7 +120,7 @@ absl::Status Engine::Load() {
   const formats::WeightStore& store = *store_;
   absl::Status s = CreateResources(
       *ctx_, graph_, [&](const graph::Node& n) { return checkpoints::MaterializeParam(store, n); }, resources_,
-      [&](size_t done, size_t total) { Progress(options_.progress, "loading weights", done, total); });
+      options_.progress);
   if (!s.ok()) return s;
   absl::StatusOr<std::unique_ptr<vk::Buffer>> token = ctx_->CreateBuffer(16, vk::BufferKind::kMappedDevice, "token");
   if (!token.ok()) return token.status();

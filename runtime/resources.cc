@@ -1,5 +1,6 @@
 #include "runtime/resources.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -69,7 +70,7 @@ ResourceBytes ResourceBytesOf(const graph::Graph& g) {
 }
 
 absl::Status CreateResources(vk::Context& ctx, const graph::Graph& g, const ParamBytesFn& param_bytes,
-                             Resources& resources, const std::function<void(size_t, size_t)>& progress) {
+                             Resources& resources, bool progress) {
   std::vector<const graph::Node*> todo;
   for (const graph::Node& n : g.nodes()) {
     if (IsResource(n.kind) && resources.count(n.attrs.Str("name")) == 0 && ReadByKernels(g, n)) todo.push_back(&n);
@@ -107,7 +108,7 @@ absl::Status CreateResources(vk::Context& ctx, const graph::Graph& g, const Para
       if (absl::Status s = ctx.Upload(**buf, 0, data.data(), data.size()); !s.ok()) return s;
     }
     resources[name] = *std::move(buf);
-    if (progress) progress(i + 1, todo.size());
+    if (progress) std::fprintf(stderr, "\rloading weights %zu/%zu%s", i + 1, todo.size(), i + 1 == todo.size() ? "\n" : "");
   }
   return absl::OkStatus();
 }

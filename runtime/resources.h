@@ -22,10 +22,10 @@ using ParamBytesFn = std::function<absl::StatusOr<std::vector<uint8_t>>(const gr
 
 // Creates a device-local buffer for every param (filled by `param_bytes`), const (filled from the
 // graph), concat_rows (its inputs' rows stacked: weights fused by a pass, materialised once here)
-// and state (zeroed) of `g` not yet in `resources` and read by some kernel. `progress(done,
-// total)` follows along.
+// and state (zeroed) of `g` not yet in `resources` and read by some kernel. With `progress`, a line
+// on stderr counts the buffers made ("loading weights 12/291").
 absl::Status CreateResources(vk::Context& ctx, const graph::Graph& g, const ParamBytesFn& param_bytes,
-                             Resources& resources, const std::function<void(size_t, size_t)>& progress = {});
+                             Resources& resources, bool progress = false);
 
 // What CreateResources allocates for `g` from nothing: in all, and the states (KV caches) of it.
 struct ResourceBytes {
