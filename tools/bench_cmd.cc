@@ -176,7 +176,8 @@ absl::StatusOr<int> BenchCommand(const std::vector<std::string>& argv) {
   // prefilled once (in chunks of -p, the prefill plan's); each later start takes the sequence back
   // to the depth, with the token that fill chose next. The tests write only positions from the depth
   // on, so the cache keeps the depth's keys and values, except the rows a sliding window's ring
-  // reuses, which an earlier test's tokens hold instead: as many rows, read alike.
+  // reuses (and the repeat penalty's ring of recent ids), which an earlier test's tokens hold
+  // instead: as many rows, read alike.
   std::optional<int32_t> after_depth;
   auto start = [&]() -> absl::Status {
     if (depth_ids.empty()) {
