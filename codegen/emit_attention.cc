@@ -10,6 +10,11 @@
 // per sequence (no row reads another's keys), it also takes an appending attention
 // (fuse-kv-append) whole: each workgroup computes its row's key and value, uses them for its own
 // position, and the group's first head writes them to the caches.
+// Where a step has few such workgroups (codegen/tuning/attention.h), a row's keys are split into
+// runs of consecutive keys, a workgroup each (grid z; how many a row takes follows its context at
+// run time, so a short one takes one): each run merges its subgroups into its max, sum and
+// unnormalised output in the kernel's scratch, and the last of the row's runs to finish merges
+// the runs and writes the output.
 // Elsewhere lowering gives an appending attention its cache writes, then a plain attention.
 //
 // keys (batched decode steps of many rows and kv heads, with subgroup arithmetic and shuffles): one
@@ -141,20 +146,28 @@ uint lane_dim(uint lane, uint i) { return CONSEC == 1 ? lane * DPL + i : lane + 
 // The subgroups variant's main(): see the file comment. Needs the prelude's q_value, load_kc,
 // load_vc and constants, and kLaneDims.
 constexpr const char* kSubgroupsMain = R"(
-const uint KPI = {{KPI}}u;
+const uint KPI = {{KPI}}u, SPLITS = {{SPLITS}}u, SPLIT_KEYS = {{SPLIT_KEYS}}u;
+#define SPLIT {{SPLIT}}
 shared float s_q[HD];
 shared float s_m[MAX_NSG], s_l[MAX_NSG];
 shared float s_acc[MAX_NSG][HD];
 
-// A subgroup's trip over the keys j, j + nsg, ..., j + (KPI - 1)·nsg of row t: their rows of the
-// caches, the lane's dimensions (a key past p reads p's row again). With APPEND the trip takes p's
-// own key and value from shared memory, and does not read p's row, which a workgroup writes in
-// this step: without pages it reads row p + 1 instead, which none writes; with pages (where p + 1
-// may have no page yet) it reads nothing.
-void load_trip(uint t, uint j, uint p, uint kv_base, out float kd[KPI][DPL], out float vd[KPI][DPL]) {
+// The runs row t's keys take: one for every SPLIT_KEYS keys, SPLITS at most (uniform across the
+// workgroup, and across the row's workgroups).
+uint row_runs(uint t) {
+  uint p = row_position(t);
+  return min(SPLITS, (p - first_key(p) + SPLIT_KEYS) / SPLIT_KEYS);
+}
+{{SPLIT_SCRATCH}}
+// A subgroup's trip over the keys j, j + nsg, ..., j + (KPI - 1)·nsg of row t up to key `last`:
+// their rows of the caches, the lane's dimensions (a key past `last` reads its row again). With
+// APPEND the trip takes p's own key and value from shared memory, and does not read p's row, which
+// a workgroup writes in this step: without pages it reads row p + 1 instead, which none writes;
+// with pages (where p + 1 may have no page yet) it reads nothing.
+void load_trip(uint t, uint j, uint p, uint last, uint kv_base, out float kd[KPI][DPL], out float vd[KPI][DPL]) {
   uint lane = gl_SubgroupInvocationID, nsg = gl_NumSubgroups;
   [[unroll]] for (uint u = 0u; u < KPI; ++u) {
-    uint key = min(j + u * nsg, p);
+    uint key = min(j + u * nsg, last);
     bool own = APPEND == 1 && key == p, skip = PAGED == 1 && own;
     uint row = cache_row(t, own && PAGED == 0 ? p + 1u : key, CAP) * KVW + kv_base;
 #if CONSEC
@@ -176,10 +189,15 @@ void load_trip(uint t, uint j, uint p, uint kv_base, out float kd[KPI][DPL], out
 }
 
 void main() {
-  uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
+  uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, z = gl_WorkGroupID.z;
   if (t >= step.n_tokens) return;  // uniform across the workgroup
   uint p = row_position(t);
   uint first = first_key(p);
+  // This workgroup's run of the row's keys, begin to last (none where the runs end before z).
+  uint runs = row_runs(t);
+  if (z >= runs) return;  // uniform across the workgroup
+  uint run = (p - first + runs) / runs;
+  uint begin = first + z * run, last = min(begin + run - 1u, p);
   uint kv_base = (h / GROUP) * HD;
   uint lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, nsg = gl_NumSubgroups;
   // The first trip's keys and values are loaded before anything else, so that they are in flight
@@ -187,7 +205,7 @@ void main() {
   // loading the next trip's during one needs twice the registers, which with 1,024 invocations
   // (at most 64 registers each) measured slower on the H100 (Qwen3-0.6B, 128-wide heads).
   float kd[KPI][DPL], vd[KPI][DPL];
-  if (first + sg <= p) load_trip(t, first + sg, p, kv_base, kd, vd);  // uniform across the subgroup
+  if (begin + sg <= last) load_trip(t, begin + sg, p, last, kv_base, kd, vd);  // uniform across the subgroup
   // q, and with APPEND row t's new key and value for this kv head (at p),
   // loaded in one round; the heads' sums of squares (for their norms) reduced together: q's in
   // s_m, k's in s_l.
@@ -218,12 +236,12 @@ void main() {
 #if APPEND
   // The key normalised and rotated as the k cache write does; the pairs rounded as the caches
   // store them (new_k, new_v) for the key loop. The workgroup of the group's first head also
-  // writes them to the caches, at p's row, which no workgroup reads in this step.
+  // writes them to the caches (its first run's), at p's row, which no workgroup reads in this step.
 #if KNORM
   kss = 0.0;
   for (uint g = 0u; g < nsg; ++g) kss += s_l[g];
 #endif
-  put_new_pairs(kss, h % GROUP == 0u ? cache_row(t, p, CAP) * KVW + kv_base : ~0u);
+  put_new_pairs(kss, h % GROUP == 0u && z == 0u ? cache_row(t, p, CAP) * KVW + kv_base : ~0u);
 #endif
 #if QNORM || APPEND
   barrier();  // q's sums are read (s_m is reused below); with APPEND, the new pairs are rounded
@@ -238,15 +256,15 @@ void main() {
   float m = -3.0e38, l = 0.0;
   // Trips of keys j, j + nsg, ..., j + (KPI - 1)·nsg; every branch below is uniform across the
   // subgroup.
-  for (uint j = first + sg; j <= p; j += nsg * KPI) {
-    if (j != first + sg) load_trip(t, j, p, kv_base, kd, vd);
+  for (uint j = begin + sg; j <= last; j += nsg * KPI) {
+    if (j != begin + sg) load_trip(t, j, p, last, kv_base, kd, vd);
     float score[KPI];
     [[unroll]] for (uint u = 0u; u < KPI; ++u) {
       float part = 0.0;
       [[unroll]] for (uint i = 0u; i < DPL; ++i) {
         uint d = lane_dim(lane, i);
 #if APPEND
-        if (min(j + u * nsg, p) == p && d < HD) {  // the step's own key and value
+        if (min(j + u * nsg, last) == p && d < HD) {  // the step's own key and value
           kd[u][i] = new_k(d);
           vd[u][i] = new_v(d);
         }
@@ -257,13 +275,13 @@ void main() {
     }
     float mx = m;
     [[unroll]] for (uint u = 0u; u < KPI; ++u) {
-      if (j + u * nsg <= p) mx = max(mx, score[u]);
+      if (j + u * nsg <= last) mx = max(mx, score[u]);
     }
     float alpha = exp(m - mx);
     l *= alpha;
     [[unroll]] for (uint i = 0u; i < DPL; ++i) acc[i] *= alpha;
     [[unroll]] for (uint u = 0u; u < KPI; ++u) {
-      float e = j + u * nsg <= p ? exp(score[u] - mx) : 0.0;
+      float e = j + u * nsg <= last ? exp(score[u] - mx) : 0.0;
       l += e;
       [[unroll]] for (uint i = 0u; i < DPL; ++i) acc[i] += e * vd[u][i];
     }
@@ -280,12 +298,13 @@ void main() {
   barrier();
   // A subgroup that had no key holds m = -3e38 and weighs nothing. The loops over the subgroups
   // are unrolled to the most there can be, so that their shared-memory reads are issued together.
-  float mg = {{M0}};
+  // Of several runs, each merges its subgroups without the sink, which joins the runs' merge.
+  float mg = runs == 1u ? {{M0}} : -3.0e38;
   [[unroll]] for (uint g = 0u; g < MAX_NSG; ++g) {
     if (g < nsg) mg = max(mg, s_m[g]);
   }
   for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) {
-    float lg = {{MERGED_L0}}, o_d = 0.0;
+    float lg = runs == 1u ? {{MERGED_L0}} : 0.0, o_d = 0.0;
     [[unroll]] for (uint g = 0u; g < MAX_NSG; ++g) {
       if (g < nsg) {
         float w = exp(s_m[g] - mg);
@@ -293,8 +312,51 @@ void main() {
         o_d += w * s_acc[g][d];
       }
     }
+#if SPLIT
+    if (runs > 1u) {
+      put_run(t, h, z, d, mg, lg, o_d);
+      continue;
+    }
+#endif
     store_o(t * QW + h * HD + d, o_d / lg);
   }
+#if SPLIT
+  if (runs > 1u) merge_runs(t, h, runs);  // uniform across the workgroup
+#endif
+}
+)";
+
+// The subgroups variant's runs (SPLITS > 1): each run's max, sum and unnormalised output in the
+// kernel's scratch; the last of a row's runs to finish merges them with the sink and writes the
+// output, and leaves the counter as it found it.
+constexpr const char* kSplitScratch = R"(
+layout(std430, set = 0, binding = {{SCRATCH}}) coherent buffer Buf_split { uint done[{{ROWS_HEADS}}]; float part[]; } split;
+const uint RUN_FLOATS = HD + 2u;
+uint run_at(uint t, uint h, uint z) { return ((t * QW / HD + h) * SPLITS + z) * RUN_FLOATS; }
+void put_run(uint t, uint h, uint z, uint d, float m, float l, float o_d) {
+  uint at = run_at(t, h, z);
+  if (d == 0u) {
+    split.part[at] = m;
+    split.part[at + 1u] = l;
+  }
+  split.part[at + 2u + d] = o_d;
+}
+{{LAST_ARRIVAL}}
+void merge_runs(uint t, uint h, uint runs) {
+  if (!last_arrival()) return;
+  float mg = {{M0}};
+  for (uint r = 0u; r < runs; ++r) mg = max(mg, split.part[run_at(t, h, r)]);
+  for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) {
+    float lg = {{MERGED_L0}}, o_d = 0.0;
+    for (uint r = 0u; r < runs; ++r) {
+      uint at = run_at(t, h, r);
+      float w = exp(split.part[at] - mg);
+      lg += w * split.part[at + 1u];
+      o_d += w * split.part[at + 2u + d];
+    }
+    store_o(t * QW + h * HD + d, o_d / lg);
+  }
+  if (gl_LocalInvocationIndex == 0u) split.done[t * QW / HD + h] = 0u;
 }
 )";
 
@@ -476,6 +538,15 @@ std::string RingGlsl(const EmitContext& c, Kernel& k) {
                       ") readonly buffer NodeParams { uint WINDOW; uint CAP; };\n");
 }
 
+// The keys a query sees at most, for the choice of runs: its window, or without pages the cache's
+// rows; none (0) where the graph's attention nodes differ in them, whose decode kernels then share
+// one pipeline (RingGlsl).
+int64_t MaxKeys(const EmitContext& c) {
+  if (RingsDiffer(c.g)) return 0;
+  const int64_t window = c.node.attrs.Int("window");
+  return window > 0 ? window : c.g.paging().paged() ? 0 : c.input(1).type.shape[0].value;
+}
+
 }  // namespace
 
 // One attention dispatch: plain, or appending (where AttentionAppendsItself).
@@ -486,7 +557,8 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   absl::StatusOr<tuning::AttentionConfig> chosen = tuning::ChooseAttention(
       c.caps, {.tokens = c.tokens, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim,
                .f16_cache = cache_dtype == graph::DType::kF16,
-               .one_sequence = !c.g.paging().row_per_sequence});
+               .one_sequence = !c.g.paging().row_per_sequence,
+               .max_keys = MaxKeys(c)});
   if (!chosen.ok()) return chosen.status();
   const tuning::AttentionConfig& config = *chosen;
   absl::StatusOr<InMatMulRules> rules = InMatMulRulesFromTune();
@@ -496,6 +568,7 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   const bool subgroups = config.variant == tuning::AttentionVariant::kSubgroups;
   const bool keys = config.variant == tuning::AttentionVariant::kKeys;
   const uint32_t wg = config.wg;
+  const int64_t splits = subgroups ? config.splits : 1;
   Kernel k;
   k.family = "attention";
   k.config = config;
@@ -505,7 +578,7 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
                            : keys      ? "keys."
                                        : "online_softmax.",
                            graph::Name(cache_dtype),
-                           window > 0 ? ".window" : "");
+                           window > 0 ? ".window" : "", splits > 1 ? absl::StrCat(".runs", splits) : "");
   // A rope prologue (a table input) rotates q as it is loaded; a head norm prologue (its weight
   // after the table) normalises each head of q first: the weight as q is loaded, 1 / rms in
   // `q_head_scale` (with the softmax scale), which sums the head's squares (a few hundred values
@@ -548,6 +621,19 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   }
   k.args = {{c.node.id, true}};
   for (graph::ValueId in : c.node.inputs) k.args.push_back({in, append && (in == a.k_cache || in == a.v_cache)});
+  // The softmax's start: no key yet, or the sink.
+  const std::string m0 = a.sinks ? "sink_logit(h)" : "-3.0e38";
+  const std::string merged_l0 = a.sinks ? "exp(sink_logit(h) - mg)" : "0.0";
+  std::string split_scratch;
+  if (splits > 1) {
+    k.scratch_bytes = 4 * static_cast<uint64_t>(c.tokens * heads * (1 + splits * (head_dim + 2)));
+    split_scratch = Fill(kSplitScratch, {{"SCRATCH", absl::StrCat(k.args.size() + 1)},
+                                         {"ROWS_HEADS", absl::StrCat(c.tokens * heads)},
+                                         {"LAST_ARRIVAL", LastArrivalGlsl("split.done[gl_WorkGroupID.y * QW / HD + gl_WorkGroupID.x]",
+                                                                          "row_runs(gl_WorkGroupID.y)")},
+                                         {"M0", m0},
+                                         {"MERGED_L0", merged_l0}});
+  }
   k.glsl = absl::StrCat(ShaderHeader(wg),
                         subgroups || keys ? "#extension GL_KHR_shader_subgroup_basic : enable\n"
                                             "#extension GL_KHR_shader_subgroup_arithmetic : enable\n"
@@ -597,16 +683,19 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
                               {"KL", absl::StrCat(config.key_lanes)},
                               {"CONSEC", config.consec ? "1" : "0"},
                               {"KEY_AHEAD", config.key_ahead ? "1" : "0"},
-                              // The softmax's start: no key yet, or the sink.
-                              {"M0", a.sinks ? "sink_logit(h)" : "-3.0e38"},
+                              {"SPLITS", absl::StrCat(splits)},
+                              {"SPLIT_KEYS", absl::StrCat(config.split_keys)},
+                              {"SPLIT", splits > 1 ? "1" : "0"},
+                              {"SPLIT_SCRATCH", split_scratch},
+                              {"M0", m0},
                               {"L0", a.sinks ? "1.0" : "0.0"},
-                              {"MERGED_L0", a.sinks ? "exp(sink_logit(h) - mg)" : "0.0"}}));
+                              {"MERGED_L0", merged_l0}}));
   if (append) absl::StrAppend(&k.variant, "+append");
   k.groups = {static_cast<uint32_t>(keys ? kv_heads : heads),
               coop    ? CeilDiv(c.tokens, kCoopAttentionTile * config.coop_subgroups)
               : block ? CeilDiv(c.tokens, config.qb)
                       : static_cast<uint32_t>(c.tokens),
-              1};
+              static_cast<uint32_t>(splits)};
   return k;
 }
 

@@ -292,6 +292,10 @@ INSTANTIATE_TEST_SUITE_P(Forms, RopePrologueTest,
                            return i.param.style + "_" + graph::Name(i.param.cache) + (i.param.head_norm ? "_head_norm" : "");
                          });
 
+// The subgroups variant's keys split over 3 workgroups a (head, row) from 6 keys on, whatever the
+// rule would choose for the device.
+constexpr const char* kThreeRuns = "attention.splits=3,attention.split_keys=2";
+
 struct AppendCase {
   int64_t heads, kv_heads, head_dim, window, capacity;
   DType cache;
@@ -364,6 +368,12 @@ TEST_P(AppendingAttentionTest, WritesTheNewKeysThenAttends) {
   const double tolerance = c.cache == DType::kF16 ? 2e-4 : 2e-5;
   Compare(*g, 1, decode, tolerance);
   Compare(*g, 1, {decode.begin(), decode.begin() + 12}, tolerance, WithoutSubgroupArithmetic());
+  {
+    // A context split over 3 workgroups a head from 6 keys: the step's own key and value in the
+    // last run, the caches written by the first.
+    test::ScopedTune split(kThreeRuns);
+    Compare(*g, 1, decode, tolerance);
+  }
   // A prefill bucket: the cache writes, then attention.
   Compare(*g, 16, {{step(7, 20), 0}, {step(1, 30), 7}, {step(5, 40), 8}}, tolerance);
 }
@@ -483,6 +493,9 @@ TEST_P(DecodeAttentionTest, StepsOfTwoTokensOverManyKeys) {
   codegen::TargetCaps caps = vk::TargetCapsOf(ctx().info());
   caps.subgroup_arithmetic = caps.subgroup_arithmetic && c.subgroup_arithmetic;
   Compare(*g, 2, steps, 2e-5, caps);
+  // Each row's keys split over up to 16 workgroups of at least 7 keys (runs of 1 to 19 keys).
+  test::ScopedTune split("attention.splits=16,attention.split_keys=7");
+  Compare(*g, 2, steps, 2e-5, caps);
 }
 INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionTest,
                          ::testing::Values(DecodeAttentionCase{4, 1, 256, 0, true}, DecodeAttentionCase{8, 2, 64, 0, true},
@@ -549,6 +562,9 @@ TEST_P(AttentionSinksTest, EachHeadsSinkJoinsItsSoftmax) {
   }
   Compare(*g, 1, decode, tolerance);
   Compare(*g, 1, {decode.begin(), decode.begin() + 70}, tolerance, WithoutSubgroupArithmetic());
+  // Runs merged with the sink once, over windows and whole contexts.
+  test::ScopedTune split(kThreeRuns);
+  Compare(*g, 1, decode, tolerance);
 }
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionSinksTest,
                          ::testing::Values(SinkCase{4, 2, 32, 0, 160, DType::kF32, true},

@@ -406,7 +406,8 @@ TEST_P(PagedAttentionTest, MatchesTheInterpreterOverShuffledPages) {
   }
   if (!c.per_row) return;
   // Fewer subgroups a workgroup, each then taking more of a row's keys; the keys variant at the
-  // smallest bucket and with each of its lanes a key, the subgroups variant at the largest.
+  // smallest bucket and with each of its lanes a key, the subgroups variant at the largest, and
+  // with each row's keys split over workgroups at the smallest.
   struct Tune {
     const char* tune;
     std::optional<bool> keys;  // what attention.keys says, if anything
@@ -418,7 +419,8 @@ TEST_P(PagedAttentionTest, MatchesTheInterpreterOverShuffledPages) {
                         Tune{"attention.keys=1,attention.key_ahead=1", true, false},
                         Tune{"attention.keys=1,attention.key_lanes=16,attention.nsg=2", true, false},
                         Tune{"attention.keys=1,attention.key_lanes=8,attention.nsg=8", true, false},
-                        Tune{"attention.keys=0,attention.nsg=4", false, false}}) {
+                        Tune{"attention.keys=0,attention.nsg=4", false, false},
+                        Tune{"attention.keys=0,attention.splits=4,attention.split_keys=3", false, true}}) {
     test::ScopedTune scoped(t.tune);
     SCOPED_TRACE(t.tune);
     keys_ = t.keys;
@@ -508,7 +510,7 @@ TEST(PagedKernelCompileTest, CoopForOneSequenceKeysOrSubgroupsForARowPerSequence
       {{32, 8, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 32, "keys.f16+rms_norm+rope.neox+append"},
       {{32, 8, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 8, "keys.f16+rms_norm+rope.neox+append"},
       {{32, 8, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 7,
-       "subgroups.f16+rms_norm+rope.neox+append"},
+       "subgroups.f16.runs2+rms_norm+rope.neox+append"},  // 224 workgroups: each row's keys in 2 runs
       {{6, 2, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 64,
        "subgroups.f16+rms_norm+rope.neox+append"},
       {{32, 8, 80, 30, DType::kF32, "", false, Form::kPrologues, 7, true, {}}, 64, "keys.f32.window"},

@@ -1055,24 +1055,44 @@ TEST(Tuning, BatchedDecodeTakesCoopRowsWhereTheDeviceHasThem) {
   }
 }
 
-// Attention in a batched decode step without the keys variant: 8 subgroups a (row, head) workgroup
-// from 512 workgroups, the device's most below (and for one sequence); DOPPLER_TUNE's
-// attention.nsg sets them.
-TEST(Tuning, BatchedAttentionTakesFewerSubgroupsForManyWorkgroups) {
+// Attention in a decode step on the subgroups variant (without the keys variant): each row's keys
+// split over as many workgroups as make 512 (16 at most), of 8 subgroups each, whose runs take at
+// least 4 trips of keys; from 512 workgroups no split and 8 subgroups a (row, head) workgroup;
+// between 256 and 512 no split and the device's most subgroups. DOPPLER_TUNE's attention.nsg, attention.splits and attention.split_keys
+// set them.
+TEST(Tuning, DecodeAttentionSplitsFewWorkgroupsAndTakesFewerSubgroupsForMany) {
   ScopedTune no_keys("attention.keys=0");
   using codegen::tuning::AttentionVariant;
-  for (const auto& [tokens, heads, one_sequence, nsg] :
-       {std::tuple{1, 32, true, 32}, std::tuple{8, 32, false, 32}, std::tuple{15, 32, false, 32},
-        std::tuple{16, 32, false, 8}, std::tuple{64, 32, false, 8}, std::tuple{64, 7, false, 32},
-        std::tuple{100, 7, false, 8}}) {
+  for (const auto& [tokens, heads, one_sequence, nsg, splits] :
+       {std::tuple{1, 32, true, 8, 16}, std::tuple{1, 64, true, 8, 8}, std::tuple{1, 4, true, 8, 16},
+        std::tuple{8, 32, false, 8, 2}, std::tuple{15, 32, false, 32, 1}, std::tuple{16, 32, false, 8, 1},
+        std::tuple{64, 32, false, 8, 1}, std::tuple{64, 7, false, 32, 1}, std::tuple{100, 7, false, 8, 1}}) {
     absl::StatusOr<codegen::tuning::AttentionConfig> a = codegen::tuning::ChooseAttention(
         codegen::H100LikeCaps(), {.tokens = tokens, .heads = heads, .head_dim = 128, .f16_cache = true,
                                   .one_sequence = one_sequence});
     ASSERT_TRUE(a.ok()) << a.status();
-    if (one_sequence && tokens > 1) continue;
     EXPECT_EQ(a->variant, AttentionVariant::kSubgroups);
     EXPECT_EQ(a->nsg, nsg) << tokens << " rows of " << heads << " heads";
+    EXPECT_EQ(a->splits, splits) << tokens << " rows of " << heads << " heads";
+    EXPECT_EQ(a->split_keys, 4 * nsg * a->kpi);
     EXPECT_EQ(a->wg, 32u * static_cast<uint32_t>(nsg));
+  }
+  {
+    ScopedTune scoped("attention.splits=1");
+    absl::StatusOr<codegen::tuning::AttentionConfig> a = codegen::tuning::ChooseAttention(
+        codegen::H100LikeCaps(), {.tokens = 1, .heads = 32, .head_dim = 128, .f16_cache = true});
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->splits, 1);
+    EXPECT_EQ(a->nsg, 32);
+  }
+  {
+    ScopedTune scoped("attention.splits=3,attention.split_keys=5,attention.nsg=4");
+    absl::StatusOr<codegen::tuning::AttentionConfig> a = codegen::tuning::ChooseAttention(
+        codegen::H100LikeCaps(), {.tokens = 1, .heads = 32, .head_dim = 128, .f16_cache = true});
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->splits, 3);
+    EXPECT_EQ(a->split_keys, 5);
+    EXPECT_EQ(a->nsg, 4);
   }
   {
     ScopedTune scoped("attention.nsg=2");
@@ -1081,8 +1101,14 @@ TEST(Tuning, BatchedAttentionTakesFewerSubgroupsForManyWorkgroups) {
     ASSERT_TRUE(a.ok()) << a.status();
     EXPECT_EQ(a->nsg, 2);
   }
-  ScopedTune scoped("attention.nsg=3");
-  EXPECT_FALSE(codegen::tuning::ChooseAttention(codegen::H100LikeCaps(), {.tokens = 8, .heads = 32, .head_dim = 128}).ok());
+  for (const char* bad : {"attention.nsg=3", "attention.splits=0", "attention.splits=65", "attention.split_keys=0"}) {
+    ScopedTune scoped(bad);
+    absl::StatusOr<codegen::tuning::AttentionConfig> a =
+        codegen::tuning::ChooseAttention(codegen::H100LikeCaps(), {.tokens = 8, .heads = 32, .head_dim = 128});
+    ASSERT_FALSE(a.ok()) << bad;
+    EXPECT_NE(a.status().message().find(std::string(bad).substr(0, std::string(bad).find('='))), std::string::npos)
+        << a.status();
+  }
 }
 
 // A prefill bucket of one sequence takes the cooperative-matrix attention: in one pass over the

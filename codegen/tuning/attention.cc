@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "codegen/attention_coop.h"
 #include "codegen/attention_coop_online.h"
 #include "codegen/attention_keys.h"
@@ -54,6 +56,16 @@ constexpr int64_t kKeysSubgroups = 8, kKeyLanes = 4, kKeysAPass = 8;
 // Llama-3.1-8B's attention at 2,048 tokens 350 µs a layer with chunks of 32, 391 with 16 and 512
 // with 64, against the two-pass variant's 1,439 (bench/RESULTS.md, "twentieth session").
 constexpr int64_t kCoopOnlineSubgroups = 4, kCoopOnlineKeys = 32;
+// The subgroups variant's split of a row's keys over workgroups: a one-token step has one
+// workgroup a query head (32 on Llama-3.1-8B and Qwen3-30B-A3B), which at 4,096 keys took 78 µs a
+// layer on the H200 with 32 subgroups, 240 with 8 (bench/RESULTS.md, "twenty-eighth session"):
+// the trips over the keys, each a round of loads, not the bytes. In runs of 8 subgroups over 16
+// workgroups a head Llama-3.1-8B's took 30 µs (67, 40 and 35 over 4, 8 and 32). A run takes at
+// least kSplitTrips trips (over 16 to 80 keys, runs of one trip took 6.4 µs, of four 5.9); 8
+// subgroups were faster than 32 over short contexts too (4.0 against 4.4 µs on Llama-3.1-8B).
+constexpr int64_t kSplitWorkgroups = 512, kMaxSplits = 16, kSplitTrips = 4, kSplitSubgroups = 8;
+// attention.splits at most (each run's partial softmax takes a row of the kernel's scratch).
+constexpr int64_t kMostSplits = 64;
 
 }  // namespace
 
@@ -145,10 +157,27 @@ absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const At
                     keys_shared(keys_nsg) <= caps.max_shared_memory &&
                     (*keys_on ? **keys_on == 1 : group >= kKeysMinGroup && p.kv_heads * p.tokens >= keys_from);
   const bool subgroups = subgroup_decode && !keys;
+  absl::StatusOr<std::optional<int64_t>> splits = OverrideAtLeast("attention", "splits", 1);
+  if (!splits.ok()) return splits.status();
+  if (*splits && **splits > kMostSplits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DOPPLER_TUNE: attention.splits=", **splits, " is more than ", kMostSplits));
+  }
+  if (subgroups) {
+    a.splits = *splits ? **splits
+                       : std::clamp<int64_t>(kSplitWorkgroups / std::max<int64_t>(1, p.tokens * p.heads), 1, kMaxSplits);
+    if (a.splits > 1) a.nsg = std::min(a.nsg, kSplitSubgroups);
+  }
   if (*nsg) a.nsg = std::min(**nsg, most_subgroups);
   if (keys) a.nsg = keys_nsg;
   const int64_t dims_per_lane = (head_dim + a.min_sg - 1) / a.min_sg;
   a.kpi = std::max<int64_t>(1, std::min<int64_t>(4, 8 / dims_per_lane));
+  absl::StatusOr<std::optional<int64_t>> split_keys = OverrideAtLeast("attention", "split_keys", 1);
+  if (!split_keys.ok()) return split_keys.status();
+  a.split_keys = *split_keys ? **split_keys : kSplitTrips * a.nsg * a.kpi;
+  // A window (or a small cache) bounds the runs a row can take: the grid's idle workgroups cost a
+  // short context about 1.8 µs whatever their number (Llama-3.1-8B, "twenty-eighth session").
+  if (!*splits && p.max_keys > 0) a.splits = std::min(a.splits, (p.max_keys + a.split_keys - 1) / a.split_keys);
   a.consec = (subgroups || keys) && quads;
   // The keys variant's next pass's key loaded during the current one, as stored, where its values
   // are held as stored too (CONSEC): Llama-3.1-8B's batched attention 920 → 700 µs a step at 32

@@ -44,6 +44,7 @@ struct AttentionProblem {
   int64_t head_dim = 0;
   bool f16_cache = false;
   bool one_sequence = true;  // not a graph with a row per sequence (block and coop take one only)
+  int64_t max_keys = 0;      // keys a query sees at most (its window, or the cache's rows), 0: unbounded
 };
 
 struct AttentionConfig {
@@ -56,6 +57,10 @@ struct AttentionConfig {
   // of four (CONSEC)
   int64_t nsg = 1, min_sg = 32, kpi = 1;
   bool consec = false;
+  // subgroups: workgroups a (head, row) at most (SPLITS), each taking a run of consecutive keys,
+  // and the fewest keys a run takes (SPLIT_KEYS): a row of n keys takes min(SPLITS, ceil(n /
+  // SPLIT_KEYS)) runs, and where it takes several the last to finish merges their softmaxes
+  int64_t splits = 1, split_keys = 1;
   // keys: lanes a key (KL), each scoring a KL-th of its dimensions; its subgroups are nsg, min_sg
   // and its output's dimensions a lane consec, as the subgroups variant's
   int64_t key_lanes = 1;
@@ -74,10 +79,13 @@ struct AttentionConfig {
 // else, in a step with a row per sequence of ChooseAttentionKeysFrom's workgroups of the keys
 // variant (kv heads × rows) and groups of 4 to kKeysMaxGroup query heads a kv head, keys where the
 // head splits into quads for each of a key's lanes and its shared memory fits; else subgroups
-// where the device has subgroup
-// arithmetic, else token. In a step with a row per sequence of many workgroups (rows × heads) the
-// subgroups variant takes fewer subgroups a workgroup. DOPPLER_TUNE: attention.nsg sets the
-// subgroups a workgroup of either, attention.keys (0 or 1) turns keys off or takes it at every
+// where the device has subgroup arithmetic, else token. In a step with a row per sequence of many
+// workgroups (rows × heads) the subgroups variant takes fewer subgroups a workgroup. In a step of
+// few workgroups it takes kSplitSubgroups subgroups and splits each row's keys over up to
+// kMaxSplits workgroups (as many as make kSplitWorkgroups, and as max_keys lets take at least
+// kSplitTrips trips of keys each). DOPPLER_TUNE: attention.splits (1 to 64) and
+// attention.split_keys (at least 1) set those; attention.nsg sets the subgroups a workgroup of
+// either, attention.keys (0 or 1) turns keys off or takes it at every
 // bucket where it can, attention.key_lanes sets its lanes a key, attention.key_ahead (0 or 1) its
 // keys loaded a pass ahead or not. The coop variant takes one pass over the keys where the device's
 // f32 fragments keep the mma layout and the head is at most kCoopOnlineMaxHeadDim wide, in chunks
