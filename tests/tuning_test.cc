@@ -1056,10 +1056,11 @@ TEST(Tuning, BatchedDecodeTakesCoopRowsWhereTheDeviceHasThem) {
 }
 
 // Attention in a decode step on the subgroups variant (without the keys variant): each row's keys
-// split over as many workgroups as make 512 (16 at most), of 8 subgroups each, whose runs take at
-// least 4 trips of keys; from 512 workgroups no split and 8 subgroups a (row, head) workgroup;
-// between 256 and 512 no split and the device's most subgroups. DOPPLER_TUNE's attention.nsg, attention.splits and attention.split_keys
-// set them.
+// split over as many workgroups as make 512 (16 at most, and no more than a window lets take 4
+// trips of keys each), of 8 subgroups each, whose runs take at least 4 trips of keys; from 512
+// workgroups no split and 8 subgroups a (row, head) workgroup; between 256 and 512 no split and
+// the device's most subgroups. DOPPLER_TUNE's attention.nsg, attention.splits and
+// attention.split_keys set them.
 TEST(Tuning, DecodeAttentionSplitsFewWorkgroupsAndTakesFewerSubgroupsForMany) {
   ScopedTune no_keys("attention.keys=0");
   using codegen::tuning::AttentionVariant;
@@ -1077,23 +1078,24 @@ TEST(Tuning, DecodeAttentionSplitsFewWorkgroupsAndTakesFewerSubgroupsForMany) {
     EXPECT_EQ(a->split_keys, 4 * nsg * a->kpi);
     EXPECT_EQ(a->wg, 32u * static_cast<uint32_t>(nsg));
   }
-  {
-    ScopedTune scoped("attention.splits=1");
+  // One token of 32 heads of 128 (runs of at least 64 keys), as DOPPLER_TUNE says.
+  auto one_token = [](const char* tune, int64_t max_keys = 0) {
+    ScopedTune scoped(tune);
     absl::StatusOr<codegen::tuning::AttentionConfig> a = codegen::tuning::ChooseAttention(
-        codegen::H100LikeCaps(), {.tokens = 1, .heads = 32, .head_dim = 128, .f16_cache = true});
-    ASSERT_TRUE(a.ok()) << a.status();
-    EXPECT_EQ(a->splits, 1);
-    EXPECT_EQ(a->nsg, 32);
-  }
-  {
-    ScopedTune scoped("attention.splits=3,attention.split_keys=5,attention.nsg=4");
-    absl::StatusOr<codegen::tuning::AttentionConfig> a = codegen::tuning::ChooseAttention(
-        codegen::H100LikeCaps(), {.tokens = 1, .heads = 32, .head_dim = 128, .f16_cache = true});
-    ASSERT_TRUE(a.ok()) << a.status();
-    EXPECT_EQ(a->splits, 3);
-    EXPECT_EQ(a->split_keys, 5);
-    EXPECT_EQ(a->nsg, 4);
-  }
+        codegen::H100LikeCaps(), {.tokens = 1, .heads = 32, .head_dim = 128, .f16_cache = true, .max_keys = max_keys});
+    EXPECT_TRUE(a.ok()) << a.status();
+    return a.value_or(codegen::tuning::AttentionConfig{});
+  };
+  EXPECT_EQ(one_token("", 100).splits, 2);  // a window of 100 keys
+  EXPECT_EQ(one_token("", 64).splits, 1);
+  EXPECT_EQ(one_token("", 64).nsg, 8);
+  EXPECT_EQ(one_token("", 4096).splits, 16);
+  EXPECT_EQ(one_token("attention.splits=1").splits, 1);
+  EXPECT_EQ(one_token("attention.splits=1").nsg, 32);
+  const codegen::tuning::AttentionConfig forced = one_token("attention.splits=3,attention.split_keys=5,attention.nsg=4", 7);
+  EXPECT_EQ(forced.splits, 3);
+  EXPECT_EQ(forced.split_keys, 5);
+  EXPECT_EQ(forced.nsg, 4);
   {
     ScopedTune scoped("attention.nsg=2");
     absl::StatusOr<codegen::tuning::AttentionConfig> a = codegen::tuning::ChooseAttention(
