@@ -292,8 +292,8 @@ INSTANTIATE_TEST_SUITE_P(Forms, RopePrologueTest,
                            return i.param.style + "_" + graph::Name(i.param.cache) + (i.param.head_norm ? "_head_norm" : "");
                          });
 
-// The subgroups variant's keys split over 3 workgroups a (head, row) from 6 keys on, whatever the
-// rule would choose for the device.
+// The subgroups variant's keys split over up to 3 workgroups a (head, row), runs of at least 2
+// keys (3 runs from 5 keys on), whatever the rule would choose for the device.
 constexpr const char* kThreeRuns = "attention.splits=3,attention.split_keys=2";
 
 struct AppendCase {
@@ -369,8 +369,8 @@ TEST_P(AppendingAttentionTest, WritesTheNewKeysThenAttends) {
   Compare(*g, 1, decode, tolerance);
   Compare(*g, 1, {decode.begin(), decode.begin() + 12}, tolerance, WithoutSubgroupArithmetic());
   {
-    // A context split over 3 workgroups a head from 6 keys: the step's own key and value in the
-    // last run, the caches written by the first.
+    // Contexts split over up to 3 workgroups a head: the step's own key and value in the last
+    // run, the caches written by the first.
     test::ScopedTune split(kThreeRuns);
     Compare(*g, 1, decode, tolerance);
   }
