@@ -332,7 +332,9 @@ void main() {
 constexpr const char* kSplitScratch = R"(
 layout(std430, set = 0, binding = {{SCRATCH}}) coherent buffer Buf_split { uint done[{{ROWS_HEADS}}]; float part[]; } split;
 const uint RUN_FLOATS = HD + 2u;
-uint run_at(uint t, uint h, uint z) { return ((t * QW / HD + h) * SPLITS + z) * RUN_FLOATS; }
+// Row t's head h: its counter, and the first of its runs.
+uint row_head(uint t, uint h) { return t * (QW / HD) + h; }
+uint run_at(uint t, uint h, uint z) { return (row_head(t, h) * SPLITS + z) * RUN_FLOATS; }
 void put_run(uint t, uint h, uint z, uint d, float m, float l, float o_d) {
   uint at = run_at(t, h, z);
   if (d == 0u) {
@@ -356,7 +358,7 @@ void merge_runs(uint t, uint h, uint runs) {
     }
     store_o(t * QW + h * HD + d, o_d / lg);
   }
-  if (gl_LocalInvocationIndex == 0u) split.done[t * QW / HD + h] = 0u;
+  if (gl_LocalInvocationIndex == 0u) split.done[row_head(t, h)] = 0u;
 }
 )";
 
@@ -629,7 +631,7 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
     k.scratch_bytes = 4 * static_cast<uint64_t>(c.tokens * heads * (1 + splits * (head_dim + 2)));
     split_scratch = Fill(kSplitScratch, {{"SCRATCH", absl::StrCat(k.args.size() + 1)},
                                          {"ROWS_HEADS", absl::StrCat(c.tokens * heads)},
-                                         {"LAST_ARRIVAL", LastArrivalGlsl("split.done[gl_WorkGroupID.y * QW / HD + gl_WorkGroupID.x]",
+                                         {"LAST_ARRIVAL", LastArrivalGlsl("split.done[row_head(gl_WorkGroupID.y, gl_WorkGroupID.x)]",
                                                                           "row_runs(gl_WorkGroupID.y)")},
                                          {"M0", m0},
                                          {"MERGED_L0", merged_l0}});
