@@ -35,10 +35,15 @@ vec4 new_k4(uint d) { return vec4(new_k(d), new_k(d + 1u), new_k(d + 2u), new_k(
 vec4 new_v4(uint d) { return vec4(new_v(d), new_v(d + 1u), new_v(d + 2u), new_v(d + 3u)); }
 
 void main() {
-  uint kh = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
+  uint kh = gl_WorkGroupID.x, t = gl_WorkGroupID.y, z = gl_WorkGroupID.z;
   if (t >= step.n_tokens) return;  // uniform across the workgroup
   uint p = row_position(t);
   uint first = first_key(p);
+  // This workgroup's run of the row's keys, begin to last (none where the runs end before z).
+  uint runs = row_runs(t);
+  if (z >= runs) return;  // uniform across the workgroup
+  uint begin, last;
+  run_keys(first, p, runs, z, begin, last);
   uint kv_base = kh * HD, h0 = kh * GROUP;  // the kv head's columns, the group's first query head
   uint lid = gl_LocalInvocationID.x, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, nsg = gl_NumSubgroups;
   uint lanes = subgroupAdd(1u);  // this subgroup's (the last may be partial)
@@ -65,13 +70,14 @@ void main() {
   }
   barrier();  // s_q, s_qs, s_kn, s_vn and the partial sums are written
 #if APPEND
-  // The new key normalised and rotated as the k cache write does, rounded as the caches store it,
-  // into the caches at p's row, which this workgroup alone reads in this step (as new_k, new_v).
+  // The new key normalised and rotated as the k cache write does, rounded as the caches store it;
+  // the run that holds p (the last) writes it into the caches at p's row, which no other workgroup
+  // reads in this step, and takes it as new_k and new_v.
 #if KNORM
   kss = 0.0;
   for (uint g = 0u; g < nsg; ++g) kss += s_part[g];
 #endif
-  put_new_pairs(kss, cache_row(t, p, CAP) * KVW + kv_base);
+  put_new_pairs(kss, z + 1u == runs ? cache_row(t, p, CAP) * KVW + kv_base : ~0u);
   barrier();  // the new pairs are rounded
 #endif
 
@@ -87,14 +93,16 @@ void main() {
   uint kq = lane / KL, part = lane % KL, slot = sg * KPP;
 #if KEY_AHEAD
   // The lane's share of its key of the next pass, as stored, loaded during the pass before, so that
-  // a pass's scores wait on no load of their own (past p: p's row, never scored).
+  // a pass's scores wait on no load of their own (past the run's last key: that key's row, never
+  // scored).
   RAW4_kq k_next[KQ];
-  uint k_row = cache_row(t, min(first + sg * KPP + kq, p), CAP) * KVW + kv_base;
+  uint k_row = cache_row(t, min(begin + sg * KPP + kq, last), CAP) * KVW + kv_base;
   [[unroll]] for (uint i = 0u; i < KQ; ++i) k_next[i] = raw4_kq(k_row + 4u * (i * KL + part));
 #endif
   // Passes over keys base .. base + KPP - 1; every branch on base is uniform across the subgroup.
-  for (uint base = first + sg * KPP; base <= p; base += nsg * KPP) {
-    // Past p: p's value again, weighed 0; p's own, where APPEND, taken from the workgroup's copy.
+  for (uint base = begin + sg * KPP; base <= last; base += nsg * KPP) {
+    // Past the run's last key: its value again, weighed 0; p's own, where APPEND, taken from the
+    // workgroup's copy.
 #if CONSEC
     // As stored (a quad's f16 pairs), converted where the weights multiply them, past the barrier:
     // converted as loaded, they made each pass wait on its values' loads before its scores
@@ -104,7 +112,7 @@ void main() {
     float v[KPP][DPL];
 #endif
     [[unroll]] for (uint j = 0u; j < KPP; ++j) {
-      uint vkey = min(base + j, p), vrow = cache_row(t, vkey, CAP) * KVW + kv_base;
+      uint vkey = min(base + j, last), vrow = cache_row(t, vkey, CAP) * KVW + kv_base;
 #if CONSEC
       [[unroll]] for (uint i = 0u; i < DPL; i += 4u) v[j][i >> 2] = raw4_vq(vrow + min(lane_dim(lane, i), HD - 4u));
 #else
@@ -115,11 +123,11 @@ void main() {
       }
 #endif
     }
-    uint key = min(base + kq, p);
-    bool live = base + kq <= p && kq < KPP, own = APPEND == 1 && key == p;  // p's own row is not read
+    uint key = min(base + kq, last);
+    bool live = base + kq <= last && kq < KPP, own = APPEND == 1 && key == p;  // p's own row is not read
 #if KEY_AHEAD
     RAW4_kq k_pass[KQ] = k_next;
-    k_row = cache_row(t, min(base + nsg * KPP + kq, p), CAP) * KVW + kv_base;
+    k_row = cache_row(t, min(base + nsg * KPP + kq, last), CAP) * KVW + kv_base;
     [[unroll]] for (uint i = 0u; i < KQ; ++i) k_next[i] = raw4_kq(k_row + 4u * (i * KL + part));
 #else
     uint row = cache_row(t, key, CAP) * KVW + kv_base;
@@ -149,7 +157,7 @@ void main() {
     subgroupBarrier();
     [[unroll]] for (uint j = 0u; j < KPP; ++j) {
 #if CONSEC
-      bool vown = APPEND == 1 && min(base + j, p) == p;
+      bool vown = APPEND == 1 && min(base + j, last) == p;
       float vj[DPL];
       [[unroll]] for (uint i = 0u; i < DPL; i += 4u) {
         uint d = lane_dim(lane, i);
@@ -180,14 +188,15 @@ void main() {
     }
   }
   barrier();
-  // A subgroup that had no key holds m = -3e38 and weighs nothing.
+  // A subgroup that had no key holds m = -3e38 and weighs nothing. Of several runs, each merges
+  // its subgroups without the sink, which joins the runs' merge.
   for (uint e = lid; e < GROUP * HD; e += WG) {
     uint g = e / HD, d = e % HD, h = h0 + g;
-    float mg = {{M0}};
+    float mg = runs == 1u ? {{M0}} : -3.0e38;
     [[unroll]] for (uint s = 0u; s < MAX_NSG; ++s) {
       if (s < nsg) mg = max(mg, s_m[s * GROUP + g]);
     }
-    float lg = {{MERGED_L0}}, o_d = 0.0;
+    float lg = runs == 1u ? {{MERGED_L0}} : 0.0, o_d = 0.0;
     [[unroll]] for (uint s = 0u; s < MAX_NSG; ++s) {
       if (s < nsg) {
         float w = exp(s_m[s * GROUP + g] - mg);
@@ -195,8 +204,17 @@ void main() {
         o_d += w * s_acc[(s * GROUP + g) * HD + d];
       }
     }
+#if SPLIT
+    if (runs > 1u) {
+      put_run(t, h, z, d, mg, lg, o_d);
+      continue;
+    }
+#endif
     store_o(t * QW + h * HD + d, o_d / lg);
   }
+#if SPLIT
+  if (runs > 1u) merge_runs(t, h0, GROUP, runs);  // uniform across the workgroup
+#endif
 }
 )";
 }

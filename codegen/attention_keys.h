@@ -25,8 +25,10 @@ int64_t KeysAttentionSharedBytes(int64_t wg, int64_t min_subgroup, int64_t key_l
 // main() and its shared arrays. Needs the attention prelude (q_value, q_square, q_scale,
 // first_key, row_position, cache_row, load4_kq, load_vc and with CONSEC FloatQuadRaw's RAW4_vq,
 // raw4_vq and unraw4_vq, with KEY_AHEAD its RAW4_kq, raw4_kq and unraw4_kq, store_o, the APPEND
-// helpers, the constants HD, GROUP, KVW, QW, WG, CAP, MIN_SG, DPL, CONSEC and lane_dim) and the
-// placeholders {{KL}}, {{KEY_AHEAD}}, {{M0}} and {{MERGED_L0}} filled as the other variants' are.
+// helpers, the constants HD, GROUP, KVW, QW, WG, CAP, MIN_SG, DPL, CONSEC and lane_dim, and the
+// runs' row_runs, run_keys, SPLIT, put_run and merge_runs) and the placeholders {{KL}},
+// {{KEY_AHEAD}}, {{M0}} and {{MERGED_L0}} filled as the other variants' are. Where a row's keys
+// are split into runs (grid z), each run merges its subgroups and the last to finish its runs.
 const char* KeysAttentionMain();
 
 }  // namespace doppler::codegen

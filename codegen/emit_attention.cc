@@ -143,22 +143,32 @@ const uint MIN_SG = {{MIN_SG}}u, MAX_NSG = WG / MIN_SG, DPL = (HD + MIN_SG - 1u)
 uint lane_dim(uint lane, uint i) { return CONSEC == 1 ? lane * DPL + i : lane + gl_SubgroupSize * i; }
 )";
 
-// The subgroups variant's main(): see the file comment. Needs the prelude's q_value, load_kc,
-// load_vc and constants, and kLaneDims.
-constexpr const char* kSubgroupsMain = R"(
-const uint KPI = {{KPI}}u, SPLITS = {{SPLITS}}u, SPLIT_KEYS = {{SPLIT_KEYS}}u;
-#define SPLIT {{SPLIT}}
-shared float s_q[HD];
-shared float s_m[MAX_NSG], s_l[MAX_NSG];
-shared float s_acc[MAX_NSG][HD];
-
-// The runs row t's keys take: one for every SPLIT_KEYS keys, SPLITS at most (uniform across the
-// workgroup, and across the row's workgroups).
+// The subgroups and keys variants' runs of a row's keys over workgroups (grid z): one for every
+// SPLIT_KEYS keys a row sees, SPLITS at most (uniform across the workgroup, and across the row's
+// workgroups); codegen::RunsAt computes the same for the grid.
+constexpr const char* kRowRuns = R"(
+const uint SPLITS = {{SPLITS}}u, SPLIT_KEYS = {{SPLIT_KEYS}}u;
 uint row_runs(uint t) {
   uint p = row_position(t);
   return min(SPLITS, (p - first_key(p) + SPLIT_KEYS) / SPLIT_KEYS);
 }
-{{SPLIT_SCRATCH}}
+// Run z of `runs` of the keys first .. p: begin to last.
+void run_keys(uint first, uint p, uint runs, uint z, out uint begin, out uint last) {
+  uint run = (p - first + runs) / runs;
+  begin = first + z * run;
+  last = min(begin + run - 1u, p);
+}
+#define SPLIT {{SPLIT}}
+{{SPLIT_SCRATCH}})";
+
+// The subgroups variant's main(): see the file comment. Needs the prelude's q_value, load_kc,
+// load_vc and constants, kLaneDims and kRowRuns.
+constexpr const char* kSubgroupsMain = R"(
+const uint KPI = {{KPI}}u;
+shared float s_q[HD];
+shared float s_m[MAX_NSG], s_l[MAX_NSG];
+shared float s_acc[MAX_NSG][HD];
+
 // A subgroup's trip over the keys j, j + nsg, ..., j + (KPI - 1)·nsg of row t up to key `last`:
 // their rows of the caches, the lane's dimensions (a key past `last` reads its row again). With
 // APPEND the trip takes p's own key and value from shared memory, and does not read p's row, which
@@ -196,8 +206,8 @@ void main() {
   // This workgroup's run of the row's keys, begin to last (none where the runs end before z).
   uint runs = row_runs(t);
   if (z >= runs) return;  // uniform across the workgroup
-  uint run = (p - first + runs) / runs;
-  uint begin = first + z * run, last = min(begin + run - 1u, p);
+  uint begin, last;
+  run_keys(first, p, runs, z, begin, last);
   uint kv_base = (h / GROUP) * HD;
   uint lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, nsg = gl_NumSubgroups;
   // The first trip's keys and values are loaded before anything else, so that they are in flight
@@ -321,14 +331,14 @@ void main() {
     store_o(t * QW + h * HD + d, o_d / lg);
   }
 #if SPLIT
-  if (runs > 1u) merge_runs(t, h, runs);  // uniform across the workgroup
+  if (runs > 1u) merge_runs(t, h, 1u, runs);  // uniform across the workgroup
 #endif
 }
 )";
 
-// The subgroups variant's runs (SPLITS > 1): each run's max, sum and unnormalised output in the
-// kernel's scratch; the last of a row's runs to finish merges them with the sink and writes the
-// output, and leaves the counter as it found it.
+// The subgroups and keys variants' runs (SPLITS > 1): each run's max, sum and unnormalised
+// output in the kernel's scratch; the last of a row's runs to finish merges them with the sink and
+// writes the output, and leaves the counter as it found it.
 constexpr const char* kSplitScratch = R"(
 layout(std430, set = 0, binding = {{SCRATCH}}) coherent buffer Buf_split { uint done[{{ROWS_HEADS}}]; float part[]; } split;
 const uint RUN_FLOATS = HD + 2u;
@@ -344,21 +354,32 @@ void put_run(uint t, uint h, uint z, uint d, float m, float l, float o_d) {
   split.part[at + 2u + d] = o_d;
 }
 {{LAST_ARRIVAL}}
-void merge_runs(uint t, uint h, uint runs) {
+// Heads h0 .. h0 + heads - 1 of row t, whose runs count their arrivals at h0's counter. Each
+// invocation takes dimensions of the heads and loads every run's max, sum and output there
+// together (the loops unrolled to the most runs there can be, a run past `runs` reading the last
+// one's again, weighed 0), so that the merge waits on one round of loads, not a round a run.
+void merge_runs(uint t, uint h0, uint heads, uint runs) {
   if (!last_arrival()) return;
-  float mg = {{M0}};
-  for (uint r = 0u; r < runs; ++r) mg = max(mg, split.part[run_at(t, h, r)]);
-  for (uint d = gl_LocalInvocationID.x; d < HD; d += WG) {
+  for (uint e = gl_LocalInvocationID.x; e < heads * HD; e += WG) {
+    uint h = h0 + e / HD, d = e % HD;
+    float rm[SPLITS], rl[SPLITS], ro[SPLITS];
+    [[unroll]] for (uint r = 0u; r < SPLITS; ++r) {
+      uint at = run_at(t, h, min(r, runs - 1u));
+      rm[r] = split.part[at];
+      rl[r] = split.part[at + 1u];
+      ro[r] = split.part[at + 2u + d];
+    }
+    float mg = {{M0}};
+    [[unroll]] for (uint r = 0u; r < SPLITS; ++r) mg = max(mg, rm[r]);
     float lg = {{MERGED_L0}}, o_d = 0.0;
-    for (uint r = 0u; r < runs; ++r) {
-      uint at = run_at(t, h, r);
-      float w = exp(split.part[at] - mg);
-      lg += w * split.part[at + 1u];
-      o_d += w * split.part[at + 2u + d];
+    [[unroll]] for (uint r = 0u; r < SPLITS; ++r) {
+      float w = r < runs ? exp(rm[r] - mg) : 0.0;
+      lg += w * rl[r];
+      o_d += w * ro[r];
     }
     store_o(t * QW + h * HD + d, o_d / lg);
   }
-  if (gl_LocalInvocationIndex == 0u) split.done[row_head(t, h)] = 0u;
+  if (gl_LocalInvocationIndex == 0u) split.done[row_head(t, h0)] = 0u;
 }
 )";
 
@@ -570,7 +591,7 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
   const bool subgroups = config.variant == tuning::AttentionVariant::kSubgroups;
   const bool keys = config.variant == tuning::AttentionVariant::kKeys;
   const uint32_t wg = config.wg;
-  const int64_t splits = subgroups ? config.splits : 1;
+  const int64_t splits = subgroups || keys ? config.splits : 1;
   Kernel k;
   k.family = "attention";
   k.config = config;
@@ -631,7 +652,9 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
     k.scratch_bytes = 4 * static_cast<uint64_t>(c.tokens * heads * (1 + splits * (head_dim + 2)));
     split_scratch = Fill(kSplitScratch, {{"SCRATCH", absl::StrCat(k.args.size() + 1)},
                                          {"ROWS_HEADS", absl::StrCat(c.tokens * heads)},
-                                         {"LAST_ARRIVAL", LastArrivalGlsl("split.done[row_head(gl_WorkGroupID.y, gl_WorkGroupID.x)]",
+                                         // A keys workgroup takes a kv head's group of query heads.
+                                         {"LAST_ARRIVAL", LastArrivalGlsl(keys ? "split.done[row_head(gl_WorkGroupID.y, gl_WorkGroupID.x * GROUP)]"
+                                                                               : "split.done[row_head(gl_WorkGroupID.y, gl_WorkGroupID.x)]",
                                                                           "row_runs(gl_WorkGroupID.y)")},
                                          {"M0", m0},
                                          {"MERGED_L0", merged_l0}});
@@ -675,8 +698,8 @@ uint first_key(uint p) { return (WINDOW > 0u && p + 1u > WINDOW) ? p + 1u - WIND
                                                                                   head_dim, a.sinks.has_value())
                                                                   : CoopAttentionMain(config.coop_subgroups, a.sinks.has_value()))
                              : block     ? kBlockMain
-                             : subgroups ? absl::StrCat(kLaneDims, kSubgroupsMain)
-                             : keys      ? absl::StrCat(kLaneDims, KeysAttentionMain())
+                             : subgroups ? absl::StrCat(kLaneDims, kRowRuns, kSubgroupsMain)
+                             : keys      ? absl::StrCat(kLaneDims, kRowRuns, KeysAttentionMain())
                                          : kTokenMain,
                              {{"TPQ", absl::StrCat(config.tpq)},
                               {"KC", absl::StrCat(config.kc)},

@@ -407,7 +407,7 @@ TEST_P(PagedAttentionTest, MatchesTheInterpreterOverShuffledPages) {
   if (!c.per_row) return;
   // Fewer subgroups a workgroup, each then taking more of a row's keys; the keys variant at the
   // smallest bucket and with each of its lanes a key, the subgroups variant at the largest, and
-  // with each row's keys split over workgroups at the smallest.
+  // with each row's keys split over workgroups (both variants at the smallest, keys at the largest).
   struct Tune {
     const char* tune;
     std::optional<bool> keys;  // what attention.keys says, if anything
@@ -420,7 +420,9 @@ TEST_P(PagedAttentionTest, MatchesTheInterpreterOverShuffledPages) {
                         Tune{"attention.keys=1,attention.key_lanes=16,attention.nsg=2", true, false},
                         Tune{"attention.keys=1,attention.key_lanes=8,attention.nsg=8", true, false},
                         Tune{"attention.keys=0,attention.nsg=4", false, false},
-                        Tune{"attention.keys=0,attention.splits=4,attention.split_keys=3", false, true}}) {
+                        Tune{"attention.keys=0,attention.splits=4,attention.split_keys=3", false, true},
+                        Tune{"attention.keys=1,attention.splits=4,attention.split_keys=3", true, true},
+                        Tune{"attention.keys=1,attention.splits=3,attention.split_keys=10", true, false}}) {
     test::ScopedTune scoped(t.tune);
     SCOPED_TRACE(t.tune);
     keys_ = t.keys;

@@ -1113,6 +1113,29 @@ TEST(Tuning, DecodeAttentionSplitsFewWorkgroupsAndTakesFewerSubgroupsForMany) {
   }
 }
 
+// The keys variant of a batched step (groups of 4 query heads, 8 kv heads): runs of at least 4
+// passes of its 8 subgroups (8 keys each), as many as make 512 workgroups, 4 at most.
+TEST(Tuning, KeysAttentionSplitsABatchedStepOfFewWorkgroups) {
+  using codegen::tuning::AttentionVariant;
+  for (const auto& [rows, max_keys, splits] : {std::tuple{8, 0, 4}, std::tuple{16, 0, 4}, std::tuple{32, 0, 2},
+                                               std::tuple{64, 0, 1}, std::tuple{8, 300, 2}, std::tuple{8, 256, 1}}) {
+    absl::StatusOr<codegen::tuning::AttentionConfig> a = codegen::tuning::ChooseAttention(
+        codegen::H100LikeCaps(), {.tokens = rows, .heads = 32, .kv_heads = 8, .head_dim = 128, .f16_cache = true,
+                                  .one_sequence = false, .max_keys = max_keys});
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->variant, AttentionVariant::kKeys) << rows << " rows";
+    EXPECT_EQ(a->splits, splits) << rows << " rows, " << max_keys << " keys at most";
+    EXPECT_EQ(a->split_keys, 4 * 8 * 8);
+  }
+  ScopedTune forced("attention.splits=7");
+  absl::StatusOr<codegen::tuning::AttentionConfig> a = codegen::tuning::ChooseAttention(
+      codegen::H100LikeCaps(), {.tokens = 64, .heads = 32, .kv_heads = 8, .head_dim = 128, .f16_cache = true,
+                                .one_sequence = false});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->variant, AttentionVariant::kKeys);
+  EXPECT_EQ(a->splits, 7);
+}
+
 // A prefill bucket of one sequence takes the cooperative-matrix attention: in one pass over the
 // keys (4 subgroups, chunks of 32) where the device's f32 fragments keep the mma layout and the head
 // is at most 128 wide, else in two (chunks of 16); DOPPLER_TUNE's attention.coop_online and

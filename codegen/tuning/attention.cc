@@ -64,6 +64,12 @@ constexpr int64_t kCoopOnlineSubgroups = 4, kCoopOnlineKeys = 32;
 // least kSplitTrips trips (over 16 to 80 keys, runs of one trip took 6.4 µs, of four 5.9); 8
 // subgroups were faster than 32 over short contexts too (4.0 against 4.4 µs on Llama-3.1-8B).
 constexpr int64_t kSplitWorkgroups = 512, kMaxSplits = 16, kSplitTrips = 4, kSplitSubgroups = 8;
+// The keys variant's runs: as many as make kSplitWorkgroups workgroups (kv heads × rows × runs),
+// kKeysMaxSplits at most. Llama-3.1-8B's batched decode over contexts of 2,048 to 2,080 keys on
+// the H200 (`--batch 8,16 -p 2048 -n 32`): 8 rows 1,041.8 tok/s in one run, 1,260.1 in 4, 1,219.2
+// in 8; 16 rows 1,656.8 in one, 1,714.1 in 4, 1,638.8 in 8; over 128 to 160 keys (one run at run
+// time) unchanged (bench/RESULTS.md, "twenty-ninth session").
+constexpr int64_t kKeysMaxSplits = 4;
 // attention.splits at most (each run's partial softmax takes a row of the kernel's scratch).
 constexpr int64_t kMostSplits = 64;
 
@@ -168,15 +174,20 @@ absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const At
                        : std::clamp<int64_t>(kSplitWorkgroups / std::max<int64_t>(1, p.tokens * p.heads), 1, kMaxSplits);
     if (a.splits > 1) a.nsg = std::min(a.nsg, kSplitSubgroups);
   }
+  if (keys) {
+    a.splits = *splits ? **splits
+                       : std::clamp<int64_t>(kSplitWorkgroups / std::max<int64_t>(1, p.tokens * p.kv_heads), 1, kKeysMaxSplits);
+  }
   if (*nsg) a.nsg = std::min(**nsg, most_subgroups);
   if (keys) a.nsg = keys_nsg;
   const int64_t dims_per_lane = (head_dim + a.min_sg - 1) / a.min_sg;
   a.kpi = std::max<int64_t>(1, std::min<int64_t>(4, 8 / dims_per_lane));
   absl::StatusOr<std::optional<int64_t>> split_keys = OverrideAtLeast("attention", "split_keys", 1);
   if (!split_keys.ok()) return split_keys.status();
-  a.split_keys = *split_keys ? **split_keys : kSplitTrips * a.nsg * a.kpi;
-  // A window (or a small cache) bounds the runs a row can take: the grid's idle workgroups cost a
-  // short context about 1.8 µs whatever their number (Llama-3.1-8B, "twenty-eighth session").
+  // A trip of the subgroups variant takes KPI keys a subgroup, a pass of the keys variant a key
+  // every key_lanes lanes.
+  a.split_keys = *split_keys ? **split_keys : kSplitTrips * a.nsg * (keys ? a.min_sg / a.key_lanes : a.kpi);
+  // A window (or a small cache) bounds the runs a row can take: no more workgroups than can work.
   if (!*splits && p.max_keys > 0) a.splits = std::min(a.splits, (p.max_keys + a.split_keys - 1) / a.split_keys);
   a.consec = (subgroups || keys) && quads;
   // The keys variant's next pass's key loaded during the current one, as stored, where its values

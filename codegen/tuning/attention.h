@@ -57,9 +57,10 @@ struct AttentionConfig {
   // of four (CONSEC)
   int64_t nsg = 1, min_sg = 32, kpi = 1;
   bool consec = false;
-  // subgroups: workgroups a (head, row) at most (SPLITS), each taking a run of consecutive keys,
-  // and the fewest keys a run takes (SPLIT_KEYS): a row of n keys takes min(SPLITS, ceil(n /
-  // SPLIT_KEYS)) runs, and where it takes several the last to finish merges their softmaxes
+  // subgroups and keys: workgroups a (head, row), or (kv head, row), at most (SPLITS), each taking
+  // a run of consecutive keys, and the fewest keys a run takes (SPLIT_KEYS): a row of n keys takes
+  // min(SPLITS, ceil(n / SPLIT_KEYS)) runs, and where it takes several the last to finish merges
+  // their softmaxes
   int64_t splits = 1, split_keys = 1;
   // keys: lanes a key (KL), each scoring a KL-th of its dimensions; its subgroups are nsg, min_sg
   // and its output's dimensions a lane consec, as the subgroups variant's
@@ -83,11 +84,11 @@ struct AttentionConfig {
 // workgroups (rows × heads) the subgroups variant takes fewer subgroups a workgroup. In a step of
 // few workgroups it takes kSplitSubgroups subgroups and splits each row's keys over up to
 // kMaxSplits workgroups (as many as make kSplitWorkgroups, and as max_keys lets take at least
-// kSplitTrips trips of keys each). DOPPLER_TUNE: attention.splits (1 to 64) and
-// attention.split_keys (at least 1) set those; attention.nsg sets the subgroups a workgroup of
-// either, attention.keys (0 or 1) turns keys off or takes it at every
-// bucket where it can, attention.key_lanes sets its lanes a key, attention.key_ahead (0 or 1) its
-// keys loaded a pass ahead or not. The coop variant takes one pass over the keys where the device's
+// kSplitTrips trips of keys each), the keys variant over up to kKeysMaxSplits. DOPPLER_TUNE:
+// attention.splits (1 to 64) and attention.split_keys (at least 1) set those (for either);
+// attention.nsg sets the subgroups a workgroup of either, attention.keys (0 or 1) turns keys off
+// or takes it at every bucket where it can, attention.key_lanes sets its lanes a key,
+// attention.key_ahead (0 or 1) its keys loaded a pass ahead or not. The coop variant takes one pass over the keys where the device's
 // f32 fragments keep the mma layout and the head is at most kCoopOnlineMaxHeadDim wide, in chunks
 // of kCoopOnlineKeys keys (fewer where the staging would not fit); attention.coop_online (0 or 1)
 // and attention.coop_keys (16, 32 or 64) set them.
