@@ -145,7 +145,7 @@ uint lane_dim(uint lane, uint i) { return CONSEC == 1 ? lane * DPL + i : lane + 
 
 // The subgroups and keys variants' runs of a row's keys over workgroups (grid z): one for every
 // SPLIT_KEYS keys a row sees, SPLITS at most (uniform across the workgroup, and across the row's
-// workgroups); codegen::RunsAt computes the same for the grid.
+// workgroups; those past a row's runs return at once).
 constexpr const char* kRowRuns = R"(
 const uint SPLITS = {{SPLITS}}u, SPLIT_KEYS = {{SPLIT_KEYS}}u;
 uint row_runs(uint t) {

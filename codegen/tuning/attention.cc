@@ -67,8 +67,9 @@ constexpr int64_t kSplitWorkgroups = 512, kMaxSplits = 16, kSplitTrips = 4, kSpl
 // The keys variant's runs: as many as make kSplitWorkgroups workgroups (kv heads × rows × runs),
 // kKeysMaxSplits at most. Llama-3.1-8B's batched decode over contexts of 2,048 to 2,080 keys on
 // the H200 (`--batch 8,16 -p 2048 -n 32`): 8 rows 1,041.8 tok/s in one run, 1,260.1 in 4, 1,219.2
-// in 8; 16 rows 1,656.8 in one, 1,714.1 in 4, 1,638.8 in 8; over 128 to 160 keys (one run at run
-// time) unchanged (bench/RESULTS.md, "twenty-ninth session").
+// in 8; 16 rows 1,656.8 in one, 1,714.1 in 4, 1,638.8 in 8; over 128 to 160 keys, where a row
+// takes one run, 8 rows 1,459.7 → 1,451.6 and 16 rows 2,166.9 → 2,147.0 (the grid's idle
+// workgroups; bench/RESULTS.md, "twenty-ninth session").
 constexpr int64_t kKeysMaxSplits = 4;
 // attention.splits at most (each run's partial softmax takes a row of the kernel's scratch).
 constexpr int64_t kMostSplits = 64;

@@ -88,10 +88,10 @@ struct AttentionConfig {
 // attention.splits (1 to 64) and attention.split_keys (at least 1) set those (for either);
 // attention.nsg sets the subgroups a workgroup of either, attention.keys (0 or 1) turns keys off
 // or takes it at every bucket where it can, attention.key_lanes sets its lanes a key,
-// attention.key_ahead (0 or 1) its keys loaded a pass ahead or not. The coop variant takes one pass over the keys where the device's
-// f32 fragments keep the mma layout and the head is at most kCoopOnlineMaxHeadDim wide, in chunks
-// of kCoopOnlineKeys keys (fewer where the staging would not fit); attention.coop_online (0 or 1)
-// and attention.coop_keys (16, 32 or 64) set them.
+// attention.key_ahead (0 or 1) its keys loaded a pass ahead or not. The coop variant takes one
+// pass over the keys where the device's f32 fragments keep the mma layout and the head is at most
+// kCoopOnlineMaxHeadDim wide, in chunks of kCoopOnlineKeys keys (fewer where the staging would not
+// fit); attention.coop_online (0 or 1) and attention.coop_keys (16, 32 or 64) set them.
 absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const AttentionProblem& p);
 
 }  // namespace doppler::codegen::tuning
