@@ -71,13 +71,14 @@ void main() {
   barrier();  // s_q, s_qs, s_kn, s_vn and the partial sums are written
 #if APPEND
   // The new key normalised and rotated as the k cache write does, rounded as the caches store it;
-  // the run that holds p (the last) writes it into the caches at p's row, which no other workgroup
-  // reads in this step, and takes it as new_k and new_v.
+  // the run that holds p (the last, or where a tune leaves the last run empty the one before) writes
+  // it into the caches at p's row, which no other workgroup reads in this step, and takes it as
+  // new_k and new_v.
 #if KNORM
   kss = 0.0;
   for (uint g = 0u; g < nsg; ++g) kss += s_part[g];
 #endif
-  put_new_pairs(kss, z + 1u == runs ? cache_row(t, p, CAP) * KVW + kv_base : ~0u);
+  put_new_pairs(kss, begin <= p && last == p ? cache_row(t, p, CAP) * KVW + kv_base : ~0u);
   barrier();  // the new pairs are rounded
 #endif
 
