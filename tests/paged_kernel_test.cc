@@ -509,14 +509,18 @@ TEST(PagedKernelCompileTest, CoopForOneSequenceKeysOrSubgroupsForARowPerSequence
   const std::vector<Want> wants = {
       {{6, 2, 128, 0, DType::kF16, "neox", true, Form::kPrologues, 16, false, {}}, 70, "coop.f16+rms_norm+rope.neox"},
       {{6, 2, 64, 30, DType::kF16, "", false, Form::kPlain, 7, false, {}}, 70, "coop.f16.window"},
-      {{32, 8, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 32, "keys.f16+rms_norm+rope.neox+append"},
-      {{32, 8, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 8, "keys.f16+rms_norm+rope.neox+append"},
+      // 256 and 64 workgroups of the keys variant: each row's keys in 2 and 4 runs.
+      {{32, 8, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 32,
+       "keys.f16.runs2+rms_norm+rope.neox+append"},
+      {{32, 8, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 8,
+       "keys.f16.runs4+rms_norm+rope.neox+append"},
       {{32, 8, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 7,
        "subgroups.f16.runs2+rms_norm+rope.neox+append"},  // 224 workgroups: each row's keys in 2 runs
       {{6, 2, 128, 0, DType::kF16, "neox", true, Form::kAppend, 16, true, {}}, 64,
        "subgroups.f16+rms_norm+rope.neox+append"},
+      // 512 workgroups of the keys variant: one run.
       {{32, 8, 80, 30, DType::kF32, "", false, Form::kPrologues, 7, true, {}}, 64, "keys.f32.window"},
-      {{64, 8, 256, 0, DType::kF16, "neox", false, Form::kAppend, 16, true, {}}, 32, "keys.f16+rope.neox+append"}};
+      {{64, 8, 256, 0, DType::kF16, "neox", false, Form::kAppend, 16, true, {}}, 32, "keys.f16.runs2+rope.neox+append"}};
   for (const Want& w : wants) {
     SCOPED_TRACE(w.variant);
     const Paging paging{w.c.page_rows, 12, w.c.per_row};
