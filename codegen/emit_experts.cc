@@ -192,7 +192,7 @@ constexpr const char* kStagedQ8X = R"(
 #define SHUFFLE_BLOCKS {{SHUFFLE_BLOCKS}}
 const uint TM = {{TM}}u, SEG = KD, SEG_PARTS = PARTS, SEG_BLOCKS = KD / 32u;
 const uint RUN8 = PV8 / RUNS8, XW = PV8 / 4u, XV = PV8 / 16u;
-shared uvec4 xq[TM * SEG_PARTS * XV];  // x's quants, by part (XV vectors a part)
+shared uvec4 xq[TM * SEG_PARTS * XV];  // x's quants, in planes (xq_vec)
 shared float xd[TM * SEG_BLOCKS];  // x's block scales
 {{Q8_STAGING}}{{PART_X}}
 // Stages token tok's rows (`group`: the slot whose row a per-slot x gives a workgroup of one slot),

@@ -226,7 +226,7 @@ const uint ITERS = {{ITERS}}u, DEPTH = {{DEPTH}}u, RG = {{RG}}u, RG_PER_TEAM = {
 #define FLAT {{FLAT}}
 const uint FITERS = {{FITERS}}u, FDEPTH = {{FDEPTH}}u;  // FLAT's iterations, and those in flight
 const uint RUN8 = PV8 / RUNS8, XW = PV8 / 4u, XV = PV8 / 16u, OUTS = TM * RN * G;
-shared uvec4 xq[TM * SEG_PARTS * XV];  // x's quants, by part (XV vectors a part)
+shared uvec4 xq[TM * SEG_PARTS * XV];  // x's quants, in planes (xq_vec)
 shared float xd[TM * SEG_BLOCKS];  // x's block scales
 const uint NONE = 0xFFFFFFFFu, WORKGROUPS = {{WORKGROUPS}}u;
 )",

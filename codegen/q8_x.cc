@@ -57,22 +57,26 @@ std::string Q8StoreGlsl(bool pairs) {
         if (live) {
           if ((q & 7u) == 0u) xd[t * SEG_BLOCKS + q / 8u] = d;
           uint slot = x_slot(4u * q);
-          xq[(t * SEG_PARTS + slot / XW) * XV + (slot % XW) / 4u][slot % 4u] = x_pair_word(own, other, (q & 4u) != 0u);
+          xq[xq_vec(t, slot / XW, (slot % XW) / 4u)][slot % 4u] = x_pair_word(own, other, (q & 4u) != 0u);
         }
 )"
                : R"(        if (live) {
           float d = q8_scale(amax), id = q8_inverse(d);
           if ((q & 7u) == 0u) xd[t * SEG_BLOCKS + q / 8u] = d;
           uint slot = x_slot(4u * q);
-          xq[(t * SEG_PARTS + slot / XW) * XV + (slot % XW) / 4u][slot % 4u] = pack_q8(v, id);
+          xq[xq_vec(t, slot / XW, (slot % XW) / 4u)][slot % 4u] = pack_q8(v, id);
         }
 )";
 }
 
 std::string Q8PartXGlsl() {
   return R"(
+// x's quants lie in planes, vector v of every part of row t together, so that the lanes of a
+// subgroup, taking neighbouring parts, read neighbouring vectors (with a part's vectors side by
+// side, a part of 4 vectors put 4 lanes of each 8 on the same banks).
+uint xq_vec(uint t, uint part, uint v) { return (t * XV + v) * SEG_PARTS + part; }
 void part_x(uint t, uint seg, uint sp, uint p, bool live, out uvec4 xw[XV], out float xdr[RUNS8], out float xrun[RUNS8]) {
-  [[unroll]] for (uint v = 0u; v < XV; ++v) xw[v] = live ? xq[(t * SEG_PARTS + sp) * XV + v] : uvec4(0u);
+  [[unroll]] for (uint v = 0u; v < XV; ++v) xw[v] = live ? xq[xq_vec(t, sp, v)] : uvec4(0u);
   [[unroll]] for (uint r = 0u; r < RUNS8; ++r) {
     xdr[r] = xd[t * SEG_BLOCKS + ((run_k(p, r) - seg * SEG) >> 5)];
     int q_sum = 0;

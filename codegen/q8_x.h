@@ -24,7 +24,7 @@ std::string Q8StagingGlsl();
 // The two below are for a kernel that defines PV8 and RUNS8 (the q8 decoder's), `const uint XV =
 // PV8 / 16u, XW = PV8 / 4u, RUN8 = PV8 / RUNS8`, and stages x by segments of SEG values of K (the
 // whole row, or a part of it: SEG_PARTS = SEG / PV8 parts and SEG_BLOCKS = SEG / 32 blocks) into
-// `shared uvec4 xq[]` (x's quants, by part: XV vectors a part, row t's segment at t · SEG_PARTS)
+// `shared uvec4 xq[]` (x's quants: XV vectors a part, at xq_vec(t, part, v), which Q8PartXGlsl defines)
 // and `shared float xd[]` (its block scales, row t's at t · SEG_BLOCKS).
 //
 // The statements that store an invocation's four quants `v` of quad q (values 4q..4q+3 of the
