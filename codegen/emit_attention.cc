@@ -653,8 +653,8 @@ absl::StatusOr<Kernel> EmitAttention(const EmitContext& c) {
     split_scratch = Fill(kSplitScratch, {{"SCRATCH", absl::StrCat(k.args.size() + 1)},
                                          {"ROWS_HEADS", absl::StrCat(c.tokens * heads)},
                                          // A keys workgroup takes a kv head's group of query heads.
-                                         {"LAST_ARRIVAL", LastArrivalGlsl(keys ? "split.done[row_head(gl_WorkGroupID.y, gl_WorkGroupID.x * GROUP)]"
-                                                                               : "split.done[row_head(gl_WorkGroupID.y, gl_WorkGroupID.x)]",
+                                         {"LAST_ARRIVAL", LastArrivalGlsl(absl::StrCat("split.done[row_head(gl_WorkGroupID.y, gl_WorkGroupID.x",
+                                                                                       keys ? " * GROUP" : "", ")]"),
                                                                           "row_runs(gl_WorkGroupID.y)")},
                                          {"M0", m0},
                                          {"MERGED_L0", merged_l0}});

@@ -170,14 +170,12 @@ absl::StatusOr<AttentionConfig> ChooseAttention(const TargetCaps& caps, const At
     return absl::InvalidArgumentError(
         absl::StrCat("DOPPLER_TUNE: attention.splits=", **splits, " is more than ", kMostSplits));
   }
-  if (subgroups) {
+  if (subgroups || keys) {
+    // A run's workgroups: a query head and row each, or with the keys variant a kv head and row.
+    const int64_t run_workgroups = std::max<int64_t>(1, p.tokens * (keys ? p.kv_heads : p.heads));
     a.splits = *splits ? **splits
-                       : std::clamp<int64_t>(kSplitWorkgroups / std::max<int64_t>(1, p.tokens * p.heads), 1, kMaxSplits);
-    if (a.splits > 1) a.nsg = std::min(a.nsg, kSplitSubgroups);
-  }
-  if (keys) {
-    a.splits = *splits ? **splits
-                       : std::clamp<int64_t>(kSplitWorkgroups / std::max<int64_t>(1, p.tokens * p.kv_heads), 1, kKeysMaxSplits);
+                       : std::clamp<int64_t>(kSplitWorkgroups / run_workgroups, 1, keys ? kKeysMaxSplits : kMaxSplits);
+    if (subgroups && a.splits > 1) a.nsg = std::min(a.nsg, kSplitSubgroups);
   }
   if (*nsg) a.nsg = std::min(**nsg, most_subgroups);
   if (keys) a.nsg = keys_nsg;
