@@ -21,6 +21,7 @@
 #include "codegen/glsl_common.h"
 #include "codegen/in_matmul.h"
 #include "codegen/matmul.h"
+#include "codegen/plane_x.h"
 #include "codegen/q8_x.h"
 #include "codegen/tuning/experts.h"
 #include "codegen/weight_parts.h"
@@ -254,20 +255,21 @@ float stage_x(uint tok, uint group) {
 // Where x is rounded through q8 blocks (attr x_quant), each workgroup first stages its rows of x as
 // q8 in shared memory (kStagedQ8X: the norm's squares and weight taken as it stages, where the
 // kernel computes the norm), and its items take the q8 decoder's parts and integer dot products.
-absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue& epilogue, bool weighted, int64_t experts,
-                                      int64_t slots, int64_t kdim, int64_t rows, int64_t cols, bool per_slot_x,
-                                      const graph::Node* plain_norm, uint32_t norm_binding, bool ranks) {
+//
+// Where x lies in planes (codegen/plane_x.h), its parts load from their planes; where this product's
+// y does, it stores its columns there.
+absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const InMatMulRules& rules, const ExpertEpilogue& epilogue,
+                                      bool weighted, int64_t experts, int64_t slots, int64_t kdim, int64_t rows,
+                                      int64_t cols, bool per_slot_x, const graph::Node* plain_norm,
+                                      uint32_t norm_binding, bool ranks) {
   const graph::Node& x = c.input(0);
   const graph::Node& w = c.input(1);
   const bool gated = epilogue.gated;
   const bool q8 = c.node.attrs.Has("x_quant");
-  absl::StatusOr<int64_t> block_part = tuning::ExpertGemvBlockPart();
-  if (!block_part.ok()) return block_part.status();
-  absl::StatusOr<bool> half_dots = tuning::ExpertGemvHalfDots();
-  if (!half_dots.ok()) return half_dots.status();
-  absl::StatusOr<WeightParts> parts =
-      WeightPartDecoder(3, w.type.dtype, kdim, {}, FloatPartForm{*block_part, *half_dots && !q8});
+  absl::StatusOr<WeightParts> parts = ExpertGemvParts(w.type.dtype, kdim, q8);
   if (!parts.ok()) return parts.status();
+  const PlaneX x_planes = q8 || plain_norm != nullptr ? PlaneX{} : PlaneXOf(c.g, x, c.tokens, rules);
+  const PlaneX y_planes = weighted ? PlaneX{} : PlaneXOf(c.g, c.node, c.tokens, rules);
   if (q8 && parts->q8_glsl.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("expert_matmul '", c.node.label,
                                                    "': x_quant needs block-quantized weights with integer quants, not ",
@@ -332,7 +334,8 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
                            per_slot_x ? ".slot_x" : "", plain_norm != nullptr ? "+plain_norm_x" : "",
                            ranks ? "+top_k" : "", epilogue.variant,
                            !q8 && parts->values == 32 ? ".block" : "",
-                           half ? ".half" : "", q8 ? "+x_q8" : "", ".wg", wg,
+                           half ? ".half" : "", q8 ? "+x_q8" : "", x_planes.planes() ? ".x_planes" : "",
+                           y_planes.planes() ? ".y_planes" : "", ".wg", wg,
                            config->cols != tuning::ExpertGemvConfig{}.cols ? absl::StrCat(".c", config->cols) : "");
   k.glsl = absl::StrCat(
       ShaderHeader(wg),
@@ -344,7 +347,9 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const ExpertEpilogue
       half ? "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n" : "",
       FloatBuffer(1, "y", graph::DType::kF32, false),
       parts->glsl, q8 ? parts->q8_glsl : parts->half_glsl,
-      q8 ? "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };\n" : PartXGlsl(*parts, 2),
+      q8 ? "layout(std430, set = 0, binding = 2) readonly buffer Buf_x { vec4 x4[]; };\n"
+         : PartXGlsl(*parts, 2, x_planes.planes() ? kdim / x_planes.part_values : 0),
+      y_planes.planes() ? PlaneIndexGlsl("y_at", y_planes) : "",
       ranks ? FloatBuffer(4, "logits", c.g.node(c.input(2).inputs[0]).type.dtype, true) : IntBuffer(4, "ids", true),
       weighted ? FloatBuffer(5, "rw", graph::DType::kF32, true) : "", ActivationGlsl(),
       epilogue.buffers, plain_norm != nullptr ? NormWeightGlsl(c, *plain_norm, norm_binding, kdim, parts->values) : "",
@@ -411,12 +416,13 @@ void main() {
   [[unroll]] for (uint c = 0u; c < C; ++c) {
     uint bcol = blk * C + c;
     if (lid != c || bcol >= COLS) continue;
-{{COLUMN}}    y[(t * GROUPS + group) * COLS + bcol] = total;
+{{COLUMN}}    y[{{Y_AT}}] = total;
   }
 }
 )",
            {{"COLUMN", Fill(weighted ? kWeightedColumn : kSlotColumn, {{"EPILOGUE", epilogue.statements}})},
             {"ID", ranks ? "ranked[j]" : "uint(ids[t * S + j])"},
+            {"Y_AT", y_planes.planes() ? "y_at((t * GROUPS + group) * COLS + bcol)" : "(t * GROUPS + group) * COLS + bcol"},
             {"STAGE", q8 ? "  float staged_sq = stage_x(t, group);  // read by the parts below\n" : ""},
             {"RANK", ranks ? "  rank_experts(t);  // its experts in ranked, which slot_expert reads\n" : ""},
             {"STAGED_SQ", q8 && plain_norm != nullptr ? "  acc[NDOTS] = staged_sq;\n" : ""},
@@ -553,6 +559,14 @@ uint x_at(uint t, uint k) {
 
 }  // namespace
 
+absl::StatusOr<WeightParts> ExpertGemvParts(graph::DType dtype, int64_t kdim, bool q8) {
+  absl::StatusOr<int64_t> block_part = tuning::ExpertGemvBlockPart();
+  if (!block_part.ok()) return block_part.status();
+  absl::StatusOr<bool> half_dots = tuning::ExpertGemvHalfDots();
+  if (!half_dots.ok()) return half_dots.status();
+  return WeightPartDecoder(3, dtype, kdim, {}, FloatPartForm{*block_part, *half_dots && !q8});
+}
+
 // A matrix-vector pass a row (workgroup i is (token, slot group, column block): where the kernel
 // computes the route_sum a token's slots are one group, weighted and summed in the workgroup; else
 // each slot is its own), or where the rows are grouped by expert, the tiled products above. Each
@@ -585,8 +599,8 @@ absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
     if (!grouped.ok()) return grouped.status();
     k = *std::move(grouped);
   } else {
-    absl::StatusOr<Kernel> gemv = EmitExpertGemv(c, *epilogue, weighted, experts, slots, kdim, rows, cols, per_slot_x,
-                                                 plain_norm, norm_binding, ranks);
+    absl::StatusOr<Kernel> gemv = EmitExpertGemv(c, *rules, *epilogue, weighted, experts, slots, kdim, rows, cols,
+                                                 per_slot_x, plain_norm, norm_binding, ranks);
     if (!gemv.ok()) return gemv.status();
     k = *std::move(gemv);
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/glsl_common.h"
 #include "codegen/half_x.h"
+#include "codegen/plane_x.h"
 #include "codegen/in_matmul.h"
 #include "codegen/matmul.h"
 #include "codegen/tuning/matmul.h"
@@ -188,8 +189,12 @@ absl::StatusOr<Kernel> EmitMatMul(const EmitContext& c) {
                     "float norm_weight(uint k) { return load_gamma(k) + ", offset, "; }\n",
                     s.k % 4 == 0 ? absl::StrCat("vec4 norm_weight4(uint k) { return load4_gamma(k) + ", offset, "; }\n") : "");
     if (s.norm_out) {
-      absl::StrAppend(&extras, OutputBuffer(next_binding++, "xn", HalfX(c.g, x, c.caps, c.tokens, *rules)));
-      absl::StrAppend(&s.variant_suffix, "+norm_out");
+      // The row in planes where its expert products read it so (codegen/plane_x.h).
+      const PlaneX planes = PlaneXOf(c.g, x, c.tokens, *rules);
+      absl::StrAppend(&extras, planes.planes() ? PlaneIndexGlsl("xn_at", planes) : "",
+                      OutputBuffer(next_binding++, "xn", HalfX(c.g, x, c.caps, c.tokens, *rules),
+                                   planes.planes() ? "xn_at" : ""));
+      absl::StrAppend(&s.variant_suffix, "+norm_out", planes.planes() ? ".xn_planes" : "");
     }
   }
   if (x.kind == graph::OpKind::kPart && NormInX(c.g, c.g.node(x.inputs[0]), c.tokens, *rules)) {

@@ -3,6 +3,7 @@
 
 #include "absl/status/statusor.h"
 #include "codegen/kernel.h"
+#include "codegen/weight_parts.h"
 
 namespace doppler::codegen {
 
@@ -44,6 +45,10 @@ absl::StatusOr<Kernel> EmitSample(const EmitContext& c);
 absl::StatusOr<Kernel> EmitTopK(const EmitContext& c);
 absl::StatusOr<Kernel> EmitRouteWeights(const EmitContext& c);
 absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c);
+// The parts the expert products' matrix-vector kernel takes of a weight of `dtype` with rows of
+// `kdim` values, against x rounded through q8 blocks (`q8`) or float x, as tuned
+// (codegen/tuning/experts.h).
+absl::StatusOr<WeightParts> ExpertGemvParts(graph::DType dtype, int64_t kdim, bool q8);
 absl::StatusOr<Kernel> EmitRouteSum(const EmitContext& c);
 
 // ceil(a / b)

@@ -252,13 +252,15 @@ std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType 
   }
 }
 
-std::string OutputBuffer(uint32_t binding, const std::string& name, bool half) {
+std::string OutputBuffer(uint32_t binding, const std::string& name, bool half, const std::string& index) {
   const std::string layout = absl::StrCat("layout(std430, set = 0, binding = ", binding, ") writeonly buffer Buf_", name);
+  const std::string at = index.empty() ? "i" : absl::StrCat(index, "(i)");
   if (!half) {
-    return absl::StrCat(layout, " { float ", name, "[]; };\nvoid store_", name, "(uint i, float v) { ", name, "[i] = v; }\n");
+    return absl::StrCat(layout, " { float ", name, "[]; };\nvoid store_", name, "(uint i, float v) { ", name, "[", at,
+                        "] = v; }\n");
   }
-  return absl::StrCat("#extension GL_EXT_shader_16bit_storage : require\n", layout, " { float16_t ", name,
-                      "[]; };\nvoid store_", name, "(uint i, float v) { ", name, "[i] = float16_t(v); }\n");
+  return absl::StrCat("#extension GL_EXT_shader_16bit_storage : require\n", layout, " { float16_t ", name, "[]; };\nvoid store_",
+                      name, "(uint i, float v) { ", name, "[", at, "] = float16_t(v); }\n");
 }
 
 std::string WeightRowsBuffer(uint32_t binding, const std::string& name, graph::DType dtype, int64_t k) {

@@ -24,8 +24,9 @@ std::string FloatBuffer(uint32_t binding, const std::string& name, graph::DType 
                         bool coherent = false);
 // A buffer of floats a kernel writes, `void store_<name>(uint i, float v)` storing element i: as
 // f32, or with `half` as f16 one value at a time (16-bit storage, TargetCaps::storage_16bit: for
-// values stored as f16, codegen/half_x.h).
-std::string OutputBuffer(uint32_t binding, const std::string& name, bool half);
+// values stored as f16, codegen/half_x.h). With `index`, element i at `uint index(uint i)`, which
+// the caller defines (for values stored in planes, codegen/plane_x.h).
+std::string OutputBuffer(uint32_t binding, const std::string& name, bool half, const std::string& index = "");
 
 // A readonly [rows, k] weight at `binding` in any type, as it lies on the device
 // (codegen/device_layout.h), with `float load_<name>(uint i)`: element i, row-major. Block formats

@@ -44,7 +44,8 @@ absl::StatusOr<InMatMulRules> InMatMulRulesFromTune() {
                            {"last_row_in_x", &rules.last_row_in_x},
                            {"route_sum", &rules.route_sum},
                            {"top_k", &rules.top_k},
-                           {"half_x", &rules.half_x}}) {
+                           {"half_x", &rules.half_x},
+                           {"planes_x", &rules.planes_x}}) {
     if (absl::Status s = ReadRule(key, *rule); !s.ok()) return s;
   }
   absl::StatusOr<int64_t> grouped_from = tuning::ExpertsGroupedFrom();

@@ -40,7 +40,7 @@
 //
 // DOPPLER_TUNE's matmul.tail, matmul.norm_in_x, matmul.plain_norm_in_x, matmul.last_row_in_x,
 // matmul.route_sum and matmul.top_k (1 or 0) turn each on or off, to compare plans with and without; matmul.half_x
-// likewise the rule of codegen/half_x.h, read with them.
+// and matmul.planes_x likewise the rules of codegen/half_x.h and codegen/plane_x.h, read with them.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +58,7 @@ struct InMatMulRules {
   bool route_sum = true;
   bool top_k = true;
   bool half_x = true;  // values stored as f16 where every reader rounds them so (codegen/half_x.h)
+  bool planes_x = true;  // values stored in planes for the expert products' parts (codegen/plane_x.h)
   int64_t experts_grouped_from = 0;  // tuning::ExpertsGroupedFrom()
   int64_t plain_norm_experts_upto = 0;  // tuning::PlainNormInExpertsUpTo()
 };

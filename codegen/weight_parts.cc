@@ -901,6 +901,7 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
                      ? absl::StrCat(FloatBuffer(binding, "w", dtype, true), ElementParts(parts.values, k))
                      : FloatWordParts(binding, dtype, parts.values, k);
     parts.per_row = k / parts.values;
+    parts.contiguous = true;
     return parts;
   }
   // The buffer with word, byte and f16 readers (w_word, w_byte, w_half), and for split rows
@@ -947,6 +948,7 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
       }
       parts.values = form.small_block_values;
       parts.runs = 1;
+      parts.contiguous = parts.values == 32;
       parts.glsl = absl::StrCat(decl, row_size, kByteUnit, kQ5_0Bits, SmallBlockParts(dtype, parts.values));
       parts.q8_glsl = SmallBlockPartsQ8(dtype, q8);
       parts.q8_values = dtype == graph::DType::kQ4_0 ? q8.q4_0_part : 32;
@@ -982,6 +984,7 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
       parts.values = 8;
       parts.runs = 1;
       parts.glsl = absl::StrCat(decl, row_size, ElementParts(parts.values, k));
+      parts.contiguous = true;
       parts.q8_glsl = dtype == graph::DType::kQ2_K ? kQ2KQ8 : kQ3KQ8;
       parts.q8_values = 128;
       break;
@@ -992,7 +995,19 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
   return parts;
 }
 
-std::string PartXGlsl(const WeightParts& parts, uint32_t binding) {
+std::string PartXGlsl(const WeightParts& parts, uint32_t binding, int64_t plane_parts) {
+  if (plane_parts > 0) {
+    // Vector v of part p at plane v's element p (codegen/plane_x.h); `at` starts a row.
+    return absl::StrCat("layout(std430, set = 0, binding = ", binding, R"() readonly buffer Buf_x { vec4 x4[]; };
+const uint X_PLANE = )", plane_parts, R"(u;
+void load_part_x(uint at, uint p, out float v[PV]) {
+  [[unroll]] for (uint i = 0u; i < PV; i += 4u) {
+    vec4 q = x4[(at >> 2) + ((w_part_k(p, i) - p * PV) >> 2) * X_PLANE + p];
+    v[i] = q.x; v[i + 1u] = q.y; v[i + 2u] = q.z; v[i + 3u] = q.w;
+  }
+}
+)");
+  }
   if (parts.values % 4 != 0) {
     return absl::StrCat(FloatBuffer(binding, "x", graph::DType::kF32, true),
                         "void load_part_x(uint at, uint p, out float v[PV]) {\n"

@@ -29,6 +29,10 @@ struct WeightParts {
   int64_t values = 0;   // values per part (PV)
   int64_t runs = 0;     // runs per part (RUNS), each PV / RUNS consecutive values of K
   int64_t per_row = 0;  // parts per weight row
+  // Whether part p's values are columns p·PV .. p·PV + PV − 1 (in w_part_k's order): plain floats,
+  // formats read value by value, the small-block formats' whole blocks (codegen/plane_x.h stores x
+  // in planes for such parts).
+  bool contiguous = false;
   // GLSL for the weight buffer at the given binding, `const uint PV, RUNS`, and
   //   uint w_part_k(uint p, uint i): the column (0..K) of value i of part p of a row; values
   //     4j..4j+3 are consecutive and 4-aligned whenever PV is a multiple of 4
@@ -94,8 +98,10 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
 // A float x at `binding` and `void load_part_x(uint at, uint p, out float v[PV])`: x's values at
 // the columns (w_part_k) of part p of a row whose first value is x's element `at`, in 16-byte loads
 // where the parts' runs of 4 values are 4-aligned (parts of a multiple of 4 values; `at` is then a
-// multiple of 4, as a row of K values is), else value by value.
-std::string PartXGlsl(const WeightParts& parts, uint32_t binding);
+// multiple of 4, as a row of K values is), else value by value. Where x lies in planes of
+// `plane_parts` parts a row (codegen/plane_x.h: contiguous parts of a multiple of 4 values), each
+// 16-byte load reads its vector's plane.
+std::string PartXGlsl(const WeightParts& parts, uint32_t binding, int64_t plane_parts = 0);
 
 }  // namespace doppler::codegen
 

@@ -280,8 +280,8 @@ TEST_P(ExpertMatMulKernelTest, GroupedExpertMlpMatchesTheInterpreter) {
 
 // An MoE block as a decode step has it: a plain norm (the post-attention one) that the router and
 // the gated expert product read, top_k, and the down product with its route sum; outputs the
-// router's logits, h and y.
-absl::StatusOr<graph::Graph> NormedMoeBlock(const ExpertCase& c) {
+// router's logits, h (unless `h_output` is false, as in a model) and y.
+absl::StatusOr<graph::Graph> NormedMoeBlock(const ExpertCase& c, bool h_output = true) {
   GraphBuilder b;
   ValueId normed = b.RmsNorm(b.Input("x", Rows(c.hidden)), b.Param("norm", test::Vector(c.hidden)), 1e-5, 1.0);
   ValueId logits = b.MatMul(normed, b.Param("router", Matrix(c.experts, c.hidden, DType::kF32)));
@@ -290,9 +290,46 @@ absl::StatusOr<graph::Graph> NormedMoeBlock(const ExpertCase& c) {
   ValueId gate_up = b.Param("gate_up", Matrix(c.experts * 2 * c.width, c.hidden, c.dtype));
   ValueId down = b.Param("down", Matrix(c.experts * c.hidden, c.width, c.dtype));
   ValueId h = b.ExpertMatMul(normed, gate_up, ids, c.experts, "silu_mul");
-  b.Output("h", h);
+  if (h_output) b.Output("h", h);
   b.Output("y", b.RouteSum(b.ExpertMatMul(h, down, ids, c.experts), b.RouteWeights(logits, ids, "softmax_chosen")));
   return std::move(b).Finish();
+}
+
+// x in planes between kernels (codegen/plane_x.h): at one row, where the expert products' parts
+// are whole runs of a multiple of 4 values (MXFP4's blocks; plain floats whose rows are a multiple
+// of 4 values), the router writes the norm's row and the gated product its columns in planes, and
+// both products read their x there; with the rule off (matmul.planes_x=0), and elsewhere, in order.
+// Either way the results are the interpreter's.
+TEST_P(ExpertMatMulKernelTest, XLiesInPlanesBetweenTheExpertProducts) {
+  const ExpertCase& c = GetParam();
+  absl::StatusOr<graph::Graph> g = NormedMoeBlock(c, /*h_output=*/false);
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
+    return Step{{{"x", RandomRows(tokens, c.hidden, seed)}}, pos};
+  };
+  auto count = [](const std::vector<std::string>& variants, const std::string& part) {
+    return std::count_if(variants.begin(), variants.end(),
+                         [&](const std::string& v) { return v.find(part) != std::string::npos; });
+  };
+  const bool planes =
+      c.dtype == DType::kMXFP4 || (graph::IsFloat(c.dtype) && c.hidden % 4 == 0 && c.width % 4 == 0);
+  for (const char* tune : {"", "matmul.planes_x=0"}) {
+    SCOPED_TRACE(tune);
+    const test::ScopedTune scoped(tune);
+    const bool on = planes && tune[0] == '\0';
+    std::vector<std::string> variants = Compare(*g, 1, {step(1, 10, 0), step(1, 20, 1)}, c.tolerance);
+    EXPECT_EQ(count(variants, "+norm_out.xn_planes"), on ? 1 : 0);
+    EXPECT_EQ(count(variants, ".y_planes"), on ? 1 : 0);
+    EXPECT_EQ(count(variants, ".x_planes"), on ? 2 : 0);
+    variants = Compare(*g, 1, {step(1, 30, 0)}, c.tolerance, WithoutSubgroupArithmetic());
+    EXPECT_EQ(count(variants, ".x_planes"), on ? 2 : 0);
+  }
+  // At 8 rows the norm is a dispatch of its own, its row in order; h, between the products' rows of
+  // the matrix-vector kernel, still lies in planes, a row of planes a token's slot.
+  const std::vector<std::string> variants = Compare(*g, 8, {step(5, 40, 0), step(1, 50, 5)}, c.tolerance);
+  EXPECT_EQ(count(variants, "+norm_out"), 0);
+  EXPECT_EQ(count(variants, ".y_planes"), planes ? 1 : 0);
+  EXPECT_EQ(count(variants, ".x_planes"), planes ? 1 : 0);
 }
 
 // A plain norm that the router and the expert product read (GPT-OSS's and Qwen3-MoE's

@@ -25,7 +25,7 @@ const std::vector<std::string>& KnownKeys() {
                                                 "coop_rows.x_direct", "coop_rows.x8", "coop_rows.w_direct", "coop_rows.run_pairs", "coop_rows.kgroups",
                                                 "coop_rows.from", "coop_rows.norm_upto", "attention.nsg", "attention.keys",
                                                 "attention.key_lanes", "attention.key_ahead", "attention.splits", "attention.split_keys", "attention.coop_online", "attention.coop_keys",
-                                                "matmul.tail", "matmul.norm_in_x", "matmul.plain_norm_in_x", "matmul.last_row_in_x", "matmul.half_x",
+                                                "matmul.tail", "matmul.norm_in_x", "matmul.plain_norm_in_x", "matmul.last_row_in_x", "matmul.half_x", "matmul.planes_x",
                                                 "matmul.route_sum", "matmul.top_k", "experts.grouped_from", "experts.norm_upto", "experts.cols", "experts.part", "experts.half", "experts.q8", "experts.q8_wg"};
   return keys;
 }
