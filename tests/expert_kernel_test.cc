@@ -294,6 +294,15 @@ absl::StatusOr<graph::Graph> NormedMoeBlock(const ExpertCase& c, bool h_output =
   b.Output("y", b.RouteSum(b.ExpertMatMul(h, down, ids, c.experts), b.RouteWeights(logits, ids, "softmax_chosen")));
   return std::move(b).Finish();
 }
+// A step of `tokens` random rows of the block's x at position `pos`.
+Step BlockStep(const ExpertCase& c, int64_t tokens, uint32_t seed, uint32_t pos) {
+  return Step{{{"x", RandomRows(tokens, c.hidden, seed)}}, pos};
+}
+// The plan's dispatches whose variant names `part`.
+int64_t CountVariants(const std::vector<std::string>& variants, const std::string& part) {
+  return std::count_if(variants.begin(), variants.end(),
+                       [&](const std::string& v) { return v.find(part) != std::string::npos; });
+}
 
 // x in planes between kernels (codegen/plane_x.h): at one row, where the expert products' parts
 // are whole runs of a multiple of 4 values (MXFP4's blocks; plain floats whose rows are a multiple
@@ -304,13 +313,7 @@ TEST_P(ExpertMatMulKernelTest, XLiesInPlanesBetweenTheExpertProducts) {
   const ExpertCase& c = GetParam();
   absl::StatusOr<graph::Graph> g = NormedMoeBlock(c, /*h_output=*/false);
   ASSERT_TRUE(g.ok()) << g.status();
-  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
-    return Step{{{"x", RandomRows(tokens, c.hidden, seed)}}, pos};
-  };
-  auto count = [](const std::vector<std::string>& variants, const std::string& part) {
-    return std::count_if(variants.begin(), variants.end(),
-                         [&](const std::string& v) { return v.find(part) != std::string::npos; });
-  };
+  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) { return BlockStep(c, tokens, seed, pos); };
   const bool planes =
       c.dtype == DType::kMXFP4 || (graph::IsFloat(c.dtype) && c.hidden % 4 == 0 && c.width % 4 == 0);
   for (const char* tune : {"", "matmul.planes_x=0"}) {
@@ -318,18 +321,18 @@ TEST_P(ExpertMatMulKernelTest, XLiesInPlanesBetweenTheExpertProducts) {
     const test::ScopedTune scoped(tune);
     const bool on = planes && tune[0] == '\0';
     std::vector<std::string> variants = Compare(*g, 1, {step(1, 10, 0), step(1, 20, 1)}, c.tolerance);
-    EXPECT_EQ(count(variants, "+norm_out.xn_planes"), on ? 1 : 0);
-    EXPECT_EQ(count(variants, ".y_planes"), on ? 1 : 0);
-    EXPECT_EQ(count(variants, ".x_planes"), on ? 2 : 0);
+    EXPECT_EQ(CountVariants(variants, "+norm_out.xn_planes"), on ? 1 : 0);
+    EXPECT_EQ(CountVariants(variants, ".y_planes"), on ? 1 : 0);
+    EXPECT_EQ(CountVariants(variants, ".x_planes"), on ? 2 : 0);
     variants = Compare(*g, 1, {step(1, 30, 0)}, c.tolerance, WithoutSubgroupArithmetic());
-    EXPECT_EQ(count(variants, ".x_planes"), on ? 2 : 0);
+    EXPECT_EQ(CountVariants(variants, ".x_planes"), on ? 2 : 0);
   }
   // At 8 rows the norm is a dispatch of its own, its row in order; h, between the products' rows of
   // the matrix-vector kernel, still lies in planes, a row of planes a token's slot.
   const std::vector<std::string> variants = Compare(*g, 8, {step(5, 40, 0), step(1, 50, 5)}, c.tolerance);
-  EXPECT_EQ(count(variants, "+norm_out"), 0);
-  EXPECT_EQ(count(variants, ".y_planes"), planes ? 1 : 0);
-  EXPECT_EQ(count(variants, ".x_planes"), planes ? 1 : 0);
+  EXPECT_EQ(CountVariants(variants, "+norm_out"), 0);
+  EXPECT_EQ(CountVariants(variants, ".y_planes"), planes ? 1 : 0);
+  EXPECT_EQ(CountVariants(variants, ".x_planes"), planes ? 1 : 0);
 }
 
 // A plain norm that the router and the expert product read (GPT-OSS's and Qwen3-MoE's
@@ -342,21 +345,15 @@ TEST_P(ExpertMatMulKernelTest, APlainNormIsComputedByItsReaders) {
   const ExpertCase& c = GetParam();
   absl::StatusOr<graph::Graph> g = NormedMoeBlock(c);
   ASSERT_TRUE(g.ok()) << g.status();
-  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
-    return Step{{{"x", RandomRows(tokens, c.hidden, seed)}}, pos};
-  };
-  auto count = [](const std::vector<std::string>& variants, const std::string& part) {
-    return std::count_if(variants.begin(), variants.end(),
-                         [&](const std::string& v) { return v.find(part) != std::string::npos; });
-  };
+  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) { return BlockStep(c, tokens, seed, pos); };
   for (const char* tune : {"experts.norm_upto=100000000", "experts.norm_upto=100000000,experts.half=1"}) {
     SCOPED_TRACE(tune);
     const test::ScopedTune scoped(tune);
     std::vector<std::string> variants = Compare(*g, 1, {step(1, 10, 0), step(1, 20, 1)}, c.tolerance);
-    EXPECT_EQ(count(variants, "rms_norm."), 0);
-    EXPECT_EQ(count(variants, "+plain_norm_x"), 2);
+    EXPECT_EQ(CountVariants(variants, "rms_norm."), 0);
+    EXPECT_EQ(CountVariants(variants, "+plain_norm_x"), 2);
     variants = Compare(*g, 1, {step(1, 30, 0)}, c.tolerance, WithoutSubgroupArithmetic());
-    EXPECT_EQ(count(variants, "+plain_norm_x"), 2);
+    EXPECT_EQ(CountVariants(variants, "+plain_norm_x"), 2);
   }
   // By default: the router computes it and writes its row; with a narrow router workgroup, each of
   // its invocations holds several parts of the row.
@@ -364,15 +361,15 @@ TEST_P(ExpertMatMulKernelTest, APlainNormIsComputedByItsReaders) {
     SCOPED_TRACE(tune);
     const test::ScopedTune scoped(tune);
     std::vector<std::string> variants = Compare(*g, 1, {step(1, 60, 0), step(1, 70, 1)}, c.tolerance);
-    EXPECT_EQ(count(variants, "rms_norm."), 0);
-    EXPECT_EQ(count(variants, "+plain_norm_x"), 1);
-    EXPECT_EQ(count(variants, "+norm_out"), 1);
+    EXPECT_EQ(CountVariants(variants, "rms_norm."), 0);
+    EXPECT_EQ(CountVariants(variants, "+plain_norm_x"), 1);
+    EXPECT_EQ(CountVariants(variants, "+norm_out"), 1);
     variants = Compare(*g, 1, {step(1, 80, 0)}, c.tolerance, WithoutSubgroupArithmetic());
-    EXPECT_EQ(count(variants, "+norm_out"), 1);
+    EXPECT_EQ(CountVariants(variants, "+norm_out"), 1);
   }
   const std::vector<std::string> variants = Compare(*g, 8, {step(5, 40, 0), step(1, 50, 5)}, c.tolerance);
-  EXPECT_EQ(count(variants, "rms_norm."), 1);
-  EXPECT_EQ(count(variants, "+plain_norm_x"), 0);
+  EXPECT_EQ(CountVariants(variants, "rms_norm."), 1);
+  EXPECT_EQ(CountVariants(variants, "+plain_norm_x"), 0);
 }
 
 // x rounded through q8 blocks (the q8-activations pass, as decode steps take it): the expert
@@ -395,9 +392,7 @@ TEST_P(ExpertMatMulKernelTest, Q8ActivationsMatchTheInterpreter) {
   const bool integer_quants = c.dtype != DType::kF32 && c.dtype != DType::kF16 && c.dtype != DType::kBF16;
   EXPECT_EQ(g.node(*g.output("h")).attrs.Has("x_quant"), integer_quants);
   if (!integer_quants) return;
-  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) {
-    return Step{{{"x", RandomRows(tokens, c.hidden, seed)}}, pos};
-  };
+  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) { return BlockStep(c, tokens, seed, pos); };
   // The rounding moves the results far more than the tolerance below: the test tells q8 from exact x.
   test::RandomParams params(g, 77);
   auto rounded = graph::Interpreter(params).Run(g, step(1, 10, 0).first, 0);
