@@ -215,6 +215,32 @@ TEST(GraphCmd, TargetChoosesTheKnownDevicesKernels) {
   EXPECT_TRUE(absl::StrContains(bad.err, "--target: unknown target 'voodoo'")) << bad.err;
 }
 
+// A decode step's plan (a bucket of 1) is the engine's: on a device with integer dot products its
+// block-quantized matmuls take x rounded through q8 (--decode-activations auto, as run's), f32
+// keeps exact x, and a prefill chunk keeps it whatever the mode; q8 on a target without integer
+// dot products is an error naming them, and an unknown mode an error naming the option.
+TEST(GraphCmd, DecodeStepsTakeTheEnginesActivations) {
+  const std::string args = Llama() + " --quant q8_0 --lowered --target nvidia";
+  Result automatic = Graph(args);
+  ASSERT_EQ(automatic.exit_code, 0) << automatic.err;
+  EXPECT_TRUE(absl::StrContains(automatic.out, " matmul.gemv_q8.q8_0.")) << automatic.out;
+  EXPECT_TRUE(absl::StrContains(automatic.out, "+x_q8")) << automatic.out;
+  Result exact = Graph(args + " --decode-activations f32");
+  ASSERT_EQ(exact.exit_code, 0) << exact.err;
+  EXPECT_FALSE(absl::StrContains(exact.out, "gemv_q8")) << exact.out;
+  EXPECT_TRUE(absl::StrContains(exact.out, " matmul.gemv.q8_0.")) << exact.out;
+  Result chunk = Graph(args + " --tokens 64 --decode-activations q8");
+  ASSERT_EQ(chunk.exit_code, 0) << chunk.err;
+  EXPECT_FALSE(absl::StrContains(chunk.out, "+x_q8")) << chunk.out;
+  Result no_dots = Graph(Llama() + " --quant q8_0 --lowered --decode-activations q8");
+  EXPECT_EQ(no_dots.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(no_dots.err, "need integer dot products, which the default target (no --target) does not have"))
+      << no_dots.err;
+  Result bad = Graph(args + " --decode-activations q4");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(bad.err, "--decode-activations: 'q4' is not one of auto, q8, f32")) << bad.err;
+}
+
 // --synthetic: a published model's shapes with no files and no weights made: gpt-oss-20b's MXFP4
 // experts take the matrix-vector kernel's whole-block parts in decode, the gated one ranking its
 // experts itself.

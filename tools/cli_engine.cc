@@ -62,11 +62,7 @@ std::vector<OptionSpec> EngineOptionSpecs() {
       {"device", "", "N", "Vulkan device index (see doppler devices); default: the best GPU", ""},
       {"passes", "", "LIST", "the pass pipeline: default, none (run the model unfused) or pass names, comma-separated",
        "default"},
-      {"decode-activations", "", "MODE",
-       "how decode steps multiply block-quantized weights: q8 rounds each matrix's input "
-       "in blocks of 32 to 8-bit integers and multiplies those (integer dot products; llama.cpp's numerics), f32 "
-       "multiplies the exact input; auto: q8 where the device has integer dot products. Prefill keeps f32",
-       "auto"},
+      DecodeActivationsOptionSpec(),
       {"verbose", "v", "", "print the device's class and the choices made for it, and the plans: every node and the kernel variant it uses", ""},
   };
 }
@@ -126,17 +122,9 @@ absl::StatusOr<runtime::EngineOptions> EngineOptionsFromArgs(const ParsedArgs& a
     if (*loop < 1 || *loop > 4096) return absl::InvalidArgumentError("--gpu-loop must be between 1 and 4096");
     o.gpu_loop = static_cast<int>(*loop);
   }
-  // (Commands that build no decode plan, such as graph, do not take the option.)
-  const std::string activations = args.Has("decode-activations") ? args.Get("decode-activations") : "auto";
-  if (activations == "auto") {
-    o.decode_activations = runtime::DecodeActivations::kAuto;
-  } else if (activations == "q8") {
-    o.decode_activations = runtime::DecodeActivations::kQ8;
-  } else if (activations == "f32") {
-    o.decode_activations = runtime::DecodeActivations::kF32;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("--decode-activations: '", activations, "' is not one of auto, q8, f32"));
-  }
+  absl::StatusOr<runtime::DecodeActivations> activations = DecodeActivationsFromArgs(args);
+  if (!activations.ok()) return activations.status();
+  o.decode_activations = *activations;
   o.verbose = args.Has("verbose");
   o.passes = args.Get("passes");
   o.progress = isatty(STDERR_FILENO) != 0;
@@ -180,6 +168,22 @@ bool ModelHasTokenizer(const std::filesystem::path& model) {
   if (!runtime::IsGgufModel(model)) return std::filesystem::exists(model / "tokenizer.json");
   absl::StatusOr<std::unique_ptr<formats::GgufFile>> file = formats::GgufFile::Open(model);
   return file.ok() && tokenizers::GgufHasTokenizer(**file);
+}
+
+OptionSpec DecodeActivationsOptionSpec() {
+  return {"decode-activations", "", "MODE",
+          "how decode steps multiply block-quantized weights: q8 rounds each matrix's input "
+          "in blocks of 32 to 8-bit integers and multiplies those (integer dot products; llama.cpp's numerics), f32 "
+          "multiplies the exact input; auto: q8 where the device has integer dot products. Prefill keeps f32",
+          "auto"};
+}
+
+absl::StatusOr<runtime::DecodeActivations> DecodeActivationsFromArgs(const ParsedArgs& args) {
+  const std::string mode = args.Has("decode-activations") ? args.Get("decode-activations") : "auto";
+  if (mode == "auto") return runtime::DecodeActivations::kAuto;
+  if (mode == "q8") return runtime::DecodeActivations::kQ8;
+  if (mode == "f32") return runtime::DecodeActivations::kF32;
+  return absl::InvalidArgumentError(absl::StrCat("--decode-activations: '", mode, "' is not one of auto, q8, f32"));
 }
 
 OptionSpec GpuLoopOptionSpec() {

@@ -34,6 +34,10 @@ bool ModelHasTokenizer(const std::filesystem::path& model);
 
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed.
 std::vector<OptionSpec> SamplingOptionSpecs();
+// --decode-activations MODE (auto, q8, f32): how decode steps take a block-quantized matmul's x,
+// for the engine's commands and for graph's decode-step plans.
+OptionSpec DecodeActivationsOptionSpec();
+absl::StatusOr<runtime::DecodeActivations> DecodeActivationsFromArgs(const ParsedArgs& args);
 // --gpu-loop N, for the commands that decode (run, bench); EngineOptionsFromArgs reads it when given.
 OptionSpec GpuLoopOptionSpec();
 // The seed, when not given, is drawn at random (the run summary reports it).

@@ -16,6 +16,7 @@
 #include "graph/printer.h"
 #include "passes/memory_plan.h"
 #include "passes/pass.h"
+#include "runtime/decode_activations.h"
 #include "runtime/model_source.h"
 #include "runtime/plan_compile.h"
 #include "tools/cli_args.h"
@@ -46,11 +47,14 @@ CommandSpec Spec() {
            "the graph after every pass",
            ""},
           {"format", "", "FMT", "text, json or dot", "text"},
-          {"emit-glsl", "", "", "print the GLSL of every kernel of the final graph (bucket: --tokens if given, else 1)",
+          {"emit-glsl", "", "",
+           "print the GLSL of every kernel of the final graph (bucket: --tokens if given, else 1: a decode step, as "
+           "the engine runs it: its block-quantized matmuls take x as --decode-activations says for --target)",
            ""},
           {"lowered", "", "",
            "print the dispatches of a plan of the final graph, one a line: family.variant, the nodes it computes, its "
-           "bindings (value, read or write, bytes) and workgroups (bucket: --tokens if given, else 1)",
+           "bindings (value, read or write, bytes) and workgroups (bucket: --tokens if given, else 1: a decode step, "
+           "as for --emit-glsl)",
            ""},
           {"stats", "", "", "nodes, dispatches, barriers, weight and activation bytes of a decode step (T=1) and a "
                             "prefill chunk (T=--tokens), before and after the pipeline",
@@ -65,6 +69,7 @@ CommandSpec Spec() {
           {"dtype", "", "TYPE", "weight storage type for an HF model: f16, bf16 or f32", "f16"},
           {"quant", "", "TYPE", "quantize an HF model's matrices as `doppler run --quant` would: q8_0, q6_k, q5_k_m, q4_k_m, q4_0, iq4_xs", ""},
           {"ctx-size", "c", "N", "context size (default: the model's trained length, at most 4096)", ""},
+          DecodeActivationsOptionSpec(),
       }};
 }
 
@@ -231,6 +236,14 @@ absl::StatusOr<int> GraphCommand(const std::vector<std::string>& argv) {
                                                    pipeline.empty() ? "empty" : absl::StrJoin(pipeline, ", "), ")"));
   }
 
+  absl::StatusOr<runtime::DecodeActivations> activations = DecodeActivationsFromArgs(args);
+  if (!activations.ok()) return activations.status();
+  const std::string target = args.Has("target") ? absl::StrCat("--target ", args.Get("target")) : "the default target (no --target)";
+  // A decode step's graph, as the engine's decode plans take it (runtime/decode_activations.h).
+  auto decode_graph = [&](const graph::Graph& g) {
+    return runtime::WithDecodeActivations(g, *activations, *caps, target);
+  };
+
   int64_t prefill = *tokens;
   absl::StatusOr<graph::Graph> input = BuildStepGraph(args, prefill);
   if (!input.ok()) return input.status();
@@ -251,11 +264,15 @@ absl::StatusOr<int> GraphCommand(const std::vector<std::string>& argv) {
   if (print_graph && !args.Has("dump-after")) PrintGraph(g, format, pipeline, last, last_changed, false);
 
   const int64_t bucket = args.Has("tokens") ? prefill : 1;
+  const bool lowers = args.Has("emit-glsl") || args.Has("lowered") || args.Has("stats");
+  absl::StatusOr<graph::Graph> decode = lowers ? decode_graph(g) : g;
+  if (!decode.ok()) return decode.status();
+  const graph::Graph& planned = bucket == 1 ? *decode : g;
   if (args.Has("emit-glsl")) {
-    absl::StatusOr<std::vector<codegen::Dispatch>> dispatches = codegen::Lower(g, *caps, bucket);
+    absl::StatusOr<std::vector<codegen::Dispatch>> dispatches = codegen::Lower(planned, *caps, bucket);
     if (!dispatches.ok()) return dispatches.status();
     for (const codegen::Dispatch& d : *dispatches) {
-      const graph::Node& n = g.node(d.node);
+      const graph::Node& n = planned.node(d.node);
       const codegen::Kernel& k = d.kernel;
       std::printf("// %%%d %s %s: %s.%s, T=%lld, workgroups %ux%ux%u\n%s\n", n.id, graph::OpName(n.kind), n.label.c_str(),
                   k.family.c_str(), k.variant.c_str(), static_cast<long long>(bucket), k.groups[0], k.groups[1],
@@ -263,16 +280,20 @@ absl::StatusOr<int> GraphCommand(const std::vector<std::string>& argv) {
     }
   }
   if (args.Has("lowered")) {
-    if (absl::Status s = PrintLowered(g, *caps, bucket); !s.ok()) return s;
+    if (absl::Status s = PrintLowered(planned, *caps, bucket); !s.ok()) return s;
   }
 
   if (args.Has("stats")) {
     const std::string after_name = args.Get("passes");
     std::printf("%-8s %5s  %-10s %6s %11s %9s %14s %12s %12s\n", "step", "T", "passes", "nodes", "dispatches",
                 "barriers", "weight_bytes", "arena_bytes", "value_bytes");
+    absl::StatusOr<graph::Graph> decode_input = decode_graph(*input);
+    if (!decode_input.ok()) return decode_input.status();
     for (const auto& [step, t] : {std::pair<const char*, int64_t>{"decode", 1}, {"prefill", prefill}}) {
-      for (const auto& [name, step_graph] : {std::pair<std::string, const graph::Graph*>{"none", &*input}, {after_name, &g}}) {
-        absl::StatusOr<StepStats> st = Measure(*step_graph, *caps, t, std::string(step) == "decode");
+      const bool is_decode = std::string(step) == "decode";
+      for (const auto& [name, step_graph] : {std::pair<std::string, const graph::Graph*>{"none", is_decode ? &*decode_input : &*input},
+                                             {after_name, is_decode ? &*decode : &g}}) {
+        absl::StatusOr<StepStats> st = Measure(*step_graph, *caps, t, is_decode);
         if (!st.ok()) return absl::Status(st.status().code(), absl::StrCat(step, " with passes ", name, ": ", st.status().message()));
         std::printf("%-8s %5lld  %-10s %6d %11d %9d %14llu %12zu %12zu\n", step, static_cast<long long>(t), name.c_str(),
                     st->nodes, st->dispatches, st->barriers, static_cast<unsigned long long>(st->weight_bytes),
