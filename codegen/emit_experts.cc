@@ -268,8 +268,7 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const InMatMulRules&
   const bool q8 = c.node.attrs.Has("x_quant");
   absl::StatusOr<WeightParts> parts = ExpertGemvParts(w.type.dtype, kdim, q8);
   if (!parts.ok()) return parts.status();
-  const PlaneX x_planes = q8 || plain_norm != nullptr ? PlaneX{} : PlaneXOf(c.g, x, c.tokens, rules);
-  const PlaneX y_planes = weighted ? PlaneX{} : PlaneXOf(c.g, c.node, c.tokens, rules);
+  const PlaneX x_planes = PlaneXOf(c.g, x, c.tokens, rules), y_planes = PlaneXOf(c.g, c.node, c.tokens, rules);
   if (q8 && parts->q8_glsl.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("expert_matmul '", c.node.label,
                                                    "': x_quant needs block-quantized weights with integer quants, not ",

@@ -996,27 +996,19 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
 }
 
 std::string PartXGlsl(const WeightParts& parts, uint32_t binding, int64_t plane_parts) {
-  if (plane_parts > 0) {
-    // Vector v of part p at plane v's element p (codegen/plane_x.h); `at` starts a row.
-    return absl::StrCat("layout(std430, set = 0, binding = ", binding, R"() readonly buffer Buf_x { vec4 x4[]; };
-const uint X_PLANE = )", plane_parts, R"(u;
-void load_part_x(uint at, uint p, out float v[PV]) {
-  [[unroll]] for (uint i = 0u; i < PV; i += 4u) {
-    vec4 q = x4[(at >> 2) + ((w_part_k(p, i) - p * PV) >> 2) * X_PLANE + p];
-    v[i] = q.x; v[i + 1u] = q.y; v[i + 2u] = q.z; v[i + 3u] = q.w;
-  }
-}
-)");
-  }
   if (parts.values % 4 != 0) {
     return absl::StrCat(FloatBuffer(binding, "x", graph::DType::kF32, true),
                         "void load_part_x(uint at, uint p, out float v[PV]) {\n"
                         "  [[unroll]] for (uint i = 0u; i < PV; ++i) v[i] = x[at + w_part_k(p, i)];\n}\n");
   }
-  return absl::StrCat("layout(std430, set = 0, binding = ", binding, R"() readonly buffer Buf_x { vec4 x4[]; };
-void load_part_x(uint at, uint p, out float v[PV]) {
+  // In planes, vector v of part p is plane v's element p (codegen/plane_x.h; `at` starts a row).
+  return absl::StrCat("layout(std430, set = 0, binding = ", binding, ") readonly buffer Buf_x { vec4 x4[]; };\n",
+                      plane_parts > 0 ? absl::StrCat("const uint X_PLANE = ", plane_parts, "u;\n") : "",
+                      R"(void load_part_x(uint at, uint p, out float v[PV]) {
   [[unroll]] for (uint i = 0u; i < PV; i += 4u) {
-    vec4 q = x4[(at + w_part_k(p, i)) >> 2];
+    vec4 q = x4[)",
+                      plane_parts > 0 ? "(at >> 2) + ((w_part_k(p, i) - p * PV) >> 2) * X_PLANE + p" : "(at + w_part_k(p, i)) >> 2",
+                      R"(];
     v[i] = q.x; v[i + 1u] = q.y; v[i + 2u] = q.z; v[i + 3u] = q.w;
   }
 }

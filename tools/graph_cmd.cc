@@ -264,8 +264,9 @@ absl::StatusOr<int> GraphCommand(const std::vector<std::string>& argv) {
   if (print_graph && !args.Has("dump-after")) PrintGraph(g, format, pipeline, last, last_changed, false);
 
   const int64_t bucket = args.Has("tokens") ? prefill : 1;
-  const bool lowers = args.Has("emit-glsl") || args.Has("lowered") || args.Has("stats");
-  absl::StatusOr<graph::Graph> decode = lowers ? decode_graph(g) : g;
+  // The decode step's graph where a decode step is lowered (and an error in it only then).
+  const bool decodes = (bucket == 1 && (args.Has("emit-glsl") || args.Has("lowered"))) || args.Has("stats");
+  absl::StatusOr<graph::Graph> decode = decodes ? decode_graph(g) : absl::StatusOr<graph::Graph>(graph::Graph());
   if (!decode.ok()) return decode.status();
   const graph::Graph& planned = bucket == 1 ? *decode : g;
   if (args.Has("emit-glsl")) {
