@@ -893,9 +893,9 @@ absl::StatusOr<WeightParts> WeightPartDecoder(uint32_t binding, graph::DType dty
   WeightParts parts;
   const std::string row_size = RowConstants("", dtype, k);
   if (graph::IsFloat(dtype)) {
-    // Plain floats: the widest run of 8, 4, 2 or 1 consecutive values that divides K, in whole
-    // words where the run fills them (every run but a single 16-bit value).
-    parts.values = k % 8 == 0 ? 8 : k % 4 == 0 ? 4 : k % 2 == 0 ? 2 : 1;
+    // Plain floats: the widest run of 8 (up to form.float_values), 4, 2 or 1 consecutive values
+    // that divides K, in whole words where the run fills them (every run but a single 16-bit value).
+    parts.values = k % 8 == 0 && form.float_values >= 8 ? 8 : k % 4 == 0 ? 4 : k % 2 == 0 ? 2 : 1;
     parts.runs = 1;
     parts.glsl = dtype != graph::DType::kF32 && parts.values == 1
                      ? absl::StrCat(FloatBuffer(binding, "w", dtype, true), ElementParts(parts.values, k))

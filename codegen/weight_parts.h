@@ -89,6 +89,8 @@ struct Q8PartForm {
 struct FloatPartForm {
   int64_t small_block_values = 8;
   bool half_dots = false;  // WeightParts::half_glsl, for MXFP4 parts of a whole block
+  // The most values a part of plain floats takes: 8 (f16's one 16-byte load) or 4.
+  int64_t float_values = 8;
 };
 
 // The part decoder of a [rows, k] weight matrix stored as `dtype`.

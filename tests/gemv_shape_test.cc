@@ -139,9 +139,10 @@ TEST(GemvShape, DepthOverrideSetsTheLoadsInFlight) {
   }
 }
 
-// Float weights for one row of x take workgroups as wide as a row's parts allow (up to 256), one
-// half as wide where the last round over a row would leave more than an eighth idle; quantized
-// weights and more rows keep the invocation target's.
+// Float weights for one row of x take workgroups as wide as a row's 16-byte loads of weights allow
+// (up to 256), one half as wide where the last round over a row would leave more than an eighth
+// idle, whatever the values a part (four or eight); quantized weights and more rows keep the
+// invocation target's.
 TEST(GemvShape, FloatWeightsForOneRowTakeWorkgroupsAsWideAsTheRow) {
   const TargetCaps caps = codegen::H100LikeCaps();
   struct Case {
@@ -157,12 +158,33 @@ TEST(GemvShape, FloatWeightsForOneRowTakeWorkgroupsAsWideAsTheRow) {
                                          {1, 1000, 4096, graph::DType::kF16, 128},  // 125 parts
                                          {8, 4096, 6144, graph::DType::kF16, 64},
                                          {1, 4096, 6144, graph::DType::kQ4_K, 128}}) {
-    const int64_t pv = graph::IsFloat(c.dtype) ? 8 : 16;
-    const tuning::GemvProblem p{c.m, c.k, c.n, 1, c.dtype, pv, c.k / pv, false};
-    absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemv(p.m, p.part_values);
-    ASSERT_TRUE(config.ok()) << config.status();
-    EXPECT_EQ(tuning::ChooseGemvShape(caps, p, *config).wg, c.wg) << Name("nvidia", p) << " " << graph::Name(c.dtype);
+    for (const int64_t pv : graph::IsFloat(c.dtype) ? std::vector<int64_t>{4, 8} : std::vector<int64_t>{16}) {
+      const tuning::GemvProblem p{c.m, c.k, c.n, 1, c.dtype, pv, c.k / pv, false};
+      absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemv(p.m, p.part_values);
+      ASSERT_TRUE(config.ok()) << config.status();
+      EXPECT_EQ(tuning::ChooseGemvShape(caps, p, *config).wg, c.wg) << Name("nvidia", p) << " " << graph::Name(c.dtype);
+    }
   }
+}
+
+// Float weights take parts of four values at one row of x and of eight at more, unless
+// DOPPLER_TUNE's gemv.float_part says otherwise (4 or 8, anything else an error naming it).
+TEST(GemvShape, FloatPartsAreFourValuesAtOneRow) {
+  for (const auto& [m, values] : {std::pair<int64_t, int64_t>{1, 4}, {2, 8}, {16, 8}}) {
+    absl::StatusOr<int64_t> got = tuning::GemvFloatPart(m);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, values) << m;
+  }
+  {
+    test::ScopedTune tune("gemv.float_part=8");
+    absl::StatusOr<int64_t> got = tuning::GemvFloatPart(1);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, 8);
+  }
+  test::ScopedTune tune("gemv.float_part=6");
+  absl::StatusOr<int64_t> bad = tuning::GemvFloatPart(1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("gemv.float_part"), std::string::npos) << bad.status();
 }
 
 TEST(GemvShape, FloatColumnsAndWorkgroupOverridesSetTheShape) {

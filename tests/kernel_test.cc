@@ -116,6 +116,10 @@ TEST_P(MatMulKernelTest, MatchesInterpreter) {
 INSTANTIATE_TEST_SUITE_P(Shapes, MatMulKernelTest,
                          ::testing::Values(MatMulCase{1, 1, 131, 67, DType::kF32}, MatMulCase{1, 1, 131, 67, DType::kF16},
                                            MatMulCase{1, 1, 130, 5, DType::kBF16},
+                                           // One row of x, float parts of four values in
+                                           // workgroups over a row's 16-byte loads.
+                                           MatMulCase{1, 1, 1000, 37, DType::kF16},
+                                           MatMulCase{1, 1, 2888, 19, DType::kBF16},
                                            MatMulCase{13, 16, 131, 67, DType::kF32},
                                            MatMulCase{13, 16, 200, 9, DType::kF16},
                                            MatMulCase{3, 20, 1000, 3, DType::kF16},
@@ -180,6 +184,18 @@ TEST_F(KernelTest, MatMulWithoutSubgroupArithmetic) {
   ASSERT_TRUE(g.ok()) << g.status();
   Compare(*g, 2, {{{{"x", RandomRows(2, 200, 1)}}, 0}, {{{"x", RandomRows(1, 200, 2)}}, 4}}, 1e-5,
           WithoutSubgroupArithmetic());
+}
+
+// At one row of x, float weights in parts of eight values (DOPPLER_TUNE's gemv.float_part) as in
+// the rule's four: the interpreter's results either way.
+TEST_F(KernelTest, MatMulOneRowInFloatPartsOfEight) {
+  GraphBuilder b;
+  ValueId x = b.Input("x", Rows(1000));
+  b.Output("y", b.MatMul(x, b.Param("w", Matrix(37, 1000, DType::kF16))));
+  auto g = std::move(b).Finish();
+  ASSERT_TRUE(g.ok()) << g.status();
+  test::ScopedTune tune("gemv.float_part=8");
+  Compare(*g, 1, {{{{"x", RandomRows(1, 1000, 3)}}, 0}}, 1e-5);
 }
 
 TEST_F(KernelTest, MatMulOnAStaticRow) {

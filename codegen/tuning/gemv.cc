@@ -57,6 +57,12 @@ absl::StatusOr<GemvConfig> ChooseGemv(int64_t m, int64_t part_values) {
   return config;
 }
 
+absl::StatusOr<int64_t> GemvFloatPart(int64_t m) {
+  absl::StatusOr<std::optional<int64_t>> v = tuning::OverrideOneOf("gemv", "float_part", {4, 8});
+  if (!v.ok()) return v.status();
+  return v->value_or(m == 1 ? 4 : 8);
+}
+
 absl::StatusOr<GemvConfig> ChooseGemvQ8(int64_t m, int64_t k, const GemvQ8Weights& weights) {
   const int64_t fit = std::clamp<int64_t>(kOneSegmentBytes * 8 / (9 * std::max<int64_t>(1, k)), 1, kGemvRowsLimit);
   const int64_t blocks = CeilDiv(m, fit);

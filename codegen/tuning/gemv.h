@@ -12,6 +12,16 @@ namespace doppler::codegen::tuning {
 // (codegen/matmul.h: kGemvMaxBucket), as one block of rows.
 inline constexpr int64_t kGemvRowsLimit = 16;
 
+// The most values a part of float weights takes in the float matrix-vector kernel for m rows of x
+// (codegen/weight_parts.h FloatPartForm::float_values), or DOPPLER_TUNE's gemv.float_part (4 or 8).
+// At one row, 4: neighbouring invocations' 16-byte loads of x (and of f32 weights) then neighbour
+// each other, a subgroup's load reading 4 cache lines where parts of 8 touched 8 (half of each);
+// f16 weights come in 8-byte loads. On the H200, GPT-OSS-20B's decode (f16 projections and LM
+// head, f32 router) took 437.0 tok/s with parts of 8 and 442.8 with parts of 4 (bench/RESULTS.md,
+// "float parts of four values"). At more rows a part's weights serve every row and its x loads
+// are a smaller share: 8 (its 16-row prefill steps 936 tok/s against 927).
+absl::StatusOr<int64_t> GemvFloatPart(int64_t m);
+
 struct GemvConfig {
   // Rows of x a workgroup takes (TM): a bucket of m rows is ceil(m / rows) blocks of rows, and each
   // block's workgroups read the weights again.

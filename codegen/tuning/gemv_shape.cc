@@ -75,13 +75,13 @@ int64_t GemvColumnsPerWorkgroup(const GemvProblem& p, int64_t tm) {
   return std::max<int64_t>(1, dots / (p.gates * tm));
 }
 
-uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row, bool whole_row) {
+uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t row_width, bool whole_row) {
   const uint32_t cap = std::min(kMaxWorkgroup, caps.max_workgroup_invocations);
   uint32_t wg = std::min(kMinWorkgroup, cap);
-  while (wg * 2 <= cap && (whole_row || workgroups * wg < kGemvTargetInvocations) && wg < parts_per_row) wg *= 2;
+  while (wg * 2 <= cap && (whole_row || workgroups * wg < kGemvTargetInvocations) && wg < row_width) wg *= 2;
   // Narrower where the last round over a row would leave many idle and the narrower one still
   // keeps half the target in flight.
-  while (wg > kMinWorkgroup && HalfWorkgroupIdlesLess(parts_per_row, wg) && workgroups * wg >= kGemvTargetInvocations) {
+  while (wg > kMinWorkgroup && HalfWorkgroupIdlesLess(row_width, wg) && workgroups * wg >= kGemvTargetInvocations) {
     wg /= 2;
   }
   return wg;
@@ -99,11 +99,15 @@ GemvShape ChooseGemvShape(const TargetCaps& caps, const GemvProblem& p, const Ge
   // Narrower where the reduction's sums of many rows (OUTS floats an invocation) would not fit in
   // shared memory.
   const int64_t outs = shape.tm * shape.rn * p.gates + (p.norm ? shape.tm : 0);
-  // Float weights for one row of x: as wide as a row's parts allow, each invocation taking fewer
-  // of a row's parts (their loads are 16 bytes and their registers few).
+  // Float weights for one row of x: as wide as a row's 16-byte loads of weights allow, each
+  // invocation taking fewer of them (their registers are few). Counted in loads, not parts, so that
+  // parts of four f16 values (8-byte loads) leave an invocation as many bytes as parts of eight:
+  // GPT-OSS-20B's LM head (2,880 values a row) took 305 µs at 128 invocations against 336 at 256
+  // on the H200 (bench/RESULTS.md, "float parts of four values").
   const bool whole_row = graph::IsFloat(p.w_dtype) && shape.tm == 1;
+  const int64_t row_width = whole_row ? CeilDiv(static_cast<int64_t>(graph::ByteSize(p.w_dtype, p.k)), 16) : p.parts_per_row;
   shape.wg = config.wg > 0 ? std::min<uint32_t>(static_cast<uint32_t>(config.wg), caps.max_workgroup_invocations)
-                           : GemvWorkgroupSize(caps, shape.groups, p.parts_per_row, whole_row);
+                           : GemvWorkgroupSize(caps, shape.groups, row_width, whole_row);
   while (shape.wg > kMinWorkgroup && 4 * outs * shape.wg > caps.max_shared_memory) shape.wg /= 2;
   return shape;
 }

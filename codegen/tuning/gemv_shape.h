@@ -48,11 +48,12 @@ inline constexpr int64_t kGemvTargetInvocations = int64_t{1} << 18;
 // Whether a workgroup half as wide takes a list of `items` with fewer idle in its last round, where
 // this one's would leave more than an eighth of them idle.
 bool HalfWorkgroupIdlesLess(int64_t items, int64_t width);
-// The float kernel's workgroup size for `workgroups` of them over rows of `parts_per_row` parts:
-// wide enough to keep kGemvTargetInvocations invocations in flight (with `whole_row`, as wide as a
-// row's parts allow, up to 256), never wider than a row has parts; narrower where the last round
-// over a row would leave many idle (HalfWorkgroupIdlesLess) and the target stays in flight.
-uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t parts_per_row, bool whole_row);
+// The float kernel's workgroup size for `workgroups` of them over rows of `row_width` items (a
+// row's parts; with `whole_row`, float weights at one row of x, its 16-byte loads of weights): wide
+// enough to keep kGemvTargetInvocations invocations in flight (with `whole_row`, as wide as a row's
+// items allow, up to 256), never wider than a row has items; narrower where the last round over a
+// row would leave many idle (HalfWorkgroupIdlesLess) and the target stays in flight.
+uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t row_width, bool whole_row);
 
 // What the q8 kernel's shape depends on beside the product.
 struct GemvQ8Extras {

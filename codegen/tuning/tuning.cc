@@ -18,7 +18,7 @@ namespace {
 // Every key a family lets DOPPLER_TUNE set (a new tunable choice adds its key here).
 const std::vector<std::string>& KnownKeys() {
   static const std::vector<std::string> keys = {"gemm.bn", "gemm.bk", "coop.bm", "coop.bn", "coop.bk", "coop.sm",
-                                                "coop.sn", "coop.prefetch", "gemv.rows", "gemv.cols", "gemv.wg", "gemv_q8.rows",
+                                                "coop.sn", "coop.prefetch", "gemv.rows", "gemv.cols", "gemv.wg", "gemv.float_part", "gemv_q8.rows",
                                                 "gemv_q8.workgroups", "gemv_q8.iq4_pairs", "gemv_q8.q4_0_signed",
                                                 "gemv_q8.iq4_xs_part", "gemv_q8.q4_0_part", "gemv_q8.depth", "coop_rows.subgroups",
                                                 "coop_rows.ksplit", "coop_rows.frags", "coop_rows.bk", "coop_rows.prefetch",
