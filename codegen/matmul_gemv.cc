@@ -92,7 +92,7 @@ void wg_reduce(inout float v[OUTS]) {
 }
 
 absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
-  absl::StatusOr<int64_t> float_part = tuning::GemvFloatPart(s.m);
+  absl::StatusOr<int64_t> float_part = tuning::GemvFloatPart(s.m, s.w_dtype, s.restate >= 0);
   if (!float_part.ok()) return float_part.status();
   FloatPartForm form;
   form.float_values = *float_part;

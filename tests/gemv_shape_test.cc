@@ -167,22 +167,34 @@ TEST(GemvShape, FloatWeightsForOneRowTakeWorkgroupsAsWideAsTheRow) {
   }
 }
 
-// Float weights take parts of four values at one row of x and of eight at more, unless
-// DOPPLER_TUNE's gemv.float_part says otherwise (4 or 8, anything else an error naming it).
-TEST(GemvShape, FloatPartsAreFourValuesAtOneRow) {
-  for (const auto& [m, values] : {std::pair<int64_t, int64_t>{1, 4}, {2, 8}, {16, 8}}) {
-    absl::StatusOr<int64_t> got = tuning::GemvFloatPart(m);
+// 16-bit float weights take parts of four values at one row of x, but where the kernel computes a
+// residual norm of x as it reads it; f32 weights and more rows take parts of eight; DOPPLER_TUNE's
+// gemv.float_part says otherwise (4 or 8, anything else an error naming it).
+TEST(GemvShape, SixteenBitFloatPartsAreFourValuesAtOneRow) {
+  struct Case {
+    int64_t m;
+    graph::DType dtype;
+    bool restated;
+    int64_t values;
+  };
+  for (const Case& c : std::vector<Case>{{1, graph::DType::kF16, false, 4},
+                                         {1, graph::DType::kBF16, false, 4},
+                                         {1, graph::DType::kF16, true, 8},
+                                         {1, graph::DType::kF32, false, 8},
+                                         {2, graph::DType::kF16, false, 8},
+                                         {16, graph::DType::kBF16, false, 8}}) {
+    absl::StatusOr<int64_t> got = tuning::GemvFloatPart(c.m, c.dtype, c.restated);
     ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ(*got, values) << m;
+    EXPECT_EQ(*got, c.values) << c.m << " " << graph::Name(c.dtype) << " " << c.restated;
   }
   {
     test::ScopedTune tune("gemv.float_part=8");
-    absl::StatusOr<int64_t> got = tuning::GemvFloatPart(1);
+    absl::StatusOr<int64_t> got = tuning::GemvFloatPart(1, graph::DType::kF16, false);
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(*got, 8);
   }
   test::ScopedTune tune("gemv.float_part=6");
-  absl::StatusOr<int64_t> bad = tuning::GemvFloatPart(1);
+  absl::StatusOr<int64_t> bad = tuning::GemvFloatPart(1, graph::DType::kF16, false);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("gemv.float_part"), std::string::npos) << bad.status();
 }

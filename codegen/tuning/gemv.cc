@@ -57,10 +57,10 @@ absl::StatusOr<GemvConfig> ChooseGemv(int64_t m, int64_t part_values) {
   return config;
 }
 
-absl::StatusOr<int64_t> GemvFloatPart(int64_t m) {
+absl::StatusOr<int64_t> GemvFloatPart(int64_t m, graph::DType w_dtype, bool restated) {
   absl::StatusOr<std::optional<int64_t>> v = tuning::OverrideOneOf("gemv", "float_part", {4, 8});
   if (!v.ok()) return v.status();
-  return v->value_or(m == 1 ? 4 : 8);
+  return v->value_or(m == 1 && w_dtype != graph::DType::kF32 && !restated ? 4 : 8);
 }
 
 absl::StatusOr<GemvConfig> ChooseGemvQ8(int64_t m, int64_t k, const GemvQ8Weights& weights) {

@@ -14,13 +14,16 @@ inline constexpr int64_t kGemvRowsLimit = 16;
 
 // The most values a part of float weights takes in the float matrix-vector kernel for m rows of x
 // (codegen/weight_parts.h FloatPartForm::float_values), or DOPPLER_TUNE's gemv.float_part (4 or 8).
-// At one row, 4: neighbouring invocations' 16-byte loads of x (and of f32 weights) then neighbour
-// each other, a subgroup's load reading 4 cache lines where parts of 8 touched 8 (half of each);
-// f16 weights come in 8-byte loads. On the H200, GPT-OSS-20B's decode (f16 projections and LM
-// head, f32 router) took 437.0 tok/s with parts of 8 and 442.8 with parts of 4 (bench/RESULTS.md,
-// "float parts of four values"). At more rows a part's weights serve every row and its x loads
-// are a smaller share: 8 (its 16-row prefill steps 936 tok/s against 927).
-absl::StatusOr<int64_t> GemvFloatPart(int64_t m);
+// 16-bit weights at one row: 4, so that neighbouring invocations' 16-byte loads of x neighbour
+// each other (a subgroup's load reads 4 cache lines, where parts of 8 touched 8, half of each)
+// and the weights come in 8-byte loads. On the H200, GPT-OSS-20B's decode took 436.2 / 438.1
+// tok/s with parts of 8 and 448.4 / 448.0 with 4 (its LM head 340.8 -> 307.8 us): bench/RESULTS.md,
+// "float parts of four values". Else 8: where the kernel computes a residual norm of x as it reads
+// it (three loads of x a vector), GPT-OSS-20B's q+k+v took 16.0 us with 8 against 16.9 with 4;
+// f32 weights (parts of 8 are two 16-byte loads each), Qwen3-30B-A3B's router (one round of its
+// workgroups' parts of 8) 4.05 against 4.21, its decode 468 tok/s against 464; more rows of x,
+// whose parts' weights serve every row, 16-row prefill steps 936 tok/s against 927.
+absl::StatusOr<int64_t> GemvFloatPart(int64_t m, graph::DType w_dtype, bool restated);
 
 struct GemvConfig {
   // Rows of x a workgroup takes (TM): a bucket of m rows is ceil(m / rows) blocks of rows, and each
