@@ -96,6 +96,8 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, EmbeddingKernelTest, ::testing::Values(DType::k
 struct MatMulCase {
   int64_t tokens, bucket, k, n;
   DType dtype;
+  const char* tune = "";  // DOPPLER_TUNE for the case, named by its variant below
+  const char* variant = "";
 };
 
 void PrintTo(const MatMulCase& c, std::ostream* os) {
@@ -111,6 +113,7 @@ TEST_P(MatMulKernelTest, MatchesInterpreter) {
   b.Output("y", b.MatMul(x, b.Param("w", Matrix(c.n, c.k, c.dtype))));
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
+  test::ScopedTune tune(c.tune);
   Compare(*g, c.bucket, {{{{"x", RandomRows(c.tokens, c.k, 1)}}, 0}, {{{"x", RandomRows(1, c.k, 2)}}, 3}}, 1e-5);
 }
 INSTANTIATE_TEST_SUITE_P(Shapes, MatMulKernelTest,
@@ -120,6 +123,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatMulKernelTest,
                                            // workgroups over a row's 16-byte loads.
                                            MatMulCase{1, 1, 1000, 37, DType::kF16},
                                            MatMulCase{1, 1, 2888, 19, DType::kBF16},
+                                           // ... and in parts of eight (the rule's at more rows).
+                                           MatMulCase{1, 1, 1000, 37, DType::kF16, "gemv.float_part=8", "_parts8"},
                                            MatMulCase{13, 16, 131, 67, DType::kF32},
                                            MatMulCase{13, 16, 200, 9, DType::kF16},
                                            MatMulCase{3, 20, 1000, 3, DType::kF16},
@@ -138,7 +143,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatMulKernelTest,
                          [](const ::testing::TestParamInfo<MatMulCase>& i) {
                            const MatMulCase& c = i.param;
                            return "t" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) + "_n" +
-                                  std::to_string(c.n) + "_" + graph::Name(c.dtype);
+                                  std::to_string(c.n) + "_" + graph::Name(c.dtype) + c.variant;
                          });
 
 // The tiled kernel's width follows the grid (where shared memory allows), and its K-slices the
@@ -184,18 +189,6 @@ TEST_F(KernelTest, MatMulWithoutSubgroupArithmetic) {
   ASSERT_TRUE(g.ok()) << g.status();
   Compare(*g, 2, {{{{"x", RandomRows(2, 200, 1)}}, 0}, {{{"x", RandomRows(1, 200, 2)}}, 4}}, 1e-5,
           WithoutSubgroupArithmetic());
-}
-
-// At one row of x, float weights in parts of eight values (DOPPLER_TUNE's gemv.float_part) as in
-// the rule's four: the interpreter's results either way.
-TEST_F(KernelTest, MatMulOneRowInFloatPartsOfEight) {
-  GraphBuilder b;
-  ValueId x = b.Input("x", Rows(1000));
-  b.Output("y", b.MatMul(x, b.Param("w", Matrix(37, 1000, DType::kF16))));
-  auto g = std::move(b).Finish();
-  ASSERT_TRUE(g.ok()) << g.status();
-  test::ScopedTune tune("gemv.float_part=8");
-  Compare(*g, 1, {{{{"x", RandomRows(1, 1000, 3)}}, 0}}, 1e-5);
 }
 
 TEST_F(KernelTest, MatMulOnAStaticRow) {
