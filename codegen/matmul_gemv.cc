@@ -94,9 +94,7 @@ void wg_reduce(inout float v[OUTS]) {
 absl::StatusOr<Kernel> EmitGemv(const EmitContext& c, const MatMulSpec& s) {
   absl::StatusOr<int64_t> float_part = tuning::GemvFloatPart(s.m, s.w_dtype, s.restate >= 0);
   if (!float_part.ok()) return float_part.status();
-  FloatPartForm form;
-  form.float_values = *float_part;
-  absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, s.w_dtype, s.k, {}, form);
+  absl::StatusOr<WeightParts> parts = WeightPartDecoder(3, s.w_dtype, s.k, {}, FloatPartForm{.float_values = *float_part});
   if (!parts.ok()) return parts.status();
   absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemv(s.m, parts->values);
   if (!config.ok()) return config.status();
