@@ -240,7 +240,8 @@ float stage_x(uint tok, uint group) {
 // group's one slot's else), and accumulate their dot products (weighted, where summing) before the
 // workgroup reduces them once. A summed product's epilogue is affine (RouteSumInExperts asks for
 // bias steps only), so the weighted sum of the slots' values is the weighted sum of their dot
-// products plus the weighted sum of the epilogue's value at 0.
+// products plus the weighted sum of the epilogue's value at 0; a route sum's residual (at
+// `residual_binding`, 0 for none) is added to it last.
 //
 // Where x is a plain norm the kernel computes (`plain_norm`, codegen/in_matmul.h), x is bound to the
 // norm's input and the norm's weight to `norm_binding`: each invocation sums its part's squares (a
@@ -261,7 +262,7 @@ float stage_x(uint tok, uint group) {
 absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const InMatMulRules& rules, const ExpertEpilogue& epilogue,
                                       bool weighted, int64_t experts, int64_t slots, int64_t kdim, int64_t rows,
                                       int64_t cols, bool per_slot_x, const graph::Node* plain_norm,
-                                      uint32_t norm_binding, bool ranks) {
+                                      uint32_t norm_binding, bool ranks, uint32_t residual_binding) {
   const graph::Node& x = c.input(0);
   const graph::Node& w = c.input(1);
   const bool gated = epilogue.gated;
@@ -352,6 +353,7 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const InMatMulRules&
       ranks ? FloatBuffer(4, "logits", c.g.node(c.input(2).inputs[0]).type.dtype, true) : IntBuffer(4, "ids", true),
       weighted ? FloatBuffer(5, "rw", graph::DType::kF32, true) : "", ActivationGlsl(),
       epilogue.buffers, plain_norm != nullptr ? NormWeightGlsl(c, *plain_norm, norm_binding, kdim, parts->values) : "",
+      residual_binding > 0 ? FloatBuffer(residual_binding, "resid", graph::DType::kF32, true) : "",
       Fill(R"(
 const uint WG = {{WG}}u, E = {{E}}u, S = {{S}}u, N = {{N}}u, KD = {{KD}}u, COLS = {{COLS}}u, C = {{C}}u;
 const uint BLOCKS = {{BLOCKS}}u, GROUPS = {{GROUPS}}u, XROW = {{XROW}}u, PARTS = {{PARTS}}u;
@@ -415,11 +417,12 @@ void main() {
   [[unroll]] for (uint c = 0u; c < C; ++c) {
     uint bcol = blk * C + c;
     if (lid != c || bcol >= COLS) continue;
-{{COLUMN}}    y[{{Y_AT}}] = total;
+{{COLUMN}}{{RESIDUAL}}    y[{{Y_AT}}] = total;
   }
 }
 )",
            {{"COLUMN", Fill(weighted ? kWeightedColumn : kSlotColumn, {{"EPILOGUE", epilogue.statements}})},
+            {"RESIDUAL", residual_binding > 0 ? "    total += resid[t * COLS + bcol];\n" : ""},
             {"ID", ranks ? "ranked[j]" : "uint(ids[t * S + j])"},
             {"Y_AT", y_planes.planes() ? "y_at((t * GROUPS + group) * COLS + bcol)" : "(t * GROUPS + group) * COLS + bcol"},
             {"STAGE", q8 ? "  float staged_sq = stage_x(t, group);  // read by the parts below\n" : ""},
@@ -585,6 +588,9 @@ absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
   const graph::Node* plain_norm =
       x.kind == graph::OpKind::kRmsNorm && PlainNormInX(c.g, x, c.tokens, *rules) ? &x : nullptr;
   const uint32_t norm_binding = static_cast<uint32_t>(c.node.inputs.size() + (weighted ? 3 : 2));
+  // A route sum's residual, where it has one, after the rest.
+  const bool residual = weighted && sum->inputs.size() > 2;
+  const uint32_t residual_binding = residual ? norm_binding + (plain_norm != nullptr ? 1 : 0) : 0;
   // An expert product that ranks its experts reads the router's logits in place of the ids.
   const bool ranks = RanksItsExperts(c.g, c.node, c.tokens, *rules);
   // Bindings: y, x, w, ids, then the route weights where the kernel sums, then the biases.
@@ -599,7 +605,7 @@ absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
     k = *std::move(grouped);
   } else {
     absl::StatusOr<Kernel> gemv = EmitExpertGemv(c, *rules, *epilogue, weighted, experts, slots, kdim, rows, cols,
-                                                 per_slot_x, plain_norm, norm_binding, ranks);
+                                                 per_slot_x, plain_norm, norm_binding, ranks, residual_binding);
     if (!gemv.ok()) return gemv.status();
     k = *std::move(gemv);
   }
@@ -613,6 +619,7 @@ absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c) {
     if (i == 2 && weighted) k.args.push_back({sum->inputs[1], false});
   }
   if (plain_norm != nullptr) k.args.push_back({plain_norm->inputs[1], false});
+  if (residual) k.args.push_back({sum->inputs[2], false});
   return k;
 }
 

@@ -130,9 +130,11 @@ void main() {
   return out;
 }
 
-// One invocation an element of the sum, the slots in order.
+// One invocation an element of the sum, the slots in order, then the residual's element where the
+// route sum has one.
 absl::StatusOr<Kernel> EmitRouteSum(const EmitContext& c) {
   const graph::Node& y = c.input(0);
+  const bool residual = c.node.inputs.size() > 2;
   const int64_t slots = c.input(1).type.shape[1].value, width = c.node.type.shape[1].value;
   const int64_t rows = c.rows(y);
   constexpr uint32_t kWorkgroup = 64;
@@ -141,7 +143,7 @@ absl::StatusOr<Kernel> EmitRouteSum(const EmitContext& c) {
   k.variant = "route_sum";
   k.glsl = absl::StrCat(ShaderHeader(kWorkgroup), FloatBuffer(1, "sum", graph::DType::kF32, false),
                         FloatBuffer(2, "y", graph::DType::kF32, true), FloatBuffer(3, "rw", graph::DType::kF32, true),
-                        Fill(R"(
+                        residual ? FloatBuffer(4, "resid", graph::DType::kF32, true) : "", Fill(R"(
 const uint S = {{S}}u, N = {{N}}u;
 void main() {
   uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
@@ -149,13 +151,15 @@ void main() {
   if (t >= {{ROWS}}) return;
   float total = 0.0;
   for (uint j = 0u; j < S; ++j) total += rw[t * S + j] * y[(t * S + j) * N + col];
-  sum[i] = total;
+  sum[i] = total{{RESIDUAL}};
 }
 )",
-                             {{"S", absl::StrCat(slots)},
+                             {{"RESIDUAL", residual ? " + resid[i]" : ""},
+                              {"S", absl::StrCat(slots)},
                               {"N", absl::StrCat(width)},
                               {"ROWS", RowsExpr(y.type.shape[0].tokens, rows)}}));
   k.args = {{c.node.id, true}, {c.node.inputs[0], false}, {c.node.inputs[1], false}};
+  if (residual) k.args.push_back({c.node.inputs[2], false});
   k.groups = WideGrid(CeilDiv(rows * width, kWorkgroup));
   return k;
 }

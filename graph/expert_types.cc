@@ -75,7 +75,7 @@ absl::StatusOr<TensorType> ExpertMatMulType(const std::vector<TensorType>& in, c
   return TensorType{DType::kF32, {x.shape[0], Dim::Static(*k * n)}};
 }
 
-// (y f32[T, k*N], weights f32[T, k]) -> f32[T, N].
+// (y f32[T, k*N], weights f32[T, k][, residual f32[T, N]]) -> f32[T, N].
 absl::StatusOr<TensorType> RouteSumType(const std::vector<TensorType>& in) {
   constexpr OpKind kind = OpKind::kRouteSum;
   const TensorType &y = in[0], &w = in[1];
@@ -86,7 +86,12 @@ absl::StatusOr<TensorType> RouteSumType(const std::vector<TensorType>& in) {
   if (!IsRowsOf(y, DType::kF32) || y.shape[0] != w.shape[0] || y.shape[1].value % k != 0) {
     return Error(kind, absl::StrCat("y must be f32[T, k*N] with the route weights' T and k ", k, ", got ", ToString(y)));
   }
-  return TensorType{DType::kF32, {y.shape[0], Dim::Static(y.shape[1].value / k)}};
+  const TensorType out{DType::kF32, {y.shape[0], Dim::Static(y.shape[1].value / k)}};
+  if (in.size() > 3) return Error(kind, absl::StrCat("takes y, the route weights and a residual, got ", in.size(), " inputs"));
+  if (in.size() == 3 && in[2] != out) {
+    return Error(kind, absl::StrCat("the residual must be ", ToString(out), ", got ", ToString(in[2])));
+  }
+  return out;
 }
 
 }  // namespace

@@ -318,8 +318,9 @@ absl::StatusOr<TensorPtr> ExpertMatMul(const Node& n, const Tensor& x, const Ten
   return out;
 }
 
-// Token t's slots j of y, each N wide, weighted by weights[t, j] and summed in slot order.
-TensorPtr RouteSum(const Tensor& y, const Tensor& weights) {
+// Token t's slots j of y, each N wide, weighted by weights[t, j] and summed in slot order, then
+// the residual's row added where there is one.
+TensorPtr RouteSum(const Tensor& y, const Tensor& weights, const Tensor* residual) {
   const int64_t tokens = y.shape[0], k = weights.shape[1], width = y.shape[1] / k;
   TensorPtr out = NewF32({tokens, width});
   for (int64_t t = 0; t < tokens; ++t) {
@@ -328,7 +329,8 @@ TensorPtr RouteSum(const Tensor& y, const Tensor& weights) {
       for (int64_t j = 0; j < k; ++j) {
         sum += weights.f[static_cast<size_t>(t * k + j)] * y.f[static_cast<size_t>((t * k + j) * width + c)];
       }
-      out->f[static_cast<size_t>(t * width + c)] = sum;
+      const size_t at = static_cast<size_t>(t * width + c);
+      out->f[at] = residual != nullptr ? sum + residual->f[at] : sum;
     }
   }
   return out;
@@ -542,7 +544,7 @@ absl::StatusOr<std::shared_ptr<Tensor>> Interpreter::Eval(const Graph& g, const 
       return ExpertMatMul(n, in(0), in(1), in(2), extras);
     }
     case OpKind::kRouteSum:
-      return RouteSum(in(0), in(1));
+      return RouteSum(in(0), in(1), n.inputs.size() > 2 ? &in(2) : nullptr);
     case OpKind::kClampedSwiglu: {
       TensorPtr out = NewF32(in(0).shape);
       const float alpha = static_cast<float>(n.attrs.Float("alpha")), limit = static_cast<float>(n.attrs.Float("limit"));

@@ -43,7 +43,7 @@ const std::vector<OpDef>& Defs() {
       {OpKind::kRouteWeights, "route_weights", 2, {{"weighting", A::kString}}},
       {OpKind::kExpertMatMul, "expert_matmul", 3, {{"experts", A::kInt}}, false, /*variadic=*/true},
       {OpKind::kClampedSwiglu, "clamped_swiglu", 2, {{"alpha", A::kFloat}, {"limit", A::kFloat}}},
-      {OpKind::kRouteSum, "route_sum", 2, {}},
+      {OpKind::kRouteSum, "route_sum", 2, {}, false, /*variadic=*/true},
   };
   return defs;
 }

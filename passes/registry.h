@@ -17,6 +17,7 @@ const std::vector<PassEntry>& Registry();
 
 std::unique_ptr<Pass> MakeFuseQkv();
 std::unique_ptr<Pass> MakeFuseGateUp();
+std::unique_ptr<Pass> MakeFuseRouteSumResidual();
 std::unique_ptr<Pass> MakeFuseResidualRmsNorm();
 std::unique_ptr<Pass> MakeFuseMatmulEpilogue();
 std::unique_ptr<Pass> MakeFuseNormMatmul();

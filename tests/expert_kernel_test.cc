@@ -280,10 +280,12 @@ TEST_P(ExpertMatMulKernelTest, GroupedExpertMlpMatchesTheInterpreter) {
 
 // An MoE block as a decode step has it: a plain norm (the post-attention one) that the router and
 // the gated expert product read, top_k, and the down product with its route sum; outputs the
-// router's logits, h (unless `h_output` is false, as in a model) and y.
-absl::StatusOr<graph::Graph> NormedMoeBlock(const ExpertCase& c, bool h_output = true) {
+// router's logits, h (unless `h_output` is false, as in a model) and y (with `residual`, the route
+// sum plus x, as a model's residual stream adds it).
+absl::StatusOr<graph::Graph> NormedMoeBlock(const ExpertCase& c, bool h_output = true, bool residual = false) {
   GraphBuilder b;
-  ValueId normed = b.RmsNorm(b.Input("x", Rows(c.hidden)), b.Param("norm", test::Vector(c.hidden)), 1e-5, 1.0);
+  ValueId x = b.Input("x", Rows(c.hidden));
+  ValueId normed = b.RmsNorm(x, b.Param("norm", test::Vector(c.hidden)), 1e-5, 1.0);
   ValueId logits = b.MatMul(normed, b.Param("router", Matrix(c.experts, c.hidden, DType::kF32)));
   b.Output("logits", logits);
   ValueId ids = b.TopK(logits, c.k);
@@ -291,7 +293,8 @@ absl::StatusOr<graph::Graph> NormedMoeBlock(const ExpertCase& c, bool h_output =
   ValueId down = b.Param("down", Matrix(c.experts * c.hidden, c.width, c.dtype));
   ValueId h = b.ExpertMatMul(normed, gate_up, ids, c.experts, "silu_mul");
   if (h_output) b.Output("h", h);
-  b.Output("y", b.RouteSum(b.ExpertMatMul(h, down, ids, c.experts), b.RouteWeights(logits, ids, "softmax_chosen")));
+  ValueId y = b.RouteSum(b.ExpertMatMul(h, down, ids, c.experts), b.RouteWeights(logits, ids, "softmax_chosen"));
+  b.Output("y", residual ? b.Add(y, x) : y);
   return std::move(b).Finish();
 }
 // A step of `tokens` random rows of the block's x at position `pos`.
@@ -302,6 +305,42 @@ Step BlockStep(const ExpertCase& c, int64_t tokens, uint32_t seed, uint32_t pos)
 int64_t CountVariants(const std::vector<std::string>& variants, const std::string& part) {
   return std::count_if(variants.begin(), variants.end(),
                        [&](const std::string& v) { return v.find(part) != std::string::npos; });
+}
+
+// The residual add after the route sum, taken into it (the fuse-route-sum-residual pass): the
+// down product adds x's row to the columns it writes where it computes the route sum (one row, 5
+// and 1 of a bucket of 8, with and without subgroup arithmetic), the route sum's own dispatch adds
+// it where it has one (the rule off; the products grouped at 70 rows), and the q8 kernel's
+// epilogue, on x rounded through q8 blocks, adds it alike.
+TEST_P(ExpertMatMulKernelTest, ARouteSumAddsItsResidual) {
+  const ExpertCase& c = GetParam();
+  absl::StatusOr<graph::Graph> block = NormedMoeBlock(c, /*h_output=*/false, /*residual=*/true);
+  ASSERT_TRUE(block.ok()) << block.status();
+  graph::Graph g = *block;
+  auto fuse = passes::MakePass("fuse-route-sum-residual");
+  ASSERT_TRUE(fuse.ok()) << fuse.status();
+  ASSERT_TRUE((*fuse)->Run(g).ok());
+  ASSERT_TRUE(graph::Verify(g).ok());
+  const graph::Node& sum = g.node(*g.output("y"));
+  ASSERT_EQ(sum.kind, graph::OpKind::kRouteSum);
+  ASSERT_EQ(sum.inputs.size(), 3u);
+  auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) { return BlockStep(c, tokens, seed, pos); };
+  EXPECT_EQ(CountVariants(Compare(g, 1, {step(1, 10, 0), step(1, 20, 1)}, c.tolerance), "router.route_sum"), 0);
+  EXPECT_EQ(CountVariants(Compare(g, 8, {step(5, 30, 0), step(1, 40, 5)}, c.tolerance), "router.route_sum"), 0);
+  Compare(g, 1, {step(1, 50, 0)}, c.tolerance, WithoutSubgroupArithmetic());
+  {
+    const test::ScopedTune scoped("matmul.route_sum=0");
+    EXPECT_EQ(CountVariants(Compare(g, 1, {step(1, 60, 0)}, c.tolerance), "router.route_sum"), 1);
+  }
+  EXPECT_EQ(CountVariants(Compare(g, 80, {step(70, 70, 0)}, c.tolerance), "router.route_sum"), 1);
+  const bool integer_quants = c.dtype != DType::kF32 && c.dtype != DType::kF16 && c.dtype != DType::kBF16;
+  if (!integer_quants || !ctx().info().int_dot_product) return;
+  auto q8 = passes::MakePass("q8-activations");
+  ASSERT_TRUE(q8.ok()) << q8.status();
+  ASSERT_TRUE((*q8)->Run(g).ok());
+  // As Q8ActivationsMatchTheInterpreter: both sides multiply the same quants, 1e-3 for a value that
+  // rounds the other way.
+  EXPECT_EQ(CountVariants(Compare(g, 1, {step(1, 80, 0), step(1, 90, 1)}, 1e-3), "+x_q8"), 2);
 }
 
 // x in planes between kernels (codegen/plane_x.h): at one row, where the expert products' parts

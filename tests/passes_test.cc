@@ -219,6 +219,37 @@ TEST(FuseMatmulEpilogue, KeepsAMatmulReadTwiceOrFeedingItsOwnResidual) {
   EXPECT_EQ(Count(after, OpKind::kAdd), 1);
 }
 
+// A mixture of experts' residual add, on either side, joins its route sum; a route sum read again,
+// or added to a value made from it, stays apart.
+TEST(FuseRouteSumResidual, TheResidualAddJoinsTheRouteSum) {
+  for (bool sum_first : {true, false}) {
+    GraphBuilder b;
+    ValueId y = b.Input("y", Rows(3 * 14));
+    ValueId w = b.Input("w", Rows(3));
+    ValueId r = b.Input("r", Rows(14));
+    ValueId s = b.RouteSum(y, w);
+    b.Output("out", sum_first ? b.Add(s, r) : b.Add(r, s));
+    Graph before = *std::move(b).Finish();
+    Graph after = RunPass(before, "fuse-route-sum-residual");
+    ASSERT_EQ(Count(after, OpKind::kAdd), 0) << graph::ToText(after);
+    const graph::Node& sum = *Nodes(after, OpKind::kRouteSum)[0];
+    ASSERT_EQ(sum.inputs.size(), 3u);
+    EXPECT_EQ(after.node(sum.inputs[2]).attrs.Str("name"), "r");
+    ExpectSameResults(before, after, {{"y", RandomRows(4, 3 * 14)}, {"w", RandomRows(4, 3)}, {"r", RandomRows(4, 14)}});
+  }
+  GraphBuilder b;
+  ValueId y = b.Input("y", Rows(2 * 8));
+  ValueId w = b.Input("w", Rows(2));
+  ValueId s = b.RouteSum(y, w);
+  b.Output("a", b.Add(s, b.Input("r", Rows(8))));
+  b.Output("s", s);  // read again
+  ValueId s2 = b.RouteSum(y, w, "s2");
+  b.Output("c", b.Add(s2, b.Scale(s2, 2.0)));  // the "residual" depends on the route sum
+  Graph after = RunPass(*std::move(b).Finish(), "fuse-route-sum-residual");
+  EXPECT_EQ(Count(after, OpKind::kAdd), 2);
+  for (const graph::Node* n : Nodes(after, OpKind::kRouteSum)) EXPECT_EQ(n->inputs.size(), 2u);
+}
+
 TEST(FuseResidualRmsNorm, WritesTheSumAndTheNormKeepingTheSumForOthers) {
   GraphBuilder b;
   ValueId x = b.Input("x", Rows(20));
