@@ -173,7 +173,8 @@ bool RouteSumInExperts(const graph::Graph& g, const graph::Node& n, int64_t toke
   const bool is_output = std::any_of(g.outputs().begin(), g.outputs().end(),
                                      [&](const auto& o) { return o.second == product.id; });
   // The product reads the route weights and the residual: they come before it in the plan's order.
-  const bool inputs_before = std::all_of(n.inputs.begin() + 1, n.inputs.end(), [&](graph::ValueId v) { return v < product.id; });
+  const bool inputs_before =
+      std::all_of(n.inputs.begin() + 1, n.inputs.end(), [&](graph::ValueId v) { return v < product.id; });
   if (product.kind != graph::OpKind::kExpertMatMul || g.Users(product.id).size() != 1 || is_output ||
       ExpertsGrouped(product, tokens, rules) || !inputs_before) {
     return false;

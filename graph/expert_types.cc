@@ -87,7 +87,9 @@ absl::StatusOr<TensorType> RouteSumType(const std::vector<TensorType>& in) {
     return Error(kind, absl::StrCat("y must be f32[T, k*N] with the route weights' T and k ", k, ", got ", ToString(y)));
   }
   const TensorType out{DType::kF32, {y.shape[0], Dim::Static(y.shape[1].value / k)}};
-  if (in.size() > 3) return Error(kind, absl::StrCat("takes y, the route weights and a residual, got ", in.size(), " inputs"));
+  if (in.size() > 3) {
+    return Error(kind, absl::StrCat("takes y, the route weights and a residual, got ", in.size(), " inputs"));
+  }
   if (in.size() == 3 && in[2] != out) {
     return Error(kind, absl::StrCat("the residual must be ", ToString(out), ", got ", ToString(in[2])));
   }

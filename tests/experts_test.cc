@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "graph/builder.h"
+#include "graph/expert_types.h"
 #include "graph/interpreter.h"
 
 namespace doppler::graph {
@@ -160,6 +161,13 @@ TEST(ExpertOps, BadShapesAreTypeErrors) {
             std::string::npos);
   EXPECT_NE(error([](GraphBuilder& b) { b.RouteSum(b.Input("y", Rows(7)), b.Input("weights", Rows(2))); }).find("y must be"),
             std::string::npos);
+  // A residual (fuse-route-sum-residual's third input) is a row of the sum's width.
+  const TensorType y = Rows(6), w = Rows(2);
+  EXPECT_TRUE(InferExpertOpType(OpKind::kRouteSum, {y, w, Rows(3)}, {}).ok());
+  absl::StatusOr<TensorType> wide = InferExpertOpType(OpKind::kRouteSum, {y, w, Rows(6)}, {});
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(std::string(wide.status().message()).find("the residual must be"), std::string::npos);
+  EXPECT_FALSE(InferExpertOpType(OpKind::kRouteSum, {y, w, Rows(3), Rows(3)}, {}).ok());
 }
 
 }  // namespace
