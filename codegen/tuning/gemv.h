@@ -18,8 +18,10 @@ inline constexpr int64_t kGemvRowsLimit = 16;
 // each other (a subgroup's load reads 4 cache lines, where parts of 8 touched 8, half of each)
 // and the weights come in 8-byte loads. On the H200, GPT-OSS-20B's decode took 436.2 / 438.1
 // tok/s with parts of 8 and 448.4 / 448.0 with 4 (its LM head 340.8 -> 307.8 us): bench/RESULTS.md,
-// "float parts of four values". Else 8: where the kernel computes a residual norm of x as it reads
-// it (three loads of x a vector), GPT-OSS-20B's q+k+v took 16.0 us with 8 against 16.9 with 4;
+// "float parts of four values"; its q+k+v, normalising x as it reads it, 13.6 us with 4 against
+// 14.0 with 8 ("thirty-third session"). Else 8: where the kernel computes a residual norm of x as
+// it reads it (three loads of x a vector), GPT-OSS-20B's q+k+v (before its residual add joined the
+// route sum) took 16.0 us with 8 against 16.9 with 4;
 // f32 weights (parts of 8 are two 16-byte loads each), Qwen3-30B-A3B's router (one round of its
 // workgroups' parts of 8) 4.05 against 4.21, its decode 468 tok/s against 464; more rows of x,
 // whose parts' weights serve every row, 16-row prefill steps 936 tok/s against 927.
