@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -301,6 +302,16 @@ absl::StatusOr<graph::Graph> NormedMoeBlock(const ExpertCase& c, bool h_output =
 Step BlockStep(const ExpertCase& c, int64_t tokens, uint32_t seed, uint32_t pos) {
   return Step{{{"x", RandomRows(tokens, c.hidden, seed)}}, pos};
 }
+// `g` after the pass `name`, verified.
+absl::Status RunPass(graph::Graph& g, const std::string& name) {
+  absl::StatusOr<std::unique_ptr<passes::Pass>> pass = passes::MakePass(name);
+  if (!pass.ok()) return pass.status();
+  if (absl::StatusOr<bool> changed = (*pass)->Run(g); !changed.ok()) return changed.status();
+  return graph::Verify(g);
+}
+// Whether the weights have integer quants (the q8-activations pass gives their products q8 x).
+bool IntegerQuants(DType dtype) { return dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16; }
+
 // The plan's dispatches whose variant names `part`.
 int64_t CountVariants(const std::vector<std::string>& variants, const std::string& part) {
   return std::count_if(variants.begin(), variants.end(),
@@ -317,10 +328,7 @@ TEST_P(ExpertMatMulKernelTest, ARouteSumAddsItsResidual) {
   absl::StatusOr<graph::Graph> block = NormedMoeBlock(c, /*h_output=*/false, /*residual=*/true);
   ASSERT_TRUE(block.ok()) << block.status();
   graph::Graph g = *block;
-  auto fuse = passes::MakePass("fuse-route-sum-residual");
-  ASSERT_TRUE(fuse.ok()) << fuse.status();
-  ASSERT_TRUE((*fuse)->Run(g).ok());
-  ASSERT_TRUE(graph::Verify(g).ok());
+  ASSERT_TRUE(RunPass(g, "fuse-route-sum-residual").ok());
   const graph::Node& sum = g.node(*g.output("y"));
   ASSERT_EQ(sum.kind, graph::OpKind::kRouteSum);
   ASSERT_EQ(sum.inputs.size(), 3u);
@@ -333,11 +341,8 @@ TEST_P(ExpertMatMulKernelTest, ARouteSumAddsItsResidual) {
     EXPECT_EQ(CountVariants(Compare(g, 1, {step(1, 60, 0)}, c.tolerance), "router.route_sum"), 1);
   }
   EXPECT_EQ(CountVariants(Compare(g, 80, {step(70, 70, 0)}, c.tolerance), "router.route_sum"), 1);
-  const bool integer_quants = c.dtype != DType::kF32 && c.dtype != DType::kF16 && c.dtype != DType::kBF16;
-  if (!integer_quants || !ctx().info().int_dot_product) return;
-  auto q8 = passes::MakePass("q8-activations");
-  ASSERT_TRUE(q8.ok()) << q8.status();
-  ASSERT_TRUE((*q8)->Run(g).ok());
+  if (!IntegerQuants(c.dtype) || !ctx().info().int_dot_product) return;
+  ASSERT_TRUE(RunPass(g, "q8-activations").ok());
   // As Q8ActivationsMatchTheInterpreter: both sides multiply the same quants, 1e-3 for a value that
   // rounds the other way.
   EXPECT_EQ(CountVariants(Compare(g, 1, {step(1, 80, 0), step(1, 90, 1)}, 1e-3), "+x_q8"), 2);
@@ -424,11 +429,8 @@ TEST_P(ExpertMatMulKernelTest, Q8ActivationsMatchTheInterpreter) {
   absl::StatusOr<graph::Graph> exact = NormedMoeBlock(c);
   ASSERT_TRUE(exact.ok()) << exact.status();
   graph::Graph g = *exact;
-  auto pass = passes::MakePass("q8-activations");
-  ASSERT_TRUE(pass.ok()) << pass.status();
-  ASSERT_TRUE((*pass)->Run(g).ok());
-  ASSERT_TRUE(graph::Verify(g).ok());
-  const bool integer_quants = c.dtype != DType::kF32 && c.dtype != DType::kF16 && c.dtype != DType::kBF16;
+  ASSERT_TRUE(RunPass(g, "q8-activations").ok());
+  const bool integer_quants = IntegerQuants(c.dtype);
   EXPECT_EQ(g.node(*g.output("h")).attrs.Has("x_quant"), integer_quants);
   if (!integer_quants) return;
   auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) { return BlockStep(c, tokens, seed, pos); };
