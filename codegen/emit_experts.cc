@@ -267,7 +267,9 @@ absl::StatusOr<Kernel> EmitExpertGemv(const EmitContext& c, const InMatMulRules&
   const graph::Node& w = c.input(1);
   const bool gated = epilogue.gated;
   const bool q8 = c.node.attrs.Has("x_quant");
-  absl::StatusOr<WeightParts> parts = ExpertGemvParts(w.type.dtype, kdim, q8);
+  absl::StatusOr<tuning::DeviceChoice> half_dots = tuning::ExpertGemvHalfDots(c.caps);
+  if (!half_dots.ok()) return half_dots.status();
+  absl::StatusOr<WeightParts> parts = ExpertGemvParts(w.type.dtype, kdim, q8, half_dots->value == 1);
   if (!parts.ok()) return parts.status();
   const PlaneX x_planes = PlaneXOf(c.g, x, c.tokens, rules), y_planes = PlaneXOf(c.g, c.node, c.tokens, rules);
   if (q8 && parts->q8_glsl.empty()) {
@@ -561,12 +563,10 @@ uint x_at(uint t, uint k) {
 
 }  // namespace
 
-absl::StatusOr<WeightParts> ExpertGemvParts(graph::DType dtype, int64_t kdim, bool q8) {
+absl::StatusOr<WeightParts> ExpertGemvParts(graph::DType dtype, int64_t kdim, bool q8, bool half_dots) {
   absl::StatusOr<int64_t> block_part = tuning::ExpertGemvBlockPart();
   if (!block_part.ok()) return block_part.status();
-  absl::StatusOr<bool> half_dots = tuning::ExpertGemvHalfDots();
-  if (!half_dots.ok()) return half_dots.status();
-  return WeightPartDecoder(3, dtype, kdim, {}, FloatPartForm{*block_part, *half_dots && !q8});
+  return WeightPartDecoder(3, dtype, kdim, {}, FloatPartForm{*block_part, half_dots && !q8});
 }
 
 // A matrix-vector pass a row (workgroup i is (token, slot group, column block): where the kernel

@@ -46,9 +46,9 @@ absl::StatusOr<Kernel> EmitTopK(const EmitContext& c);
 absl::StatusOr<Kernel> EmitRouteWeights(const EmitContext& c);
 absl::StatusOr<Kernel> EmitExpertMatMul(const EmitContext& c);
 // The parts the expert products' matrix-vector kernel takes of a weight of `dtype` with rows of
-// `kdim` values, against x rounded through q8 blocks (`q8`) or float x, as tuned
-// (codegen/tuning/experts.h).
-absl::StatusOr<WeightParts> ExpertGemvParts(graph::DType dtype, int64_t kdim, bool q8);
+// `kdim` values, against x rounded through q8 blocks (`q8`) or float x, MXFP4's whole blocks in f16
+// pairs where `half_dots` (tuning::ExpertGemvHalfDots), as tuned (codegen/tuning/experts.h).
+absl::StatusOr<WeightParts> ExpertGemvParts(graph::DType dtype, int64_t kdim, bool q8, bool half_dots);
 absl::StatusOr<Kernel> EmitRouteSum(const EmitContext& c);
 
 // ceil(a / b)

@@ -19,7 +19,8 @@ PlaneX ReaderPlanes(const graph::Graph& g, const graph::Node& u, const graph::No
   }
   const graph::Node& w = g.node(u.inputs[1]);
   const int64_t kdim = w.type.shape[1].value;
-  absl::StatusOr<WeightParts> parts = ExpertGemvParts(w.type.dtype, kdim, /*q8=*/false);
+  // The planes follow the parts' values, not how the kernel multiplies them.
+  absl::StatusOr<WeightParts> parts = ExpertGemvParts(w.type.dtype, kdim, /*q8=*/false, /*half_dots=*/false);
   if (!parts.ok() || !parts->contiguous || parts->values % 4 != 0 || kdim % parts->values != 0) return {};
   return {kdim, parts->values};
 }

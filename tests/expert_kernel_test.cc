@@ -185,7 +185,8 @@ TEST_P(ExpertMatMulKernelTest, ExpertMlpMatchesTheInterpreter) {
 
 // Every shape of the matrix-vector kernel (tuning::ExpertGemvConfig: columns a workgroup; the
 // small-block formats' parts of a word, experts.part=8, beside the rule's whole block; MXFP4's in
-// f16 pairs, experts.half=1, which other types ignore), on the whole expert MLP with its route sum.
+// float dots, experts.half=0, beside the rule's f16 pairs where the device has f16 arithmetic, which
+// other types ignore), on the whole expert MLP with its route sum.
 TEST_P(ExpertMatMulKernelTest, EveryGemvShapeMatchesTheInterpreter) {
   const ExpertCase& c = GetParam();
   GraphBuilder b;
@@ -193,7 +194,7 @@ TEST_P(ExpertMatMulKernelTest, EveryGemvShapeMatchesTheInterpreter) {
   auto g = std::move(b).Finish();
   ASSERT_TRUE(g.ok()) << g.status();
   for (const char* tune : {"experts.cols=1", "experts.cols=2", "experts.cols=8", "experts.cols=16", "experts.part=8",
-                           "experts.part=8,experts.cols=1", "experts.half=1", "experts.half=1,experts.cols=1"}) {
+                           "experts.part=8,experts.cols=1", "experts.half=0", "experts.half=0,experts.cols=1"}) {
     SCOPED_TRACE(tune);
     const test::ScopedTune scoped(tune);
     const std::vector<std::string> variants = Compare(*g, 8, {MlpStep(c, 5, 10, 0), MlpStep(c, 1, 20, 5)}, c.tolerance);
@@ -383,14 +384,14 @@ TEST_P(ExpertMatMulKernelTest, XLiesInPlanesBetweenTheExpertProducts) {
 // post-attention norm; codegen/in_matmul.h's plain norm in x), at one row: by default the router
 // computes it and its workgroups write its row, a share each; up to a bound on the expert product
 // (experts.norm_upto) each reader computes it as it loads x (with and without subgroup arithmetic,
-// and MXFP4's f16 dots); either way the norm has no dispatch. At more rows the readers take the
+// and MXFP4's float dots beside the rule's); either way the norm has no dispatch. At more rows the readers take the
 // norm's row from a dispatch of its own.
 TEST_P(ExpertMatMulKernelTest, APlainNormIsComputedByItsReaders) {
   const ExpertCase& c = GetParam();
   absl::StatusOr<graph::Graph> g = NormedMoeBlock(c);
   ASSERT_TRUE(g.ok()) << g.status();
   auto step = [&](int64_t tokens, uint32_t seed, uint32_t pos) { return BlockStep(c, tokens, seed, pos); };
-  for (const char* tune : {"experts.norm_upto=100000000", "experts.norm_upto=100000000,experts.half=1"}) {
+  for (const char* tune : {"experts.norm_upto=100000000", "experts.norm_upto=100000000,experts.half=0"}) {
     SCOPED_TRACE(tune);
     const test::ScopedTune scoped(tune);
     std::vector<std::string> variants = Compare(*g, 1, {step(1, 10, 0), step(1, 20, 1)}, c.tolerance);

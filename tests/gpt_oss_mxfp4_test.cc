@@ -21,8 +21,10 @@
 #include "runtime/engine.h"
 #include "tests/support/engine_env.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/gpu_runner.h"
 #include "tests/support/reference.h"
 #include "tests/support/reference_logits.h"
+#include "tests/support/scoped_tune.h"
 
 namespace doppler {
 namespace {
@@ -154,23 +156,32 @@ TEST(GptOssMxfp4, PublishedExpertsComputeAsTheirDequantizedValues) {
   EXPECT_EQ(got->first, want->first);
   EXPECT_EQ(got->second, want->second);
 
-  runtime::EngineOptions o = test::ReferenceEngineOptions(b);
-  o.weight_dtype = graph::DType::kF32;
-  absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(o);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  bool mxfp4_experts = false;
-  for (const vk::PlannedDispatch& d : (*engine)->decode_plan().dispatches()) {
-    mxfp4_experts |= d.variant.find("gemv.mxfp4.gated") != std::string::npos;
+  // In float dots (experts.half=0) the experts compute as their dequantized values do; in the
+  // rule's f16 pairs (devices with f16 arithmetic) within the bound of products of f16 operands.
+  for (const char* tune : {"experts.half=0", ""}) {
+    SCOPED_TRACE(tune);
+    const test::ScopedTune scoped(tune);
+    runtime::EngineOptions o = test::ReferenceEngineOptions(b);
+    o.weight_dtype = graph::DType::kF32;
+    absl::StatusOr<std::unique_ptr<runtime::Engine>> engine = runtime::Engine::Create(o);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    bool mxfp4_experts = false, half = false;
+    for (const vk::PlannedDispatch& d : (*engine)->decode_plan().dispatches()) {
+      mxfp4_experts |= d.variant.find("gemv.mxfp4.gated") != std::string::npos;
+      half |= d.variant.find(".half") != std::string::npos;
+    }
+    EXPECT_TRUE(mxfp4_experts) << "the experts are not read as MXFP4";
+    EXPECT_EQ(half, *tune == '\0' && (*engine)->device().info().fp16);
+    const double tolerance = test::ToleranceFor((*engine)->decode_plan(), 1e-4);
+    absl::StatusOr<test::ReferenceLogits> run =
+        test::CompareWithReference(**engine, ref->input_ids, tokens, want->first.data(), want->second.data());
+    ASSERT_TRUE(run.ok()) << run.status();
+    std::printf("[ gpt_oss mxfp4%s ] worst row error against the dequantized model: prefill %.3g, decode %.3g\n",
+                half ? ", f16 pairs" : "", run->prefill_error, run->decode_error);
+    EXPECT_LE(run->prefill_error, tolerance);
+    EXPECT_LE(run->decode_error, tolerance);
+    EXPECT_EQ((*engine)->device().validation_messages(), 0);
   }
-  EXPECT_TRUE(mxfp4_experts) << "the experts are not read as MXFP4";
-  absl::StatusOr<test::ReferenceLogits> run =
-      test::CompareWithReference(**engine, ref->input_ids, tokens, want->first.data(), want->second.data());
-  ASSERT_TRUE(run.ok()) << run.status();
-  std::printf("[ gpt_oss mxfp4 ] worst row error against the dequantized model: prefill %.3g, decode %.3g\n",
-              run->prefill_error, run->decode_error);
-  EXPECT_LE(run->prefill_error, 1e-4);
-  EXPECT_LE(run->decode_error, 1e-4);
-  EXPECT_EQ((*engine)->device().validation_messages(), 0);
   fs::remove_all(a);
   fs::remove_all(b);
 }

@@ -174,9 +174,10 @@ TEST(Tuning, ExpertGemvBlockPartIsTheRuleOrAnOverrideOf8Or32) {
   EXPECT_NE(bad.status().message().find("experts.part=16 is not one of 8, 32"), std::string::npos) << bad.status();
 }
 
-// experts.half takes MXFP4's parts into f16 pairs where the device has f16 arithmetic, is an error
-// naming shaderFloat16 where it has none, and leaves other types' kernels as they are.
-TEST(Tuning, ExpertGemvHalfDotsNeedF16ArithmeticAndMxfp4) {
+// MXFP4's parts take f16 pairs wherever the device has f16 arithmetic and float dots where it has
+// none; experts.half=0 keeps float dots, experts.half=1 is an error naming shaderFloat16 on a device
+// without it; other types' kernels are as they were either way.
+TEST(Tuning, ExpertGemvHalfDotsFollowF16ArithmeticForMxfp4) {
   auto kernel = [](graph::DType dtype, const codegen::TargetCaps& caps) -> absl::StatusOr<codegen::Kernel> {
     graph::GraphBuilder b;
     graph::ValueId x = b.Input("x", test::Rows(96));
@@ -186,16 +187,24 @@ TEST(Tuning, ExpertGemvHalfDotsNeedF16ArithmeticAndMxfp4) {
     if (!g.ok()) return g.status();
     return codegen::EmitKernel(*g, g->node(*g->output("y")), caps, 1);
   };
-  codegen::TargetCaps nvidia = codegen::H100LikeCaps();
+  auto half = [&](graph::DType dtype, const codegen::TargetCaps& caps) {
+    absl::StatusOr<codegen::Kernel> k = kernel(dtype, caps);
+    EXPECT_TRUE(k.ok()) << k.status();
+    return k.ok() && k->variant.find(".half") != std::string::npos;
+  };
+  codegen::TargetCaps f16 = codegen::H100LikeCaps(), no_f16 = codegen::H100LikeCaps();
+  no_f16.float16_arithmetic = false;
+  EXPECT_TRUE(half(graph::DType::kMXFP4, f16));
+  EXPECT_FALSE(half(graph::DType::kMXFP4, no_f16));
+  EXPECT_FALSE(half(graph::DType::kQ4_0, f16));
+  {
+    ScopedTune tune("experts.half=0");
+    EXPECT_FALSE(half(graph::DType::kMXFP4, f16));
+  }
   ScopedTune tune("experts.half=1");
-  absl::StatusOr<codegen::Kernel> half = kernel(graph::DType::kMXFP4, nvidia);
-  ASSERT_TRUE(half.ok()) << half.status();
-  EXPECT_NE(half->variant.find(".half"), std::string::npos) << half->variant;
-  absl::StatusOr<codegen::Kernel> q4 = kernel(graph::DType::kQ4_0, nvidia);
-  ASSERT_TRUE(q4.ok()) << q4.status();
-  EXPECT_EQ(q4->variant.find(".half"), std::string::npos) << q4->variant;
-  nvidia.float16_arithmetic = false;
-  absl::StatusOr<codegen::Kernel> none = kernel(graph::DType::kMXFP4, nvidia);
+  EXPECT_TRUE(half(graph::DType::kMXFP4, f16));
+  EXPECT_FALSE(half(graph::DType::kQ4_0, f16));
+  absl::StatusOr<codegen::Kernel> none = kernel(graph::DType::kMXFP4, no_f16);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("shaderFloat16"), std::string::npos) << none.status();
 }
@@ -1299,10 +1308,19 @@ TEST(Tuning, DeviceChoicesFollowTheCapabilitiesAndSayWhereTheyWereMeasured) {
                             "query heads a kv head, from 128 where a lane's dimensions are not a quad (measured on nvidia: "),
             std::string::npos)
       << *described;
+  EXPECT_NE(described->find("  MXFP4 expert products in packed f16: yes (measured on nvidia: "), std::string::npos)
+      << *described;
   described = codegen::tuning::DescribeDeviceChoices(codegen::AmdLikeCaps());
   ASSERT_TRUE(described.ok()) << described.status();
   EXPECT_NE(described->find("device class amd\n  matmul cooperative-matrix tiles: none (the device has no cooperative "
                             "matrices)"),
+            std::string::npos)
+      << *described;
+  codegen::TargetCaps no_f16 = codegen::AmdLikeCaps();
+  no_f16.float16_arithmetic = false;
+  described = codegen::tuning::DescribeDeviceChoices(no_f16);
+  ASSERT_TRUE(described.ok()) << described.status();
+  EXPECT_NE(described->find("  MXFP4 expert products in packed f16: no (the device has no f16 arithmetic)\n"),
             std::string::npos)
       << *described;
 }

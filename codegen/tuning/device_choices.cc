@@ -7,6 +7,7 @@
 #include "codegen/tuning/attention.h"
 #include "codegen/tuning/coop.h"
 #include "codegen/tuning/coop_rows.h"
+#include "codegen/tuning/experts.h"
 
 namespace doppler::codegen::tuning {
 namespace {
@@ -29,6 +30,8 @@ absl::StatusOr<std::string> DescribeDeviceChoices(const TargetCaps& caps) {
   if (!wide_gated.ok()) return wide_gated.status();
   const int64_t plain_to = *plain_max ? kCoopRowsMaxRows : kCoopRowsEveryProductRows;
   const int64_t normed_to = *normed_max ? kCoopRowsMaxRows : kCoopRowsEveryProductRows;
+  absl::StatusOr<DeviceChoice> half_dots = ExpertGemvHalfDots(caps);
+  if (!half_dots.ok()) return half_dots.status();
   const DeviceChoice prefill = ChooseCoopFrom(caps, false), batched = ChooseCoopFrom(caps, true);
   const DeviceChoice attention = ChooseAttentionCoopFrom(caps), keys = ChooseAttentionKeysFrom(caps, true),
                      keys_as_floats = ChooseAttentionKeysFrom(caps, false);
@@ -55,7 +58,9 @@ absl::StatusOr<std::string> DescribeDeviceChoices(const TargetCaps& caps) {
                                      normed_to == plain_to ? "" : absl::StrCat(", products with a norm prologue to ", normed_to),
                                      *wide_gated ? "" : absl::StrCat(" (gated ones to 16 where their ",
                                                                       "64-column tiles are more than ", kMinTallTiles, ")")),
-                      " (", coop_rows->reason, ")\n");
+                      " (", coop_rows->reason, ")\n",
+                      "  MXFP4 expert products in packed f16: ", half_dots->value == 1 ? "yes" : "no", " (",
+                      half_dots->reason, ")\n");
 }
 
 }  // namespace doppler::codegen::tuning

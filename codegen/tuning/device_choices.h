@@ -11,8 +11,9 @@
 namespace doppler::codegen::tuning {
 
 // "device class NAME\n" and a line a choice: the matmul's cooperative-matrix tiles (prefill and
-// batched decode), the attention's cooperative-matrix variant and the cooperative-matrix variant for
-// few rows, each "  family: value (reason)\n". An error where DOPPLER_TUNE is.
+// batched decode), the attention's cooperative-matrix variant, the cooperative-matrix variant for
+// few rows and MXFP4's expert products in f16 pairs, each "  family: value (reason)\n". An error
+// where DOPPLER_TUNE is.
 absl::StatusOr<std::string> DescribeDeviceChoices(const TargetCaps& caps);
 
 }  // namespace doppler::codegen::tuning

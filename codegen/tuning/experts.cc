@@ -45,10 +45,13 @@ absl::StatusOr<int64_t> ExpertGemvBlockPart() {
   return v->value_or(kExpertGemvBlockPart);
 }
 
-absl::StatusOr<bool> ExpertGemvHalfDots() {
+absl::StatusOr<DeviceChoice> ExpertGemvHalfDots(const TargetCaps& caps) {
   absl::StatusOr<std::optional<int64_t>> v = OverrideOneOf("experts", "half", {0, 1});
   if (!v.ok()) return v.status();
-  return v->value_or(0) == 1;
+  if (*v) return DeviceChoice{**v, "DOPPLER_TUNE experts.half"};
+  if (!caps.float16_arithmetic) return DeviceChoice{0, "the device has no f16 arithmetic"};
+  return DeviceChoice{1, ClassReason(caps, DeviceClass::kNvidia,
+                                     "bench/RESULTS.md, \"thirty-fourth session\": gpt-oss-20b 457.4 -> 489.2 tok/s")};
 }
 
 uint32_t ExpertGemvWorkgroup(const TargetCaps& caps, int64_t items, int64_t cols) {

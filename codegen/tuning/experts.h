@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "codegen/target_caps.h"
+#include "codegen/tuning/tuning.h"
 #include "graph/dtype.h"
 
 namespace doppler::codegen::tuning {
@@ -109,11 +110,15 @@ absl::StatusOr<int64_t> ExpertGemvBlockPart();
 inline constexpr int64_t kExpertGemvBlockPart = 32;
 
 // Whether MXFP4's whole-block parts take x as f16 pairs and multiply in packed f16
-// (codegen/weight_parts.h: FloatPartForm::half_dots), on devices with f16 arithmetic: DOPPLER_TUNE's
-// experts.half (0, the choice, or 1). Measured at the same speed in decode on the H200 while the
-// kernel waited on its loads (gpt-oss-20b 395.6 against 400.2 tok/s; bench/RESULTS.md, "The expert
-// kernels in packed f16 arithmetic"; prefill of 16 tokens 900 -> 963), its results within about
-// 1e-3 of the largest rather than 1e-6: an override, for devices whose f16 rate is what bounds it.
-absl::StatusOr<bool> ExpertGemvHalfDots();
+// (codegen/weight_parts.h: FloatPartForm::half_dots): the choice (value 1) wherever the device has
+// f16 arithmetic, DOPPLER_TUNE's experts.half (0 or 1) in place of it. The pairs halve the
+// conversions and multiply-adds a weight value, which bound the MXFP4 kernels as much as their loads
+// do: gpt-oss-20b's decode 457.4 -> 489.2 tok/s on the H200, its gated level 26.3 -> 22.5 us a
+// layer and its down product 14.9 -> 13.2, the 16-token prefill 912 -> 1,012 (bench/RESULTS.md,
+// "thirty-fourth session"). x is scaled into [2^14, 2^15) a part and the pairs are summed in f16
+// over a part: the results lie within about 1e-3 of the largest (1.6e-3 of the gpt_oss fixture's
+// largest logit after a prefill against the dequantized model), where x rounded through q8, the
+// other types' decode form, moves them more.
+absl::StatusOr<DeviceChoice> ExpertGemvHalfDots(const TargetCaps& caps);
 
 }  // namespace doppler::codegen::tuning
