@@ -5,8 +5,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -46,6 +48,35 @@ nlohmann::json ReadJsonFile(const std::filesystem::path& path) {
   return j;
 }
 
+namespace {
+
+// The directories MakeTempDir made, removed as the test process exits, so that runs do not fill
+// the temp dir; not by a child forked from it (a death test's), which shares the list.
+class MadeDirs {
+ public:
+  void Add(const std::filesystem::path& dir) {
+    std::lock_guard<std::mutex> lock(mu_);
+    dirs_.push_back(dir);
+  }
+  ~MadeDirs() {
+    if (::getpid() != owner_) return;
+    std::error_code ec;
+    for (const std::filesystem::path& dir : dirs_) std::filesystem::remove_all(dir, ec);
+  }
+
+ private:
+  const pid_t owner_ = ::getpid();
+  std::mutex mu_;
+  std::vector<std::filesystem::path> dirs_;
+};
+
+MadeDirs& Made() {
+  static MadeDirs dirs;
+  return dirs;
+}
+
+}  // namespace
+
 std::filesystem::path MakeTempDir(std::string_view tag) {
   // Tests of several engineers may run at once: the pid and a counter keep directories apart.
   static std::atomic<int> counter{0};
@@ -55,6 +86,7 @@ std::filesystem::path MakeTempDir(std::string_view tag) {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   std::filesystem::create_directories(dir, ec);
+  Made().Add(dir);
   return dir;
 }
 

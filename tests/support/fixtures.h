@@ -20,7 +20,8 @@ std::string ReadFileBytes(const std::filesystem::path& path);
 // it, and null.
 nlohmann::json ReadJsonFile(const std::filesystem::path& path);
 
-// A fresh, empty directory under the test temp dir, unique to this process and `tag`.
+// A fresh, empty directory under the test temp dir, unique to this process and `tag`, removed with
+// what it holds when the test process exits.
 std::filesystem::path MakeTempDir(std::string_view tag);
 
 }  // namespace doppler::test
