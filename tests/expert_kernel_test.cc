@@ -384,8 +384,8 @@ TEST_P(ExpertMatMulKernelTest, XLiesInPlanesBetweenTheExpertProducts) {
 // post-attention norm; codegen/in_matmul.h's plain norm in x), at one row: by default the router
 // computes it and its workgroups write its row, a share each; up to a bound on the expert product
 // (experts.norm_upto) each reader computes it as it loads x (with and without subgroup arithmetic,
-// and MXFP4's float dots beside the rule's); either way the norm has no dispatch. At more rows the readers take the
-// norm's row from a dispatch of its own.
+// and MXFP4's float dots beside the rule's); either way the norm has no dispatch. At more rows the
+// readers take the norm's row from a dispatch of its own.
 TEST_P(ExpertMatMulKernelTest, APlainNormIsComputedByItsReaders) {
   const ExpertCase& c = GetParam();
   absl::StatusOr<graph::Graph> g = NormedMoeBlock(c);

@@ -116,9 +116,9 @@ inline constexpr int64_t kExpertGemvBlockPart = 32;
 // do: gpt-oss-20b's decode 457.4 -> 489.2 tok/s on the H200, its gated level 26.3 -> 22.5 us a
 // layer and its down product 14.9 -> 13.2, the 16-token prefill 912 -> 1,012 (bench/RESULTS.md,
 // "thirty-fourth session"). x is scaled into [2^14, 2^15) a part and the pairs are summed in f16
-// over a part: the results lie within about 1e-3 of the largest (1.6e-3 of the gpt_oss fixture's
-// largest logit after a prefill against the dequantized model), where x rounded through q8, the
-// other types' decode form, moves them more.
+// over a part: the results lie within about 1e-3 of the largest rather than f32's rounding (the
+// gpt_oss fixture's logits with published MXFP4 experts 1.6e-3 of the row's largest from the
+// dequantized model's after a prefill on the H200, 2.6e-3 on lavapipe).
 absl::StatusOr<DeviceChoice> ExpertGemvHalfDots(const TargetCaps& caps);
 
 }  // namespace doppler::codegen::tuning
