@@ -154,7 +154,6 @@ TEST(GemvShape, FloatWeightsForOneRowTakeWorkgroupsAsWideAsTheRow) {
                                          {1, 4096, 128256, graph::DType::kF16, 256},
                                          {1, 14336, 4096, graph::DType::kBF16, 256},
                                          {1, 2880, 5120, graph::DType::kF16, 128},  // 360 parts: 3 rounds of 128
-                                         {1, 2880, 32, graph::DType::kF32, 256},    // few workgroups: the target
                                          {1, 1000, 4096, graph::DType::kF16, 128},  // 125 parts
                                          {8, 4096, 6144, graph::DType::kF16, 64},
                                          {1, 4096, 6144, graph::DType::kQ4_K, 128}}) {
@@ -164,6 +163,38 @@ TEST(GemvShape, FloatWeightsForOneRowTakeWorkgroupsAsWideAsTheRow) {
       ASSERT_TRUE(config.ok()) << config.status();
       EXPECT_EQ(tuning::ChooseGemvShape(caps, p, *config).wg, c.wg) << Name("nvidia", p) << " " << graph::Name(c.dtype);
     }
+  }
+}
+
+// A matrix of fewer columns than kMinWorkgroups (at the rule's columns a workgroup) takes one a
+// workgroup and an invocation a part of the row, in powers of two up to 1,024 and the device's
+// limit; one of more columns keeps the rule's shape.
+TEST(GemvShape, FewColumnsTakeOneAWorkgroupAndAnInvocationAPart) {
+  struct Case {
+    const char* caps;
+    int64_t m, k, n, part_values;
+    int64_t rn;
+    uint32_t wg;
+  };
+  for (const Case& c : std::vector<Case>{{"nvidia", 1, 2880, 32, 8, 1, 512},   // GPT-OSS-20B's router
+                                         {"nvidia", 1, 2880, 32, 4, 1, 1024},  // 720 parts
+                                         {"nvidia", 16, 2880, 32, 8, 1, 512},
+                                         {"nvidia", 1, 2048, 128, 8, 1, 256},  // Qwen3-30B-A3B's: 64 groups of 2
+                                         {"nvidia", 1, 4096, 8, 8, 1, 512},    // Mixtral's
+                                         {"nvidia", 1, 72, 5, 8, 1, 32},       // 9 parts: the narrowest
+                                         {"generic", 1, 2880, 32, 8, 1, 256},  // the device's limit
+                                         {"nvidia", 1, 2880, 300, 8, 2, 256}}) {  // 150 groups of 2: the rule
+    TargetCaps caps;
+    for (const auto& [name, cs] : AllCaps()) {
+      if (name == c.caps) caps = cs;
+    }
+    const tuning::GemvProblem p{c.m, c.k, c.n, 1, graph::DType::kF32, c.part_values, c.k / c.part_values, true};
+    absl::StatusOr<tuning::GemvConfig> config = tuning::ChooseGemv(p.m, p.part_values);
+    ASSERT_TRUE(config.ok()) << config.status();
+    const tuning::GemvShape s = tuning::ChooseGemvShape(caps, p, *config);
+    EXPECT_EQ(s.rn, c.rn) << Name(c.caps, p);
+    EXPECT_EQ(s.groups, c.n / c.rn) << Name(c.caps, p);
+    EXPECT_EQ(s.wg, c.wg) << Name(c.caps, p);
   }
 }
 

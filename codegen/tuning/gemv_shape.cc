@@ -87,11 +87,24 @@ uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t r
   return wg;
 }
 
+uint32_t FewColumnsWorkgroupSize(const TargetCaps& caps, int64_t parts_per_row) {
+  const uint32_t cap = WidestPowerOfTwoWorkgroup(caps, kWidestWorkgroup);
+  uint32_t wg = std::min(kMinWorkgroup, cap);
+  while (wg < parts_per_row && wg * 2 <= cap) wg *= 2;
+  return wg;
+}
+
 GemvShape ChooseGemvShape(const TargetCaps& caps, const GemvProblem& p, const GemvConfig& config) {
   GemvShape shape;
   shape.tm = config.rows;
   shape.row_blocks = CeilDiv(p.m, shape.tm);
   shape.rn = config.cols > 0 ? config.cols : GemvColumnsPerWorkgroup(p, shape.tm);
+  // A matrix of few columns (a router's logits) would leave most multiprocessors idle: one column a
+  // workgroup, each as wide as a row has parts (an invocation a part), so that its invocations take
+  // one turn each (GPT-OSS-20B's router at one row and at 16: bench/RESULTS.md, "thirty-fifth
+  // session").
+  const bool few_columns = config.cols == 0 && CeilDiv(p.n, shape.rn) < kMinWorkgroups;
+  if (few_columns) shape.rn = 1;
   // Loads an iteration ahead, but for Q6_K parts (seven registers each) in workgroups of 4 weight
   // rows, where the registers cost more occupancy than the early loads win.
   shape.load_ahead = !(p.w_dtype == graph::DType::kQ6_K && shape.rn * p.gates >= 4);
@@ -106,7 +119,8 @@ GemvShape ChooseGemvShape(const TargetCaps& caps, const GemvProblem& p, const Ge
   // on the H200 (bench/RESULTS.md, "float parts of four values").
   const bool whole_row = graph::IsFloat(p.w_dtype) && shape.tm == 1;
   const int64_t row_width = whole_row ? CeilDiv(static_cast<int64_t>(graph::ByteSize(p.w_dtype, p.k)), 16) : p.parts_per_row;
-  shape.wg = config.wg > 0 ? std::min<uint32_t>(static_cast<uint32_t>(config.wg), caps.max_workgroup_invocations)
+  shape.wg = config.wg > 0    ? std::min<uint32_t>(static_cast<uint32_t>(config.wg), caps.max_workgroup_invocations)
+             : few_columns ? FewColumnsWorkgroupSize(caps, p.parts_per_row)
                            : GemvWorkgroupSize(caps, shape.groups, row_width, whole_row);
   while (shape.wg > kMinWorkgroup && 4 * outs * shape.wg > caps.max_shared_memory) shape.wg /= 2;
   return shape;
