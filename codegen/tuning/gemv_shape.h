@@ -55,9 +55,9 @@ bool HalfWorkgroupIdlesLess(int64_t items, int64_t width);
 // row would leave many idle (HalfWorkgroupIdlesLess) and the target stays in flight.
 uint32_t GemvWorkgroupSize(const TargetCaps& caps, int64_t workgroups, int64_t row_width, bool whole_row);
 
-// The float kernel's workgroup size where a matrix has fewer columns than the GPU has
-// multiprocessors: the narrowest power of two (from 32) with an invocation for each of a row's
-// parts, up to 1,024 and the device's limit.
+// The float kernel's workgroup size where the rule's columns a workgroup would make fewer
+// workgroups than a large GPU has multiprocessors (each then takes one column): the narrowest power
+// of two (from 32) with an invocation for each of a row's parts, up to 1,024 and the device's limit.
 uint32_t FewColumnsWorkgroupSize(const TargetCaps& caps, int64_t parts_per_row);
 
 // What the q8 kernel's shape depends on beside the product.
